@@ -1,0 +1,88 @@
+package canon
+
+import (
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Decimal is a canonical decimal string such as "0.00001", "2", "-1.5".
+// Canonical means: optional leading '-', no '+', no exponent, no leading
+// zeros in the integer part (except a single "0"), no trailing zeros in the
+// fraction and no trailing '.', and never "-0".
+type Decimal string
+
+// ParseDecimal accepts any exact decimal notation (including exponents, e.g.
+// "1e-5") and returns its canonical form. Values that are not exactly
+// representable as a terminating decimal are impossible here because the
+// input is itself decimal.
+func ParseDecimal(s string) (Decimal, error) {
+	if s == "" || strings.ContainsAny(s, " \t\n_") {
+		return "", fmt.Errorf("decimal %q: not a decimal number", s)
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || strings.ContainsAny(s, "/") {
+		return "", fmt.Errorf("decimal %q: not a decimal number", s)
+	}
+	return formatRat(r), nil
+}
+
+// MustDecimal is ParseDecimal for compile-time constants; it panics on a bad
+// literal, so use it only with literals written in the source.
+func MustDecimal(s string) Decimal {
+	d, err := ParseDecimal(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// CheckCanonical verifies that s is already in canonical form.
+func (d Decimal) CheckCanonical() error {
+	c, err := ParseDecimal(string(d))
+	if err != nil {
+		return err
+	}
+	if c != d {
+		return fmt.Errorf("decimal %q is not canonical (want %q)", string(d), string(c))
+	}
+	return nil
+}
+
+// Float64 returns the nearest float64.
+func (d Decimal) Float64() (float64, error) {
+	r, ok := new(big.Rat).SetString(string(d))
+	if !ok {
+		return 0, fmt.Errorf("decimal %q: not a decimal number", string(d))
+	}
+	f, _ := r.Float64()
+	return f, nil
+}
+
+func formatRat(r *big.Rat) Decimal {
+	if r.Sign() == 0 {
+		return "0"
+	}
+	// A rational from a decimal literal has a denominator 2^a*5^b; the
+	// number of fraction digits needed is max(a, b).
+	den := new(big.Int).Set(r.Denom())
+	digits := 0
+	two, five, zero := big.NewInt(2), big.NewInt(5), big.NewInt(0)
+	a, b := 0, 0
+	m := new(big.Int)
+	for m.Mod(den, two).Cmp(zero) == 0 {
+		den.Quo(den, two)
+		a++
+	}
+	for m.Mod(den, five).Cmp(zero) == 0 {
+		den.Quo(den, five)
+		b++
+	}
+	digits = max(a, b)
+	s := r.FloatString(digits)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(s, "0")
+		s = strings.TrimSuffix(s, ".")
+	}
+	return Decimal(s)
+}

@@ -1,0 +1,209 @@
+package metric
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxListed is how many indices Explain lists per top-K set.
+const maxListed = 8
+
+// TopKOverlapScore grades score sheets by top-K set overlap, per row over the
+// last dimension of shape (an empty or mismatching shape means one row).
+//
+// −Inf is legal in both tensors (masked cells); NaN or +Inf in got fails
+// with score 0 and Worst set to the offending row. In each row K is clipped
+// to the number of finite reference cells; a row with none is vacuous and
+// scores 1. The reference's top-K threshold T is its K-th largest value, and
+// a candidate top-K index is a hit iff its reference value is >= T (so the
+// order in which an honest kernel breaks ties cannot fail it) and its
+// candidate value is not −Inf (a candidate that masks a cell the reference
+// selects misses it). Candidate ties are broken by the lower index.
+//
+// Overlap is hits/K; Score is the minimum over rows and Worst the first row
+// attaining it. It passes iff every row's overlap is >= minOverlap. A k < 1
+// fails closed. An empty tensor passes vacuously with score 1.
+func TopKOverlapScore(expected, got []float64, shape []int, k int, minOverlap float64) Result {
+	const kind = TopKOverlap
+	if len(expected) != len(got) {
+		return lengthMismatchResult(kind, expected, got)
+	}
+	if len(expected) == 0 {
+		return emptyResult(kind)
+	}
+	if k < 1 {
+		return Result{Metric: kind.String(), Explain: fmt.Sprintf("invalid K %d (caller bug)", k), Worst: -1}
+	}
+	if i, _ := firstBadReference(kind, expected); i >= 0 {
+		return badReferenceResult(kind, expected, shape, i)
+	}
+	cols, rowShape := rowLayout(shape, len(expected))
+	if first, count := firstBadCandidateCell(got); first >= 0 {
+		return Result{
+			Metric: kind.String(),
+			Explain: fmt.Sprintf("got%s is %s (%d/%d elements NaN or +Inf)",
+				FormatIndex(first, shape), fmtVal(got[first]), count, len(got)),
+			Worst: first / cols,
+		}
+	}
+
+	var sel topkSelector
+	rows := len(expected) / cols
+	worst, worstOverlap, failing := 0, math.Inf(1), 0
+	for row := range rows {
+		lo, hi := row*cols, (row+1)*cols
+		o := sel.rowOverlap(expected[lo:hi], got[lo:hi], k)
+		if !(o.overlap() >= minOverlap) {
+			failing++
+		}
+		if o.overlap() < worstOverlap {
+			worst, worstOverlap = row, o.overlap()
+		}
+	}
+
+	r := Result{Metric: kind.String(), Score: worstOverlap, Pass: failing == 0, Worst: worst}
+	lo, hi := worst*cols, (worst+1)*cols
+	o := sel.rowOverlap(expected[lo:hi], got[lo:hi], k)
+	head := fmt.Sprintf("pass: min overlap %s >= %s over %d rows", fmtVal(worstOverlap), fmtVal(minOverlap), rows)
+	if !r.Pass {
+		head = fmt.Sprintf("%d/%d rows below min overlap %s", failing, rows, fmtVal(minOverlap))
+	}
+	if o.k == 0 {
+		r.Explain = fmt.Sprintf("%s; worst row %s: vacuous (no finite reference cells)", head, FormatIndex(worst, rowShape))
+		return r
+	}
+	r.Explain = fmt.Sprintf("%s; worst row %s: overlap %d/%d; expected top-%d %s, got top-%d %s",
+		head, FormatIndex(worst, rowShape), o.hits, o.k, o.k, listIndices(o.expTop), o.k, listIndices(o.gotTop))
+	return r
+}
+
+// rowLayout returns the row length (the last dimension) and the shape of
+// the row grid. An empty, invalid or mismatching shape means a single row.
+func rowLayout(shape []int, n int) (cols int, rowShape []int) {
+	if count, ok := shapeCount(shape); len(shape) > 0 && ok && count == n && shape[len(shape)-1] > 0 {
+		return shape[len(shape)-1], shape[:len(shape)-1]
+	}
+	return n, nil
+}
+
+// firstBadCandidateCell returns the first NaN or +Inf cell and how many there
+// are, or (-1, 0); −Inf is a legal masked cell.
+func firstBadCandidateCell(got []float64) (first, count int) {
+	first = -1
+	for i, v := range got {
+		if math.IsNaN(v) || math.IsInf(v, 1) {
+			if first < 0 {
+				first = i
+			}
+			count++
+		}
+	}
+	return first, count
+}
+
+// rowResult is the top-K comparison of one row. Its slices alias the
+// selector's buffers and are valid until the next rowOverlap call.
+type rowResult struct {
+	k      int   // clipped K; 0 for a vacuous row
+	hits   int   // candidate top-K indices counted correct
+	expTop []int // reference top-K indices, best first
+	gotTop []int // candidate top-K indices, best first
+}
+
+// overlap returns hits/k, or 1 for a vacuous row.
+func (o rowResult) overlap() float64 {
+	if o.k == 0 {
+		return 1
+	}
+	return float64(o.hits) / float64(o.k)
+}
+
+// topkSelector holds buffers reused across rows.
+type topkSelector struct {
+	expBuf, gotBuf, all []int
+}
+
+// rowOverlap compares one row. The reference must hold no NaN or +Inf and
+// the candidate no NaN or +Inf.
+func (s *topkSelector) rowOverlap(expRow, gotRow []float64, k int) rowResult {
+	finite := 0
+	for _, v := range expRow {
+		if !math.IsInf(v, -1) {
+			finite++
+		}
+	}
+	k = min(k, finite)
+	if k == 0 {
+		return rowResult{}
+	}
+	s.expBuf = s.topIndices(expRow, k, s.expBuf)
+	s.gotBuf = s.topIndices(gotRow, k, s.gotBuf)
+	threshold := expRow[s.expBuf[k-1]] // finite: k <= number of finite cells
+	hits := 0
+	for _, i := range s.gotBuf {
+		if !math.IsInf(gotRow[i], -1) && expRow[i] >= threshold {
+			hits++
+		}
+	}
+	return rowResult{k: k, hits: hits, expTop: s.expBuf, gotTop: s.gotBuf}
+}
+
+// topIndices writes into dst the k indices of the largest values of row,
+// ordered by value descending and then index ascending. row must hold no NaN
+// and 1 <= k <= len(row).
+func (s *topkSelector) topIndices(row []float64, k int, dst []int) []int {
+	before := func(a, b int) bool { return row[a] > row[b] || (row[a] == row[b] && a < b) }
+	dst = dst[:0]
+	if k > 32 {
+		s.all = s.all[:0]
+		for i := range row {
+			s.all = append(s.all, i)
+		}
+		slices.SortFunc(s.all, func(a, b int) int {
+			switch {
+			case before(a, b):
+				return -1
+			case before(b, a):
+				return 1
+			}
+			return 0
+		})
+		return append(dst, s.all[:k]...)
+	}
+	// Small K: keep a sorted buffer of the best k seen so far.
+	for i := range row {
+		if len(dst) == k && !before(i, dst[k-1]) {
+			continue
+		}
+		if len(dst) < k {
+			dst = append(dst, i)
+		} else {
+			dst[k-1] = i
+		}
+		for j := len(dst) - 1; j > 0 && before(dst[j], dst[j-1]); j-- {
+			dst[j], dst[j-1] = dst[j-1], dst[j]
+		}
+	}
+	return dst
+}
+
+// listIndices renders up to maxListed indices: "[4 9 1 …+5]".
+func listIndices(idx []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for j, i := range idx {
+		if j == maxListed {
+			b.WriteString(" …+" + strconv.Itoa(len(idx)-maxListed))
+			break
+		}
+		if j > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(i))
+	}
+	b.WriteByte(']')
+	return b.String()
+}

@@ -1,0 +1,113 @@
+package metric_test
+
+import (
+	"math"
+	"testing"
+
+	"cacheon/internal/metric"
+)
+
+func TestTopKOverlapScore(t *testing.T) {
+	ninf := math.Inf(-1)
+	// Two rows of 8 cells.
+	base := []float64{
+		9, 1, 8, 2, 7, 3, 6, 4,
+		0, 5, 1, 6, 2, 7, 3, 8,
+	}
+	shape := []int{2, 8}
+	tests := []struct {
+		name       string
+		exp, got   []float64
+		shape      []int
+		k          int
+		minOverlap float64
+		pass       bool
+		score      float64
+		worst      int
+		explain    []string
+	}{
+		{"identical", base, base, shape, 3, 1, true, 1, 0,
+			[]string{"pass: min overlap 1 >= 1 over 2 rows", "worst row [0]: overlap 3/3", "expected top-3 [0 2 4]"}},
+		{"reordered values same sets", base, []float64{
+			90, 1, 80, 2, 85, 3, 6, 4,
+			0, 5, 1, 6, 2, 70, 3, 80,
+		}, shape, 3, 1, true, 1, 0, nil},
+		{"one miss in row 1", base, []float64{
+			9, 1, 8, 2, 7, 3, 6, 4,
+			0, 5, 1, 9, 2, 7, 3, 1,
+		}, shape, 3, 0.9, false, 2.0 / 3, 1,
+			[]string{"1/2 rows below min overlap 0.9", "worst row [1]: overlap 2/3", "expected top-3 [15 13 11]", "got top-3 [11 13 9]"}},
+		{"one miss tolerated", base, []float64{
+			9, 1, 8, 2, 7, 3, 6, 4,
+			0, 5, 1, 9, 2, 7, 3, 1,
+		}, shape, 3, 0.6, true, 2.0 / 3, 1, []string{"pass: min overlap 0.66667 >= 0.6"}},
+		{"ties in expected: any tied choice is correct", []float64{5, 5, 5, 5, 1, 0}, []float64{0, 0, 5, 5, 1, 0}, nil, 2, 1, true, 1, 0, nil},
+		{"ties in expected: below the tie misses", []float64{5, 5, 5, 5, 1, 0}, []float64{0, 0, 5, 0, 9, 0}, nil, 2, 1, false, 0.5, 0,
+			[]string{"overlap 1/2", "expected top-2 [0 1]", "got top-2 [4 2]"}},
+		{"masked row: K clipped to finite cells", []float64{ninf, 3, ninf, 1, ninf, 2, ninf, ninf}, []float64{ninf, 3.1, ninf, 0.9, ninf, 2.2, ninf, ninf},
+			nil, 8, 1, true, 1, 0, []string{"overlap 3/3"}},
+		{"masked row: unmasked candidate cell misses", []float64{ninf, 3, ninf, 1, ninf, 2, ninf, ninf}, []float64{ninf, 3, 7, 1, ninf, 2, ninf, ninf},
+			nil, 8, 1, false, 2.0 / 3, 0, []string{"overlap 2/3"}},
+		{"masked row: candidate masks a selected cell", []float64{ninf, 3, ninf, 1, ninf, 2, ninf, ninf}, []float64{ninf, ninf, ninf, 1, ninf, 2, ninf, ninf},
+			nil, 8, 1, false, 2.0 / 3, 0, []string{"overlap 2/3"}},
+		{"-Inf candidate counts as miss with K finite reference cells", []float64{4, 3, 2, 1}, []float64{4, 3, ninf, ninf},
+			nil, 4, 0.75, false, 0.5, 0, []string{"overlap 2/4"}},
+		{"-Inf everywhere in candidate", []float64{4, 3, 2, 1}, []float64{ninf, ninf, ninf, ninf},
+			nil, 2, 0.5, false, 0, 0, []string{"overlap 0/2"}},
+		{"vacuous row passes", []float64{
+			ninf, ninf, ninf, ninf,
+			1, 2, 3, 4,
+		}, []float64{
+			5, 6, 7, 8,
+			1, 2, 3, 4,
+		}, []int{2, 4}, 2, 1, true, 1, 0, []string{"worst row [0]: vacuous"}},
+		{"all rows vacuous", []float64{ninf, ninf}, []float64{ninf, 0}, []int{2, 1}, 8, 1, true, 1, 0, []string{"vacuous"}},
+		{"multi-dim row index", []float64{
+			1, 2, 1, 2,
+			1, 2, 1, 2,
+			1, 2, 1, 2,
+			1, 2, 3, 4,
+		}, []float64{
+			1, 2, 1, 2,
+			1, 2, 1, 2,
+			1, 2, 1, 2,
+			4, 3, 2, 1,
+		}, []int{2, 2, 4}, 2, 1, false, 0, 3, []string{"worst row [1,1]: overlap 0/2"}},
+		{"NaN in candidate", base, with(base, 12, math.NaN()), shape, 3, 0.1, false, 0, 1,
+			[]string{"got[1,4] is NaN", "1/16 elements NaN or +Inf"}},
+		{"+Inf in candidate", base, with(base, 3, math.Inf(1)), shape, 3, 0.1, false, 0, 0, []string{"got[0,3] is +Inf"}},
+		{"NaN reference fails closed", with(base, 0, math.NaN()), base, shape, 3, 0.1, false, 0, 0, []string{"caller bug"}},
+		{"K < 1 fails closed", base, base, shape, 0, 0.1, false, 0, -1, []string{"invalid K"}},
+		{"mismatching shape means one row", base, base, []int{3, 5}, 3, 1, true, 1, 0, []string{"over 1 rows", "expected top-3 [0 15 2]"}},
+		{"empty", nil, nil, []int{0, 8}, 3, 1, true, 1, -1, []string{"vacuous"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := metric.TopKOverlapScore(tc.exp, tc.got, tc.shape, tc.k, tc.minOverlap)
+			if r.Metric != "topk_overlap" || r.Pass != tc.pass || math.Abs(r.Score-tc.score) > 1e-12 || r.Worst != tc.worst {
+				t.Fatalf("got %+v; want pass %v score %v worst %d", r, tc.pass, tc.score, tc.worst)
+			}
+			mustContain(t, r.Explain, tc.explain...)
+		})
+	}
+}
+
+func TestTopKOverlapLargeK(t *testing.T) {
+	const cols = 100
+	exp := make([]float64, 2*cols)
+	got := make([]float64, 2*cols)
+	for i := range cols {
+		v := float64((i * 37) % cols) // a permutation of 0..99
+		exp[i], got[i] = v, v+0.25*math.Sin(float64(i))
+		exp[cols+i], got[cols+i] = v, -v
+	}
+	r := metric.TopKOverlapScore(exp, got, []int{2, cols}, 40, 0.9)
+	if r.Pass || r.Worst != 1 || r.Score != 0 {
+		t.Fatalf("got %+v; want row 1 to fail with overlap 0", r)
+	}
+	mustContain(t, r.Explain, "overlap 0/40", "…+32]")
+	r = metric.TopKOverlapScore(exp[:cols], got[:cols], []int{cols}, 40, 1)
+	if !r.Pass || r.Score != 1 {
+		t.Fatalf("got %+v; want pass", r)
+	}
+}

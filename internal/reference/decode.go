@@ -1,0 +1,109 @@
+package reference
+
+// DecodeDims are the dimensions of an attention.decode call: q is
+// (B, Hq, D); the key and value caches are (Pages, PageSize, Hkv, D); the
+// block table is (B, MaxPages) and seq_lens is (B). Hq must be a multiple of
+// Hkv.
+type DecodeDims struct{ B, Hq, Hkv, D, Pages, PageSize, MaxPages int }
+
+// PagedDecode is the attention.decode reference: query b attends, without
+// any mask, over its first seqLens[b] cached positions, where position p
+// lives in page blockTable[b][p/PageSize] at slot p%PageSize; query head h
+// reads kv head h/(Hq/Hkv). out is (B, Hq, D).
+//
+// It requires 1 <= seqLens[b] <= MaxPages*PageSize and every page id that
+// those positions reference in [0, Pages); table entries past a sequence's
+// last page are ignored. The arithmetic is exactly SDPA's for T=1,
+// causal=false on the gathered keys and values, so the two agree bit for
+// bit. Work is split over the B·Hkv (sequence, kv head) pairs.
+func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm DecodeDims, scale float64) ([]float64, error) {
+	const fn = "PagedDecode"
+	if err := checkPositive(fn, dim{"dm.B", dm.B}, dim{"dm.Hq", dm.Hq}, dim{"dm.Hkv", dm.Hkv},
+		dim{"dm.D", dm.D}, dim{"dm.Pages", dm.Pages}, dim{"dm.PageSize", dm.PageSize},
+		dim{"dm.MaxPages", dm.MaxPages}); err != nil {
+		return nil, err
+	}
+	if dm.Hq%dm.Hkv != 0 {
+		return nil, argErr(fn, "dm.Hkv", "Hq=%d is not a multiple of Hkv=%d", dm.Hq, dm.Hkv)
+	}
+	if err := checkLen(fn, "q", len(q), dm.B, dm.Hq, dm.D); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "kCache", len(kCache), dm.Pages, dm.PageSize, dm.Hkv, dm.D); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "vCache", len(vCache), dm.Pages, dm.PageSize, dm.Hkv, dm.D); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "blockTable", len(blockTable), dm.B, dm.MaxPages); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "seqLens", len(seqLens), dm.B); err != nil {
+		return nil, err
+	}
+	if err := checkFinite(fn, "scale", scale); err != nil {
+		return nil, err
+	}
+	capacity, err := shapeLen(fn, "dm.MaxPages", dm.MaxPages, dm.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	maxLen := 0
+	for b, l := range seqLens {
+		if l < 1 || int64(l) > int64(capacity) {
+			return nil, argErr(fn, "seqLens", "seqLens[%d]=%d outside [1, MaxPages*PageSize=%d]", b, l, capacity)
+		}
+		maxLen = max(maxLen, int(l))
+		used := ceilDiv(int(l), dm.PageSize)
+		for j, page := range blockTable[b*dm.MaxPages : b*dm.MaxPages+used] {
+			if page < 0 || int64(page) >= int64(dm.Pages) {
+				return nil, argErr(fn, "blockTable", "blockTable[%d][%d]=%d outside [0, Pages=%d)", b, j, page, dm.Pages)
+			}
+		}
+	}
+
+	Hq, Hkv, D, ps := dm.Hq, dm.Hkv, dm.D, dm.PageSize
+	group := Hq / Hkv
+	rowStride := Hkv * D // distance between consecutive slots of one page
+	out := make([]float64, dm.B*Hq*D)
+	parallelFor(dm.B*Hkv, func(lo, hi int) {
+		w := make([]float64, maxLen)
+		vt := make([]float64, D*maxLen)
+		for item := lo; item < hi; item++ {
+			b, g := item/Hkv, item%Hkv
+			n := int(seqLens[b])
+			pages := blockTable[b*dm.MaxPages : b*dm.MaxPages+ceilDiv(n, ps)]
+			// Gather this (sequence, kv head)'s values transposed to (D, n).
+			for pos := range n {
+				src := ((int(pages[pos/ps])*ps+pos%ps)*Hkv + g) * D
+				for d, x := range vCache[src : src+D] {
+					vt[d*n+pos] = x
+				}
+			}
+			for h := g * group; h < (g+1)*group; h++ {
+				row := b*Hq + h
+				qv := q[row*D : (row+1)*D]
+				sc := w[:n]
+				// Scores page by page: the slots of a page are rowStride apart.
+				for j, page := range pages {
+					p0 := j * ps
+					p1 := min(p0+ps, n)
+					dotRows(sc[p0:p1], qv, kCache, (int(page)*ps*Hkv+g)*D, rowStride)
+				}
+				attendRow(out[row*D:(row+1)*D], sc, scale, vt, 0, n)
+			}
+		}
+	})
+	return out, nil
+}
+
+// PagedDecodeFlops is the operation count PagedDecode is credited with:
+// 4·D per (sequence, query head, visible position), as in SDPAFlops.
+// Lengths outside the contract count as zero.
+func PagedDecodeFlops(seqLens []int32, dm DecodeDims) float64 {
+	var positions float64
+	for _, l := range seqLens {
+		positions += float64(max(l, 0))
+	}
+	return 4 * float64(dm.D) * float64(dm.Hq) * positions
+}

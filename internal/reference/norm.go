@@ -1,0 +1,47 @@
+package reference
+
+import "math"
+
+// RMSNorm is the norm.rmsnorm reference: for each of the n rows of x (n, h),
+// out = (x * (1/sqrt(mean(x²)+eps))) * weight, with weight of shape (h).
+// The sum of squares uses dot's fixed order. eps must be finite and >= 0.
+func RMSNorm(x, weight []float64, n, h int, eps float64) ([]float64, error) {
+	const fn = "RMSNorm"
+	if err := checkPositive(fn, dim{"n", n}, dim{"h", h}); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "x", len(x), n, h); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "weight", len(weight), h); err != nil {
+		return nil, err
+	}
+	if err := checkEps(fn, eps); err != nil {
+		return nil, err
+	}
+	out := make([]float64, n*h)
+	parallelFor(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			rmsnormRow(out[i*h:(i+1)*h], x[i*h:(i+1)*h], weight, eps)
+		}
+	})
+	return out, nil
+}
+
+// rmsnormRow writes the RMS-normalised row x, scaled by weight, into dst.
+// All three slices have the same length h >= 1.
+func rmsnormRow(dst, x, weight []float64, eps float64) {
+	weight = weight[:len(x)]
+	dst = dst[:len(x)]
+	ms := dot(x, x) / float64(len(x))
+	inv := 1 / math.Sqrt(ms+eps)
+	for j, v := range x {
+		dst[j] = float64(v*inv) * weight[j]
+	}
+}
+
+// RMSNormFlops is the operation count RMSNorm is credited with for (n, h):
+// 4 per element (square, add, normalise, weight).
+func RMSNormFlops(n, h int) float64 {
+	return 4 * float64(n) * float64(h)
+}

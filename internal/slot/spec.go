@@ -1,0 +1,157 @@
+// Package slot is the executable catalog of Cacheon's slots: the
+// validator-owned tensor boundaries that candidate kernels may fill.
+//
+// A Spec binds every semantic detail that verification and live dispatch
+// share: the dotted name and kind, the entry (and optional prepare) callable
+// with its positional arguments, the deterministic input generator and the
+// registered verification shapes, the output contract, the graph-dynamic
+// inputs, the correctness policy with per-dtype tolerances, the trusted
+// reference and, for collectives, the per-rank partial and cross-rank
+// reduction. The catalog is built explicitly by NewCatalog; nothing registers
+// itself.
+package slot
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Kind is the breadth of a slot's boundary.
+type Kind string
+
+// The three slot kinds of the slot contract.
+const (
+	Op         Kind = "op"         // one fused operation
+	Block      Kind = "block"      // several operations behind one tensor contract
+	Collective Kind = "collective" // owns a cross-rank communication step
+)
+
+// Catalog is the set of registered slots, keyed by dotted name.
+type Catalog struct {
+	specs map[string]*Spec
+	order []string
+}
+
+// Lookup returns the slot registered under name.
+func (c *Catalog) Lookup(name string) (*Spec, bool) {
+	s, ok := c.specs[name]
+	return s, ok
+}
+
+// Specs returns every slot sorted by name (bytewise).
+func (c *Catalog) Specs() []*Spec {
+	out := make([]*Spec, 0, len(c.order))
+	for _, n := range c.order {
+		out = append(out, c.specs[n])
+	}
+	return out
+}
+
+// Names returns the registered slot names sorted bytewise.
+func (c *Catalog) Names() []string { return append([]string(nil), c.order...) }
+
+func newCatalog(specs ...*Spec) (*Catalog, error) {
+	c := &Catalog{specs: make(map[string]*Spec, len(specs))}
+	for _, s := range specs {
+		if err := s.validate(); err != nil {
+			return nil, fmt.Errorf("slot %s: %w", s.Name, err)
+		}
+		if _, dup := c.specs[s.Name]; dup {
+			return nil, fmt.Errorf("slot %s registered twice", s.Name)
+		}
+		c.specs[s.Name] = s
+		c.order = append(c.order, s.Name)
+	}
+	sort.Strings(c.order)
+	return c, nil
+}
+
+// ArgKind says what the validator passes in one positional argument.
+type ArgKind string
+
+// Argument kinds of an entry call.
+const (
+	ArgInput    ArgKind = "input"    // validator-generated tensor
+	ArgOutput   ArgKind = "output"   // validator-allocated tensor the candidate fills
+	ArgScalar   ArgKind = "scalar"   // Python scalar (float, int or bool)
+	ArgPrepared ArgKind = "prepared" // the value prepare returned
+	ArgGroup    ArgKind = "group"    // the collective's process group
+)
+
+// Arg is one positional argument of an entry or prepare call.
+//
+// Shape entries are dimension expressions over the case's Dims: a product of
+// factors joined by '*', each factor a dimension name, a decimal integer or
+// cdiv(a,b) (ceiling division of two names or integers). DType is "vdt" (the
+// verify dtype) or a concrete torch dtype name. Scalar arguments carry an
+// expression in Value: a decimal literal, a dimension name, or rsqrt(NAME).
+type Arg struct {
+	Name  string   `json:"name"`
+	Kind  ArgKind  `json:"kind"`
+	DType string   `json:"dtype,omitempty"`
+	Shape []string `json:"shape,omitempty"`
+	// RowPad, when > 0, pads the row stride of an output's last dimension up
+	// to a multiple of RowPad elements, so the output is deliberately strided.
+	RowPad int `json:"row_pad,omitempty"`
+	// Scalar is "float", "int" or "bool" for ArgScalar.
+	Scalar string `json:"scalar,omitempty"`
+	Value  string `json:"value,omitempty"`
+	// PerRank marks collective inputs whose values differ across ranks.
+	PerRank bool `json:"per_rank,omitempty"`
+}
+
+// Shape is one registered verification shape: concrete dimensions plus the
+// count dimensions that verification may jitter from the run's seed.
+type Shape struct {
+	Name   string         `json:"name"`
+	Dims   map[string]int `json:"dims"`
+	Jitter []string       `json:"jitter,omitempty"`
+}
+
+// Spec is one registered slot.
+type Spec struct {
+	Name  string // canonical dotted name, e.g. "norm.rmsnorm"
+	Kind  Kind
+	Entry string // required entry callable
+	Args  []Arg  // entry arguments in positional order
+	// Prepare, when non-empty, is the optional prepare callable; it receives
+	// PrepareArgs (names of Args-independent weight inputs) once and returns
+	// the prepared state passed as the ArgPrepared argument.
+	Prepare     string
+	PrepareArgs []Arg
+	// GraphDynamic names the inputs whose values may change between graph
+	// replays while their addresses and shapes stay fixed.
+	GraphDynamic []string
+	Shapes       []Shape
+	Correctness  Correctness
+	// DescriptorFields lists the capability fields the slot's live binding
+	// supplies; a variant predicate on any other field can never match.
+	DescriptorFields []string
+	// QualityThreshold is an optional slot-specific end-to-end quality
+	// threshold as a canonical decimal string ("" when none).
+	QualityThreshold string
+	// Description is one line for humans.
+	Description string
+	// Reference names the trusted reference function for the projection.
+	Reference string
+
+	impl slotImpl
+}
+
+// Correctness is a slot's registered grading policy.
+type Correctness struct {
+	Metric      string              `json:"metric"`                 // allclose, matched_ratio, cosine, topk_overlap
+	MinRatio    string              `json:"min_ratio,omitempty"`    // canonical decimal
+	OutlierMult string              `json:"outlier_mult,omitempty"` // canonical decimal
+	MinCosine   string              `json:"min_cosine,omitempty"`
+	NormGuard   string              `json:"norm_guard,omitempty"`
+	K           int                 `json:"k,omitempty"`
+	MinOverlap  string              `json:"min_overlap,omitempty"`
+	Tolerances  map[string]Tolerance `json:"tolerances"` // by torch dtype name
+}
+
+// Tolerance is an atol/rtol pair as canonical decimal strings.
+type Tolerance struct {
+	Atol string `json:"atol"`
+	Rtol string `json:"rtol"`
+}

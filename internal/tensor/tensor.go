@@ -1,0 +1,231 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Tensor is a host tensor: contiguous row-major bytes, little endian.
+type Tensor struct {
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// New returns a zeroed tensor of dt and shape. The shape is copied. It panics
+// only on a programming error: an unknown dtype or a negative or oversized
+// shape (use Spec.Validate first for untrusted shapes).
+func New(dt DType, shape ...int) *Tensor {
+	sp := Spec{Shape: shape, DType: dt}
+	if err := sp.Validate(); err != nil {
+		panic(fmt.Sprintf("tensor.New: %v", err))
+	}
+	sh := slices.Clone(shape)
+	if sh == nil {
+		sh = []int{}
+	}
+	return &Tensor{DType: dt, Shape: sh, Data: make([]byte, sp.NumElements()*dt.Size())}
+}
+
+// newChecked is New with an error instead of a panic.
+func newChecked(step string, dt DType, shape []int, n int) (*Tensor, error) {
+	sp := Spec{Shape: shape, DType: dt}
+	if err := sp.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", step, err)
+	}
+	if sp.NumElements() != n {
+		return nil, fmt.Errorf("%s: %d values for shape %v (%d elements)", step, n, shape, sp.NumElements())
+	}
+	return New(dt, shape...), nil
+}
+
+// FromFloat64 builds a tensor of dt and shape from v (len(v) must equal the
+// number of elements). Float dtypes round each value with a single
+// round-to-nearest-even step (NaN and ±Inf kept, overflow to ±Inf). Integer
+// dtypes require every value to be integral and in range; Bool requires 0 or
+// 1.
+func FromFloat64(dt DType, shape []int, v []float64) (*Tensor, error) {
+	t, err := newChecked("tensor from float64", dt, shape, len(v))
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range v {
+		if err := t.setFloat64(i, x); err != nil {
+			return nil, fmt.Errorf("tensor from float64: element %d: %w", i, err)
+		}
+	}
+	return t, nil
+}
+
+// FromInt64 builds a tensor of dt and shape from v (len(v) must equal the
+// number of elements). Integer dtypes require every value in range; Bool
+// requires 0 or 1; float dtypes round each value with a single
+// round-to-nearest-even step (large magnitudes may overflow to ±Inf in the
+// narrow formats).
+func FromInt64(dt DType, shape []int, v []int64) (*Tensor, error) {
+	t, err := newChecked("tensor from int64", dt, shape, len(v))
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range v {
+		if err := t.setInt64(i, x); err != nil {
+			return nil, fmt.Errorf("tensor from int64: element %d: %w", i, err)
+		}
+	}
+	return t, nil
+}
+
+// setFloat64 stores x at element i.
+func (t *Tensor) setFloat64(i int, x float64) error {
+	d := t.Data
+	switch t.DType {
+	case BF16:
+		binary.LittleEndian.PutUint16(d[2*i:], Float64ToBF16(x))
+	case F16:
+		binary.LittleEndian.PutUint16(d[2*i:], Float64ToF16(x))
+	case F32:
+		binary.LittleEndian.PutUint32(d[4*i:], Float64ToF32(x))
+	case F64:
+		binary.LittleEndian.PutUint64(d[8*i:], math.Float64bits(x))
+	default:
+		if x != math.Trunc(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("value %v is not an integer", x)
+		}
+		// x is integral and finite; ±2^63 bounds keep the int64 conversion exact.
+		if x < -(1<<63) || x >= 1<<63 {
+			return fmt.Errorf("value %v out of range for %s", x, t.DType)
+		}
+		return t.setInt64(i, int64(x))
+	}
+	return nil
+}
+
+// setInt64 stores v at element i.
+func (t *Tensor) setInt64(i int, v int64) error {
+	d := t.Data
+	switch t.DType {
+	case BF16:
+		binary.LittleEndian.PutUint16(d[2*i:], uint16(bf16Format().fromInt64(v)))
+	case F16:
+		binary.LittleEndian.PutUint16(d[2*i:], uint16(f16Format().fromInt64(v)))
+	case F32:
+		binary.LittleEndian.PutUint32(d[4*i:], f32Format().fromInt64(v))
+	case F64:
+		binary.LittleEndian.PutUint64(d[8*i:], math.Float64bits(float64(v)))
+	case I32:
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return fmt.Errorf("value %d out of range for int32", v)
+		}
+		binary.LittleEndian.PutUint32(d[4*i:], uint32(int32(v)))
+	case I64:
+		binary.LittleEndian.PutUint64(d[8*i:], uint64(v))
+	case U8:
+		if v < 0 || v > math.MaxUint8 {
+			return fmt.Errorf("value %d out of range for uint8", v)
+		}
+		d[i] = byte(v)
+	case Bool:
+		if v != 0 && v != 1 {
+			return fmt.Errorf("value %d is not a bool (0 or 1)", v)
+		}
+		d[i] = byte(v)
+	default:
+		return fmt.Errorf("unknown dtype %s", t.DType)
+	}
+	return nil
+}
+
+// NumElements returns the product of the shape (1 for a scalar).
+func (t *Tensor) NumElements() int {
+	return Spec{Shape: t.Shape, DType: t.DType}.NumElements()
+}
+
+// Spec returns the contiguous layout of t (explicit row-major strides,
+// alignment 0).
+func (t *Tensor) Spec() Spec {
+	return Contiguous(t.DType, t.Shape...)
+}
+
+// Float64s decodes every element to float64. The widening is exact for all
+// float dtypes, int32, uint8 and bool (0 or 1; any non-zero byte reads as
+// 1); int64 magnitudes above 2^53 round to the nearest float64. A tensor
+// that fails Validate yields nil.
+func (t *Tensor) Float64s() []float64 {
+	if t.Validate() != nil {
+		return nil
+	}
+	n := t.NumElements()
+	out := make([]float64, n)
+	d := t.Data
+	for i := range out {
+		switch t.DType {
+		case BF16:
+			out[i] = float64(BF16ToFloat32(binary.LittleEndian.Uint16(d[2*i:])))
+		case F16:
+			out[i] = F16ToFloat64(binary.LittleEndian.Uint16(d[2*i:]))
+		case F32:
+			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
+		case F64:
+			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(d[8*i:]))
+		case I32:
+			out[i] = float64(int32(binary.LittleEndian.Uint32(d[4*i:])))
+		case I64:
+			out[i] = float64(int64(binary.LittleEndian.Uint64(d[8*i:])))
+		case U8:
+			out[i] = float64(d[i])
+		case Bool:
+			if d[i] != 0 {
+				out[i] = 1
+			}
+		}
+	}
+	return out
+}
+
+// Int64s decodes every element of an integer or bool tensor to int64 (bool
+// reads as 0 or 1, any non-zero byte as 1). Float dtypes are an error, as is
+// a tensor that fails Validate.
+func (t *Tensor) Int64s() ([]int64, error) {
+	if t.DType.IsFloat() {
+		return nil, fmt.Errorf("tensor int64s: dtype %s is not an integer type", t.DType)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("tensor int64s: %w", err)
+	}
+	n := t.NumElements()
+	out := make([]int64, n)
+	d := t.Data
+	for i := range out {
+		switch t.DType {
+		case I32:
+			out[i] = int64(int32(binary.LittleEndian.Uint32(d[4*i:])))
+		case I64:
+			out[i] = int64(binary.LittleEndian.Uint64(d[8*i:]))
+		case U8:
+			out[i] = int64(d[i])
+		case Bool:
+			if d[i] != 0 {
+				out[i] = 1
+			}
+		}
+	}
+	return out, nil
+}
+
+// Validate checks that t has a known dtype, a valid shape (see
+// Spec.Validate) and exactly NumElements·Size bytes of data.
+func (t *Tensor) Validate() error {
+	if t == nil {
+		return fmt.Errorf("validate tensor: nil tensor")
+	}
+	sp := Spec{Shape: t.Shape, DType: t.DType}
+	if err := sp.Validate(); err != nil {
+		return fmt.Errorf("validate tensor: %w", err)
+	}
+	if want := sp.NumElements() * t.DType.Size(); len(t.Data) != want {
+		return fmt.Errorf("validate tensor: %s%v needs %d bytes, has %d", t.DType, t.Shape, want, len(t.Data))
+	}
+	return nil
+}
