@@ -42,7 +42,7 @@ func TestCosineScore(t *testing.T) {
 		{"scaled 0.9 caught", exp, scaled(exp, 0.9), shape, 0.999, 0.05, false, 1, -2, []string{"norm ratio 0.9"}},
 		{"NaN guard means default", exp, scaled(exp, 1.2), shape, 0.999, math.NaN(), false, 1, -2, []string{"guard 0.05"}},
 		{"negated", exp, neg, shape, 0.9, 0.05, false, -1, -2, []string{"cosine below minimum: cosine -1 < min 0.9"}},
-		{"orthogonal and scaled", ortho, []float64{0, 3, 0, 0}, nil, 0.9, 0.05, false, 0, 0,
+		{"orthogonal and scaled", ortho, []float64{0, 3, 0, 0}, nil, 0.9, 0.05, false, 0, 1,
 			[]string{"cosine below minimum and norm guard exceeded", "largest |diff| 3 at [1]: expected 0, got 3"}},
 		{"both zero", []float64{0, 0, 0}, []float64{0, 0, 0}, nil, 0.999, 0.05, true, 1, 0, []string{"pass"}},
 		{"got zero", exp, make([]float64, 256), shape, 0.999, -1, false, 0, -2, []string{"cosine 0 < min"}},

@@ -17,7 +17,7 @@ type elementScan struct {
 // scanElements compares expected and got element by element. Both must be
 // finite; the comparisons are written so that a NaN tolerance fails closed.
 func scanElements(expected, got []float64, tol Tolerance, mult float64) elementScan {
-	s := elementScan{worst: -1, worstMul: -1}
+	s := elementScan{worst: -1, worstMul: math.Inf(-1)}
 	worstDiff := -1.0
 	for i, e := range expected {
 		diff := math.Abs(got[i] - e)
@@ -36,14 +36,14 @@ func scanElements(expected, got []float64, tol Tolerance, mult float64) elementS
 	return s
 }
 
-// multiple returns diff/bound: 0 when both are 0, +Inf when only the bound is
-// 0 or the quotient is undefined.
+// multiple returns diff/bound: 0 when diff is 0, +Inf when the bound is not
+// positive (a zero, negative or NaN tolerance) or the quotient is NaN.
 func multiple(diff, bound float64) float64 {
 	if diff == 0 {
 		return 0
 	}
 	m := diff / bound
-	if math.IsNaN(m) {
+	if !(bound > 0) || math.IsNaN(m) {
 		return math.Inf(1)
 	}
 	return m

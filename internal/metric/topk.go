@@ -15,7 +15,8 @@ const maxListed = 8
 // last dimension of shape (an empty or mismatching shape means one row).
 //
 // −Inf is legal in both tensors (masked cells); NaN or +Inf in got fails
-// with score 0 and Worst set to the offending row. In each row K is clipped
+// with score 0 and Worst set to the offending row (likewise, failing closed,
+// for NaN or +Inf in the reference). In each row K is clipped
 // to the number of finite reference cells; a row with none is vacuous and
 // scores 1. The reference's top-K threshold T is its K-th largest value, and
 // a candidate top-K index is a hit iff its reference value is >= T (so the
@@ -37,10 +38,12 @@ func TopKOverlapScore(expected, got []float64, shape []int, k int, minOverlap fl
 	if k < 1 {
 		return Result{Metric: kind.String(), Explain: fmt.Sprintf("invalid K %d (caller bug)", k), Worst: -1}
 	}
-	if i, _ := firstBadReference(kind, expected); i >= 0 {
-		return badReferenceResult(kind, expected, shape, i)
-	}
 	cols, rowShape := rowLayout(shape, len(expected))
+	if i, _ := firstBadReference(kind, expected); i >= 0 {
+		r := badReferenceResult(kind, expected, shape, i)
+		r.Worst = i / cols
+		return r
+	}
 	if first, count := firstBadCandidateCell(got); first >= 0 {
 		return Result{
 			Metric: kind.String(),

@@ -46,7 +46,7 @@ func MSABlockScore(q, indexK []float64, seqLens []int32, dm MSADims) ([]float64,
 	}
 	out := make([]float64, B*nb)
 	parallelFor(B*nb, func(lo, hi int) {
-		w := make([]float64, bs)
+		w := make([]float64, min(bs, S))
 		for cell := lo; cell < hi; cell++ {
 			b, j := cell/nb, cell%nb
 			s0 := j * bs

@@ -98,6 +98,17 @@ type Arg struct {
 	Value  string `json:"value,omitempty"`
 	// PerRank marks collective inputs whose values differ across ranks.
 	PerRank bool `json:"per_rank,omitempty"`
+	// Gen names the input generator (see generators in case.go): "values"
+	// (the case's distribution), "norm_weight", "linear_weight",
+	// "topk_ids", "topk_weights", "seq_lens", "block_table", "row_map".
+	Gen string `json:"gen,omitempty"`
+	// Range is the exclusive (ids, pages, rows) or inclusive (seq_lens)
+	// upper bound expression of an integer generator.
+	Range string `json:"range,omitempty"`
+	// Shard, for a prepare argument of a collective, names how the full
+	// tensor is split across ranks ("moe_tp": tensor-parallel over the
+	// intermediate dimension); Shape then gives the per-rank shard.
+	Shard string `json:"shard,omitempty"`
 }
 
 // Shape is one registered verification shape: concrete dimensions plus the
@@ -135,7 +146,12 @@ type Spec struct {
 	// Reference names the trusted reference function for the projection.
 	Reference string
 
-	impl slotImpl
+	// fields maps each numeric descriptor field to its dimension
+	// expression; extraFields are further context fields the binding
+	// supplies (beyond contextFields).
+	fields      map[string]string
+	extraFields []string
+	impl        slotImpl
 }
 
 // Correctness is a slot's registered grading policy.

@@ -138,7 +138,7 @@ func mulCap(a, b, limit int) (int, bool) {
 }
 
 // Validate checks that s is a well-formed layout contract: a known dtype, at
-// most MaxRank non-negative dimensions, strides (if given) of the same length
+// most MaxRank dimensions each in [0, MaxBytes], strides (if given) of the same length
 // and non-negative, no self-aliasing among dimensions that are not broadcast
 // (stride 0), an alignment that is 0 or a power of two not smaller than the
 // dtype size, and element and storage byte counts of at most MaxBytes.
@@ -159,6 +159,9 @@ func (s Spec) Validate() error {
 	for i, d := range s.Shape {
 		if d < 0 {
 			return fmt.Errorf("validate spec: dim %d is negative (%d)", i, d)
+		}
+		if d > MaxBytes {
+			return fmt.Errorf("validate spec: dim %d (%d) exceeds %d", i, d, MaxBytes)
 		}
 		var ok bool
 		if numel, ok = mulCap(numel, d, MaxBytes); !ok {

@@ -1,0 +1,343 @@
+package scan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// The types in this file mirror the JSON lines that
+// python/cacheon_runtime/astfacts.py writes. That output is untrusted:
+// parseFacts decodes it strictly and checks every bound the rules rely on.
+
+// factsHeader is the first line of the script's output.
+type factsHeader struct {
+	Python string   `json:"python"`
+	Stdlib []string `json:"stdlib"`
+}
+
+// fileFacts is one output line per source, in input order.
+type fileFacts struct {
+	Path       string       `json:"path"`
+	Error      *parseError  `json:"error"`
+	Imports    []importFact `json:"imports"`
+	Calls      []callFact   `json:"calls"`
+	Attributes []attrFact   `json:"attributes"`
+	Stores     []storeFact  `json:"stores"`
+	Names      []nameFact   `json:"names"`
+}
+
+// parseError is a source that ast.parse rejected.
+type parseError struct {
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+	Msg  string `json:"msg"`
+}
+
+// importFact is one "import m [as a]" alias or one "from m import ..."
+// statement. Module is "" for "from . import x"; Level counts the dots.
+type importFact struct {
+	Module string       `json:"module"`
+	Level  int          `json:"level"`
+	From   bool         `json:"from"`
+	AsName string       `json:"asname"`
+	Names  []importName `json:"names"`
+	Line   int          `json:"line"`
+	Col    int          `json:"col"`
+}
+
+// importName is one alias of a from-import; Name may be "*".
+type importName struct {
+	Name   string `json:"name"`
+	AsName string `json:"asname"`
+}
+
+// callFact is a call whose callee is a bare name, f(...). Target is the
+// dotted chain of the first argument when it is a name chain; NameArg is the
+// second argument when it is a string literal (NameLiteral).
+type callFact struct {
+	Func        string `json:"func"`
+	NArgs       int    `json:"nargs"`
+	NKeywords   int    `json:"nkeywords"`
+	Starred     bool   `json:"starred"`
+	Target      string `json:"target"`
+	NameLiteral bool   `json:"name_literal"`
+	NameArg     string `json:"name_arg"`
+	ModuleLevel bool   `json:"module_level"`
+	Line        int    `json:"line"`
+	Col         int    `json:"col"`
+}
+
+// attrFact is a maximal attribute chain: Base is the root name ("" when the
+// chain starts at a call, subscript or literal) and Attrs the attribute
+// names in source order.
+type attrFact struct {
+	Base        string   `json:"base"`
+	Attrs       []string `json:"attrs"`
+	Ctx         string   `json:"ctx"`
+	ModuleLevel bool     `json:"module_level"`
+	Line        int      `json:"line"`
+	Col         int      `json:"col"`
+}
+
+// storeFact is an attribute or subscript that is assigned, augmented or
+// deleted; Root is the name the target chain starts at ("" if none).
+type storeFact struct {
+	Root   string `json:"root"`
+	Target string `json:"target"`
+	Ctx    string `json:"ctx"`
+	Line   int    `json:"line"`
+	Col    int    `json:"col"`
+}
+
+// nameFact is a bare name that is neither a callee nor the root of an
+// attribute chain (those are reported by callFact and attrFact).
+type nameFact struct {
+	Name string `json:"name"`
+	Ctx  string `json:"ctx"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+}
+
+// Bounds on what the script may claim.
+const (
+	maxPosition   = 1 << 30 // lines and columns
+	maxLevel      = 1 << 10 // relative-import dots
+	maxIdentifier = 4096    // bytes in one name or module
+	maxMessage    = 4096    // bytes in one parser message
+)
+
+// factsBatch is the decoded output of one interpreter run.
+type factsBatch struct {
+	header factsHeader
+	files  []fileFacts
+}
+
+// parseFacts decodes the script's output for a run over sources named
+// paths. Only complete lines count; a trailing fragment without a newline
+// is an error (callers cut a crashed run's output at the last newline).
+// Fewer file lines than paths is not an error: the caller knows whether
+// the run finished. Every file line must name the path sent at its index.
+func parseFacts(out []byte, paths []string) (*factsBatch, error) {
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		return nil, errors.New("parse facts: output does not end in a newline")
+	}
+	lines := bytes.Split(out, []byte{'\n'})
+	lines = lines[:len(lines)-1] // the empty piece after the last newline
+	if len(lines) == 0 {
+		return nil, errors.New("parse facts: no header line")
+	}
+	b := &factsBatch{}
+	if err := decodeStrict(lines[0], &b.header); err != nil {
+		return nil, fmt.Errorf("parse facts: header: %w", err)
+	}
+	if err := checkHeader(&b.header); err != nil {
+		return nil, fmt.Errorf("parse facts: header: %w", err)
+	}
+	if len(lines)-1 > len(paths) {
+		return nil, fmt.Errorf("parse facts: %d file lines for %d sources", len(lines)-1, len(paths))
+	}
+	for i, line := range lines[1:] {
+		var f fileFacts
+		if err := decodeStrict(line, &f); err != nil {
+			return nil, fmt.Errorf("parse facts: file %d: %w", i, err)
+		}
+		if f.Path != paths[i] {
+			return nil, fmt.Errorf("parse facts: file %d is %q, want %q", i, f.Path, paths[i])
+		}
+		if err := checkFile(&f); err != nil {
+			return nil, fmt.Errorf("parse facts: %q: %w", f.Path, err)
+		}
+		b.files = append(b.files, f)
+	}
+	return b, nil
+}
+
+// decodeStrict decodes exactly one JSON value with no unknown fields.
+func decodeStrict(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return errors.New("decode: trailing data after the JSON value")
+	}
+	return nil
+}
+
+func checkHeader(h *factsHeader) error {
+	if h.Python == "" || len(h.Python) > 64 {
+		return errors.New("missing or oversized interpreter version")
+	}
+	for _, m := range h.Stdlib {
+		if err := checkIdent(m, false); err != nil {
+			return fmt.Errorf("stdlib name: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkFile validates one file line: positions in range, contexts known,
+// names non-empty and bounded, no facts next to a parse error.
+func checkFile(f *fileFacts) error {
+	if f.Error != nil {
+		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names) != 0 {
+			return errors.New("facts next to a parse error")
+		}
+		if len(f.Error.Msg) > maxMessage {
+			return errors.New("parse error message too long")
+		}
+		return checkPos(f.Error.Line, f.Error.Col)
+	}
+	for _, im := range f.Imports {
+		if err := checkImport(im); err != nil {
+			return err
+		}
+	}
+	for _, c := range f.Calls {
+		if err := firstErr(checkIdent(c.Func, false), checkPos(c.Line, c.Col), checkCount(c.NArgs), checkCount(c.NKeywords)); err != nil {
+			return fmt.Errorf("call: %w", err)
+		}
+		if len(c.Target) > maxIdentifier || len(c.NameArg) > maxIdentifier {
+			return errors.New("call: argument too long")
+		}
+	}
+	for _, a := range f.Attributes {
+		if len(a.Attrs) == 0 {
+			return errors.New("attribute: empty chain")
+		}
+		if err := firstErr(checkCtx(a.Ctx), checkPos(a.Line, a.Col)); err != nil {
+			return fmt.Errorf("attribute: %w", err)
+		}
+		if a.Base != "" {
+			if err := checkIdent(a.Base, false); err != nil {
+				return fmt.Errorf("attribute: %w", err)
+			}
+		}
+		for _, name := range a.Attrs {
+			if err := checkIdent(name, false); err != nil {
+				return fmt.Errorf("attribute: %w", err)
+			}
+		}
+	}
+	for _, s := range f.Stores {
+		if s.Ctx == "load" || len(s.Target) > 1<<20 {
+			return errors.New("store: bad context or target")
+		}
+		if err := firstErr(checkCtx(s.Ctx), checkPos(s.Line, s.Col)); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if s.Root != "" {
+			if err := checkIdent(s.Root, false); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+		}
+	}
+	for _, n := range f.Names {
+		if err := firstErr(checkIdent(n.Name, false), checkCtx(n.Ctx), checkPos(n.Line, n.Col)); err != nil {
+			return fmt.Errorf("name: %w", err)
+		}
+	}
+	return nil
+}
+
+func checkImport(im importFact) error {
+	if im.Level < 0 || im.Level > maxLevel {
+		return errors.New("import: level out of range")
+	}
+	if err := checkPos(im.Line, im.Col); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	if !im.From {
+		if im.Level != 0 || len(im.Names) != 0 {
+			return errors.New("import: plain import with level or names")
+		}
+		if err := checkIdent(im.Module, true); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		if im.AsName != "" {
+			return checkIdent(im.AsName, false)
+		}
+		return nil
+	}
+	if im.AsName != "" || len(im.Names) == 0 || (im.Module == "" && im.Level == 0) {
+		return errors.New("import: malformed from-import")
+	}
+	if im.Module != "" {
+		if err := checkIdent(im.Module, true); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+	}
+	for _, n := range im.Names {
+		if n.Name == "*" && n.AsName == "" {
+			continue
+		}
+		if err := checkIdent(n.Name, false); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		if n.AsName != "" {
+			if err := checkIdent(n.AsName, false); err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkIdent accepts a non-empty bounded name without dots, spaces or
+// control characters (dots allowed when dotted is set, but not empty
+// components). It does not re-implement Python's identifier grammar; it
+// guarantees what the rules and messages rely on.
+func checkIdent(s string, dotted bool) error {
+	if s == "" || len(s) > maxIdentifier {
+		return fmt.Errorf("bad name length %d", len(s))
+	}
+	prevDot := true
+	for _, r := range s {
+		switch {
+		case r == '.' && dotted && !prevDot:
+			prevDot = true
+			continue
+		case r == '.', r <= ' ', r == 0x7f, r == 0xfffd, r == '[', r == ']', r == '*':
+			return fmt.Errorf("bad character %q in name %q", r, s)
+		}
+		prevDot = false
+	}
+	if prevDot {
+		return fmt.Errorf("bad dotted name %q", s)
+	}
+	return nil
+}
+
+func checkPos(line, col int) error {
+	if line < 0 || col < 0 || line > maxPosition || col > maxPosition {
+		return fmt.Errorf("position %d:%d out of range", line, col)
+	}
+	return nil
+}
+
+func checkCount(n int) error {
+	if n < 0 || n > maxPosition {
+		return fmt.Errorf("count %d out of range", n)
+	}
+	return nil
+}
+
+func checkCtx(ctx string) error {
+	switch ctx {
+	case "load", "store", "del":
+		return nil
+	}
+	return fmt.Errorf("unknown context %q", ctx)
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,340 @@
+package slot
+
+// Registered tolerances (DESIGN.md §5): every slot uses the same per-dtype
+// atol/rtol; the metric decides how they are applied.
+func standardTolerances() map[string]Tolerance {
+	return map[string]Tolerance{
+		"bfloat16": {Atol: "0.02", Rtol: "0.02"},
+		"float16":  {Atol: "0.01", Rtol: "0.01"},
+		"float32":  {Atol: "0.00001", Rtol: "0.00001"},
+	}
+}
+
+func allclose() Correctness {
+	return Correctness{Metric: "allclose", Tolerances: standardTolerances()}
+}
+
+func matched(minRatio string) Correctness {
+	return Correctness{Metric: "matched_ratio", MinRatio: minRatio, OutlierMult: "10", Tolerances: standardTolerances()}
+}
+
+func topk(k int, minOverlap string) Correctness {
+	return Correctness{Metric: "topk_overlap", K: k, MinOverlap: minOverlap, Tolerances: standardTolerances()}
+}
+
+// contextFields are supplied by every live binding.
+func contextFields() []string {
+	return []string{"architecture", "device", "dtype", "graph_mode", "model", "phase"}
+}
+
+func in(name string, shape ...string) Arg {
+	return Arg{Name: name, Kind: ArgInput, DType: "vdt", Shape: shape, Gen: "values"}
+}
+
+func out(name string, shape ...string) Arg {
+	return Arg{Name: name, Kind: ArgOutput, DType: "vdt", Shape: shape}
+}
+
+func scalar(name, typ, value string) Arg {
+	return Arg{Name: name, Kind: ArgScalar, Scalar: typ, Value: value}
+}
+
+func with(a Arg, f func(*Arg)) Arg { f(&a); return a }
+
+func perRank(a Arg) Arg { a.PerRank = true; return a }
+
+func group() Arg { return Arg{Name: "group", Kind: ArgGroup} }
+
+func prepared() Arg { return Arg{Name: "prepared", Kind: ArgPrepared} }
+
+func ints(a Arg, dtype, gen, rng string) Arg {
+	a.DType, a.Gen, a.Range = dtype, gen, rng
+	return a
+}
+
+// NewCatalog builds the 11 registered slots. It is the executable truth of
+// the slot table in DESIGN.md §5.
+func NewCatalog() (*Catalog, error) {
+	return newCatalog(
+		siluAndMul(), rmsnorm(), sdpa(), decode(), msaBlockScore(), msaPrefillBlockScore(),
+		fusedExperts(), fusedExpertsReduce(), allReduce(), arResidualRMSNorm(), moeFinalizeARRMSNorm(),
+	)
+}
+
+func siluAndMul() *Spec {
+	return &Spec{
+		Name: "activation.silu_and_mul", Kind: Op, Entry: "silu_and_mul",
+		Description: "Gated MLP activation product: out = silu(x[:, :d]) * x[:, d:]",
+		Reference:   "silu_and_mul",
+		Args:        []Arg{in("x", "N", "2*D"), out("out", "N", "D")},
+		GraphDynamic: []string{"x"},
+		Shapes: []Shape{
+			{Name: "tiny", Dims: Dims{"N": 7, "D": 96}, Jitter: []string{"N"}},
+			{Name: "mlp", Dims: Dims{"N": 64, "D": 1024}, Jitter: []string{"N"}},
+			{Name: "wide", Dims: Dims{"N": 33, "D": 2816}, Jitter: []string{"N"}},
+		},
+		Correctness: allclose(),
+		fields:      map[string]string{"num_tokens": "N", "hidden_dim": "D", "last_dim": "2*D"},
+		impl:        slotImpl{reference: refSiluAndMul},
+	}
+}
+
+func rmsnorm() *Spec {
+	return &Spec{
+		Name: "norm.rmsnorm", Kind: Op, Entry: "rmsnorm",
+		Description: "RMS normalization (residual addition stays outside): out = x * rsqrt(mean(x^2) + eps) * weight",
+		Reference:   "rmsnorm",
+		Args: []Arg{
+			in("x", "N", "H"),
+			with(in("weight", "H"), func(a *Arg) { a.Gen = "norm_weight" }),
+			out("out", "N", "H"),
+			scalar("eps", "float", "0.000001"),
+		},
+		GraphDynamic: []string{"x"},
+		Shapes: []Shape{
+			{Name: "tiny", Dims: Dims{"N": 5, "H": 64}, Jitter: []string{"N"}},
+			{Name: "hidden", Dims: Dims{"N": 48, "H": 2048}, Jitter: []string{"N"}},
+			{Name: "odd", Dims: Dims{"N": 17, "H": 1000}, Jitter: []string{"N"}},
+		},
+		Correctness: allclose(),
+		fields:      map[string]string{"num_tokens": "N", "hidden_dim": "H", "last_dim": "H"},
+		impl:        slotImpl{reference: refRMSNorm},
+	}
+}
+
+func sdpa() *Spec {
+	return &Spec{
+		Name: "attention.sdpa", Kind: Block, Entry: "attention",
+		Description: "Scaled dot-product attention core, GQA/MQA, bottom-right causal mask",
+		Reference:   "sdpa",
+		Args: []Arg{
+			in("q", "T", "HQ", "D"),
+			in("k", "T+P", "HKV", "D"),
+			in("v", "T+P", "HKV", "D"),
+			out("out", "T", "HQ", "D"),
+			scalar("sm_scale", "float", "rsqrt(D)"),
+			scalar("causal", "bool", "CAUSAL"),
+		},
+		GraphDynamic: []string{"q", "k", "v"},
+		Shapes: []Shape{
+			{Name: "decode-like", Dims: Dims{"T": 1, "P": 36, "HQ": 8, "HKV": 8, "D": 64, "CAUSAL": 1}, Jitter: []string{"P"}},
+			{Name: "prefill-gqa", Dims: Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
+			{Name: "chunked-mqa", Dims: Dims{"T": 40, "P": 56, "HQ": 16, "HKV": 1, "D": 128, "CAUSAL": 1}, Jitter: []string{"T", "P"}},
+			{Name: "bidirectional", Dims: Dims{"T": 24, "P": 8, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 0}, Jitter: []string{"T"}},
+		},
+		Correctness: matched("0.99"),
+		fields: map[string]string{"num_tokens": "T", "seq_len": "T+P", "num_heads": "HQ",
+			"num_kv_heads": "HKV", "head_dim": "D"},
+		impl: slotImpl{reference: refSDPA},
+	}
+}
+
+func decode() *Spec {
+	return &Spec{
+		Name: "attention.decode", Kind: Block, Entry: "attention_decode",
+		Description: "Paged decode attention: each query attends its first seq_lens[b] cached positions through its block table",
+		Reference:   "paged_decode",
+		Args: []Arg{
+			in("q", "B", "HQ", "D"),
+			in("k_cache", "PAGES", "PS", "HKV", "D"),
+			in("v_cache", "PAGES", "PS", "HKV", "D"),
+			ints(in("block_table", "B", "MAXP"), "int32", "block_table", "PAGES"),
+			ints(in("seq_lens", "B"), "int32", "seq_lens", "MAXP*PS"),
+			scalar("sm_scale", "float", "rsqrt(D)"),
+			out("out", "B", "HQ", "D"),
+		},
+		GraphDynamic: []string{"q", "k_cache", "v_cache", "block_table", "seq_lens"},
+		Shapes: []Shape{
+			{Name: "small", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 6, "PAGES": 24}, Jitter: []string{"B"}},
+			{Name: "llama", Dims: Dims{"B": 8, "HQ": 32, "HKV": 8, "D": 128, "PS": 16, "MAXP": 32, "PAGES": 300}, Jitter: []string{"B"}},
+			{Name: "mqa-page1", Dims: Dims{"B": 5, "HQ": 4, "HKV": 1, "D": 64, "PS": 1, "MAXP": 70, "PAGES": 400}, Jitter: []string{"B"}},
+		},
+		Correctness: matched("0.99"),
+		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "num_kv_heads": "HKV",
+			"head_dim": "D", "page_size": "PS", "seq_len": "MAXP*PS"},
+		impl: slotImpl{reference: refDecode},
+	}
+}
+
+func msaBlockScore() *Spec {
+	return &Spec{
+		Name: "attention.msa_block_score", Kind: Block, Entry: "msa_block_score",
+		Description: "MSA decode block-score sheet: per block, max over visible keys of (sum of heads of q)·k; validator owns top-k",
+		Reference:   "msa_block_score",
+		Args: []Arg{
+			in("q", "B", "HQ", "D"),
+			in("index_k", "B", "S", "1", "D"),
+			ints(in("seq_lens", "B"), "int32", "seq_lens", "S"),
+			scalar("block_size", "int", "BS"),
+			with(out("out", "B", "cdiv(S,BS)"), func(a *Arg) { a.DType = "float32" }),
+		},
+		GraphDynamic: []string{"q", "index_k", "seq_lens"},
+		Shapes: []Shape{
+			{Name: "small", Dims: Dims{"B": 2, "HQ": 4, "S": 256, "D": 64, "BS": 16}, Jitter: []string{"B"}},
+			{Name: "ragged", Dims: Dims{"B": 4, "HQ": 16, "S": 1000, "D": 128, "BS": 64}, Jitter: []string{"B"}},
+		},
+		Correctness: topk(8, "0.875"),
+		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
+			"head_dim": "D", "block_size": "BS"},
+		impl: slotImpl{reference: refMSABlockScore},
+	}
+}
+
+func msaPrefillBlockScore() *Spec {
+	return &Spec{
+		Name: "attention.msa_prefill_block_score", Kind: Block, Entry: "msa_prefill_block_score",
+		Description: "MSA prefill causal block-max of scale·q·kᵀ into a strided f32 sheet; invisible cells -inf",
+		Reference:   "msa_prefill_block_score",
+		Args: []Arg{
+			in("q", "T", "D"),
+			in("index_k", "PREFIX+T", "D"),
+			scalar("prefix_len", "int", "PREFIX"),
+			scalar("scale", "float", "rsqrt(D)"),
+			scalar("block_size", "int", "BS"),
+			with(out("out", "T", "cdiv(PREFIX+T,BS)"), func(a *Arg) { a.DType = "float32"; a.RowPad = 8 }),
+		},
+		GraphDynamic: []string{"q", "index_k"},
+		Shapes: []Shape{
+			{Name: "small", Dims: Dims{"T": 16, "PREFIX": 40, "D": 64, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
+			{Name: "long-prefix", Dims: Dims{"T": 48, "PREFIX": 700, "D": 128, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
+		},
+		Correctness: topk(8, "0.9"),
+		fields:      map[string]string{"num_tokens": "T", "seq_len": "PREFIX+T", "head_dim": "D", "block_size": "BS"},
+		impl:        slotImpl{reference: refMSAPrefill},
+	}
+}
+
+func moeArgs() (args []Arg, prep []Arg) {
+	args = []Arg{
+		in("x", "M", "H"),
+		ints(in("topk_ids", "M", "K"), "int32", "topk_ids", "E"),
+		with(in("topk_weights", "M", "K"), func(a *Arg) { a.DType = "float32"; a.Gen = "topk_weights" }),
+		prepared(),
+		out("out", "M", "H"),
+	}
+	prep = []Arg{
+		with(in("w13", "E", "2*I", "H"), func(a *Arg) { a.Gen = "linear_weight" }),
+		with(in("w2", "E", "H", "I"), func(a *Arg) { a.Gen = "linear_weight" }),
+	}
+	return args, prep
+}
+
+func moeShapes() []Shape {
+	return []Shape{
+		{Name: "tiny", Dims: Dims{"M": 5, "H": 64, "I": 32, "E": 4, "K": 2}, Jitter: []string{"M"}},
+		{Name: "mixtral-like", Dims: Dims{"M": 48, "H": 512, "I": 256, "E": 8, "K": 2}, Jitter: []string{"M"}},
+		{Name: "many-experts", Dims: Dims{"M": 33, "H": 256, "I": 128, "E": 16, "K": 4}, Jitter: []string{"M"}},
+	}
+}
+
+func moeFields() map[string]string {
+	return map[string]string{"num_tokens": "M", "hidden_dim": "H", "intermediate_dim": "I",
+		"num_experts": "E", "top_k": "K"}
+}
+
+func fusedExperts() *Spec {
+	args, prep := moeArgs()
+	return &Spec{
+		Name: "moe.fused_experts", Kind: Block, Entry: "fused_experts", Prepare: "prepare",
+		Description: "Prepared MoE expert execution: out = Σ_k w_k · (silu(x·gateᵀ) · (x·upᵀ)) · w2ᵀ",
+		Reference:   "fused_experts",
+		Args:        args, PrepareArgs: prep,
+		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
+		Shapes:       moeShapes(),
+		Correctness:  matched("0.97"),
+		fields:       moeFields(),
+		extraFields:  []string{"quant"},
+		impl:         slotImpl{reference: refFusedExperts},
+	}
+}
+
+func fusedExpertsReduce() *Spec {
+	args, prep := moeArgs()
+	args = append(args, group())
+	prep[0].Shape = []string{"E", "2*I/WS", "H"}
+	prep[1].Shape = []string{"E", "H", "I/WS"}
+	prep[0].Shard, prep[1].Shard = "moe_tp", "moe_tp"
+	fields := moeFields()
+	fields["world_size"] = "WS"
+	return &Spec{
+		Name: "moe.fused_experts_reduce", Kind: Collective, Entry: "fused_experts_reduce", Prepare: "prepare",
+		Description: "Prepared MoE experts on tensor-parallel weight shards plus the owned trailing all-reduce",
+		Reference:   "fused_experts_partial+sum_ranks",
+		Args:        args, PrepareArgs: prep,
+		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
+		Shapes:       moeShapes(),
+		Correctness:  matched("0.97"),
+		fields:       fields,
+		extraFields:  []string{"quant"},
+		impl:         slotImpl{reference: refFusedExpertsReduce},
+	}
+}
+
+func allReduce() *Spec {
+	return &Spec{
+		Name: "collective.all_reduce", Kind: Collective, Entry: "all_reduce",
+		Description: "Cross-rank sum into a validator-owned output",
+		Reference:   "sum_ranks",
+		Args:        []Arg{perRank(in("x", "M", "H")), out("out", "M", "H"), group()},
+		GraphDynamic: []string{"x"},
+		Shapes: []Shape{
+			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
+			{Name: "hidden", Dims: Dims{"M": 96, "H": 2048}, Jitter: []string{"M"}},
+		},
+		Correctness: matched("0.99"),
+		fields:      map[string]string{"num_tokens": "M", "hidden_dim": "H", "last_dim": "H", "world_size": "WS"},
+		impl:        slotImpl{reference: refAllReduce},
+	}
+}
+
+func arResidualRMSNorm() *Spec {
+	return &Spec{
+		Name: "collective.ar_residual_rmsnorm", Kind: Collective, Entry: "ar_residual_rmsnorm",
+		Description: "Fused all-reduce, residual add and RMSNorm: out_residual = Σx + residual, out_norm = rmsnorm(out_residual)",
+		Reference:   "sum_ranks+residual+rmsnorm",
+		Args: []Arg{
+			perRank(in("x", "M", "H")),
+			in("residual", "M", "H"),
+			with(in("weight", "H"), func(a *Arg) { a.Gen = "norm_weight" }),
+			scalar("eps", "float", "0.000001"),
+			out("out_norm", "M", "H"),
+			out("out_residual", "M", "H"),
+			group(),
+		},
+		GraphDynamic: []string{"x", "residual"},
+		Shapes: []Shape{
+			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
+			{Name: "hidden", Dims: Dims{"M": 64, "H": 2048}, Jitter: []string{"M"}},
+		},
+		Correctness: matched("0.99"),
+		fields:      map[string]string{"num_tokens": "M", "hidden_dim": "H", "world_size": "WS"},
+		impl:        slotImpl{reference: refARResidualRMSNorm},
+	}
+}
+
+func moeFinalizeARRMSNorm() *Spec {
+	return &Spec{
+		Name: "collective.moe_finalize_ar_rmsnorm", Kind: Collective, Entry: "moe_finalize_ar_rmsnorm",
+		Description: "Deep MoE finalize (Σ_k scales·gemm_out[row_map]), head-trim, all-reduce, residual and RMSNorm",
+		Reference:   "moe_finalize+sum_ranks+residual+rmsnorm",
+		Args: []Arg{
+			perRank(in("gemm_out", "(T+PAD)*K", "H")),
+			ints(in("row_map", "K*(T+PAD)"), "int32", "row_map", "(T+PAD)*K"),
+			with(in("scales", "T+PAD", "K"), func(a *Arg) { a.DType = "float32"; a.Gen = "topk_weights" }),
+			in("residual", "T", "H"),
+			with(in("weight", "H"), func(a *Arg) { a.Gen = "norm_weight" }),
+			scalar("eps", "float", "0.000001"),
+			out("out_norm", "T", "H"),
+			out("out_residual", "T", "H"),
+			group(),
+		},
+		GraphDynamic: []string{"gemm_out", "row_map", "scales", "residual"},
+		Shapes: []Shape{
+			{Name: "tiny", Dims: Dims{"T": 5, "PAD": 3, "K": 2, "H": 64}, Jitter: []string{"T"}},
+			{Name: "deep", Dims: Dims{"T": 40, "PAD": 8, "K": 4, "H": 1024}, Jitter: []string{"T"}},
+		},
+		Correctness: matched("0.99"),
+		fields:      map[string]string{"num_tokens": "T", "hidden_dim": "H", "top_k": "K", "world_size": "WS"},
+		impl:        slotImpl{reference: refMoEFinalize},
+	}
+}

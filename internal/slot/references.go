@@ -1,0 +1,148 @@
+package slot
+
+import (
+	"fmt"
+
+	"cacheon/internal/reference"
+)
+
+// These adapters widen a case's stored (already dtype-rounded) inputs to
+// float64 and call the trusted references in internal/reference.
+
+func (c *Case) f64(rank int, name string) []float64 {
+	return c.Ranks[rank][name].Float64s()
+}
+
+func (c *Case) i32(rank int, name string) ([]int32, error) {
+	t := c.Ranks[rank][name]
+	if t == nil {
+		return nil, fmt.Errorf("input %s missing", name)
+	}
+	v, err := t.Int64s()
+	if err != nil {
+		return nil, fmt.Errorf("input %s: %w", name, err)
+	}
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out, nil
+}
+
+func (c *Case) perRank(name string) [][]float64 {
+	parts := make([][]float64, len(c.Ranks))
+	for r := range c.Ranks {
+		parts[r] = c.f64(r, name)
+	}
+	return parts
+}
+
+func refSiluAndMul(c *Case) (map[string][]float64, error) {
+	o, err := reference.SiluAndMul(c.f64(0, "x"), c.Dims["N"], c.Dims["D"])
+	return map[string][]float64{"out": o}, err
+}
+
+func refRMSNorm(c *Case) (map[string][]float64, error) {
+	o, err := reference.RMSNorm(c.f64(0, "x"), c.f64(0, "weight"), c.Dims["N"], c.Dims["H"], c.Scalars["eps"])
+	return map[string][]float64{"out": o}, err
+}
+
+func refSDPA(c *Case) (map[string][]float64, error) {
+	d := c.Dims
+	dm := reference.AttnDims{T: d["T"], S: d["T"] + d["P"], Hq: d["HQ"], Hkv: d["HKV"], D: d["D"]}
+	o, err := reference.SDPA(c.f64(0, "q"), c.f64(0, "k"), c.f64(0, "v"), dm, c.Scalars["sm_scale"], c.Scalars["causal"] != 0)
+	return map[string][]float64{"out": o}, err
+}
+
+func refDecode(c *Case) (map[string][]float64, error) {
+	d := c.Dims
+	bt, err := c.i32(0, "block_table")
+	if err != nil {
+		return nil, err
+	}
+	sl, err := c.i32(0, "seq_lens")
+	if err != nil {
+		return nil, err
+	}
+	dm := reference.DecodeDims{B: d["B"], Hq: d["HQ"], Hkv: d["HKV"], D: d["D"], Pages: d["PAGES"], PageSize: d["PS"], MaxPages: d["MAXP"]}
+	o, err := reference.PagedDecode(c.f64(0, "q"), c.f64(0, "k_cache"), c.f64(0, "v_cache"), bt, sl, dm, c.Scalars["sm_scale"])
+	return map[string][]float64{"out": o}, err
+}
+
+func refMSABlockScore(c *Case) (map[string][]float64, error) {
+	d := c.Dims
+	sl, err := c.i32(0, "seq_lens")
+	if err != nil {
+		return nil, err
+	}
+	dm := reference.MSADims{B: d["B"], Hq: d["HQ"], S: d["S"], D: d["D"], BlockSize: d["BS"]}
+	o, err := reference.MSABlockScore(c.f64(0, "q"), c.f64(0, "index_k"), sl, dm)
+	return map[string][]float64{"out": o}, err
+}
+
+func refMSAPrefill(c *Case) (map[string][]float64, error) {
+	d := c.Dims
+	dm := reference.MSAPrefillDims{T: d["T"], PrefixLen: d["PREFIX"], D: d["D"], BlockSize: d["BS"]}
+	o, err := reference.MSAPrefillBlockScore(c.f64(0, "q"), c.f64(0, "index_k"), dm, c.Scalars["scale"])
+	return map[string][]float64{"out": o}, err
+}
+
+func moeDims(d Dims) reference.MoEDims {
+	return reference.MoEDims{M: d["M"], H: d["H"], I: d["I"], E: d["E"], K: d["K"]}
+}
+
+func refFusedExperts(c *Case) (map[string][]float64, error) {
+	ids, err := c.i32(0, "topk_ids")
+	if err != nil {
+		return nil, err
+	}
+	o, err := reference.FusedExperts(c.f64(0, "x"), c.f64(0, "w13"), c.f64(0, "w2"), ids, c.f64(0, "topk_weights"), moeDims(c.Dims))
+	return map[string][]float64{"out": o}, err
+}
+
+// refFusedExpertsReduce computes each rank's fp64 partial from that rank's
+// own weight shard, then the cross-rank sum.
+func refFusedExpertsReduce(c *Case) (map[string][]float64, error) {
+	ids, err := c.i32(0, "topk_ids")
+	if err != nil {
+		return nil, err
+	}
+	parts := make([][]float64, len(c.Ranks))
+	for r := range c.Ranks {
+		parts[r], err = reference.FusedExpertsPartial(c.f64(r, "x"), c.f64(r, "w13"), c.f64(r, "w2"), ids,
+			c.f64(r, "topk_weights"), moeDims(c.Dims), r, c.WorldSize)
+		if err != nil {
+			return nil, fmt.Errorf("rank %d partial: %w", r, err)
+		}
+	}
+	o, err := reference.SumRanks(parts)
+	return map[string][]float64{"out": o}, err
+}
+
+func refAllReduce(c *Case) (map[string][]float64, error) {
+	o, err := reference.SumRanks(c.perRank("x"))
+	return map[string][]float64{"out": o}, err
+}
+
+func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
+	n, r, err := reference.ARResidualRMSNorm(c.perRank("x"), c.f64(0, "residual"), c.f64(0, "weight"), c.Dims["M"], c.Dims["H"], c.Scalars["eps"])
+	return map[string][]float64{"out_norm": n, "out_residual": r}, err
+}
+
+func refMoEFinalize(c *Case) (map[string][]float64, error) {
+	d := c.Dims
+	dm := reference.FinalizeDims{T: d["T"], TExp: d["T"] + d["PAD"], K: d["K"], H: d["H"]}
+	rowMaps := make([][]int32, len(c.Ranks))
+	scales := make([][]float64, len(c.Ranks))
+	for r := range c.Ranks {
+		rm, err := c.i32(r, "row_map")
+		if err != nil {
+			return nil, err
+		}
+		rowMaps[r] = rm
+		scales[r] = c.f64(r, "scales")
+	}
+	n, res, err := reference.MoEFinalizeARRMSNorm(c.perRank("gemm_out"), rowMaps, scales, c.f64(0, "residual"), c.f64(0, "weight"), dm, c.Scalars["eps"])
+	return map[string][]float64{"out_norm": n, "out_residual": res}, err
+}
+

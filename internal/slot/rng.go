@@ -1,0 +1,170 @@
+package slot
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"math"
+)
+
+// Input generation is deterministic and documented so that anyone can
+// reproduce a run from its seed:
+//
+//  1. Every generated argument gets its own stream. The stream key is
+//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v1", the
+//     decimal run seed, the slot name, the shape name, the decimal case
+//     index, the decimal replay index (0 for the first call), the decimal
+//     rank (0 for non-collective slots) and the argument name. The first 8
+//     bytes, big-endian, seed a SplitMix64 generator.
+//  2. Uniforms in [0,1) take the top 53 bits of one SplitMix64 output.
+//     Standard normals use the Box–Muller transform on two uniforms
+//     (u1 replaced by 2^-53 when it is 0), emitting the cosine branch
+//     first and the sine branch second.
+//  3. Values are then shaped by the case's Distribution (see Distribution)
+//     and finally rounded to the verify dtype with round-to-nearest-even;
+//     the reference always sees exactly the rounded values.
+
+// rng is SplitMix64 with a cached second Box–Muller normal.
+type rng struct {
+	state   uint64
+	spare   float64
+	hasNorm bool
+}
+
+func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, arg string) *rng {
+	h := sha256.New()
+	for i, field := range []string{
+		"cacheon.slot.input.v1",
+		uitoa(seed), slotName, shape,
+		uitoa(uint64(caseIdx)), uitoa(uint64(replay)), uitoa(uint64(rank)), arg,
+	} {
+		if i > 0 {
+			h.Write([]byte{0})
+		}
+		h.Write([]byte(field))
+	}
+	sum := h.Sum(nil)
+	return &rng{state: binary.BigEndian.Uint64(sum[:8])}
+}
+
+func uitoa(v uint64) string {
+	var buf [20]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return string(buf[i:])
+}
+
+func (r *rng) next() uint64 {
+	r.state += 0x9e3779b97f4a7c15
+	z := r.state
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// uniform returns a float64 in [0,1).
+func (r *rng) uniform() float64 { return float64(r.next()>>11) / (1 << 53) }
+
+// intn returns an integer in [0,n).
+func (r *rng) intn(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(r.uniform() * float64(n))
+}
+
+func (r *rng) normal() float64 {
+	if r.hasNorm {
+		r.hasNorm = false
+		return r.spare
+	}
+	u1, u2 := r.uniform(), r.uniform()
+	if u1 == 0 {
+		u1 = 1.0 / (1 << 53)
+	}
+	rad := math.Sqrt(-2 * math.Log(u1))
+	r.spare = rad * math.Sin(2*math.Pi*u2)
+	r.hasNorm = true
+	return rad * math.Cos(2*math.Pi*u2)
+}
+
+// perm returns a uniformly random permutation of [0,n) (Fisher–Yates from
+// the top).
+func (r *rng) perm(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	for i := n - 1; i > 0; i-- {
+		j := r.intn(i + 1)
+		p[i], p[j] = p[j], p[i]
+	}
+	return p
+}
+
+// Distribution is the value distribution of a case's generated inputs.
+type Distribution string
+
+// The registered distributions. Verification cycles through all of them so
+// that a kernel correct only for N(0,1)-looking data is caught.
+const (
+	// Normal: standard normal N(0,1).
+	Normal Distribution = "normal"
+	// Scaled: N(0,1)·6, to exercise relative error at large magnitude.
+	Scaled Distribution = "scaled"
+	// Shifted: N(2,1), a non-zero mean (catches variance-for-RMS bugs and
+	// missing max-subtraction in softmax).
+	Shifted Distribution = "shifted"
+	// HeavyTailed: N(0,1) with 1% of elements replaced by outliers of
+	// magnitude uniform in [16,48] and random sign.
+	HeavyTailed Distribution = "heavy_tailed"
+	// Sparse: N(0,1) with 30% of elements zero and, for 2-D or larger
+	// inputs, every 7th row entirely zero.
+	Sparse Distribution = "sparse"
+)
+
+// Distributions lists every distribution in the order verification uses.
+func Distributions() []Distribution {
+	return []Distribution{Normal, Scaled, Shifted, HeavyTailed, Sparse}
+}
+
+// fill writes n values of the distribution; rowLen is the length of the
+// innermost row (for Sparse's zero rows).
+func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		x := r.normal()
+		switch dist {
+		case Scaled:
+			x *= 6
+		case Shifted:
+			x += 2
+		case HeavyTailed:
+			if r.uniform() < 0.01 {
+				x = 16 + 32*r.uniform()
+				if r.uniform() < 0.5 {
+					x = -x
+				}
+			}
+		case Sparse:
+			if r.uniform() < 0.3 {
+				x = 0
+			}
+		}
+		v[i] = x
+	}
+	if dist == Sparse && rowLen > 0 && n > rowLen {
+		for row := 0; row*rowLen < n; row += 7 {
+			for j := row * rowLen; j < (row+1)*rowLen && j < n; j++ {
+				v[j] = 0
+			}
+		}
+	}
+	return v
+}

@@ -1,0 +1,234 @@
+package slot
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+func catalog(t *testing.T) *Catalog {
+	t.Helper()
+	c, err := NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCatalogHasElevenSlots(t *testing.T) {
+	c := catalog(t)
+	want := []string{
+		"activation.silu_and_mul", "attention.decode", "attention.msa_block_score",
+		"attention.msa_prefill_block_score", "attention.sdpa", "collective.all_reduce",
+		"collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm",
+		"moe.fused_experts", "moe.fused_experts_reduce", "norm.rmsnorm",
+	}
+	if got := c.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("names = %v", got)
+	}
+	kinds := map[Kind]int{}
+	for _, s := range c.Specs() {
+		kinds[s.Kind]++
+		if _, err := s.ContractDigest(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+	if kinds[Op] != 2 || kinds[Block] != 5 || kinds[Collective] != 4 {
+		t.Fatalf("kinds = %v", kinds)
+	}
+}
+
+func TestEvalDim(t *testing.T) {
+	d := Dims{"N": 6, "D": 4, "T": 5, "PAD": 3, "K": 2, "S": 100, "BS": 16}
+	tests := []struct {
+		expr string
+		want int
+		err  string
+	}{
+		{"N", 6, ""}, {"2*D", 8, ""}, {"(T+PAD)*K", 16, ""}, {"K*(T+PAD)", 16, ""},
+		{"cdiv(S,BS)", 7, ""}, {"T+PAD", 8, ""}, {"N/2", 3, ""}, {"2*N/4", 3, ""},
+		{"N/4", 0, "exact division"}, {"X", 0, "unknown dimension"}, {"(N", 0, "missing ')'"},
+		{"N*", 0, "unexpected"}, {"", 0, "unexpected"}, {"cdiv(S)", 0, "two arguments"},
+	}
+	for _, tt := range tests {
+		got, err := EvalDim(tt.expr, d)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("EvalDim(%q) err = %v, want %q", tt.expr, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("EvalDim(%q) = %d, %v; want %d", tt.expr, got, err, tt.want)
+		}
+	}
+	if v, err := EvalScalar("rsqrt(D)", d); err != nil || v != 0.5 {
+		t.Errorf("rsqrt(D) = %v, %v", v, err)
+	}
+	if v, err := EvalScalar("0.000001", d); err != nil || v != 1e-6 {
+		t.Errorf("eps = %v, %v", v, err)
+	}
+}
+
+// TestEveryCaseResolves generates every slot × shape × dtype × distribution
+// and checks the output contract and the reference agree.
+func TestEveryCaseResolves(t *testing.T) {
+	c := catalog(t)
+	for _, s := range c.Specs() {
+		for _, sh := range s.Shapes {
+			for i, dist := range Distributions() {
+				dt := []tensor.DType{tensor.BF16, tensor.F16, tensor.F32}[i%3]
+				cs, err := s.NewCase(CaseParams{Seed: 7, Shape: JitterShape(s.Name, sh, 7, i), DType: dt, Dist: dist, Index: i, WorldSize: 2})
+				if err != nil {
+					t.Fatalf("%s/%s: %v", s.Name, sh.Name, err)
+				}
+				outs, err := cs.Outputs()
+				if err != nil {
+					t.Fatalf("%s/%s: outputs: %v", s.Name, sh.Name, err)
+				}
+				ref, err := cs.Reference()
+				if err != nil {
+					t.Fatalf("%s/%s/%s: %v", s.Name, sh.Name, dist, err)
+				}
+				for _, o := range outs {
+					v, ok := ref[o.Name]
+					if !ok || len(v) != o.Spec.NumElements() {
+						t.Fatalf("%s: output %s: reference has %d values for %v", s.Name, o.Name, len(v), o.Spec)
+					}
+					for j, x := range v {
+						if math.IsNaN(x) || math.IsInf(x, 1) || (math.IsInf(x, -1) && s.Correctness.Metric != "topk_overlap") {
+							t.Fatalf("%s/%s/%s: reference %s[%d] = %v", s.Name, sh.Name, dist, o.Name, j, x)
+						}
+					}
+				}
+				if _, err := cs.Descriptor(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+func TestGenerationDeterministic(t *testing.T) {
+	c := catalog(t)
+	for _, s := range c.Specs() {
+		sh := s.Shapes[0]
+		a, err := s.NewCase(CaseParams{Seed: 42, Shape: sh, DType: tensor.BF16, Dist: HeavyTailed, WorldSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.NewCase(CaseParams{Seed: 42, Shape: sh, DType: tensor.BF16, Dist: HeavyTailed, WorldSize: 2})
+		d, _ := s.NewCase(CaseParams{Seed: 43, Shape: sh, DType: tensor.BF16, Dist: HeavyTailed, WorldSize: 2})
+		same, differ := true, false
+		for r := range a.Ranks {
+			for name, ta := range a.Ranks[r] {
+				if !bytes.Equal(ta.Data, b.Ranks[r][name].Data) {
+					same = false
+				}
+				if !bytes.Equal(ta.Data, d.Ranks[r][name].Data) {
+					differ = true
+				}
+			}
+		}
+		if !same {
+			t.Errorf("%s: same seed gave different inputs", s.Name)
+		}
+		if !differ {
+			t.Errorf("%s: a different seed gave identical inputs", s.Name)
+		}
+	}
+}
+
+func TestRefreshChangesOnlyGraphDynamic(t *testing.T) {
+	c := catalog(t)
+	for _, s := range c.Specs() {
+		cs, err := s.NewCase(CaseParams{Seed: 1, Shape: s.Shapes[0], DType: tensor.F32, Dist: Normal, WorldSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := map[string][]byte{}
+		for name, tt := range cs.Ranks[0] {
+			before[name] = append([]byte(nil), tt.Data...)
+		}
+		if err := cs.Refresh(1); err != nil {
+			t.Fatal(err)
+		}
+		dyn := map[string]bool{}
+		for _, g := range s.GraphDynamic {
+			dyn[g] = true
+		}
+		for name, tt := range cs.Ranks[0] {
+			changed := !bytes.Equal(before[name], tt.Data)
+			if len(before[name]) != len(tt.Data) {
+				t.Fatalf("%s: %s changed size", s.Name, name)
+			}
+			if dyn[name] && !changed && len(tt.Data) > 8 {
+				t.Errorf("%s: graph-dynamic %s did not change", s.Name, name)
+			}
+			if !dyn[name] && changed {
+				t.Errorf("%s: static %s changed", s.Name, name)
+			}
+		}
+		if _, err := cs.Reference(); err != nil {
+			t.Fatalf("%s: reference after refresh: %v", s.Name, err)
+		}
+	}
+}
+
+func TestCollectivePerRankInputs(t *testing.T) {
+	c := catalog(t)
+	s, _ := c.Lookup("collective.all_reduce")
+	cs, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[0], DType: tensor.F32, WorldSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.Ranks) != 3 || bytes.Equal(cs.Ranks[0]["x"].Data, cs.Ranks[1]["x"].Data) {
+		t.Fatal("per-rank inputs are not distinct")
+	}
+	ref, _ := cs.Reference()
+	x0, x1, x2 := cs.Ranks[0]["x"].Float64s(), cs.Ranks[1]["x"].Float64s(), cs.Ranks[2]["x"].Float64s()
+	for i := range x0 {
+		if ref["out"][i] != x0[i]+x1[i]+x2[i] {
+			t.Fatalf("out[%d] is not the sum", i)
+		}
+	}
+	r, _ := c.Lookup("moe.fused_experts_reduce")
+	rc, err := r.NewCase(CaseParams{Seed: 3, Shape: r.Shapes[0], DType: tensor.F32, WorldSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.Ranks[1]["w13"].Shape; got[1] != 2*r.Shapes[0].Dims["I"]/2 {
+		t.Fatalf("w13 shard shape %v", got)
+	}
+}
+
+func TestStridedOutput(t *testing.T) {
+	c := catalog(t)
+	s, _ := c.Lookup("attention.msa_prefill_block_score")
+	cs, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[0], DType: tensor.BF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, _ := cs.Outputs()
+	if outs[0].Spec.IsContiguous() || outs[0].Spec.DType != tensor.F32 {
+		t.Fatalf("msa prefill out = %v, want strided float32", outs[0].Spec)
+	}
+}
+
+func TestDescriptorFields(t *testing.T) {
+	c := catalog(t)
+	s, _ := c.Lookup("moe.fused_experts")
+	got := strings.Join(s.DescriptorFields, ",")
+	for _, f := range []string{"dtype", "num_tokens", "top_k", "quant", "num_experts"} {
+		if !strings.Contains(got, f) {
+			t.Errorf("moe.fused_experts lacks descriptor field %s: %s", f, got)
+		}
+	}
+	a, _ := c.Lookup("activation.silu_and_mul")
+	if strings.Contains(strings.Join(a.DescriptorFields, ","), "world_size") {
+		t.Error("silu_and_mul supplies world_size")
+	}
+}

@@ -1,0 +1,197 @@
+package tensor
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestNew(t *testing.T) {
+	tn := New(BF16, 2, 3)
+	if len(tn.Data) != 12 || tn.NumElements() != 6 {
+		t.Fatalf("New(BF16, 2, 3): %d bytes, %d elements", len(tn.Data), tn.NumElements())
+	}
+	if err := tn.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	if !tn.Spec().Equal(Contiguous(BF16, 2, 3)) {
+		t.Errorf("Spec() = %v", tn.Spec())
+	}
+	s := New(F64)
+	if s.NumElements() != 1 || len(s.Data) != 8 || s.Shape == nil {
+		t.Errorf("scalar New: %+v", s)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("New with a negative dim did not panic")
+		}
+	}()
+	New(F32, -1)
+}
+
+func TestFromFloat64RoundTrip(t *testing.T) {
+	vals := []float64{0, 1, -2, 3, 100, -7, 1, 0}
+	for _, dt := range AllDTypes() {
+		in := vals
+		if dt == U8 {
+			in = []float64{0, 1, 2, 3, 100, 255, 1, 0}
+		}
+		if dt == Bool {
+			in = []float64{0, 1, 1, 0, 1, 0, 1, 0}
+		}
+		tn, err := FromFloat64(dt, []int{2, 4}, in)
+		if err != nil {
+			t.Fatalf("%s: FromFloat64: %v", dt, err)
+		}
+		if err := tn.Validate(); err != nil {
+			t.Fatalf("%s: Validate: %v", dt, err)
+		}
+		if got := tn.Float64s(); !slices.Equal(got, in) {
+			t.Errorf("%s: Float64s() = %v, want %v", dt, got, in)
+		}
+		ints, err := tn.Int64s()
+		if dt.IsFloat() {
+			if err == nil {
+				t.Errorf("%s: Int64s() succeeded on a float dtype", dt)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: Int64s: %v", dt, err)
+		}
+		for i, v := range ints {
+			if float64(v) != in[i] {
+				t.Errorf("%s: Int64s()[%d] = %d, want %v", dt, i, v, in[i])
+			}
+		}
+		again, err := FromInt64(dt, []int{2, 4}, ints)
+		if err != nil || !slices.Equal(again.Data, tn.Data) {
+			t.Errorf("%s: FromInt64 differs from FromFloat64: %v", dt, err)
+		}
+	}
+}
+
+func TestFromFloat64Rounds(t *testing.T) {
+	x := []float64{1 + math.Ldexp(1, -8) + math.Ldexp(1, -30), 65520, math.NaN(), math.Inf(-1)}
+	tb, err := FromFloat64(BF16, []int{4}, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tb.Float64s()
+	if got[0] != 1+math.Ldexp(1, -7) || got[1] != 65536 || !math.IsNaN(got[2]) || !math.IsInf(got[3], -1) {
+		t.Errorf("bf16 values = %v", got)
+	}
+	if tb.Data[0] != 0x81 || tb.Data[1] != 0x3f {
+		t.Errorf("bf16 not little endian: % x", tb.Data[:2])
+	}
+	th, err := FromFloat64(F16, []int{4}, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := th.Float64s(); !math.IsInf(got[1], 1) {
+		t.Errorf("f16 65520 = %v, want +Inf", got[1])
+	}
+	tf, err := FromFloat64(F32, []int{1}, []float64{1e300})
+	if err != nil || !math.IsInf(tf.Float64s()[0], 1) {
+		t.Errorf("f32 overflow: %v %v", tf, err)
+	}
+}
+
+func TestFromFloat64Rejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		dt    DType
+		shape []int
+		v     []float64
+		want  string
+	}{
+		{"length", F32, []int{2, 2}, []float64{1, 2, 3}, "3 values"},
+		{"negative dim", F32, []int{-1}, nil, "negative"},
+		{"invalid dtype", Invalid, []int{1}, []float64{1}, "unknown dtype"},
+		{"fraction into int", I32, []int{1}, []float64{1.5}, "not an integer"},
+		{"nan into int", I64, []int{1}, []float64{math.NaN()}, "not an integer"},
+		{"inf into int", I64, []int{1}, []float64{math.Inf(1)}, "not an integer"},
+		{"int32 range", I32, []int{1}, []float64{1 << 31}, "out of range"},
+		{"int64 range", I64, []int{1}, []float64{1 << 63}, "out of range"},
+		{"uint8 negative", U8, []int{1}, []float64{-1}, "out of range"},
+		{"uint8 range", U8, []int{1}, []float64{256}, "out of range"},
+		{"bool two", Bool, []int{1}, []float64{2}, "not a bool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := FromFloat64(tt.dt, tt.shape, tt.v)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("FromFloat64 = %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFromInt64(t *testing.T) {
+	tn, err := FromInt64(I64, []int{3}, []int64{math.MinInt64, 0, math.MaxInt64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tn.Int64s()
+	if err != nil || !slices.Equal(got, []int64{math.MinInt64, 0, math.MaxInt64}) {
+		t.Errorf("Int64s() = %v, %v", got, err)
+	}
+	ti, err := FromInt64(I32, []int{2}, []int64{math.MinInt32, math.MaxInt32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := ti.Float64s(); f[0] != math.MinInt32 || f[1] != math.MaxInt32 {
+		t.Errorf("Float64s() = %v", f)
+	}
+	for _, c := range []struct {
+		dt DType
+		v  int64
+	}{{I32, 1 << 31}, {I32, -1<<31 - 1}, {U8, 256}, {U8, -1}, {Bool, 2}, {Bool, -1}} {
+		if _, err := FromInt64(c.dt, []int{1}, []int64{c.v}); err == nil {
+			t.Errorf("FromInt64(%s, %d) succeeded", c.dt, c.v)
+		}
+	}
+	if _, err := FromInt64(F32, []int{2}, []int64{1}); err == nil {
+		t.Errorf("length mismatch accepted")
+	}
+}
+
+func TestBoolReadsNonZeroAsOne(t *testing.T) {
+	tn := &Tensor{DType: Bool, Shape: []int{3}, Data: []byte{0, 1, 7}}
+	if got := tn.Float64s(); !slices.Equal(got, []float64{0, 1, 1}) {
+		t.Errorf("Float64s() = %v", got)
+	}
+	if got, _ := tn.Int64s(); !slices.Equal(got, []int64{0, 1, 1}) {
+		t.Errorf("Int64s() = %v", got)
+	}
+}
+
+func TestTensorValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		t    *Tensor
+		want string
+	}{
+		{"nil", nil, "nil tensor"},
+		{"short data", &Tensor{DType: F32, Shape: []int{2}, Data: make([]byte, 7)}, "needs 8 bytes"},
+		{"long data", &Tensor{DType: U8, Shape: []int{2}, Data: make([]byte, 3)}, "needs 2 bytes"},
+		{"invalid dtype", &Tensor{Shape: []int{1}, Data: []byte{0}}, "unknown dtype"},
+		{"negative dim", &Tensor{DType: U8, Shape: []int{-1}}, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.t.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tt.want)
+			}
+			if tt.t != nil && tt.t.Float64s() != nil {
+				t.Errorf("Float64s() on an invalid tensor is not nil")
+			}
+		})
+	}
+	ok := &Tensor{DType: F16, Shape: []int{0, 3}, Data: nil}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("empty tensor: %v", err)
+	}
+}
