@@ -73,7 +73,7 @@ func CosineScore(expected, got []float64, shape []int, minCos, normGuard float64
 			fmtVal(ratio), fmtSmall(dev), gcmp, fmtSmall(normGuard))
 	}
 	r.Explain = fmt.Sprintf("%s: cosine %s %s min %s; %s; largest |diff| %s at %s",
-		verdict, fmtVal(cos), cmp, fmtVal(minCos), guard, fmtSmall(worstDiff),
+		verdict, fmtScore(cos), cmp, fmtScore(minCos), guard, fmtSmall(worstDiff),
 		describeElement(expected, got, shape, worst))
 	return r
 }

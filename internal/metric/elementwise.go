@@ -118,7 +118,7 @@ func MatchedRatioScore(expected, got []float64, shape []int, tol Tolerance, minR
 	}
 	diff := math.Abs(got[s.worst] - expected[s.worst])
 	r.Explain = fmt.Sprintf("%s: matched %d/%d (ratio %s %s min %s); %d elements beyond %s× tol; worst element %s (|diff| %s = %s× tol %s)",
-		verdict, s.matched, n, fmtVal(ratio), cmp, fmtVal(minRatio), s.outliers, fmtSmall(outlierMult),
+		verdict, s.matched, n, fmtScore(ratio), cmp, fmtScore(minRatio), s.outliers, fmtSmall(outlierMult),
 		describeElement(expected, got, shape, s.worst), fmtSmall(diff), fmtSmall(s.worstMul), fmtSmall(s.worstTol))
 	return r
 }

@@ -394,6 +394,10 @@ func emptyResult(k Kind) Result {
 // fmtVal formats a tensor value with five significant digits.
 func fmtVal(v float64) string { return strconv.FormatFloat(v, 'g', 5, 64) }
 
+// fmtScore formats a score or threshold with six significant digits, so
+// that a near miss of a threshold such as 0.9999 stays visible.
+func fmtScore(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
 // fmtSmall formats a derived quantity (difference, tolerance, multiple) with
 // three significant digits.
 func fmtSmall(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }

@@ -64,9 +64,9 @@ func NewCatalog() (*Catalog, error) {
 func siluAndMul() *Spec {
 	return &Spec{
 		Name: "activation.silu_and_mul", Kind: Op, Entry: "silu_and_mul",
-		Description: "Gated MLP activation product: out = silu(x[:, :d]) * x[:, d:]",
-		Reference:   "silu_and_mul",
-		Args:        []Arg{in("x", "N", "2*D"), out("out", "N", "D")},
+		Description:  "Gated MLP activation product: out = silu(x[:, :d]) * x[:, d:]",
+		Reference:    "silu_and_mul",
+		Args:         []Arg{in("x", "N", "2*D"), out("out", "N", "D")},
 		GraphDynamic: []string{"x"},
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"N": 7, "D": 96}, Jitter: []string{"N"}},
@@ -273,9 +273,9 @@ func fusedExpertsReduce() *Spec {
 func allReduce() *Spec {
 	return &Spec{
 		Name: "collective.all_reduce", Kind: Collective, Entry: "all_reduce",
-		Description: "Cross-rank sum into a validator-owned output",
-		Reference:   "sum_ranks",
-		Args:        []Arg{perRank(in("x", "M", "H")), out("out", "M", "H"), group()},
+		Description:  "Cross-rank sum into a validator-owned output",
+		Reference:    "sum_ranks",
+		Args:         []Arg{perRank(in("x", "M", "H")), out("out", "M", "H"), group()},
 		GraphDynamic: []string{"x"},
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},

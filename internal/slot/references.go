@@ -145,4 +145,3 @@ func refMoEFinalize(c *Case) (map[string][]float64, error) {
 	n, res, err := reference.MoEFinalizeARRMSNorm(c.perRank("gemm_out"), rowMaps, scales, c.f64(0, "residual"), c.f64(0, "weight"), dm, c.Scalars["eps"])
 	return map[string][]float64{"out_norm": n, "out_residual": res}, err
 }
-

@@ -156,13 +156,13 @@ type Spec struct {
 
 // Correctness is a slot's registered grading policy.
 type Correctness struct {
-	Metric      string              `json:"metric"`                 // allclose, matched_ratio, cosine, topk_overlap
-	MinRatio    string              `json:"min_ratio,omitempty"`    // canonical decimal
-	OutlierMult string              `json:"outlier_mult,omitempty"` // canonical decimal
-	MinCosine   string              `json:"min_cosine,omitempty"`
-	NormGuard   string              `json:"norm_guard,omitempty"`
-	K           int                 `json:"k,omitempty"`
-	MinOverlap  string              `json:"min_overlap,omitempty"`
+	Metric      string               `json:"metric"`                 // allclose, matched_ratio, cosine, topk_overlap
+	MinRatio    string               `json:"min_ratio,omitempty"`    // canonical decimal
+	OutlierMult string               `json:"outlier_mult,omitempty"` // canonical decimal
+	MinCosine   string               `json:"min_cosine,omitempty"`
+	NormGuard   string               `json:"norm_guard,omitempty"`
+	K           int                  `json:"k,omitempty"`
+	MinOverlap  string               `json:"min_overlap,omitempty"`
 	Tolerances  map[string]Tolerance `json:"tolerances"` // by torch dtype name
 }
 

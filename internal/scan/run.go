@@ -1,0 +1,244 @@
+package scan
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"cacheon/python"
+)
+
+// Limits on the interpreter's output. Facts are untrusted input.
+const (
+	maxStdout = 8 << 20
+	maxStderr = 64 << 10
+)
+
+// scriptName is the parse script's path inside python.Files().
+const scriptName = "cacheon_runtime/astfacts.py"
+
+// source is one Python file to parse: its bundle-relative slash path and
+// its bytes.
+type source struct {
+	path string
+	data []byte
+}
+
+// parsed is what the scanner learnt about one source: its facts, or why it
+// has none (the parser crashed on it, or its facts overflowed the limit).
+type parsed struct {
+	facts    *fileFacts
+	crash    string
+	overflow bool
+}
+
+// parser runs the parse script with one interpreter.
+type parser struct {
+	python string // resolved interpreter path
+	dir    string // private temp directory holding the script
+	script string
+}
+
+// newParser resolves the interpreter and writes the embedded parse script to
+// a private temporary file. The caller must call close.
+func newParser(interpreter string) (*parser, error) {
+	if interpreter == "" {
+		interpreter = "python3"
+	}
+	py, err := exec.LookPath(interpreter)
+	if err != nil {
+		return nil, fmt.Errorf("find python interpreter: %w", err)
+	}
+	code, err := fs.ReadFile(python.Files(), scriptName)
+	if err != nil {
+		return nil, fmt.Errorf("read embedded parse script: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "cacheon-scan-")
+	if err != nil {
+		return nil, fmt.Errorf("create parse script directory: %w", err)
+	}
+	script := filepath.Join(dir, "astfacts.py")
+	if err := os.WriteFile(script, code, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("write parse script: %w", err)
+	}
+	return &parser{python: py, dir: dir, script: script}, nil
+}
+
+// close deletes the script and its directory.
+func (p *parser) close() error {
+	if err := os.RemoveAll(p.dir); err != nil {
+		return fmt.Errorf("remove parse script: %w", err)
+	}
+	return nil
+}
+
+// parseAll parses every source, normally in one interpreter run. When the
+// parser crashes on a file (a hostile source can overflow the C stack of
+// older interpreters) or a run's facts overflow the output limit, the file
+// is marked and the remaining files are parsed by a fresh run, so one
+// hostile file cannot hide the others. Infrastructure failures (no
+// interpreter, no output at all, undecodable output, cancellation) are
+// errors.
+func (p *parser) parseAll(ctx context.Context, srcs []source) (*factsHeader, []parsed, error) {
+	results := make([]parsed, len(srcs))
+	var header *factsHeader
+	for start := 0; start < len(srcs); {
+		batch := srcs[start:]
+		paths := make([]string, len(batch))
+		for i, s := range batch {
+			paths[i] = s.path
+		}
+		out, overflow, exitErr, stderr, err := p.run(ctx, batch)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, nil, fmt.Errorf("run parser: %w", ctxErr)
+		}
+		clean := exitErr == nil && !overflow
+		if !clean {
+			out = out[:bytes.LastIndexByte(out, '\n')+1]
+		}
+		b, err := parseFacts(out, paths)
+		if err != nil {
+			if exitErr != nil {
+				return nil, nil, fmt.Errorf("run parser %s: %w (stderr: %s)", p.python, exitErr, tail(stderr))
+			}
+			return nil, nil, err
+		}
+		if header == nil {
+			header = &b.header
+		}
+		for i := range b.files {
+			results[start+i].facts = &b.files[i]
+		}
+		done := len(b.files)
+		switch {
+		case clean && done == len(batch):
+			return header, results, nil
+		case clean:
+			return nil, nil, fmt.Errorf("run parser: it stopped after %d of %d files", done, len(batch))
+		case done == len(batch):
+			return nil, nil, fmt.Errorf("run parser %s: %v after the last file (stderr: %s)", p.python, exitErr, tail(stderr))
+		case overflow && done > 0:
+			start += done // the overflowing file gets a fresh budget
+		case overflow:
+			results[start].overflow = true
+			start++
+		default:
+			results[start+done].crash = exitErr.Error()
+			start += done + 1
+		}
+	}
+	return header, results, nil
+}
+
+// run starts the interpreter once for srcs. It returns stdout (at most
+// maxStdout bytes; overflow says more was written), the process's exit
+// error, a bounded stderr, and err for failures to run at all.
+func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflow bool, exitErr error, stderr string, err error) {
+	input, err := encodeRequest(srcs)
+	if err != nil {
+		return nil, false, nil, "", err
+	}
+	cmd := exec.CommandContext(ctx, p.python, "-I", "-S", "-W", "ignore", p.script)
+	cmd.Dir = p.dir
+	cmd.Env = []string{}
+	cmd.Stdin = bytes.NewReader(input)
+	out := &capWriter{limit: maxStdout}
+	errOut := &capWriter{limit: maxStderr}
+	cmd.Stdout = out
+	cmd.Stderr = errOut
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		return nil, false, nil, "", fmt.Errorf("start parser %s: %w", p.python, err)
+	}
+	waitErr := cmd.Wait()
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, false, nil, "", fmt.Errorf("run parser: %w", ctxErr)
+		}
+		return nil, false, nil, "", fmt.Errorf("run parser %s: %w", p.python, waitErr)
+	}
+	return out.buf.Bytes(), out.over, waitErr, errOut.buf.String(), nil
+}
+
+// wireRequest is the script's stdin.
+type wireRequest struct {
+	Files []wireFile `json:"files"`
+}
+
+// wireFile carries a source's bytes as latin-1 code points, so the script
+// recovers the exact bytes with str.encode("latin-1") and ast.parse decodes
+// them as import would (honouring a BOM or a PEP 263 coding cookie).
+type wireFile struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+}
+
+func encodeRequest(srcs []source) ([]byte, error) {
+	req := wireRequest{Files: make([]wireFile, len(srcs))}
+	for i, s := range srcs {
+		req.Files[i] = wireFile{Path: s.path, Source: latin1(s.data)}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(req); err != nil {
+		return nil, fmt.Errorf("encode parser request: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// latin1 maps every byte to the code point of the same value.
+func latin1(b []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(b) + len(b)/4)
+	for _, c := range b {
+		sb.WriteRune(rune(c))
+	}
+	return sb.String()
+}
+
+// capWriter keeps the first limit bytes written and silently drops the
+// rest, so a chatty child never blocks on a full pipe.
+type capWriter struct {
+	buf   bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	room := w.limit - w.buf.Len()
+	if len(p) > room {
+		w.over = true
+		if room > 0 {
+			w.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+// tail returns the last part of a stderr capture for an error message.
+func tail(s string) string {
+	const n = 2048
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	if s == "" {
+		return "empty"
+	}
+	return s
+}
