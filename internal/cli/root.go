@@ -82,6 +82,8 @@ candidate code only ever runs in a separate, sandboxed Python process.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	for _, mk := range []func() *cobra.Command{
 		a.versionCommand,
+		a.slotsCommand,
+		a.targetsCommand,
 	} {
 		root.AddCommand(mk())
 	}

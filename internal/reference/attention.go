@@ -51,36 +51,73 @@ func SDPA(q, k, v []float64, dm AttnDims, scale float64, causal bool) ([]float64
 	group := Hq / Hkv
 	vt := transposeKV(v, S, Hkv, D)
 	out := make([]float64, T*Hq*D)
-	parallelFor(T*Hq, func(lo, hi int) {
-		w := make([]float64, S)
-		for row := lo; row < hi; row++ {
-			t, h := row/Hq, row%Hq
-			g := h / group
+	// One item is one query row t and one kv head g: the group of query
+	// heads g·group .. (g+1)·group-1 that read it. Items run kv-head major so
+	// that consecutive items reuse one kv head's keys and values from cache.
+	parallelFor(T*Hkv, func(lo, hi int) {
+		hs := newHeadScratch(group, S)
+		for item := lo; item < hi; item++ {
+			g, t := item/T, item%T
 			n := S
 			if causal {
 				n = t + S - T + 1
 			}
-			sc := w[:n]
-			dotRows(sc, q[row*D:(row+1)*D], k, g*D, Hkv*D)
-			attendRow(out[row*D:(row+1)*D], sc, scale, vt, g*D*S, S)
+			hs.bind(q, out, (t*Hq+g*group)*D, D, n)
+			dotMany(hs.sc, hs.q, k, g*D, Hkv*D, n, 0)
+			hs.attend(scale, vt, g*D*S, S)
 		}
 	})
 	return out, nil
 }
 
-// attendRow turns the raw dot products sc (len >= 1, overwritten) into
-// softmax weights of scale*sc and writes the weighted sum of the values into
-// o: o[d] = dot(weights, vt[off+d*stride:]) / sum(weights), where vt holds
-// the values transposed (value dimension major, key minor, rows stride
-// apart).
-func attendRow(o, sc []float64, scale float64, vt []float64, off, stride int) {
-	for i := range sc {
-		sc[i] *= scale
+// headScratch holds per-worker views and buffers for attending a group of
+// query heads that share one kv head and one visible key range.
+type headScratch struct {
+	q, out, sc [][]float64 // per head: query vector, output row, scores
+	denom      []float64   // per head: softmax denominator
+	buf        []float64   // backing store of sc
+}
+
+// newHeadScratch allocates scratch for group heads and up to maxKeys keys.
+func newHeadScratch(group, maxKeys int) *headScratch {
+	return &headScratch{
+		q:     make([][]float64, group),
+		out:   make([][]float64, group),
+		sc:    make([][]float64, group),
+		denom: make([]float64, group),
+		buf:   make([]float64, group*maxKeys),
 	}
-	denom := expShift(sc)
-	dotRows(o, sc, vt, off, stride)
-	for d := range o {
-		o[d] /= denom
+}
+
+// bind points the scratch at the group's consecutive query and output rows
+// starting at element off of q and out (rows of D elements), with n visible
+// keys.
+func (hs *headScratch) bind(q, out []float64, off, D, n int) {
+	for i := range hs.q {
+		a := off + i*D
+		hs.q[i] = q[a : a+D]
+		hs.out[i] = out[a : a+D]
+		hs.sc[i] = hs.buf[i*n : (i+1)*n]
+	}
+}
+
+// attend turns each head's raw dot products (hs.sc, overwritten) into the
+// softmax weights of scale·score and writes the weighted sum of the values
+// into its output row: out[d] = dot(weights, vt[off+d*stride:]) / Σweights,
+// where vt holds the values transposed (channel-major, key-minor, channel
+// rows stride apart).
+func (hs *headScratch) attend(scale float64, vt []float64, off, stride int) {
+	for i, sc := range hs.sc {
+		for s := range sc {
+			sc[s] *= scale
+		}
+		hs.denom[i] = expShift(sc)
+	}
+	dotMany(hs.out, hs.sc, vt, off, stride, len(hs.out[0]), 0)
+	for i, o := range hs.out {
+		for d := range o {
+			o[d] /= hs.denom[i]
+		}
 	}
 }
 
@@ -88,17 +125,30 @@ func attendRow(o, sc []float64, scale float64, vt []float64, off, stride int) {
 // values of one kv head and one channel are contiguous over keys.
 func transposeKV(v []float64, S, Hkv, D int) []float64 {
 	vt := make([]float64, len(v))
-	parallelFor(Hkv*D, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			g, d := r/D, r%D
-			dst := vt[r*S : (r+1)*S]
-			src := g*D + d
-			for s := range dst {
-				dst[s] = v[src+s*Hkv*D]
-			}
+	blocks := ceilDiv(S, transposeBlock)
+	parallelFor(Hkv*blocks, func(lo, hi int) {
+		for item := lo; item < hi; item++ {
+			g, s0 := item/blocks, (item%blocks)*transposeBlock
+			s1 := min(s0+transposeBlock, S)
+			transposeRows(vt[g*D*S:(g+1)*D*S], S, s0, v[(s0*Hkv+g)*D:], s1-s0, Hkv*D, D)
 		}
 	})
 	return vt
+}
+
+// transposeBlock is how many keys transposeKV moves per tile.
+const transposeBlock = 16
+
+// transposeRows copies rows consecutive source rows of width D, stride
+// elements apart in src, into columns col0.. of dst, a row-major (D, cols)
+// matrix: dst[d·cols + col0 + r] = src[r·stride + d].
+func transposeRows(dst []float64, cols, col0 int, src []float64, rows, stride, D int) {
+	for d := range D {
+		out := dst[d*cols+col0 : d*cols+col0+rows]
+		for r := range out {
+			out[r] = src[r*stride+d]
+		}
+	}
 }
 
 // SDPAFlops is the operation count SDPA is credited with: 4·D per visible

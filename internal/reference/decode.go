@@ -66,31 +66,30 @@ func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm De
 	group := Hq / Hkv
 	rowStride := Hkv * D // distance between consecutive slots of one page
 	out := make([]float64, dm.B*Hq*D)
-	parallelFor(dm.B*Hkv, func(lo, hi int) {
-		w := make([]float64, maxLen)
-		vt := make([]float64, D*maxLen)
-		for item := lo; item < hi; item++ {
-			b, g := item/Hkv, item%Hkv
+	parallelFor(dm.B, func(lo, hi int) {
+		hs := make([]*headScratch, Hkv)
+		vt := make([][]float64, Hkv)
+		for g := range Hkv {
+			hs[g] = newHeadScratch(group, maxLen)
+			vt[g] = make([]float64, D*maxLen)
+		}
+		for b := lo; b < hi; b++ {
 			n := int(seqLens[b])
 			pages := blockTable[b*dm.MaxPages : b*dm.MaxPages+ceilDiv(n, ps)]
-			// Gather this (sequence, kv head)'s values transposed to (D, n).
-			for pos := range n {
-				src := ((int(pages[pos/ps])*ps+pos%ps)*Hkv + g) * D
-				for d, x := range vCache[src : src+D] {
-					vt[d*n+pos] = x
+			for g := range Hkv {
+				hs[g].bind(q, out, (b*Hq+g*group)*D, D, n)
+			}
+			for j, page := range pages {
+				p0 := j * ps
+				run := min(ps, n-p0)
+				for g := range Hkv {
+					base := (int(page)*ps*Hkv + g) * D
+					transposeRows(vt[g][:D*n], n, p0, vCache[base:], run, rowStride, D)
+					dotMany(hs[g].sc, hs[g].q, kCache, base, rowStride, run, p0)
 				}
 			}
-			for h := g * group; h < (g+1)*group; h++ {
-				row := b*Hq + h
-				qv := q[row*D : (row+1)*D]
-				sc := w[:n]
-				// Scores page by page: the slots of a page are rowStride apart.
-				for j, page := range pages {
-					p0 := j * ps
-					p1 := min(p0+ps, n)
-					dotRows(sc[p0:p1], qv, kCache, (int(page)*ps*Hkv+g)*D, rowStride)
-				}
-				attendRow(out[row*D:(row+1)*D], sc, scale, vt, 0, n)
+			for g := range Hkv {
+				hs[g].attend(scale, vt[g], 0, n)
 			}
 		}
 	})

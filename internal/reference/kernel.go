@@ -98,3 +98,30 @@ func maxNaN(m, v float64) float64 {
 	}
 	return m
 }
+
+// dotMany sets dst[i][dstOff+r] = dot(vs[i], m[off+r*stride:]) for every
+// vector vs[i] (all of one length) and every r < count: the inner products
+// of several vectors with the same count rows of m. Vectors are taken four
+// at a time through dot4 with the row as dot4's shared operand, so each row
+// is read once per four vectors; products commute exactly, so each result is
+// bit-identical to dot(vs[i], row).
+func dotMany(dst, vs [][]float64, m []float64, off, stride, count, dstOff int) {
+	if len(vs) == 0 || count == 0 {
+		return
+	}
+	n := len(vs[0])
+	quads := len(vs) / 4 * 4
+	if quads > 0 {
+		for r := range count {
+			a := off + r*stride
+			row := m[a : a+n]
+			for i := 0; i < quads; i += 4 {
+				dst[i][dstOff+r], dst[i+1][dstOff+r], dst[i+2][dstOff+r], dst[i+3][dstOff+r] =
+					dot4(row, vs[i], vs[i+1], vs[i+2], vs[i+3])
+			}
+		}
+	}
+	for i := quads; i < len(vs); i++ {
+		dotRows(dst[i][dstOff:dstOff+count], vs[i], m, off, stride)
+	}
+}

@@ -69,7 +69,7 @@ func buildHeader(tensors map[string]*tensor.Tensor, metadata map[string]string) 
 		}
 	}
 
-	// Top-level keys in byte order; "" stands for the metadata slot.
+	// Top-level keys in byte order, the metadata key among them.
 	keys := slices.Clone(names)
 	if len(metadata) > 0 {
 		keys = append(keys, metadataKey)

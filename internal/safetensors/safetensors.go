@@ -70,10 +70,9 @@ type FormatError struct {
 	Err    error // underlying cause, if any
 }
 
-// Error formats the problem as `safetensors: tensor "x": field: reason: cause`.
+// Error formats the problem as `tensor "x": field: reason: cause`.
 func (e *FormatError) Error() string {
 	var b bytes.Buffer
-	b.WriteString("safetensors: ")
 	if e.Tensor != "" {
 		fmt.Fprintf(&b, "tensor %q: ", clip(e.Tensor))
 	}
@@ -254,7 +253,7 @@ func read(r io.Reader, lim Limits) (*File, error) {
 		size = max(size, e.end)
 	}
 	if size > lim.MaxTotalBytes {
-		return nil, formatErr("", "data", fmt.Sprintf("header describes %d bytes, over the limit of %d", size, lim.MaxTotalBytes))
+		return nil, formatErr("", "data", fmt.Sprintf("header describes %d bytes, which exceeds the limit of %d", size, lim.MaxTotalBytes))
 	}
 	if err := checkLayout(hd.entries, size); err != nil {
 		return nil, err

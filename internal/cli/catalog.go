@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"cacheon/internal/slot"
+	"cacheon/internal/target"
+)
+
+// catalogs builds the slot and target catalogs; every command that needs
+// them goes through here so they are wired in one place.
+func catalogs() (*slot.Catalog, *target.Catalog, error) {
+	slots, err := slot.NewCatalog()
+	if err != nil {
+		return nil, nil, fmt.Errorf("build slot catalog: %w", err)
+	}
+	targets, err := target.NewCatalog(slots)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build target catalog: %w", err)
+	}
+	return slots, targets, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func (a *app) slotsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "slots",
+		Short: "List the registered slots and their call contracts",
+		Long: `List the registered slots: kind, entry signature, prepare, outputs,
+graph-dynamic inputs, correctness policy, registered shapes and the
+capability fields each slot's binding supplies. --json prints the typed
+contract projection (the same data that is hashed into target digests).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			slots, _, err := catalogs()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type row struct {
+					slot.Contract
+					ContractDigest string `json:"contract_digest"`
+				}
+				var rows []row
+				for _, s := range slots.Specs() {
+					d, err := s.ContractDigest()
+					if err != nil {
+						return err
+					}
+					rows = append(rows, row{Contract: s.Contract(), ContractDigest: d})
+				}
+				return writeJSON(a.stdout, map[string]any{"slots": rows})
+			}
+			for i, s := range slots.Specs() {
+				if i > 0 {
+					fmt.Fprintln(a.stdout)
+				}
+				printSlot(a.stdout, s)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the typed catalog as JSON for automation")
+	return cmd
+}
+
+func argSig(a slot.Arg) string {
+	switch a.Kind {
+	case slot.ArgInput, slot.ArgOutput:
+		dt := a.DType
+		if dt == "vdt" {
+			dt = "<dtype>"
+		}
+		s := fmt.Sprintf("%s: %s[%s]", a.Name, dt, strings.Join(a.Shape, ","))
+		if a.Kind == slot.ArgOutput {
+			s += " (output)"
+		}
+		return s
+	case slot.ArgScalar:
+		return fmt.Sprintf("%s: %s=%s", a.Name, a.Scalar, a.Value)
+	default:
+		return a.Name
+	}
+}
+
+func printSlot(w io.Writer, s *slot.Spec) {
+	fmt.Fprintf(w, "%s  (%s)\n", s.Name, s.Kind)
+	fmt.Fprintf(w, "  %s\n", s.Description)
+	var args []string
+	for _, a := range s.Args {
+		args = append(args, argSig(a))
+	}
+	fmt.Fprintf(w, "  entry:    %s(%s)\n", s.Entry, strings.Join(args, ", "))
+	if s.Prepare != "" {
+		var p []string
+		for _, a := range s.PrepareArgs {
+			p = append(p, argSig(a))
+		}
+		fmt.Fprintf(w, "  prepare:  %s(%s) -> prepared\n", s.Prepare, strings.Join(p, ", "))
+	}
+	fmt.Fprintf(w, "  graph-dynamic inputs: %s\n", strings.Join(s.GraphDynamic, ", "))
+	c := s.Correctness
+	pol := c.Metric
+	switch c.Metric {
+	case "matched_ratio":
+		pol += fmt.Sprintf(" >= %s, no element beyond %s x tolerance", c.MinRatio, c.OutlierMult)
+	case "topk_overlap":
+		pol += fmt.Sprintf(" K=%d >= %s per row", c.K, c.MinOverlap)
+	}
+	var tols []string
+	for _, dt := range []string{"bfloat16", "float16", "float32"} {
+		if t, ok := c.Tolerances[dt]; ok {
+			tols = append(tols, fmt.Sprintf("%s atol=%s rtol=%s", dt, t.Atol, t.Rtol))
+		}
+	}
+	fmt.Fprintf(w, "  correctness: %s; %s\n", pol, strings.Join(tols, "; "))
+	var shapes []string
+	for _, sh := range s.Shapes {
+		var dims []string
+		for k, v := range sh.Dims {
+			dims = append(dims, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(dims)
+		j := ""
+		if len(sh.Jitter) > 0 {
+			j = " jitter " + strings.Join(sh.Jitter, ",")
+		}
+		shapes = append(shapes, fmt.Sprintf("%s{%s}%s", sh.Name, strings.Join(dims, " "), j))
+	}
+	fmt.Fprintf(w, "  shapes:   %s\n", strings.Join(shapes, "; "))
+	fmt.Fprintf(w, "  capability fields: %s\n", strings.Join(s.DescriptorFields, ", "))
+}
+
+func (a *app) targetsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "targets",
+		Short: "List the registered reward targets with their contract digests",
+		Long: `List the registered targets: one singleton per slot plus atomic targets
+that span several slots, with members, allowed features, displacement,
+compatibility, precedence and the target specification digest. The catalog
+digest identifies the whole set.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, targets, err := catalogs()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type row struct {
+					*target.Target
+					SpecDigest string `json:"spec_digest"`
+				}
+				var rows []row
+				for _, t := range targets.Targets() {
+					rows = append(rows, row{Target: t, SpecDigest: t.SpecDigest()})
+				}
+				return writeJSON(a.stdout, map[string]any{"catalog_digest": targets.Digest(), "targets": rows})
+			}
+			fmt.Fprintf(a.stdout, "catalog %s\n", targets.Digest())
+			for _, t := range targets.Targets() {
+				fmt.Fprintf(a.stdout, "\n%s  (%s)\n", t.Name, t.Kind)
+				fmt.Fprintf(a.stdout, "  spec digest: %s\n", t.SpecDigest())
+				fmt.Fprintf(a.stdout, "  members:     %s\n", strings.Join(t.Members, ", "))
+				fmt.Fprintf(a.stdout, "  features:    %s\n", strings.Join(t.Features, ", "))
+				if len(t.Displaces) > 0 {
+					fmt.Fprintf(a.stdout, "  displaces:   %s\n", strings.Join(t.Displaces, ", "))
+				}
+				if len(t.Compatible) > 0 {
+					fmt.Fprintf(a.stdout, "  compatible:  %s (first applicable: %s)\n", strings.Join(t.Compatible, ", "), strings.Join(t.Precedence, " > "))
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for automation")
+	return cmd
+}

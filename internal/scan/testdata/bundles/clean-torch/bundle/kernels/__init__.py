@@ -1,0 +1,1 @@
+"""Helpers for the silu kernel."""
