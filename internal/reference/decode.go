@@ -66,31 +66,24 @@ func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm De
 	group := Hq / Hkv
 	rowStride := Hkv * D // distance between consecutive slots of one page
 	out := make([]float64, dm.B*Hq*D)
-	parallelFor(dm.B, func(lo, hi int) {
-		hs := make([]*headScratch, Hkv)
-		vt := make([][]float64, Hkv)
-		for g := range Hkv {
-			hs[g] = newHeadScratch(group, maxLen)
-			vt[g] = make([]float64, D*maxLen)
-		}
-		for b := lo; b < hi; b++ {
+	parallelFor(dm.B*Hkv, func(lo, hi int) {
+		hs := newHeadScratch(group, maxLen)
+		vt := make([]float64, D*maxLen)
+		for item := lo; item < hi; item++ {
+			b, g := item/Hkv, item%Hkv
 			n := int(seqLens[b])
 			pages := blockTable[b*dm.MaxPages : b*dm.MaxPages+ceilDiv(n, ps)]
-			for g := range Hkv {
-				hs[g].bind(q, out, (b*Hq+g*group)*D, D, n)
-			}
+			hs.bind(q, out, (b*Hq+g*group)*D, D, n)
+			// Page by page: gather the values transposed to (D, n) and score
+			// the keys; the slots of one page are rowStride apart.
 			for j, page := range pages {
 				p0 := j * ps
 				run := min(ps, n-p0)
-				for g := range Hkv {
-					base := (int(page)*ps*Hkv + g) * D
-					transposeRows(vt[g][:D*n], n, p0, vCache[base:], run, rowStride, D)
-					dotMany(hs[g].sc, hs[g].q, kCache, base, rowStride, run, p0)
-				}
+				base := (int(page)*ps*Hkv + g) * D
+				transposeRows(vt[:D*n], n, p0, vCache[base:], run, rowStride, D)
+				dotMany(hs.sc, hs.q, kCache, base, rowStride, run, p0)
 			}
-			for g := range Hkv {
-				hs[g].attend(scale, vt[g], 0, n)
-			}
+			hs.attend(scale, vt, 0, n)
 		}
 	})
 	return out, nil

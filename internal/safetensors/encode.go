@@ -11,14 +11,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"cacheon/internal/tensor"
 )
 
 // Encode writes tensors and metadata to w as a safetensors file. The output
-// is deterministic: tensor names are sorted bytewise and their data is laid
-// out contiguously in that order; header keys are sorted bytewise (so
+// is deterministic: tensor data is laid out contiguously ordered by element
+// size, largest first, then by name bytewise — so with the 8-byte-padded
+// header every tensor starts at an offset aligned to its element size and a
+// reader can view it in place; header keys are sorted bytewise (so
 // "__metadata__" sits among the names by byte order and each entry's fields
 // are data_offsets, dtype, shape); the header is compact JSON padded with
 // spaces to a multiple of 8 bytes. A nil or empty metadata map is omitted.
@@ -62,7 +65,12 @@ func buildHeader(tensors map[string]*tensor.Tensor, metadata map[string]string) 
 		}
 		names = append(names, name)
 	}
-	slices.Sort(names)
+	slices.SortFunc(names, func(a, b string) int {
+		if sa, sb := tensors[a].DType.Size(), tensors[b].DType.Size(); sa != sb {
+			return sb - sa
+		}
+		return strings.Compare(a, b)
+	})
 	for k, v := range metadata {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return nil, nil, fmt.Errorf("metadata %q: key and value must be valid UTF-8", k)
@@ -73,8 +81,8 @@ func buildHeader(tensors map[string]*tensor.Tensor, metadata map[string]string) 
 	keys := slices.Clone(names)
 	if len(metadata) > 0 {
 		keys = append(keys, metadataKey)
-		slices.Sort(keys)
 	}
+	slices.Sort(keys)
 	offsets := make(map[string][2]int64, len(names))
 	var pos int64
 	for _, name := range names {

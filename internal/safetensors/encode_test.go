@@ -323,26 +323,27 @@ func TestGolden(t *testing.T) {
 // TestGoldenByHand spells out the expected bytes of the golden file from
 // the format definition, independently of Encode: the 8-byte little-endian
 // header length, the JSON header padded with spaces to a multiple of 8, and
-// the tensors' little-endian bytes in name order.
+// the tensors' little-endian bytes ordered by element size (largest first),
+// then by name.
 func TestGoldenByHand(t *testing.T) {
 	hdr := `{"__metadata__":{"format":"pt"},` +
-		`"bias":{"data_offsets":[0,8],"dtype":"F32","shape":[2]},` +
-		`"ids":{"data_offsets":[8,32],"dtype":"I64","shape":[3]},` +
-		`"mask":{"data_offsets":[32,34],"dtype":"BOOL","shape":[2]},` +
-		`"weight":{"data_offsets":[34,42],"dtype":"BF16","shape":[2,2]}}`
+		`"bias":{"data_offsets":[24,32],"dtype":"F32","shape":[2]},` +
+		`"ids":{"data_offsets":[0,24],"dtype":"I64","shape":[3]},` +
+		`"mask":{"data_offsets":[40,42],"dtype":"BOOL","shape":[2]},` +
+		`"weight":{"data_offsets":[32,40],"dtype":"BF16","shape":[2,2]}}`
 	for len(hdr)%8 != 0 {
 		hdr += " "
 	}
 	var want []byte
 	want = binary.LittleEndian.AppendUint64(want, uint64(len(hdr)))
 	want = append(want, hdr...)
-	want = append(want, 0x00, 0x00, 0x80, 0x3e) // f32 0.25
-	want = append(want, 0x00, 0x00, 0x80, 0xbf) // f32 -1
-	want = append(want, 1, 0, 0, 0, 0, 0, 0, 0)
-	want = append(want, 2, 0, 0, 0, 0, 0, 0, 0)
-	want = append(want, 0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff) // -3
-	want = append(want, 1, 0)                                           // bool
+	want = append(want, 1, 0, 0, 0, 0, 0, 0, 0)                         // i64 1
+	want = append(want, 2, 0, 0, 0, 0, 0, 0, 0)                         // i64 2
+	want = append(want, 0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff) // i64 -3
+	want = append(want, 0x00, 0x00, 0x80, 0x3e)                         // f32 0.25
+	want = append(want, 0x00, 0x00, 0x80, 0xbf)                         // f32 -1
 	want = append(want, 0x80, 0x3f, 0x00, 0xc0, 0x00, 0x3f, 0x40, 0x40) // bf16 1, -2, 0.5, 3
+	want = append(want, 1, 0)                                           // bool
 	got, err := os.ReadFile(filepath.Join("testdata", "golden.safetensors"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,5 @@
+import torch
+
+from pkg.sub import helper
+from pkg import sibling
+from . import local_mod

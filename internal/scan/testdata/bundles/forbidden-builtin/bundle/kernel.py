@@ -1,0 +1,21 @@
+import torch
+
+code = compile("1 + 1", "<x>", "eval")
+value = eval(code)
+exec("x = 1")
+handle = open("/etc/passwd")
+name = input()
+breakpoint()
+g = globals()
+v = vars(torch)
+l = locals()
+os = __import__("os")
+run = eval
+ns = __builtins__
+ns2 = __builtins__.__dict__
+f = exec.__call__
+__builtins__ = {}
+
+
+def shadowed(open=None):
+    return open

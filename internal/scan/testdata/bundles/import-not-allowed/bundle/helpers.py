@@ -1,0 +1,2 @@
+from ... import way_outside
+scale = 2

@@ -1,0 +1,2 @@
+def system(cmd):
+    return 0

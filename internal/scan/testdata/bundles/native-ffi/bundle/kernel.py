@@ -1,0 +1,6 @@
+import ctypes
+from ctypes import CDLL
+import cffi
+
+libc = ctypes.CDLL(None)
+ffi = cffi.FFI()

@@ -1,0 +1,3 @@
+from torch import *
+from .helpers import *
+from math import pi

@@ -1,0 +1,4 @@
+import torch
+
+def f(x:
+    return x

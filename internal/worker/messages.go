@@ -1,0 +1,157 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+)
+
+// Failure is a worker's ok=false reply: a classified claim, not a verdict.
+type Failure struct {
+	Class     string `json:"class"`
+	Type      string `json:"type,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Traceback string `json:"traceback,omitempty"`
+}
+
+func (f *Failure) Error() string {
+	if f.Type != "" {
+		return fmt.Sprintf("%s: %s: %s", f.Class, f.Type, f.Message)
+	}
+	return fmt.Sprintf("%s: %s", f.Class, f.Message)
+}
+
+// Hello is the worker's description of its environment (facts, not trusted
+// for anything but diagnostics and device choice).
+type Hello struct {
+	ID          string  `json:"id"`
+	OK          bool    `json:"ok"`
+	Python      string  `json:"python"`
+	Torch       string  `json:"torch"`
+	CUDA        bool    `json:"cuda"`
+	DeviceCount int     `json:"device_count"`
+	Triton      *string `json:"triton"`
+	PID         int     `json:"pid"`
+}
+
+// Hello asks the worker to describe itself.
+func (c *Client) Hello(ctx context.Context) (*Hello, error) {
+	var h Hello
+	if _, err := c.Call(ctx, map[string]any{"op": "hello"}, &h); err != nil {
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	return &h, nil
+}
+
+// Load imports one bundle source as module name.
+func (c *Client) Load(ctx context.Context, module, bundleDir, source, entry, prepare string) error {
+	_, err := c.Call(ctx, map[string]any{
+		"op": "load", "module": module, "bundle": bundleDir, "source": source, "entry": entry, "prepare": prepare,
+	}, nil)
+	return err
+}
+
+// Group initializes torch.distributed in the worker.
+func (c *Client) Group(ctx context.Context, backend, initMethod string, rank, worldSize, localRank int, device string) error {
+	_, err := c.Call(ctx, map[string]any{
+		"op": "group", "backend": backend, "init_method": initMethod, "rank": rank,
+		"world_size": worldSize, "local_rank": localRank, "device": device,
+	}, nil)
+	return err
+}
+
+// RunArg is one positional argument in a run request.
+type RunArg struct {
+	Name  string   `json:"name"`
+	Kind  string   `json:"kind"`
+	Type  string   `json:"type,omitempty"`
+	Value *float64 `json:"value,omitempty"`
+}
+
+// OutputSpec is the validator-owned allocation contract of one output.
+type OutputSpec struct {
+	Name      string `json:"name"`
+	DType     string `json:"dtype"`
+	Shape     []int  `json:"shape"`
+	Stride    []int  `json:"stride"`
+	Alignment int    `json:"alignment"`
+}
+
+// RunRequest is one case.
+type RunRequest struct {
+	Module       string       `json:"module"`
+	Device       string       `json:"device"`
+	Entry        string       `json:"entry"`
+	Prepare      string       `json:"prepare"`
+	Args         []RunArg     `json:"args"`
+	PrepareArgs  []string     `json:"prepare_args"`
+	Outputs      []OutputSpec `json:"outputs"`
+	Inputs       string       `json:"inputs"`
+	Replays      []string     `json:"replays"`
+	Graph        bool         `json:"graph"`
+	GraphReplays []string     `json:"graph_replays"`
+	Dir          string       `json:"dir"`
+}
+
+func (r RunRequest) message() map[string]any {
+	return map[string]any{
+		"op": "run", "module": r.Module, "device": r.Device, "entry": r.Entry, "prepare": r.Prepare,
+		"args": r.Args, "prepare_args": nonNil(r.PrepareArgs), "outputs": r.Outputs, "inputs": r.Inputs,
+		"replays": nonNil(r.Replays), "graph": r.Graph, "graph_replays": nonNil(r.GraphReplays), "dir": r.Dir,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Identity is the storage identity of one tensor as the worker saw it.
+type Identity struct {
+	DataPtr       uint64 `json:"data_ptr"`
+	StoragePtr    uint64 `json:"storage_ptr"`
+	StorageOffset int64  `json:"storage_offset"`
+	Shape         []int  `json:"shape"`
+	Stride        []int  `json:"stride"`
+	DType         string `json:"dtype"`
+	Device        string `json:"device"`
+}
+
+// CallFacts are the raw facts of one call.
+type CallFacts struct {
+	Call   int                 `json:"call"`
+	Phase  string              `json:"phase"` // eager, replay, graph_replay
+	File   string              `json:"file"`
+	Before map[string]Identity `json:"before"`
+	After  map[string]Identity `json:"after"`
+	Error  *Failure            `json:"error"`
+}
+
+// RunReply is the worker's reply to a run request.
+type RunReply struct {
+	ID    string      `json:"id"`
+	OK    bool        `json:"ok"`
+	Calls []CallFacts `json:"calls"`
+}
+
+// SendRun sends a run request without waiting (for unsynchronised bursts).
+func (c *Client) SendRun(r RunRequest) (string, error) { return c.Send(r.message()) }
+
+// ReceiveRun waits for the reply to a SendRun.
+func (c *Client) ReceiveRun(ctx context.Context, id string) (*RunReply, error) {
+	var rr RunReply
+	if err := c.Receive(ctx, id, &rr); err != nil {
+		return nil, err
+	}
+	return &rr, nil
+}
+
+// Run sends one case and waits for its facts.
+func (c *Client) Run(ctx context.Context, r RunRequest) (*RunReply, error) {
+	id, err := c.SendRun(r)
+	if err != nil {
+		return nil, err
+	}
+	return c.ReceiveRun(ctx, id)
+}
