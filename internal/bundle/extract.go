@@ -449,6 +449,8 @@ func (x *extractor) claim(path string, kind entryKind) (exists bool, err error) 
 			return true, nil
 		case old == regularFile && kind == implicitDir:
 			return false, &ExtractError{Kind: ExtractUnsafe, Member: path, Msg: "is a file and also a parent directory"}
+		case old != regularFile && kind == regularFile:
+			return false, &ExtractError{Kind: ExtractUnsafe, Member: path, Msg: "is a directory and also a file"}
 		}
 		return false, &ExtractError{Kind: ExtractUnsafe, Member: path, Msg: "duplicate member"}
 	}

@@ -50,36 +50,36 @@ const (
 // Competition is the manifest's optional [competition] table: the
 // registered target the bundle requests and how.
 type Competition struct {
-	Target string
-	Mode   Mode
+	Target string `json:"target"`
+	Mode   Mode   `json:"mode"`
 }
 
 // Manifest is a checked manifest.toml.
 type Manifest struct {
-	BundleID   string
-	ABIVersion string
+	BundleID   string `json:"bundle_id"`
+	ABIVersion string `json:"abi_version"`
 	// Competition is nil when the manifest has no [competition] table.
-	Competition *Competition
+	Competition *Competition `json:"competition,omitempty"`
 	// Ops are the [[ops]] rows in file order, resolved against the catalog.
-	Ops []Op
+	Ops []Op `json:"ops"`
 }
 
 // Op is one resolved [[ops]] row.
 type Op struct {
-	Slot    string // registered slot name
-	Variant string // DefaultVariant when the row names none
-	Source  string // slash-separated path of the .py file, relative to the bundle root
-	Entry   string // function in Source to call; defaults to the slot's entry name
-	Prepare string // prepare function in Source; set iff the slot has a prepare step
+	Slot    string `json:"slot"`              // registered slot name
+	Variant string `json:"variant"`           // DefaultVariant when the row names none
+	Source  string `json:"source"`            // slash-separated path of the .py file, relative to the bundle root
+	Entry   string `json:"entry"`             // function in Source to call; defaults to the slot's entry name
+	Prepare string `json:"prepare,omitempty"` // prepare function in Source; set iff the slot has a prepare step
 	// DTypes and Architectures are the row's normalised, sorted declarations
 	// (torch dtype names; "smNN"); nil when the row declares none.
-	DTypes        []string
-	Architectures []string
-	Metadata      string   // path of the metadata JSON, "" when none
-	CUDASources   []string // paths of declared .cu/.cuh files, in file order
+	DTypes        []string `json:"dtypes,omitempty"`
+	Architectures []string `json:"architectures,omitempty"`
+	Metadata      string   `json:"metadata,omitempty"`     // path of the metadata JSON, "" when none
+	CUDASources   []string `json:"cuda_sources,omitempty"` // paths of declared .cu/.cuh files, in file order
 	// Domain is the variant's capability domain: the metadata's predicates
 	// intersected with the row's dtypes and architectures.
-	Domain capability.Domain
+	Domain capability.Domain `json:"domain"`
 }
 
 // Crownable reports whether the manifest requests a target that can earn a

@@ -486,6 +486,9 @@ func (d Domain) Canonical() any {
 	return out
 }
 
+// MarshalJSON encodes the domain as its Canonical form.
+func (d Domain) MarshalJSON() ([]byte, error) { return json.Marshal(d.Canonical()) }
+
 // String renders the domain for humans: "dtype = \"bfloat16\", head_dim in
 // [64, 128]" or "any".
 func (d Domain) String() string {

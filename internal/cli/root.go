@@ -84,6 +84,9 @@ candidate code only ever runs in a separate, sandboxed Python process.`,
 		a.versionCommand,
 		a.slotsCommand,
 		a.targetsCommand,
+		a.scanCommand,
+		a.packageCommand,
+		a.verifyCommand,
 	} {
 		root.AddCommand(mk())
 	}

@@ -28,8 +28,9 @@ func (dm AttnDims) validate(fn string, causal bool) error {
 //
 // Each score is scale*dot(q, k); the softmax subtracts the row maximum, sums
 // exp in increasing key order, and each output element is
-// dot(weights, v[:, d]) divided by that sum. Work is split over the T·Hq
-// query rows.
+// dot(weights, v[:, d]) divided by that sum. Work is split over the T·Hkv
+// (query row, kv head) pairs, each covering the Hq/Hkv query heads that read
+// that kv head.
 func SDPA(q, k, v []float64, dm AttnDims, scale float64, causal bool) ([]float64, error) {
 	const fn = "SDPA"
 	if err := dm.validate(fn, causal); err != nil {
@@ -47,108 +48,48 @@ func SDPA(q, k, v []float64, dm AttnDims, scale float64, causal bool) ([]float64
 	if err := checkFinite(fn, "scale", scale); err != nil {
 		return nil, err
 	}
+	return sdpa(q, k, v, dm, scale, causal, dm.T >= transposeMinRows), nil
+}
+
+// transposeMinRows is the number of query rows from which SDPA transposes
+// the values once up front instead of streaming value rows per query: the
+// two value paths give bit-identical results, only speed differs.
+const transposeMinRows = 64
+
+// sdpa computes SDPA on validated arguments. With transposed set the
+// values are transposed once and read through dotMany; otherwise value rows
+// are streamed (headScratch.valuesRun).
+func sdpa(q, k, v []float64, dm AttnDims, scale float64, causal, transposed bool) []float64 {
 	T, S, Hq, Hkv, D := dm.T, dm.S, dm.Hq, dm.Hkv, dm.D
 	group := Hq / Hkv
-	vt := transposeKV(v, S, Hkv, D)
+	var vt []float64
+	if transposed {
+		vt = transposeKV(v, S, Hkv, D)
+	}
 	out := make([]float64, T*Hq*D)
 	// One item is one query row t and one kv head g: the group of query
 	// heads g·group .. (g+1)·group-1 that read it. Items run kv-head major so
 	// that consecutive items reuse one kv head's keys and values from cache.
 	parallelFor(T*Hkv, func(lo, hi int) {
-		hs := newHeadScratch(group, S)
+		hs := newHeadScratch(group, D, S)
 		for item := lo; item < hi; item++ {
 			g, t := item/T, item%T
 			n := S
 			if causal {
 				n = t + S - T + 1
 			}
-			hs.bind(q, out, (t*Hq+g*group)*D, D, n)
+			hs.bind(q, out, (t*Hq+g*group)*D, n)
 			dotMany(hs.sc, hs.q, k, g*D, Hkv*D, n, 0)
-			hs.attend(scale, vt, g*D*S, S)
+			hs.softmax(scale)
+			if transposed {
+				hs.valuesTransposed(vt, g*D*S, S)
+			} else {
+				hs.valuesRun(v, g*D, Hkv*D, n, 0)
+				hs.finishRuns()
+			}
 		}
 	})
-	return out, nil
-}
-
-// headScratch holds per-worker views and buffers for attending a group of
-// query heads that share one kv head and one visible key range.
-type headScratch struct {
-	q, out, sc [][]float64 // per head: query vector, output row, scores
-	denom      []float64   // per head: softmax denominator
-	buf        []float64   // backing store of sc
-}
-
-// newHeadScratch allocates scratch for group heads and up to maxKeys keys.
-func newHeadScratch(group, maxKeys int) *headScratch {
-	return &headScratch{
-		q:     make([][]float64, group),
-		out:   make([][]float64, group),
-		sc:    make([][]float64, group),
-		denom: make([]float64, group),
-		buf:   make([]float64, group*maxKeys),
-	}
-}
-
-// bind points the scratch at the group's consecutive query and output rows
-// starting at element off of q and out (rows of D elements), with n visible
-// keys.
-func (hs *headScratch) bind(q, out []float64, off, D, n int) {
-	for i := range hs.q {
-		a := off + i*D
-		hs.q[i] = q[a : a+D]
-		hs.out[i] = out[a : a+D]
-		hs.sc[i] = hs.buf[i*n : (i+1)*n]
-	}
-}
-
-// attend turns each head's raw dot products (hs.sc, overwritten) into the
-// softmax weights of scale·score and writes the weighted sum of the values
-// into its output row: out[d] = dot(weights, vt[off+d*stride:]) / Σweights,
-// where vt holds the values transposed (channel-major, key-minor, channel
-// rows stride apart).
-func (hs *headScratch) attend(scale float64, vt []float64, off, stride int) {
-	for i, sc := range hs.sc {
-		for s := range sc {
-			sc[s] *= scale
-		}
-		hs.denom[i] = expShift(sc)
-	}
-	dotMany(hs.out, hs.sc, vt, off, stride, len(hs.out[0]), 0)
-	for i, o := range hs.out {
-		for d := range o {
-			o[d] /= hs.denom[i]
-		}
-	}
-}
-
-// transposeKV returns v (S, Hkv, D) rearranged to (Hkv, D, S), so that the
-// values of one kv head and one channel are contiguous over keys.
-func transposeKV(v []float64, S, Hkv, D int) []float64 {
-	vt := make([]float64, len(v))
-	blocks := ceilDiv(S, transposeBlock)
-	parallelFor(Hkv*blocks, func(lo, hi int) {
-		for item := lo; item < hi; item++ {
-			g, s0 := item/blocks, (item%blocks)*transposeBlock
-			s1 := min(s0+transposeBlock, S)
-			transposeRows(vt[g*D*S:(g+1)*D*S], S, s0, v[(s0*Hkv+g)*D:], s1-s0, Hkv*D, D)
-		}
-	})
-	return vt
-}
-
-// transposeBlock is how many keys transposeKV moves per tile.
-const transposeBlock = 16
-
-// transposeRows copies rows consecutive source rows of width D, stride
-// elements apart in src, into columns col0.. of dst, a row-major (D, cols)
-// matrix: dst[d·cols + col0 + r] = src[r·stride + d].
-func transposeRows(dst []float64, cols, col0 int, src []float64, rows, stride, D int) {
-	for d := range D {
-		out := dst[d*cols+col0 : d*cols+col0+rows]
-		for r := range out {
-			out[r] = src[r*stride+d]
-		}
-	}
+	return out
 }
 
 // SDPAFlops is the operation count SDPA is credited with: 4·D per visible

@@ -1,5 +1,7 @@
 package reference
 
+import "runtime"
+
 // DecodeDims are the dimensions of an attention.decode call: q is
 // (B, Hq, D); the key and value caches are (Pages, PageSize, Hkv, D); the
 // block table is (B, MaxPages) and seq_lens is (B). Hq must be a multiple of
@@ -15,7 +17,8 @@ type DecodeDims struct{ B, Hq, Hkv, D, Pages, PageSize, MaxPages int }
 // those positions reference in [0, Pages); table entries past a sequence's
 // last page are ignored. The arithmetic is exactly SDPA's for T=1,
 // causal=false on the gathered keys and values, so the two agree bit for
-// bit. Work is split over the B·Hkv (sequence, kv head) pairs.
+// bit. Work is split over sequences (and, when there are fewer sequences
+// than workers need, over ranges of kv heads within a sequence).
 func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm DecodeDims, scale float64) ([]float64, error) {
 	const fn = "PagedDecode"
 	if err := checkPositive(fn, dim{"dm.B", dm.B}, dim{"dm.Hq", dm.Hq}, dim{"dm.Hkv", dm.Hkv},
@@ -65,25 +68,55 @@ func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm De
 	Hq, Hkv, D, ps := dm.Hq, dm.Hkv, dm.D, dm.PageSize
 	group := Hq / Hkv
 	rowStride := Hkv * D // distance between consecutive slots of one page
+	// One item is one sequence and a contiguous range of kv heads (each with
+	// its group of query heads). Whole sequences are preferred, because
+	// walking all kv heads of a page slot by slot reads the cache
+	// sequentially; sequences are split into kv-head ranges only when there
+	// are too few of them to keep the workers busy. Each head's arithmetic is
+	// the same whatever the split.
+	split := min(Hkv, ceilDiv(2*runtime.GOMAXPROCS(0), dm.B))
+	perItem := ceilDiv(Hkv, split)
+	split = ceilDiv(Hkv, perItem)
 	out := make([]float64, dm.B*Hq*D)
-	parallelFor(dm.B*Hkv, func(lo, hi int) {
-		hs := newHeadScratch(group, maxLen)
-		vt := make([]float64, D*maxLen)
+	parallelFor(dm.B*split, func(lo, hi int) {
+		hs := make([]*headScratch, perItem)
+		for i := range hs {
+			hs[i] = newHeadScratch(group, D, maxLen)
+		}
 		for item := lo; item < hi; item++ {
-			b, g := item/Hkv, item%Hkv
+			b := item / split
+			g0 := (item % split) * perItem
+			heads := hs[:min(perItem, Hkv-g0)] // heads[i] serves kv head g0+i
 			n := int(seqLens[b])
 			pages := blockTable[b*dm.MaxPages : b*dm.MaxPages+ceilDiv(n, ps)]
-			hs.bind(q, out, (b*Hq+g*group)*D, D, n)
-			// Page by page: gather the values transposed to (D, n) and score
-			// the keys; the slots of one page are rowStride apart.
-			for j, page := range pages {
-				p0 := j * ps
-				run := min(ps, n-p0)
-				base := (int(page)*ps*Hkv + g) * D
-				transposeRows(vt[:D*n], n, p0, vCache[base:], run, rowStride, D)
-				dotMany(hs.sc, hs.q, kCache, base, rowStride, run, p0)
+			for i, h := range heads {
+				h.bind(q, out, (b*Hq+(g0+i)*group)*D, n)
 			}
-			hs.attend(scale, vt, 0, n)
+			// visit calls fn for every run of up to four slots of every page
+			// and every kv head of the item, in cache order.
+			visit := func(fn func(h *headScratch, off, count, s0 int)) {
+				for j, page := range pages {
+					p0 := j * ps
+					run := min(ps, n-p0)
+					for r := 0; r < run; r += 4 {
+						for i, h := range heads {
+							fn(h, (int(page)*ps*Hkv+g0+i)*D+r*rowStride, min(4, run-r), p0+r)
+						}
+					}
+				}
+			}
+			visit(func(h *headScratch, off, count, s0 int) {
+				dotMany(h.sc, h.q, kCache, off, rowStride, count, s0)
+			})
+			for _, h := range heads {
+				h.softmax(scale)
+			}
+			visit(func(h *headScratch, off, count, s0 int) {
+				h.valuesRun(vCache, off, rowStride, count, s0)
+			})
+			for _, h := range heads {
+				h.finishRuns()
+			}
 		}
 	})
 	return out, nil

@@ -341,3 +341,22 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 		assertIdentical(t, fmt.Sprintf("output %d", i), four[i], one[i])
 	}
 }
+
+func TestSDPAValuePathsAgree(t *testing.T) {
+	// The transposed and the streamed value reductions must be bit-identical,
+	// so the choice between them (by T) never changes a result.
+	for i, tc := range []struct {
+		dm     AttnDims
+		causal bool
+	}{
+		{AttnDims{T: 3, S: 7, Hq: 4, Hkv: 1, D: 5}, true},
+		{AttnDims{T: 9, S: 9, Hq: 6, Hkv: 2, D: 8}, false},
+		{AttnDims{T: 5, S: 12, Hq: 3, Hkv: 3, D: 7}, true},
+		{AttnDims{T: 2, S: 33, Hq: 8, Hkv: 1, D: 16}, false},
+	} {
+		q, k, v := randAttn(uint64(30+i), tc.dm)
+		a := sdpa(q, k, v, tc.dm, 0.7, tc.causal, true)
+		b := sdpa(q, k, v, tc.dm, 0.7, tc.causal, false)
+		assertIdentical(t, fmt.Sprintf("%+v", tc.dm), a, b)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode"
 )
 
 // The types in this file mirror the JSON lines that
@@ -300,7 +301,7 @@ func checkIdent(s string, dotted bool) error {
 		case r == '.' && dotted && !prevDot:
 			prevDot = true
 			continue
-		case r == '.', r <= ' ', r == 0x7f, r == 0xfffd, r == '[', r == ']', r == '*':
+		case r == '.', !unicode.IsPrint(r), r == ' ', r == 0xfffd, r == '[', r == ']', r == '*':
 			return fmt.Errorf("bad character %q in name %q", r, s)
 		}
 		prevDot = false

@@ -44,6 +44,7 @@ type parser struct {
 	python string // resolved interpreter path
 	dir    string // private temp directory holding the script
 	script string
+	limit  int // stdout bytes accepted per run
 }
 
 // newParser resolves the interpreter and writes the embedded parse script to
@@ -69,7 +70,7 @@ func newParser(interpreter string) (*parser, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("write parse script: %w", err)
 	}
-	return &parser{python: py, dir: dir, script: script}, nil
+	return &parser{python: py, dir: dir, script: script, limit: maxStdout}, nil
 }
 
 // close deletes the script and its directory.
@@ -142,18 +143,21 @@ func (p *parser) parseAll(ctx context.Context, srcs []source) (*factsHeader, []p
 }
 
 // run starts the interpreter once for srcs. It returns stdout (at most
-// maxStdout bytes; overflow says more was written), the process's exit
-// error, a bounded stderr, and err for failures to run at all.
+// p.limit bytes; overflow says more was written, and the process was
+// stopped right then), the process's exit error, a bounded stderr, and err
+// for failures to run at all.
 func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflow bool, exitErr error, stderr string, err error) {
 	input, err := encodeRequest(srcs)
 	if err != nil {
 		return nil, false, nil, "", err
 	}
-	cmd := exec.CommandContext(ctx, p.python, "-I", "-S", "-W", "ignore", p.script)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cmd := exec.CommandContext(runCtx, p.python, "-I", "-S", "-W", "ignore", p.script)
 	cmd.Dir = p.dir
 	cmd.Env = []string{}
 	cmd.Stdin = bytes.NewReader(input)
-	out := &capWriter{limit: maxStdout}
+	out := &capWriter{limit: p.limit, onOverflow: stop}
 	errOut := &capWriter{limit: maxStderr}
 	cmd.Stdout = out
 	cmd.Stderr = errOut
@@ -162,14 +166,17 @@ func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflo
 		return nil, false, nil, "", fmt.Errorf("start parser %s: %w", p.python, err)
 	}
 	waitErr := cmd.Wait()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, false, nil, "", fmt.Errorf("run parser: %w", ctxErr)
+	}
+	if out.over { // stopped by us: whatever Wait says is about the stop
+		return out.buf.Bytes(), true, waitErr, errOut.buf.String(), nil
+	}
 	var ee *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &ee) {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, false, nil, "", fmt.Errorf("run parser: %w", ctxErr)
-		}
 		return nil, false, nil, "", fmt.Errorf("run parser %s: %w", p.python, waitErr)
 	}
-	return out.buf.Bytes(), out.over, waitErr, errOut.buf.String(), nil
+	return out.buf.Bytes(), false, waitErr, errOut.buf.String(), nil
 }
 
 // wireRequest is the script's stdin.
@@ -210,16 +217,21 @@ func latin1(b []byte) string {
 }
 
 // capWriter keeps the first limit bytes written and silently drops the
-// rest, so a chatty child never blocks on a full pipe.
+// rest, so a chatty child never blocks on a full pipe. onOverflow, if set,
+// runs once when the limit is first exceeded.
 type capWriter struct {
-	buf   bytes.Buffer
-	limit int
-	over  bool
+	buf        bytes.Buffer
+	limit      int
+	over       bool
+	onOverflow func()
 }
 
 func (w *capWriter) Write(p []byte) (int, error) {
 	room := w.limit - w.buf.Len()
 	if len(p) > room {
+		if !w.over && w.onOverflow != nil {
+			w.onOverflow()
+		}
 		w.over = true
 		if room > 0 {
 			w.buf.Write(p[:room])

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -305,7 +306,7 @@ func sanitize(s string) string {
 			b.WriteString("...")
 			break
 		}
-		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
 			r = ' '
 		}
 		b.WriteRune(r)

@@ -232,3 +232,23 @@ func TestDescriptorFields(t *testing.T) {
 		t.Error("silu_and_mul supplies world_size")
 	}
 }
+
+func TestPolicies(t *testing.T) {
+	c := catalog(t)
+	for _, s := range c.Specs() {
+		for _, dt := range []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} {
+			p, tol, err := s.Policy(dt)
+			if err != nil {
+				t.Fatalf("%s %s: %v", s.Name, dt, err)
+			}
+			if tol.Atol <= 0 || tol.Rtol <= 0 || p.Kind == 0 {
+				t.Fatalf("%s %s: policy %+v tol %+v", s.Name, dt, p, tol)
+			}
+		}
+	}
+	s, _ := c.Lookup("attention.msa_prefill_block_score")
+	p, _, _ := s.Policy(tensor.BF16)
+	if p.K != 8 || p.MinOverlap != 0.9 {
+		t.Fatalf("msa prefill policy %+v", p)
+	}
+}

@@ -26,6 +26,7 @@ package stack
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"cacheon/internal/canon"
@@ -126,8 +127,14 @@ func DecodeLenient[T any, P interface {
 	if err != nil {
 		return zero, "", fmt.Errorf("read %s: %w", want, err)
 	}
-	if v, d, err := Decode[T, P](c); err == nil {
-		return v, d, nil
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(c, &top); err != nil {
+		return zero, "", fmt.Errorf("read %s: want a JSON object: %w", want, err)
+	}
+	if _, ok := top["payload"]; ok {
+		if _, ok := top["domain"]; ok {
+			return Decode[T, P](c)
+		}
 	}
 	var bare T
 	if err := canon.Decode(c, &bare); err != nil {

@@ -168,7 +168,7 @@ def _one(entry):
         data = entry.get("source", "").encode("latin-1")
         tree = ast.parse(data, filename=path, mode="exec")
     except SyntaxError as exc:
-        out["error"] = {"line": exc.lineno or 0, "col": exc.offset or 0,
+        out["error"] = {"line": max(exc.lineno or 0, 0), "col": max(exc.offset or 0, 0),
                         "msg": str(exc.msg or exc.__class__.__name__)}
         return out
     except (ValueError, RecursionError, MemoryError, OverflowError, UnicodeError) as exc:

@@ -1,4 +1,3 @@
 import torch
 
-def f(x:
-    return x
+x = = 1

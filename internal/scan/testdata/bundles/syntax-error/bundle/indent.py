@@ -1,2 +1,2 @@
-def f():
-return 1
+x = 1
+  y = 2

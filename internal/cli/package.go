@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"cacheon/internal/bundle"
+)
+
+func (a *app) packageCommand() *cobra.Command {
+	var (
+		out, url string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "package BUNDLE",
+		Short: "Write a bundle's deterministic tar.gz and print its content hash and chain payload",
+		Long: `package writes the bundle directory as a byte-for-byte reproducible
+tar.gz (sorted paths, fixed modes, zero times; exactly the files the content
+hash covers) and prints the content hash a miner commits. With --url it also
+prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 bytes).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			slots, _, err := catalogs()
+			if err != nil {
+				return err
+			}
+			if _, err := bundle.Load(dir, slots); err != nil {
+				return withCode(ExitFindings, err)
+			}
+			if out == "" {
+				out = filepath.Base(filepath.Clean(dir)) + ".tar.gz"
+			}
+			tmp, err := os.CreateTemp(filepath.Dir(out), ".package-*")
+			if err != nil {
+				return fmt.Errorf("package: %w", err)
+			}
+			defer os.Remove(tmp.Name())
+			hash, err := bundle.Package(dir, tmp)
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("package %s: %w", dir, err)
+			}
+			if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+				return fmt.Errorf("package: %w", err)
+			}
+			if err := os.Rename(tmp.Name(), out); err != nil {
+				return fmt.Errorf("package: %w", err)
+			}
+			var payload []byte
+			if url != "" {
+				if payload, err = bundle.EncodePayload(hash, url); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				res := map[string]any{"archive": out, "content_hash": hash}
+				if payload != nil {
+					res["payload"] = string(payload)
+				}
+				return writeJSON(a.stdout, res)
+			}
+			fmt.Fprintf(a.stdout, "archive      %s\ncontent hash %s\n", out, hash)
+			if payload != nil {
+				fmt.Fprintf(a.stdout, "payload      %s\n", payload)
+			} else {
+				fmt.Fprintln(a.stdout, "payload      (pass --url https://… where the archive will be hosted to print the chain payload)")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "archive path (default: BUNDLE-NAME.tar.gz in the current directory)")
+	cmd.Flags().StringVar(&url, "url", "", "where the archive will be hosted (for the chain payload)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

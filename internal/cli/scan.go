@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/scan"
+)
+
+func (a *app) scanCommand() *cobra.Command {
+	var (
+		asJSON bool
+		python string
+		allow  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "scan BUNDLE",
+		Short: "Statically check a bundle's manifest, files and Python sources against the arena policy",
+		Long: `scan checks a bundle before any of its code runs: the manifest (strictly),
+the file tree (no symlinks, binaries, undeclared files or native sources) and
+every Python source, parsed with the real Python grammar (python3 -I -S with
+ast.parse: parsing never executes the candidate). Imports are allow-listed;
+dynamic code, dunder access, unsafe loaders, FFI, threads and processes, and
+any assignment to an attribute of an imported module are findings.
+
+Each finding prints "path:line:col rule-id message".
+Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pol := scan.DefaultPolicy()
+			pol.AllowedImports = append(pol.AllowedImports, allow...)
+			rep, err := a.scanBundle(a.ctx, args[0], python, pol)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(a.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range rep.Findings {
+					fmt.Fprintln(a.stdout, f.String())
+				}
+				fmt.Fprintf(a.stderr, "%d file(s) scanned, %d finding(s)\n", rep.Files, len(rep.Findings))
+			}
+			if len(rep.Findings) > 0 {
+				return silentExit{ExitFindings}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
+	cmd.Flags().StringVar(&python, "python", "", "interpreter used only to parse (default: python3 on PATH)")
+	cmd.Flags().StringSliceVar(&allow, "allow-import", nil, "extra top-level modules the arena policy allows (repeatable)")
+	return cmd
+}
+
+// scanReport is the JSON shape of a scan.
+type scanReport struct {
+	Bundle   string         `json:"bundle"`
+	Files    int            `json:"files"`
+	Findings []scan.Finding `json:"-"`
+	JSON     []findingJSON  `json:"findings"`
+}
+
+type findingJSON struct {
+	Path    string `json:"path"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// scanBundle loads the manifest (when there is one) and scans the tree.
+// An invalid manifest is reported as a finding of rule "manifest".
+func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Policy) (*scanReport, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("scan %s: not a directory (extract archives with cacheon verify, or scan the directory)", dir)
+	}
+	in := scan.Input{Root: dir, Python: python}
+	rep := &scanReport{Bundle: dir}
+	if _, err := os.Lstat(filepath.Join(dir, "manifest.toml")); err == nil {
+		slots, _, err := catalogs()
+		if err != nil {
+			return nil, err
+		}
+		b, err := bundle.Load(dir, slots)
+		if err != nil {
+			var me *bundle.ManifestError
+			f := scan.Finding{Path: "manifest.toml", Rule: "manifest", Message: err.Error()}
+			if errors.As(err, &me) {
+				f.Line, f.Col = me.Line, me.Col
+			}
+			rep.Findings = append(rep.Findings, f)
+		} else {
+			in.HasManifest = true
+			seen := map[string]bool{}
+			for _, op := range b.Manifest.Ops {
+				if !seen[op.Source] {
+					in.Sources = append(in.Sources, op.Source)
+					seen[op.Source] = true
+				}
+				in.CUDASources = append(in.CUDASources, op.CUDASources...)
+			}
+		}
+	}
+	r, err := scan.Scan(ctx, in, pol)
+	if err != nil {
+		return nil, err
+	}
+	rep.Files = r.Files
+	rep.Findings = append(rep.Findings, r.Findings...)
+	sort.SliceStable(rep.Findings, func(i, j int) bool { return rep.Findings[i].Path < rep.Findings[j].Path })
+	rep.JSON = []findingJSON{}
+	for _, f := range rep.Findings {
+		rep.JSON = append(rep.JSON, findingJSON{f.Path, f.Line, f.Col, f.Rule, f.Message})
+	}
+	return rep, nil
+}
+
+// scanFindings runs the scan for verify and prints findings to stderr.
+func (a *app) scanFindings(ctx context.Context, b *bundle.Bundle, python string) (int, error) {
+	rep, err := a.scanBundle(ctx, b.Dir, python, scan.DefaultPolicy())
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintln(a.stderr, f.String())
+	}
+	return len(rep.Findings), nil
+}

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/tensor"
+	"cacheon/internal/verify"
+	"cacheon/internal/worker"
+)
+
+func (a *app) verifyCommand() *cobra.Command {
+	var (
+		device, dtype, python string
+		seed                  uint64
+		seedSet               bool
+		worldSize, replays    int
+		asJSON                bool
+		timeout               time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "verify BUNDLE",
+		Short: "Check a bundle's kernels against the trusted references in a sandboxed worker",
+		Long: `verify runs every [[ops]] row of a bundle (a directory or its .tar.gz) on
+every registered shape of its slot. Go generates the inputs (from a fresh
+secret seed unless --seed is given; the seed is printed so a run can be
+reproduced) and computes the references; the candidate runs only in a
+sandboxed Python worker that allocates the validator's outputs, poisons them
+before every call, and replays graph-dynamic inputs in place. Go grades every
+output of every call (eager, each replay, each CUDA-graph replay, each rank).
+
+The bundle is scanned first; a bundle with scan findings is not run.
+
+Outcomes per row: PASS, NUMERICAL_PASS (all calls pass; CUDA graphs cannot be
+checked on cpu), FAIL (with the reason), N/A (outside the variant's
+capability domain), INFRA (the run could not be established).
+Exit status: 0 every applicable row passed, 2 a row failed (or scan
+findings), 3 infrastructure failure, 1 usage error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seedSet = cmd.Flags().Changed("seed")
+			return a.runVerify(args[0], verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
+				worldSize: worldSize, replays: replays, json: asJSON, timeout: timeout})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&device, "device", "", "cpu or cuda (default: cuda if usable, else cpu)")
+	f.StringVar(&dtype, "dtype", "bfloat16", "verify dtype: bfloat16, float16 or float32")
+	f.Uint64Var(&seed, "seed", 0, "input seed (default: a fresh secret seed, printed)")
+	f.IntVar(&worldSize, "world-size", 2, "ranks for collective slots")
+	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (and CUDA-graph replays)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
+	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker")
+	return cmd
+}
+
+type verifyFlags struct {
+	device, dtype, python string
+	seed                  uint64
+	seedSet               bool
+	worldSize, replays    int
+	json                  bool
+	timeout               time.Duration
+}
+
+func (a *app) runVerify(path string, fl verifyFlags) error {
+	ctx := a.ctx
+	dt, err := tensor.ParseDType(fl.dtype)
+	if err != nil || (dt != tensor.BF16 && dt != tensor.F16 && dt != tensor.F32) {
+		return fmt.Errorf("--dtype %q: want bfloat16, float16 or float32", fl.dtype)
+	}
+	if fl.worldSize < 1 || fl.worldSize > 64 {
+		return fmt.Errorf("--world-size %d: want 1..64", fl.worldSize)
+	}
+	if fl.replays < 1 || fl.replays > 100 {
+		return fmt.Errorf("--replays %d: want 1..100", fl.replays)
+	}
+	slots, _, err := catalogs()
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	scratch, err := os.MkdirTemp("", "cacheon-verify-*")
+	if err != nil {
+		return withCode(ExitInfra, fmt.Errorf("scratch directory: %w", err))
+	}
+	defer os.RemoveAll(scratch)
+	dir, err := bundleDir(ctx, path, scratch)
+	if err != nil {
+		return err
+	}
+	b, err := bundle.Load(dir, slots)
+	if err != nil {
+		return withCode(ExitFindings, err)
+	}
+	python, err := worker.FindPython(ctx, fl.python)
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	if n, err := a.scanFindings(ctx, b, python); err != nil {
+		return withCode(ExitInfra, err)
+	} else if n > 0 {
+		return withCode(ExitFindings, fmt.Errorf("%d scan finding(s): verify does not run a bundle that fails the scan (see cacheon scan %s)", n, path))
+	}
+	device := fl.device
+	switch device {
+	case "":
+		device = detectDevice(ctx, python)
+	case "cpu", "cuda":
+	default:
+		return fmt.Errorf("--device %q: want cpu or cuda", device)
+	}
+	seed := fl.seed
+	if !fl.seedSet {
+		var buf [8]byte
+		if _, err := rand.Read(buf[:]); err != nil {
+			return withCode(ExitInfra, fmt.Errorf("seed: %w", err))
+		}
+		seed = binary.BigEndian.Uint64(buf[:]) >> 1
+	}
+	runtimeParent, err := worker.MaterializeRuntime(filepath.Join(scratch, "runtime"))
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	launcher, err := newLauncher(b.Dir, runtimeParent, python, device)
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	if !fl.json {
+		fmt.Fprintf(a.stdout, "verify %s  device=%s dtype=%s seed=%d (reproduce with --seed %d)\n", path, device, dt, seed, seed)
+	}
+	prog := newProgress(a.stderr)
+	rep, err := verify.Run(ctx, b, slots, verify.Options{
+		Device: device, DType: dt, Seed: seed, WorldSize: fl.worldSize, Replays: fl.replays,
+		Python: python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: fl.timeout,
+		Launcher: launcher, Progress: prog.line,
+	})
+	prog.done()
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	if fl.json {
+		if err := writeJSON(a.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printVerify(a.stdout, rep)
+	}
+	switch {
+	case rep.Failed():
+		return silentExit{ExitFindings}
+	case rep.InfraFailed():
+		return silentExit{ExitInfra}
+	}
+	if ctx.Err() != nil {
+		return withCode(ExitInfra, ctx.Err())
+	}
+	return nil
+}
+
+// detectDevice picks cuda when an NVIDIA device node exists and the
+// interpreter's torch sees a GPU, else cpu.
+func detectDevice(ctx context.Context, python string) string {
+	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
+		return "cpu"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, python, "-I", "-c", "import torch;print(torch.cuda.is_available())").Output()
+	if err == nil && strings.TrimSpace(string(out)) == "True" {
+		return "cuda"
+	}
+	return "cpu"
+}
+
+// bundleDir returns path itself for a directory, or extracts a .tar.gz
+// into scratch under the archive limits.
+func bundleDir(ctx context.Context, path, scratch string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("bundle: %w", err)
+	}
+	if st.IsDir() {
+		return path, nil
+	}
+	if !strings.HasSuffix(path, ".tar.gz") && !strings.HasSuffix(path, ".tgz") {
+		return "", fmt.Errorf("bundle %s: want a directory or a .tar.gz archive", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("bundle: %w", err)
+	}
+	defer f.Close()
+	dest := filepath.Join(scratch, "bundle")
+	if _, err := bundle.Extract(ctx, f, dest, bundle.DefaultExtractLimits(), ""); err != nil {
+		return "", withCode(ExitFindings, fmt.Errorf("extract %s: %w", path, err))
+	}
+	return dest, nil
+}
+
+func printVerify(w io.Writer, rep *verify.Report) {
+	fmt.Fprintf(w, "python %s, torch %s; sandbox: %s\n", rep.Python, rep.Torch, strings.Join(rep.Sandbox, "; "))
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "\n%-16s %s/%s  (%s)\n", r.Outcome, r.Slot, r.Variant, r.Source)
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
+		}
+		if len(r.Shapes) > 0 {
+			fmt.Fprintf(w, "  shapes: %s\n", strings.Join(r.Shapes, ", "))
+		}
+		for _, na := range r.NAShapes {
+			fmt.Fprintf(w, "  n/a shape: %s\n", na)
+		}
+		fmt.Fprintf(w, "  calls graded: %d in %.1fs\n", r.Calls, r.Seconds)
+		if r.Worst != nil {
+			fmt.Fprintf(w, "  worst: %s %.6g at %s (%s)\n", r.Worst.Metric, r.Worst.Score, r.Worst.Where, r.Worst.Explain)
+		}
+		if r.Outcome == verify.Fail && r.Stderr != "" {
+			fmt.Fprintf(w, "  worker stderr (tail):\n    %s\n", strings.ReplaceAll(strings.TrimSpace(lastLines(r.Stderr, 8)), "\n", "\n    "))
+		}
+	}
+	fmt.Fprintf(w, "\n%d row(s) in %.1fs\n", len(rep.Rows), rep.Seconds)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

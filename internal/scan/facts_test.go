@@ -1,0 +1,108 @@
+package scan
+
+import (
+	"strings"
+	"testing"
+)
+
+const (
+	testHeader = `{"python":"3.11.7","stdlib":["os","sys"]}` + "\n"
+	testFile   = `{"path":"a.py","error":null,` +
+		`"imports":[{"module":"torch.nn","level":0,"from":false,"names":[],"asname":"nn","line":1,"col":1},` +
+		`{"module":"","level":1,"from":true,"asname":"","names":[{"name":"x","asname":""},{"name":"*","asname":""}],"line":2,"col":1}],` +
+		`"calls":[{"func":"getattr","nargs":2,"nkeywords":0,"starred":false,"target":"x","name_literal":true,"name_arg":"y","module_level":true,"line":3,"col":1}],` +
+		`"attributes":[{"base":"torch","attrs":["load"],"ctx":"load","module_level":false,"line":4,"col":5}],` +
+		`"stores":[{"root":"torch","target":"torch.x","ctx":"store","line":5,"col":1}],` +
+		`"names":[{"name":"eval","ctx":"load","line":6,"col":3}]}` + "\n"
+	testError = `{"path":"b.py","error":{"line":3,"col":6,"msg":"invalid syntax"},"imports":[],"calls":[],"attributes":[],"stores":[],"names":[]}` + "\n"
+)
+
+func TestParseFacts(t *testing.T) {
+	paths := []string{"a.py", "b.py"}
+	tests := []struct {
+		name    string
+		out     string
+		files   int
+		wantErr string
+	}{
+		{name: "complete", out: testHeader + testFile + testError, files: 2},
+		{name: "partial run", out: testHeader + testFile, files: 1},
+		{name: "header only", out: testHeader, files: 0},
+		{name: "empty", out: "", wantErr: "no header"},
+		{name: "no final newline", out: strings.TrimSuffix(testHeader, "\n"), wantErr: "newline"},
+		{name: "unknown header field", out: `{"python":"3","stdlib":[],"x":1}` + "\n", wantErr: "unknown field"},
+		{name: "missing version", out: `{"stdlib":[]}` + "\n", wantErr: "interpreter version"},
+		{name: "wrong path", out: testHeader + testError, wantErr: `want "a.py"`},
+		{name: "too many files", out: testHeader + testFile + testError + testError, wantErr: "3 file lines for 2"},
+		{name: "trailing data", out: testHeader + strings.TrimSuffix(testFile, "\n") + " {}\n", wantErr: "trailing data"},
+		{name: "unknown file field", out: testHeader + `{"path":"a.py","error":null,"evil":true}` + "\n", wantErr: "unknown field"},
+		{name: "negative line", out: testHeader + strings.Replace(testFile, `"line":6`, `"line":-6`, 1), wantErr: "out of range"},
+		{name: "bad ctx", out: testHeader + strings.Replace(testFile, `"ctx":"store"`, `"ctx":"param"`, 1), wantErr: "unknown context"},
+		{name: "store with load ctx", out: testHeader + strings.Replace(testFile, `"ctx":"store"`, `"ctx":"load"`, 1), wantErr: "store"},
+		{name: "empty chain", out: testHeader + strings.Replace(testFile, `"attrs":["load"]`, `"attrs":[]`, 1), wantErr: "empty chain"},
+		{name: "newline in name", out: testHeader + strings.Replace(testFile, `"name":"eval"`, `"name":"ev\nal"`, 1), wantErr: "bad character"},
+		{name: "dotted attribute", out: testHeader + strings.Replace(testFile, `"attrs":["load"]`, `"attrs":["a.b"]`, 1), wantErr: "bad character"},
+		{name: "bad module", out: testHeader + strings.Replace(testFile, `"module":"torch.nn"`, `"module":"torch..nn"`, 1), wantErr: "bad character"},
+		{name: "negative level", out: testHeader + strings.Replace(testFile, `"level":1`, `"level":-1`, 1), wantErr: "level"},
+		{name: "facts next to error", out: testHeader + testFile + strings.Replace(testError, `"names":[]`, `"names":[{"name":"x","ctx":"load","line":1,"col":1}]`, 1), wantErr: "next to a parse error"},
+		{name: "plain import with names", out: testHeader + strings.Replace(testFile, `"from":false,"names":[]`, `"from":false,"names":[{"name":"x","asname":""}]`, 1), wantErr: "plain import"},
+		{name: "not json", out: testHeader + "nope\n", wantErr: "decode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := parseFacts([]byte(tt.out), paths)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.files) != tt.files {
+				t.Fatalf("files = %d, want %d", len(b.files), tt.files)
+			}
+		})
+	}
+}
+
+func FuzzParseFacts(f *testing.F) {
+	f.Add([]byte(testHeader + testFile + testError))
+	f.Add([]byte(testHeader + testFile))
+	f.Add([]byte(testHeader))
+	f.Add([]byte(`{"python":"3.9.18","stdlib":[]}` + "\n" + `{"path":"a.py","error":null,"imports":null}` + "\n"))
+	f.Add([]byte("{}\n{}\n"))
+	paths := []string{"a.py", "b.py"}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		b, err := parseFacts(out, paths)
+		if err != nil {
+			return
+		}
+		if len(b.files) > len(paths) {
+			t.Fatalf("%d files for %d paths", len(b.files), len(paths))
+		}
+		for i, ff := range b.files {
+			if ff.Path != paths[i] {
+				t.Fatalf("file %d is %q", i, ff.Path)
+			}
+			if ff.Error != nil && len(ff.Imports)+len(ff.Calls)+len(ff.Attributes)+len(ff.Stores)+len(ff.Names) > 0 {
+				t.Fatal("facts next to an error")
+			}
+			for _, a := range ff.Attributes {
+				if len(a.Attrs) == 0 || a.Line < 0 || a.Col < 0 {
+					t.Fatalf("bad attribute %+v", a)
+				}
+			}
+			// The rules must digest anything the parser accepts.
+			ix := newModIndex([]string{"a.py", "b.py", "pkg/__init__.py"}, map[string]bool{"os": true})
+			c := newChecker(ix, DefaultPolicy(), map[string]*fileFacts{ff.Path: &b.files[i]})
+			for _, fd := range c.check(ff.Path, &b.files[i]) {
+				if strings.ContainsAny(fd.String(), "\n\r") {
+					t.Fatalf("finding spans lines: %q", fd.String())
+				}
+			}
+			ix.closure([]string{ff.Path}, func(string) *fileFacts { return &b.files[i] })
+		}
+	})
+}

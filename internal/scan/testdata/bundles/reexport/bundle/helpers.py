@@ -1,0 +1,3 @@
+import torch as T
+from torch import load as fetch
+import pickle as serializer

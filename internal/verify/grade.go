@@ -1,0 +1,200 @@
+package verify
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+
+	"cacheon/internal/metric"
+	"cacheon/internal/safetensors"
+	"cacheon/internal/slot"
+	"cacheon/internal/worker"
+)
+
+var callFileName = regexp.MustCompile(`^call-[0-9]{1,6}\.safetensors$`)
+
+// gradeCase grades every call of every rank of one case. The first problem
+// found fails the row with a reason naming the case, call, rank and tensor.
+func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o Options, st *rowState) {
+	pol, tol, err := spec.Policy(o.DType)
+	if err != nil {
+		st.infra(err.Error())
+		return
+	}
+	var firstOut map[string]worker.Identity // output identity of the first call, rank 0..n
+	for r, rep := range replies {
+		firstOut = nil
+		var firstIn map[string]worker.Identity
+		if len(rep.Calls) > len(pc.calls) {
+			st.fail(fmt.Sprintf("%s, rank %d: the worker reported %d calls, %d were planned", pc.label, r, len(rep.Calls), len(pc.calls)))
+			return
+		}
+		for i, cf := range rep.Calls {
+			plan := pc.calls[i]
+			where := fmt.Sprintf("%s, %s, rank %d", pc.label, plan.label, r)
+			if cf.Call != i || cf.Phase != plan.phase {
+				st.fail(fmt.Sprintf("%s: the worker reported call %d (%s) out of order", where, cf.Call, cf.Phase))
+				return
+			}
+			if cf.Error != nil {
+				st.fail(fmt.Sprintf("%s: candidate raised %s: %s", where, cf.Error.Type, oneLine(cf.Error.Message)))
+				return
+			}
+			if !callFileName.MatchString(cf.File) {
+				st.fail(fmt.Sprintf("%s: the worker named an unexpected output file %q", where, cf.File))
+				return
+			}
+			f, err := safetensors.ReadFile(filepath.Join(pc.dirs[r], cf.File), safetensors.Limits{})
+			if err != nil {
+				st.fail(fmt.Sprintf("%s: unreadable call dump: %v", where, err))
+				return
+			}
+			// Identity: every tensor keeps its storage across the call, and
+			// across calls of the case (in-place refresh, fixed outputs).
+			if reason := checkIdentity(cf, pc.outputs); reason != "" {
+				st.fail(fmt.Sprintf("%s: %s", where, reason))
+				return
+			}
+			outs, ins := splitIdentity(cf.Before, pc.outputs)
+			if firstOut == nil {
+				firstOut, firstIn = outs, ins
+			} else if reason := sameStorage("output", firstOut, outs); reason != "" {
+				st.fail(fmt.Sprintf("%s: %s", where, reason))
+				return
+			} else if reason := sameStorage("input", firstIn, ins); reason != "" {
+				st.fail(fmt.Sprintf("%s: %s (inputs must be refreshed in place)", where, reason))
+				return
+			}
+			// Inputs after the call must be exactly what Go sent.
+			for name, sent := range plan.sent[r] {
+				got := f.Tensors["in."+name]
+				if got == nil {
+					st.fail(fmt.Sprintf("%s: the call dump lacks input %s", where, name))
+					return
+				}
+				if got.DType != sent.DType || !slices.Equal(got.Shape, sent.Shape) || !bytes.Equal(got.Data, sent.Data) {
+					st.fail(fmt.Sprintf("%s: input mutation: the candidate wrote to input %q (inputs are read-only)", where, name))
+					return
+				}
+			}
+			st.row.Calls++
+			for _, out := range pc.outputs {
+				got := f.Tensors[out.Name]
+				if got == nil {
+					st.fail(fmt.Sprintf("%s: the call dump lacks output %s", where, out.Name))
+					return
+				}
+				if got.DType != out.Spec.DType || !slices.Equal(got.Shape, out.Spec.Shape) {
+					st.fail(fmt.Sprintf("%s: output %s came back as %s%v, contract is %s", where, out.Name, got.DType, got.Shape, out.Spec))
+					return
+				}
+				res, err := metric.Grade(pol, tol, plan.expected[out.Name], got.Float64s(), out.Spec.Shape)
+				if err != nil {
+					st.infra(fmt.Sprintf("%s: grading %s: %v", where, out.Name, err))
+					return
+				}
+				if w := st.row.Worst; w == nil || res.Score < w.Score {
+					st.row.Worst = &Worst{Metric: res.Metric, Score: res.Score, Explain: res.Explain, Where: where + ", output " + out.Name}
+				}
+				if !res.Pass {
+					st.fail(fmt.Sprintf("%s, output %s: %s %s", where, out.Name, res.Metric, res.Explain))
+					return
+				}
+			}
+		}
+		if len(rep.Calls) < len(pc.calls) {
+			st.fail(fmt.Sprintf("%s, rank %d: the worker stopped after %d of %d calls", pc.label, r, len(rep.Calls), len(pc.calls)))
+			return
+		}
+	}
+}
+
+func splitIdentity(ids map[string]worker.Identity, outputs []slot.Output) (outs, ins map[string]worker.Identity) {
+	outs, ins = map[string]worker.Identity{}, map[string]worker.Identity{}
+	isOut := map[string]bool{}
+	for _, o := range outputs {
+		isOut[o.Name] = true
+	}
+	for k, v := range ids {
+		if isOut[k] {
+			outs[k] = v
+		} else {
+			ins[k] = v
+		}
+	}
+	return outs, ins
+}
+
+func identityEqual(a, b worker.Identity) bool {
+	return a.DataPtr == b.DataPtr && a.StoragePtr == b.StoragePtr && a.StorageOffset == b.StorageOffset &&
+		slices.Equal(a.Shape, b.Shape) && slices.Equal(a.Stride, b.Stride) && a.DType == b.DType && a.Device == b.Device
+}
+
+func describe(id worker.Identity) string {
+	return fmt.Sprintf("data_ptr=%#x storage=%#x offset=%d shape=%v stride=%v %s", id.DataPtr, id.StoragePtr, id.StorageOffset, id.Shape, id.Stride, id.DType)
+}
+
+// checkIdentity compares before/after facts of one call and the outputs'
+// layout against the contract.
+func checkIdentity(cf worker.CallFacts, outputs []slot.Output) string {
+	for name, before := range cf.Before {
+		after, ok := cf.After[name]
+		if !ok {
+			return fmt.Sprintf("identity facts for %s missing after the call", name)
+		}
+		if !identityEqual(before, after) {
+			return fmt.Sprintf("storage identity of %s changed during the call (%s → %s): outputs must be filled in place, never rebound", name, describe(before), describe(after))
+		}
+	}
+	type span struct {
+		name   string
+		lo, hi uint64
+	}
+	var spans []span
+	for _, o := range outputs {
+		id, ok := cf.Before[o.Name]
+		if !ok {
+			return fmt.Sprintf("identity facts for output %s missing", o.Name)
+		}
+		if !slices.Equal(id.Shape, o.Spec.Shape) || !slices.Equal(id.Stride, o.Spec.Strides()) || id.DType != o.Spec.DType.String() {
+			return fmt.Sprintf("output %s was allocated as %s, contract is %s", o.Name, describe(id), o.Spec)
+		}
+		if a := uint64(o.Spec.EffectiveAlignment()); a > 0 && id.DataPtr%a != 0 {
+			return fmt.Sprintf("output %s data pointer %#x is not %d-byte aligned", o.Name, id.DataPtr, a)
+		}
+		spans = append(spans, span{o.Name, id.DataPtr, id.DataPtr + uint64(o.Spec.StorageBytes())})
+	}
+	for name, id := range cf.Before {
+		isOut := false
+		for _, o := range outputs {
+			isOut = isOut || o.Name == name
+		}
+		if !isOut {
+			spans = append(spans, span{name, id.DataPtr, id.DataPtr + 1})
+		}
+	}
+	for i := range spans {
+		for j := i + 1; j < len(spans); j++ {
+			a, b := spans[i], spans[j]
+			if a.lo < b.hi && b.lo < a.hi {
+				return fmt.Sprintf("output storage overlaps: %s and %s share memory", a.name, b.name)
+			}
+		}
+	}
+	return ""
+}
+
+func sameStorage(kind string, first, now map[string]worker.Identity) string {
+	for name, id := range first {
+		n, ok := now[name]
+		if !ok {
+			return fmt.Sprintf("%s %s disappeared between calls", kind, name)
+		}
+		if n.DataPtr != id.DataPtr || n.StoragePtr != id.StoragePtr {
+			return fmt.Sprintf("%s %s moved between calls (%#x → %#x)", kind, name, id.DataPtr, n.DataPtr)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,220 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/slot"
+	"cacheon/internal/worker"
+)
+
+// runCases starts the row's workers (one, or one per rank), loads the
+// candidate and runs every planned case, grading as replies arrive. It
+// returns the torch version the worker reported.
+func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, ws int, jobRoot string, cases []*plannedCase, st *rowState) string {
+	var starter worker.Starter
+	var err error
+	if spec.Kind == slot.Collective {
+		var cleanup func()
+		starter, cleanup, err = o.Launcher.Group(ctx, ws)
+		if err == nil {
+			defer cleanup()
+		}
+	} else {
+		starter, err = o.Launcher.Single(ctx)
+	}
+	if err != nil {
+		st.infra(fmt.Sprintf("sandbox: %v", err))
+		return ""
+	}
+	clients := make([]*worker.Client, ws)
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Kill()
+			}
+		}
+	}()
+	env := []string{
+		"NCCL_NVLS_ENABLE=0", "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+		"TRITON_CACHE_DIR=" + filepath.Join(jobRoot, "triton-cache"),
+		"HOME=" + jobRoot, "TMPDIR=" + jobRoot, "OMP_NUM_THREADS=2",
+	}
+	for r := 0; r < ws; r++ {
+		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: jobRoot,
+			Env: append(env, fmt.Sprintf("CACHEON_RANK=%d", r))})
+		if err != nil {
+			st.infra(fmt.Sprintf("start worker: %v", err))
+			return ""
+		}
+		clients[r] = c
+	}
+	torch := ""
+	for r, c := range clients {
+		hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		h, err := c.Hello(hctx)
+		cancel()
+		if err != nil {
+			st.infra(fmt.Sprintf("worker did not start: %v%s", err, lastLine(c.Stderr())))
+			return ""
+		}
+		torch = h.Torch
+		if o.Device == "cuda" && !h.CUDA {
+			st.infra("--device cuda, but the worker's torch sees no CUDA device")
+			return torch
+		}
+		if o.Device == "cuda" && spec.Kind == slot.Collective && h.DeviceCount < ws {
+			st.infra(fmt.Sprintf("--world-size %d on cuda needs %d GPUs, the worker sees %d", ws, ws, h.DeviceCount))
+			return torch
+		}
+		_ = r
+	}
+	if spec.Kind == slot.Collective {
+		if reason, infra := initGroup(ctx, clients, o); reason != "" {
+			if infra {
+				st.infra(reason)
+			} else {
+				st.fail(reason)
+			}
+			return torch
+		}
+	}
+	for _, c := range clients {
+		lctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+		err := c.Load(lctx, "m0", b.Dir, op.Source, op.Entry, op.Prepare)
+		cancel()
+		if err != nil {
+			reason, infra := failureReason(err, c.Stderr())
+			if infra {
+				st.infra(reason)
+			} else {
+				st.fail(reason)
+			}
+			st.row.Stderr = tail(c.Stderr())
+			return torch
+		}
+	}
+	// Batches: each ordinary case alone; the burst cases together, sent
+	// back to back to every rank before any reply is read.
+	var batches [][]*plannedCase
+	for _, pc := range cases {
+		if strings.Contains(pc.c.Shape, "/burst-") && len(batches) > 0 && strings.Contains(batches[len(batches)-1][0].c.Shape, "/burst-") {
+			batches[len(batches)-1] = append(batches[len(batches)-1], pc)
+			continue
+		}
+		batches = append(batches, []*plannedCase{pc})
+	}
+	for _, batch := range batches {
+		if st.failed || ctx.Err() != nil {
+			break
+		}
+		o.progress("  %s/%s: %s", op.Slot, op.Variant, batch[0].label)
+		ids := make([][]string, len(batch))
+		for i, pc := range batch {
+			for r, c := range clients {
+				id, err := c.SendRun(pc.req[r])
+				if err != nil {
+					reason, infra := failureReason(err, c.Stderr())
+					if infra {
+						st.infra(reason)
+					} else {
+						st.fail(reason)
+					}
+					return torch
+				}
+				ids[i] = append(ids[i], id)
+			}
+		}
+		for i, pc := range batch {
+			replies := make([]*worker.RunReply, len(clients))
+			for r, c := range clients {
+				rctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+				rep, err := c.ReceiveRun(rctx, ids[i][r])
+				cancel()
+				if err != nil {
+					reason, infra := failureReason(err, c.Stderr())
+					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
+					if infra {
+						st.infra(reason)
+					} else {
+						st.fail(reason)
+					}
+					st.row.Stderr = tail(c.Stderr())
+					return torch
+				}
+				replies[r] = rep
+			}
+			gradeCase(pc, replies, spec, o, st)
+			if st.failed {
+				for _, c := range clients {
+					if s := c.Stderr(); s != "" {
+						st.row.Stderr = tail(s)
+					}
+				}
+				return torch
+			}
+		}
+	}
+	for _, c := range clients {
+		_ = c.Close(5 * time.Second)
+	}
+	return torch
+}
+
+// initGroup creates the validator's process group: a free loopback port,
+// then every rank's group request sent before any reply is awaited (the
+// rendezvous blocks until all ranks join).
+func initGroup(ctx context.Context, clients []*worker.Client, o Options) (reason string, infra bool) {
+	port, err := freePort()
+	if err != nil {
+		return fmt.Sprintf("pick a rendezvous port: %v", err), true
+	}
+	backend := "gloo"
+	if o.Device == "cuda" {
+		backend = "nccl"
+	}
+	initMethod := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	ids := make([]string, len(clients))
+	for r, c := range clients {
+		ids[r], err = c.Send(map[string]any{"op": "group", "backend": backend, "init_method": initMethod,
+			"rank": r, "world_size": len(clients), "local_rank": r, "device": o.Device})
+		if err != nil {
+			return fmt.Sprintf("rank %d group request: %v", r, err), true
+		}
+	}
+	for r, c := range clients {
+		gctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+		err := c.Receive(gctx, ids[r], nil)
+		cancel()
+		if err != nil {
+			reason, infra := failureReason(err, c.Stderr())
+			return fmt.Sprintf("rank %d: %s", r, reason), infra
+		}
+	}
+	return "", false
+}
+
+// freePort asks the kernel for an unused loopback TCP port. The ranks run
+// in their own network namespace when the sandbox provides one; the port
+// only has to be free there, and this choice is free in ours.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string) string {
+	const keep = 2000
+	if len(s) > keep {
+		return "…" + s[len(s)-keep:]
+	}
+	return s
+}

@@ -1,0 +1,173 @@
+// Package verify is the miner's correctness loop and the referee's first
+// screen: it runs every row of a bundle against the slot's registered
+// shapes inside sandboxed workers and grades every call in Go.
+//
+// Flow per row and shape (DESIGN.md §6): Go generates every input from the
+// run's seed and computes every reference; the worker allocates the outputs
+// Go specifies, poisons them before each call, runs prepare once and then
+// the entry — eagerly, for each in-place replay and, on CUDA, through a
+// captured graph — and dumps what it saw. Go then grades every output of
+// every call with the slot's metric, checks that no input was mutated and
+// that storage identity held, and decides the outcome. Nothing the worker
+// says is a verdict.
+package verify
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+	"cacheon/internal/worker"
+)
+
+// Outcome of one row.
+type Outcome string
+
+// Row outcomes.
+const (
+	Pass          Outcome = "PASS"
+	NumericalPass Outcome = "NUMERICAL_PASS" // every call graded; CUDA graphs not verifiable here
+	Fail          Outcome = "FAIL"
+	NotApplicable Outcome = "N/A"
+	Infra         Outcome = "INFRA"
+)
+
+// Launcher starts sandboxed workers.
+type Launcher interface {
+	// Single returns a starter for one independent worker.
+	Single(ctx context.Context) (worker.Starter, error)
+	// Group returns a starter whose workers share one private network
+	// namespace with loopback only (collective ranks), and its cleanup.
+	Group(ctx context.Context, worldSize int) (worker.Starter, func(), error)
+	// Layers describes the confinement layers applied (and not applied).
+	Layers() []string
+}
+
+// Options configure a verify run.
+type Options struct {
+	Device        string // "cpu" or "cuda"
+	DType         tensor.DType
+	Seed          uint64
+	WorldSize     int // collectives
+	Replays       int // eager in-place replays after the first call (>= 1)
+	GraphReplays  int // CUDA graph replays (0 = same as Replays)
+	Python        string
+	RuntimeParent string
+	WorkDir       string        // scratch root for job directories
+	CallTimeout   time.Duration // wall-clock bound for one run request
+	Launcher      Launcher
+	// Progress receives one short line per step; may be nil.
+	Progress func(line string)
+}
+
+// Worst is the lowest-scoring graded output of a row.
+type Worst struct {
+	Metric  string  `json:"metric"`
+	Score   float64 `json:"score"`
+	Explain string  `json:"explain"`
+	Where   string  `json:"where"` // shape, call, rank and output
+}
+
+// Row is one manifest row's result.
+type Row struct {
+	Slot     string   `json:"slot"`
+	Variant  string   `json:"variant"`
+	Source   string   `json:"source"`
+	Outcome  Outcome  `json:"outcome"`
+	Reason   string   `json:"reason,omitempty"`
+	Shapes   []string `json:"shapes"`
+	NAShapes []string `json:"na_shapes,omitempty"`
+	Calls    int      `json:"calls_graded"`
+	Worst    *Worst   `json:"worst,omitempty"`
+	Seconds  float64  `json:"seconds"`
+	Stderr   string   `json:"stderr_tail,omitempty"`
+}
+
+// Report is a whole verify run.
+type Report struct {
+	Bundle    string   `json:"bundle"`
+	Seed      uint64   `json:"seed"`
+	Device    string   `json:"device"`
+	DType     string   `json:"dtype"`
+	WorldSize int      `json:"world_size"`
+	Replays   int      `json:"replays"`
+	Python    string   `json:"python"`
+	Torch     string   `json:"torch,omitempty"`
+	Sandbox   []string `json:"sandbox"`
+	Rows      []Row    `json:"rows"`
+	Seconds   float64  `json:"seconds"`
+}
+
+// Failed reports whether any row failed; Infra whether any row could not be
+// established. Exit codes follow from these.
+func (r *Report) Failed() bool {
+	for _, row := range r.Rows {
+		if row.Outcome == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// InfraFailed reports whether any row ended INFRA.
+func (r *Report) InfraFailed() bool {
+	for _, row := range r.Rows {
+		if row.Outcome == Infra {
+			return true
+		}
+	}
+	return false
+}
+
+// Run verifies every row of b.
+func Run(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) (*Report, error) {
+	if o.Replays < 1 {
+		return nil, fmt.Errorf("verify: replays must be >= 1, got %d", o.Replays)
+	}
+	if o.GraphReplays <= 0 {
+		o.GraphReplays = o.Replays
+	}
+	if o.WorldSize < 1 {
+		o.WorldSize = 2
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 120 * time.Second
+	}
+	if o.Launcher == nil {
+		return nil, fmt.Errorf("verify: no launcher")
+	}
+	start := time.Now()
+	rep := &Report{
+		Bundle: b.Dir, Seed: o.Seed, Device: o.Device, DType: o.DType.String(),
+		WorldSize: o.WorldSize, Replays: o.Replays, Python: o.Python, Sandbox: o.Launcher.Layers(),
+	}
+	for i, op := range b.Manifest.Ops {
+		spec, ok := slots.Lookup(op.Slot)
+		if !ok {
+			return nil, fmt.Errorf("verify: row %d: unknown slot %s", i, op.Slot)
+		}
+		o.progress("[%d/%d] %s/%s: starting", i+1, len(b.Manifest.Ops), op.Slot, op.Variant)
+		rs := time.Now()
+		row, torch := verifyRow(ctx, b, op, spec, o)
+		row.Seconds = time.Since(rs).Seconds()
+		if torch != "" {
+			rep.Torch = torch
+		}
+		o.progress("[%d/%d] %s/%s: %s %s", i+1, len(b.Manifest.Ops), op.Slot, op.Variant, row.Outcome, row.Reason)
+		rep.Rows = append(rep.Rows, row)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+func (o Options) progress(format string, a ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, a...))
+	}
+}

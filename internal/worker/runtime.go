@@ -1,0 +1,223 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	pysrc "cacheon/python"
+)
+
+// MaterializeRuntime writes the embedded cacheon_runtime package under
+// cacheDir/<digest>/cacheon_runtime (content-addressed, written once,
+// atomically) and returns cacheDir/<digest>, the directory to put on the
+// worker's sys.path.
+func MaterializeRuntime(cacheDir string) (string, error) {
+	files := pysrc.Files()
+	var names []string
+	err := fs.WalkDir(files, "cacheon_runtime", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("materialize runtime: list: %w", err)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	contents := map[string][]byte{}
+	for _, n := range names {
+		b, err := fs.ReadFile(files, n)
+		if err != nil {
+			return "", fmt.Errorf("materialize runtime: read %s: %w", n, err)
+		}
+		contents[n] = b
+		fmt.Fprintf(h, "%d:%s:%d:", len(n), n, len(b))
+		h.Write(b)
+	}
+	digest := hex.EncodeToString(h.Sum(nil))[:16]
+	final := filepath.Join(cacheDir, "runtime-"+digest)
+	if st, err := os.Stat(filepath.Join(final, "cacheon_runtime")); err == nil && st.IsDir() {
+		return final, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return "", fmt.Errorf("materialize runtime: %w", err)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".runtime-*")
+	if err != nil {
+		return "", fmt.Errorf("materialize runtime: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, n := range names {
+		p := filepath.Join(tmp, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("materialize runtime: %w", err)
+		}
+		if err := os.WriteFile(p, contents[n], 0o644); err != nil {
+			return "", fmt.Errorf("materialize runtime: %w", err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("materialize runtime: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if _, serr := os.Stat(final); serr == nil {
+			return final, nil // another process won the race
+		}
+		return "", fmt.Errorf("materialize runtime: %w", err)
+	}
+	return final, nil
+}
+
+// FindPython chooses the interpreter for workers: explicit (the --python
+// flag), then $CACHEON_PYTHON, then the first python3 on PATH that imports
+// torch, then /usr/bin/python3 if it imports torch.
+func FindPython(ctx context.Context, explicit string) (string, error) {
+	if explicit != "" {
+		return explicit, checkTorch(ctx, explicit)
+	}
+	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
+		return env, checkTorch(ctx, env)
+	}
+	var tried []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, "python3")
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			continue
+		}
+		if checkTorch(ctx, p) == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	if checkTorch(ctx, "/usr/bin/python3") == nil {
+		return "/usr/bin/python3", nil
+	}
+	tried = append(tried, "/usr/bin/python3")
+	return "", fmt.Errorf("no python3 that imports torch (tried %s); install python3-torch or pass --python / set CACHEON_PYTHON", strings.Join(tried, ", "))
+}
+
+func checkTorch(ctx context.Context, python string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, python, "-I", "-c", "import torch").CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return fmt.Errorf("%s cannot import torch: %v %s", python, err, msg)
+	}
+	return nil
+}
+
+// PlainStarter starts workers without confinement, in their own process
+// group. Use it only for the project's own tests and trusted diagnostics;
+// verify uses the sandbox.
+type PlainStarter struct{}
+
+// Start implements Starter.
+func (PlainStarter) Start(ctx context.Context, argv, env []string, dir string) (Process, error) {
+	return StartCmd(argv, env, dir, nil)
+}
+
+// CmdProcess adapts an exec.Cmd started in its own process group.
+type CmdProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr io.ReadCloser
+}
+
+// StartCmd starts argv in its own process group with pipes. prep may adjust
+// the command (sandbox wrapping) before it starts.
+func StartCmd(argv, env []string, dir string, prep func(*exec.Cmd) error) (*CmdProcess, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("empty command")
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(minimalEnv(), env...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if prep != nil {
+		if err := prep(cmd); err != nil {
+			return nil, err
+		}
+	}
+	p := &CmdProcess{cmd: cmd}
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if p.stderr, err = cmd.StderrPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	return p, nil
+}
+
+// minimalEnv is the environment every worker starts from: nothing of the
+// validator's own environment leaks except what a Python needs to run.
+func minimalEnv() []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent"}
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Stdin implements Process.
+func (p *CmdProcess) Stdin() io.WriteCloser { return p.stdin }
+
+// Stdout implements Process.
+func (p *CmdProcess) Stdout() io.Reader { return p.stdout }
+
+// Stderr implements Process.
+func (p *CmdProcess) Stderr() io.Reader { return p.stderr }
+
+// Wait implements Process; after the leader exits it also kills any
+// process left in the group, so no orphan survives.
+func (p *CmdProcess) Wait() error {
+	err := p.cmd.Wait()
+	if p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	return err
+}
+
+// Kill implements Process.
+func (p *CmdProcess) Kill() {
+	if p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Pid returns the process id (the group id).
+func (p *CmdProcess) Pid() int {
+	if p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

@@ -1,0 +1,343 @@
+"""stio: safetensors read/write with torch alone (no numpy, no safetensors).
+
+The layout matches the Go package internal/safetensors exactly, so that the
+strict Go reader accepts every file written here and equal tensors give
+byte-identical files on both sides:
+
+- 8-byte little-endian header length N, then N bytes of compact JSON;
+- top-level keys sorted bytewise (tensor names and, if present,
+  "__metadata__"); each entry is {"data_offsets":[b,e],"dtype":D,"shape":[..]};
+- strings keep UTF-8 raw and escape only '"', '\\' and control characters;
+- the header is padded with spaces to a multiple of 8 bytes;
+- the tensors' bytes follow in name order, contiguous, without holes.
+
+The reader is defensive although Go wrote the file: bounds, exact spans, no
+overlap or hole, no trailing bytes, no duplicate keys, no unknown fields.
+Every tensor it returns owns fresh, suitably aligned CPU memory.
+
+Works with torch 1.13 and torch 2.x. Tensor bytes move with ctypes.memmove
+and ctypes arrays over ``data_ptr()``, so no dtype reinterpretation API
+(``Tensor.view(dtype)``, ``torch.frombuffer``) is needed.
+"""
+
+import ctypes
+import json
+import os
+import sys
+
+import torch
+
+# Safetensors dtype name <-> torch dtype, element size.
+_DTYPES = {
+    "BOOL": (torch.bool, 1),
+    "U8": (torch.uint8, 1),
+    "I32": (torch.int32, 4),
+    "I64": (torch.int64, 8),
+    "F16": (torch.float16, 2),
+    "BF16": (torch.bfloat16, 2),
+    "F32": (torch.float32, 4),
+    "F64": (torch.float64, 8),
+}
+_NAMES = {dt: (name, size) for name, (dt, size) in _DTYPES.items()}
+
+METADATA_KEY = "__metadata__"
+MAX_HEADER_BYTES = 100 << 20
+MAX_RANK = 64
+MAX_BYTES = 1 << 40
+
+# Bound early, so that a candidate that later patches torch.Tensor methods
+# cannot change how the worker reads and writes tensor memory.
+_empty = torch.empty
+_data_ptr = torch.Tensor.data_ptr
+_numel = torch.Tensor.numel
+_contiguous = torch.Tensor.contiguous
+_is_contiguous = torch.Tensor.is_contiguous
+_detach = torch.Tensor.detach
+_to = torch.Tensor.to
+_ne = torch.Tensor.ne
+
+if sys.byteorder != "little":  # pragma: no cover - every supported host is LE
+    raise ImportError("cacheon_runtime.stio needs a little-endian host")
+
+
+class FormatError(ValueError):
+    """A safetensors file violates the format or the reader's limits."""
+
+
+def dtype_name(dt):
+    """Return the safetensors name ("BF16", ...) of a torch dtype."""
+    try:
+        return _NAMES[dt][0]
+    except KeyError:
+        raise ValueError("unsupported dtype %s" % (dt,)) from None
+
+
+def torch_dtype(name):
+    """Return the torch dtype for a safetensors dtype name."""
+    try:
+        return _DTYPES[name][0]
+    except KeyError:
+        raise ValueError("unsupported safetensors dtype %r" % (name,)) from None
+
+
+# ---------------------------------------------------------------------------
+# Reading
+
+
+def _reject_duplicates(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise FormatError("duplicate key %r in header" % (k,))
+        d[k] = v
+    return d
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parse_header(raw):
+    """Parse header bytes into (entries, metadata).
+
+    entries is a list of (name, safetensors_dtype, shape, begin, end) in
+    header order; metadata is a dict or None.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError("header is not valid UTF-8: %s" % e) from None
+    stripped = text.rstrip(" ")
+    if not stripped.startswith("{") or not stripped.endswith("}"):
+        raise FormatError("header is not a JSON object padded with spaces")
+
+    def bad_constant(c):
+        raise FormatError("header contains %s" % c)
+
+    try:
+        obj = json.loads(stripped, object_pairs_hook=_reject_duplicates,
+                         parse_constant=bad_constant)
+    except FormatError:
+        raise
+    except ValueError as e:
+        raise FormatError("header is not valid JSON: %s" % e) from None
+    if not isinstance(obj, dict):
+        raise FormatError("header is not a JSON object")
+    metadata = None
+    entries = []
+    for name, ent in obj.items():
+        if name == METADATA_KEY:
+            if not isinstance(ent, dict) or not all(isinstance(v, str) for v in ent.values()):
+                raise FormatError("__metadata__ must map strings to strings")
+            metadata = ent
+            continue
+        if name == "":
+            raise FormatError("empty tensor name")
+        if not isinstance(ent, dict) or set(ent) != {"dtype", "shape", "data_offsets"}:
+            raise FormatError("tensor %r: entry must have exactly dtype, shape, data_offsets" % (name,))
+        dt = ent["dtype"]
+        if not isinstance(dt, str) or dt not in _DTYPES:
+            raise FormatError("tensor %r: unsupported dtype %r" % (name, dt))
+        shape = ent["shape"]
+        if not isinstance(shape, list) or len(shape) > MAX_RANK or not all(
+                _is_int(d) and 0 <= d <= MAX_BYTES for d in shape):
+            raise FormatError("tensor %r: bad shape %r" % (name, shape))
+        offs = ent["data_offsets"]
+        if not isinstance(offs, list) or len(offs) != 2 or not all(
+                _is_int(o) and 0 <= o <= MAX_BYTES for o in offs):
+            raise FormatError("tensor %r: bad data_offsets %r" % (name, offs))
+        entries.append((name, dt, shape, offs[0], offs[1]))
+    return entries, metadata
+
+
+def _check_layout(entries, buf_len):
+    for name, dt, shape, begin, end in entries:
+        numel = 1
+        for d in shape:
+            numel *= d
+        want = numel * _DTYPES[dt][1]
+        if want > MAX_BYTES:
+            raise FormatError("tensor %r: %d bytes exceeds the limit" % (name, want))
+        if begin > end:
+            raise FormatError("tensor %r: begin %d after end %d" % (name, begin, end))
+        if end > buf_len:
+            raise FormatError("tensor %r: end %d beyond the %d-byte data buffer" % (name, end, buf_len))
+        if end - begin != want:
+            raise FormatError("tensor %r: span of %d bytes does not match %s%r (%d bytes)"
+                              % (name, end - begin, dt, shape, want))
+    pos = 0
+    for name, _dt, _shape, begin, end in sorted(entries, key=lambda e: (e[3], e[4], e[0])):
+        if begin < pos:
+            raise FormatError("tensor %r: [%d,%d] overlaps the previous tensor" % (name, begin, end))
+        if begin > pos:
+            raise FormatError("tensor %r: [%d,%d] leaves a hole at offset %d" % (name, begin, end, pos))
+        pos = end
+    if pos != buf_len:
+        raise FormatError("%d trailing bytes after the last tensor" % (buf_len - pos))
+
+
+def loads(data):
+    """Decode a complete safetensors file held in a bytes-like object.
+
+    Returns (tensors, metadata): tensors is a dict name -> CPU tensor, each
+    owning fresh memory (a copy of the file's bytes).
+    """
+    mv = memoryview(data).cast("B")
+    total = len(mv)
+    if total < 8:
+        raise FormatError("file of %d bytes is shorter than the 8-byte length prefix" % total)
+    n = int.from_bytes(mv[:8], "little")
+    if n < 2 or n > MAX_HEADER_BYTES:
+        raise FormatError("header length %d out of range" % n)
+    if n > total - 8:
+        raise FormatError("header length %d exceeds the %d bytes after the prefix" % (n, total - 8))
+    entries, metadata = parse_header(bytes(mv[8:8 + n]))
+    data_len = total - 8 - n
+    _check_layout(entries, data_len)
+    if data_len and not mv.readonly:
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mv, 8 + n))
+        keep = None
+    elif data_len:
+        keep = ctypes.create_string_buffer(bytes(mv[8 + n:]), data_len)
+        base = ctypes.addressof(keep)
+    else:
+        base, keep = 0, None
+    tensors = {}
+    for name, dt, shape, begin, end in entries:
+        tdt = _DTYPES[dt][0]
+        if tdt is torch.bool:
+            # Normalize bytes to 0/1: torch assumes bool storage holds only those.
+            raw = _empty(shape, dtype=torch.uint8)
+            if end > begin:
+                ctypes.memmove(_data_ptr(raw), base + begin, end - begin)
+            t = _ne(raw, 0)
+        else:
+            t = _empty(shape, dtype=tdt)
+            if end > begin:
+                ctypes.memmove(_data_ptr(t), base + begin, end - begin)
+        tensors[name] = t
+    del keep
+    return tensors, metadata
+
+
+def load(path):
+    """Read the safetensors file at path; see loads."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_BYTES:
+            raise FormatError("file of %d bytes is too large" % size)
+        buf = bytearray(size)
+        got = f.readinto(buf)
+        if got != size or f.read(1):
+            raise FormatError("file changed size while being read")
+    return loads(buf)
+
+
+# ---------------------------------------------------------------------------
+# Writing
+
+
+def _json_string(s):
+    """Canonical JSON string: UTF-8 raw, escape only '"', '\\', controls."""
+    out = ['"']
+    for ch in s:
+        c = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif c < 0x20:
+            out.append("\\u%04x" % c)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _host_bytes(t):
+    """Return (keepalive tensor, nbytes) of t as contiguous CPU memory."""
+    t = _detach(t)
+    if t.device.type != "cpu":
+        t = _to(t, "cpu")
+    if not _is_contiguous(t):
+        t = _contiguous(t)
+    return t, _numel(t) * t.element_size()
+
+
+def header_bytes(specs, metadata=None):
+    """Build the padded header for specs: list of (name, dtype_name, shape,
+    nbytes) already sorted bytewise by name. Returns bytes."""
+    keys = [(s[0].encode("utf-8"), s) for s in specs]
+    if metadata:
+        keys.append((METADATA_KEY.encode("utf-8"), None))
+        keys.sort(key=lambda k: k[0])
+    parts = []
+    pos = 0
+    offsets = {}
+    for name, _dt, _shape, nbytes in specs:
+        offsets[name] = (pos, pos + nbytes)
+        pos += nbytes
+    for _kb, spec in keys:
+        if spec is None:
+            items = sorted(metadata.items(), key=lambda kv: kv[0].encode("utf-8"))
+            body = ",".join(_json_string(k) + ":" + _json_string(v) for k, v in items)
+            parts.append(_json_string(METADATA_KEY) + ":{" + body + "}")
+            continue
+        name, dt, shape, _n = spec
+        b, e = offsets[name]
+        parts.append('%s:{"data_offsets":[%d,%d],"dtype":"%s","shape":[%s]}'
+                     % (_json_string(name), b, e, dt, ",".join(str(int(d)) for d in shape)))
+    hdr = ("{" + ",".join(parts) + "}").encode("utf-8")
+    pad = (-len(hdr)) % 8
+    return hdr + b" " * pad
+
+
+def _prepare(tensors, metadata):
+    """Validate and order tensors for writing: (header, items)."""
+    items = []
+    for name, t in tensors.items():
+        if not isinstance(name, str) or name == "" or name == METADATA_KEY:
+            raise ValueError("bad tensor name %r" % (name,))
+        key = name.encode("utf-8")  # raises on lone surrogates
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("tensor %r is not a torch.Tensor" % (name,))
+        dt = dtype_name(t.dtype)
+        host, nbytes = _host_bytes(t)
+        items.append((key, name, dt, list(host.shape), host, nbytes))
+    items.sort(key=lambda it: it[0])
+    if metadata:
+        for k, v in metadata.items():
+            if not isinstance(k, str) or not isinstance(v, str) or k == "":
+                raise ValueError("metadata must map non-empty strings to strings")
+    hdr = header_bytes([(it[1], it[2], it[3], it[5]) for it in items], metadata)
+    return hdr, [(it[4], it[5]) for it in items]
+
+
+def save(path, tensors, metadata=None):
+    """Write tensors (dict name -> tensor, any device/layout) to path.
+
+    Names are sorted bytewise; each tensor is written as a contiguous copy
+    of its logical view, in that order. Returns the number of bytes written.
+    """
+    hdr, items = _prepare(tensors, metadata)
+    with open(path, "wb") as f:
+        f.write(len(hdr).to_bytes(8, "little"))
+        f.write(hdr)
+        for host, nbytes in items:
+            if nbytes:
+                f.write((ctypes.c_char * nbytes).from_address(_data_ptr(host)))
+    return 8 + len(hdr) + sum(n for _h, n in items)
+
+
+def dumps(tensors, metadata=None):
+    """Return the safetensors encoding of tensors as bytes (see save)."""
+    hdr, items = _prepare(tensors, metadata)
+    parts = [len(hdr).to_bytes(8, "little"), hdr]
+    for host, nbytes in items:
+        if nbytes:
+            parts.append(ctypes.string_at(_data_ptr(host), nbytes))
+    return b"".join(parts)
