@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cacheon/internal/canon"
@@ -228,6 +229,11 @@ func checkArchiveURL(s string) error {
 		return fmt.Errorf("%q: credentials are not allowed in the URL", clipName(s))
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return fmt.Errorf("%q: fragments are not allowed", clipName(s))
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: invalid port %q", clipName(s), clipName(port))
+		}
 	}
 	return nil
 }

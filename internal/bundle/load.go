@@ -132,6 +132,10 @@ func (mp *manifestParser) check(raw *rawManifest, root string, cat *slot.Catalog
 		}
 		m.Competition = c
 	}
+	if t := mp.pos.opsTable; t.line > 0 {
+		return nil, &ManifestError{File: ManifestName, Line: t.line, Col: t.col, Path: "ops",
+			Msg: "[ops] declares a single table", Hint: "declare each row with [[ops]] (an array of tables)"}
+	}
 	if len(raw.Ops) == 0 {
 		return nil, mp.errAt("", "add at least one [[ops]] row with slot, source and entry", "the manifest has no [[ops]] rows")
 	}

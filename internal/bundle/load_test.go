@@ -239,6 +239,7 @@ func TestLoadRejects(t *testing.T) {
 		{"wrong type dtypes element", head + silu + "dtypes = [\"bf16\", 3]\n", "ops[0].dtypes: wrong type: got a TOML integer"},
 		{"wrong type ops", head + "ops = 3\n", "ops: wrong type: got a TOML integer, want an array of tables"},
 		{"wrong type competition", head + "competition = \"x\"\n" + silu, "competition: wrong type"},
+		{"ops as a table", head + "[ops]\nslot = \"activation.silu_and_mul\"\nsource = \"kernels/a.py\"\n", "manifest.toml:3:2: ops: [ops] declares a single table"},
 		{"second row index", head + silu + silu + "bogus = 1\n", "manifest.toml:11:1: ops[1].bogus: unknown key"},
 		{"missing bundle_id", "abi_version = \"cacheon-op-abi-v0\"\n" + silu, "missing required key bundle_id"},
 		{"bad bundle_id", "bundle_id = \"a b\"\nabi_version = \"cacheon-op-abi-v0\"\n" + silu, "manifest.toml:1:13: bundle_id: \"a b\" is not a valid bundle id"},

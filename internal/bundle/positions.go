@@ -18,6 +18,8 @@ type positions struct {
 	at map[string]position
 	// opsHeaders holds the line of each [[ops]] header, in order.
 	opsHeaders []int
+	// opsTable is where a [ops] table header (instead of [[ops]]) appears.
+	opsTable position
 }
 
 // indexPositions walks the TOML document with the low-level parser. It is
@@ -33,7 +35,10 @@ func indexPositions(data []byte) positions {
 		switch e.Kind {
 		case unstable.Table:
 			prefix = keyPath(e.Key())
-			ps.record(&p, prefix, e.Key())
+			pos := ps.record(&p, prefix, e.Key())
+			if prefix == "ops" && ps.opsTable.line == 0 {
+				ps.opsTable = pos
+			}
 		case unstable.ArrayTable:
 			k := keyPath(e.Key())
 			prefix = fmt.Sprintf("%s[%d]", k, counts[k])

@@ -208,7 +208,7 @@ func OneOf(field string, values ...string) (Domain, error) {
 	if err != nil {
 		return Domain{}, err
 	}
-	if k, _ := vocabulary(f); k != context {
+	if k, _ := vocabulary(f); k != contextField {
 		return Domain{}, fmt.Errorf("OneOf: %s is a numeric field; use IntOneOf", f)
 	}
 	if len(values) == 0 {
@@ -232,7 +232,7 @@ func IntOneOf(field string, values ...int64) (Domain, error) {
 	if err != nil {
 		return Domain{}, err
 	}
-	if k, _ := vocabulary(f); k != numeric {
+	if k, _ := vocabulary(f); k != numericField {
 		return Domain{}, fmt.Errorf("IntOneOf: %s is a context field; use OneOf", f)
 	}
 	if len(values) == 0 {
@@ -393,7 +393,7 @@ func (d Domain) Match(desc map[string]any) (ok bool, reason string) {
 // of field: int64 for numeric fields, a normalised string for context ones.
 func descriptorValue(field string, v any) (any, error) {
 	k, _ := vocabulary(field)
-	if k == context {
+	if k == contextField {
 		switch t := v.(type) {
 		case string:
 			return normalizeContext(field, t)

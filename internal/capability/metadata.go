@@ -3,7 +3,7 @@ package capability
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+
 	"fmt"
 	"io"
 	"unicode/utf8"
@@ -289,7 +289,7 @@ func parsePredicateObject(path, field string, k kind, obj *jobject) (pred, error
 		}
 		return parseSet(path+".one_of", field, k, list)
 	}
-	if k != numeric {
+	if k != numericField {
 		return pred{}, metaErr(path, "use exact or one_of", "%s is a context field and takes no min/max", field)
 	}
 	p := pred{numeric: true}
@@ -320,13 +320,13 @@ func parseSet(path, field string, k kind, vals []any) (pred, error) {
 	if len(vals) > maxSetSize {
 		return pred{}, metaErr(path, "", "one_of has %d values, more than %d", len(vals), maxSetSize)
 	}
-	p := pred{numeric: k == numeric, isSet: true}
+	p := pred{numeric: k == numericField, isSet: true}
 	for i, v := range vals {
 		ep := path
 		if len(vals) > 1 {
 			ep = fmt.Sprintf("%s[%d]", path, i)
 		}
-		if k == numeric {
+		if k == numericField {
 			n, err := intValue(ep, field, v)
 			if err != nil {
 				return pred{}, err
@@ -395,7 +395,7 @@ func legacyStrings(key, field string, v any, scalarOK bool) (Domain, error) {
 			return Domain{}, metaErr(fmt.Sprintf("%s[%d]", key, i), "", "want a string, got %s", jsonKind(e))
 		}
 	}
-	p, err := parseSet(key, field, context, list)
+	p, err := parseSet(key, field, contextField, list)
 	if err != nil {
 		return Domain{}, err
 	}
@@ -416,6 +416,3 @@ func legacyBound(key, field string, v any, lower bool) (Domain, error) {
 	}
 	return Domain{}.with(field, p), nil
 }
-
-// ErrEmptyDomain is wrapped by errors about a domain that admits nothing.
-var ErrEmptyDomain = errors.New("capability domain is empty")

@@ -11,8 +11,8 @@ import (
 type kind uint8
 
 const (
-	numeric kind = iota + 1
-	context
+	numericField kind = iota + 1
+	contextField
 )
 
 // vocabulary is the closed set of capability fields an arena binding can
@@ -22,9 +22,9 @@ func vocabulary(field string) (kind, bool) {
 	case "num_tokens", "hidden_dim", "intermediate_dim", "head_dim", "num_heads",
 		"num_kv_heads", "seq_len", "block_size", "page_size", "batch_size",
 		"num_experts", "top_k", "world_size", "last_dim":
-		return numeric, true
+		return numericField, true
 	case "dtype", "architecture", "graph_mode", "phase", "quant", "model", "device":
-		return context, true
+		return contextField, true
 	}
 	return 0, false
 }
@@ -44,7 +44,7 @@ func VocabularyFields() []string {
 // IsNumericField reports whether field is a known integer-valued field.
 func IsNumericField(field string) bool {
 	k, ok := vocabulary(field)
-	return ok && k == numeric
+	return ok && k == numericField
 }
 
 // fieldAlias maps accepted spellings (after lowercasing and '-' → '_') to
@@ -235,7 +235,7 @@ func isToken(s string, model bool) bool {
 // e.g. ("dtype", "bf16") → "bfloat16". field must be canonical.
 func NormalizeValue(field, s string) (string, error) {
 	k, ok := vocabulary(field)
-	if !ok || k != context {
+	if !ok || k != contextField {
 		return "", fmt.Errorf("%q is not a context capability field", clip(field))
 	}
 	return normalizeContext(field, s)

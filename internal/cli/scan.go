@@ -88,7 +88,7 @@ func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Polic
 	if !st.IsDir() {
 		return nil, fmt.Errorf("scan %s: not a directory (extract archives with cacheon verify, or scan the directory)", dir)
 	}
-	in := scan.Input{Root: dir, Python: python}
+	in := scan.Input{Root: dir, Python: parserPython(python)}
 	rep := &scanReport{Bundle: dir}
 	if _, err := os.Lstat(filepath.Join(dir, "manifest.toml")); err == nil {
 		slots, _, err := catalogs()
@@ -139,4 +139,21 @@ func (a *app) scanFindings(ctx context.Context, b *bundle.Bundle, python string)
 		fmt.Fprintln(a.stderr, f.String())
 	}
 	return len(rep.Findings), nil
+}
+
+// parserPython picks the interpreter that only parses sources (no torch
+// needed): the flag, then $CACHEON_PYTHON, then /usr/bin/python3, then
+// python3 from PATH. A real interpreter path avoids version-manager shims,
+// which cost a process start of their own.
+func parserPython(explicit string) string {
+	if explicit != "" {
+		return explicit
+	}
+	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
+		return env
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return ""
 }

@@ -192,7 +192,11 @@ func bundleDir(ctx context.Context, path, scratch string) (string, error) {
 		return "", fmt.Errorf("bundle: %w", err)
 	}
 	if st.IsDir() {
-		return path, nil
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", fmt.Errorf("bundle: %w", err)
+		}
+		return abs, nil
 	}
 	if !strings.HasSuffix(path, ".tar.gz") && !strings.HasSuffix(path, ".tgz") {
 		return "", fmt.Errorf("bundle %s: want a directory or a .tar.gz archive", path)

@@ -147,6 +147,7 @@ func (fc *fileCheck) imports(imports []importFact) {
 			continue
 		}
 		for _, n := range im.Names {
+			fc.importedDunder(n.Name, im.Line, im.Col)
 			if n.Name == "*" {
 				fc.add(im.Line, im.Col, RuleStarImport,
 					"from %q import * hides which names are bound; import the names you use explicitly", displayModule(abs))
@@ -160,13 +161,13 @@ func (fc *fileCheck) imports(imports []importFact) {
 func (fc *fileCheck) calls(calls []callFact) {
 	for _, c := range calls {
 		switch {
-		case forbiddenCall(c.Func):
+		case forbiddenCall(c.Func) && fc.builtin(c.Func):
 			fc.add(c.Line, c.Col, RuleForbiddenBuiltin,
 				"call to %s() is forbidden: bundles may not evaluate code, reach the file system or the interpreter's namespaces", c.Func)
 		case isDunder(c.Func) && !harmlessDunder(c.Func):
 			fc.add(c.Line, c.Col, RuleDunderAccess, "call to %s() reaches interpreter internals; remove it", c.Func)
 		}
-		if attrBuiltin(c.Func) {
+		if attrBuiltin(c.Func) && fc.builtin(c.Func) {
 			fc.attrBuiltinCall(c)
 		}
 		if b, ok := fc.binds[c.Func]; ok {
@@ -208,7 +209,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		switch {
 		case a.Base == "":
 			continue
-		case forbiddenReference(a.Base):
+		case forbiddenReference(a.Base) && fc.builtin(a.Base):
 			fc.add(a.Line, a.Col, RuleForbiddenBuiltin,
 				"use of %s is forbidden: bundles may not evaluate code or reach the interpreter's namespaces", a.Base)
 		case isDunder(a.Base) && !harmlessDunder(a.Base):
@@ -242,15 +243,34 @@ func (fc *fileCheck) stores(stores []storeFact) {
 func (fc *fileCheck) names(names []nameFact) {
 	for _, n := range names {
 		switch {
-		case forbiddenReference(n.Name) && (n.Ctx == "load" || isDunder(n.Name)):
+		case forbiddenReference(n.Name) && fc.builtin(n.Name) && (n.Ctx == "load" || isDunder(n.Name)):
 			fc.add(n.Line, n.Col, RuleForbiddenBuiltin,
 				"reference to %s is forbidden, even without calling it; remove it", n.Name)
-		case attrBuiltin(n.Name) && n.Name != "hasattr" && n.Ctx == "load":
+		case attrBuiltin(n.Name) && fc.builtin(n.Name) && n.Name != "hasattr" && n.Ctx == "load":
 			fc.add(n.Line, n.Col, RuleDynamicAttribute,
 				"passing %s around hides what is accessed; write obj.attr at the call site", n.Name)
 		case isDunder(n.Name) && !harmlessDunder(n.Name):
 			fc.add(n.Line, n.Col, RuleDunderAccess, "use of %s reaches interpreter internals; remove it", n.Name)
 		}
+	}
+}
+
+// builtin reports whether a bare name means the builtin of that name: it is
+// not rebound by an import ("from torch import compile" is not compile()),
+// unless it is a dunder, which no legitimate import provides.
+func (fc *fileCheck) builtin(name string) bool {
+	_, bound := fc.binds[name]
+	return !bound || isDunder(name)
+}
+
+// importedDunder reports "from m import __builtins__" and the like: a module's
+// dunder globals are the same escape hatches as the attribute forms.
+func (fc *fileCheck) importedDunder(name string, line, col int) {
+	switch {
+	case isDunder(name) && forbiddenReference(name):
+		fc.add(line, col, RuleForbiddenBuiltin, "import of %s is forbidden: bundles may not evaluate code or reach the interpreter's namespaces", name)
+	case isDunder(name) && !harmlessDunder(name):
+		fc.add(line, col, RuleDunderAccess, "import of %s reaches interpreter internals; remove it", name)
 	}
 }
 

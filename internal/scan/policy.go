@@ -102,8 +102,8 @@ func isDunder(name string) bool {
 func harmlessDunder(name string) bool {
 	switch name {
 	case "__name__", "__qualname__", "__doc__", "__init__", "__call__",
-		"__all__", "__version__", "__debug__", "__author__", "__license__",
-		"__copyright__":
+		"__all__", "__slots__", "__version__", "__debug__", "__author__",
+		"__license__", "__copyright__":
 		return true
 	}
 	return false
@@ -245,7 +245,8 @@ func referenceRules() []refRule {
 
 // fallbackStdlib names standard-library modules a bundle must not shadow even
 // when the interpreter cannot list its standard library (Python 3.9 reports
-// only the built-in modules).
+// only the built-in modules), plus the modules the interpreter runs by
+// itself.
 func fallbackStdlib() []string {
 	return []string{
 		"abc", "argparse", "array", "ast", "asyncio", "base64", "bdb", "binascii",
@@ -267,6 +268,8 @@ func fallbackStdlib() []string {
 		"time", "timeit", "token", "tokenize", "trace", "traceback",
 		"tracemalloc", "types", "typing", "unittest", "urllib", "uuid",
 		"warnings", "weakref", "zipfile", "zipimport", "zlib",
+		// Not standard modules, but run by the interpreter itself.
+		"sitecustomize", "usercustomize", "__main__",
 	}
 }
 

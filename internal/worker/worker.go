@@ -70,7 +70,7 @@ type Options struct {
 // Argv is the worker command line for the options.
 func (o Options) Argv() []string {
 	boot := "import sys; sys.path.insert(0, " + strconv.Quote(o.RuntimeParent) + "); from cacheon_runtime import worker; worker.main()"
-	return []string{o.Python, "-I", "-c", boot}
+	return []string{o.Python, "-I", "-B", "-c", boot}
 }
 
 // Start launches a worker and waits for nothing; call Hello next.

@@ -9,7 +9,9 @@ byte-identical files on both sides:
   "__metadata__"); each entry is {"data_offsets":[b,e],"dtype":D,"shape":[..]};
 - strings keep UTF-8 raw and escape only '"', '\\' and control characters;
 - the header is padded with spaces to a multiple of 8 bytes;
-- the tensors' bytes follow in name order, contiguous, without holes.
+- the tensors' bytes follow contiguously, without holes, ordered by element
+  size (largest first) and then by name bytewise, so every tensor starts at
+  an offset aligned to its element size.
 
 The reader is defensive although Go wrote the file: bounds, exact spans, no
 overlap or hole, no trailing bytes, no duplicate keys, no unknown fields.
@@ -270,11 +272,11 @@ def _host_bytes(t):
 
 def header_bytes(specs, metadata=None):
     """Build the padded header for specs: list of (name, dtype_name, shape,
-    nbytes) already sorted bytewise by name. Returns bytes."""
+    nbytes) in data order. Header keys are sorted bytewise. Returns bytes."""
     keys = [(s[0].encode("utf-8"), s) for s in specs]
     if metadata:
         keys.append((METADATA_KEY.encode("utf-8"), None))
-        keys.sort(key=lambda k: k[0])
+    keys.sort(key=lambda k: k[0])
     parts = []
     pos = 0
     offsets = {}
@@ -308,7 +310,10 @@ def _prepare(tensors, metadata):
         dt = dtype_name(t.dtype)
         host, nbytes = _host_bytes(t)
         items.append((key, name, dt, list(host.shape), host, nbytes))
-    items.sort(key=lambda it: it[0])
+    # Data order: element size, largest first, then name bytewise (as the Go
+    # encoder), so that every tensor starts at an offset aligned to its
+    # element size after the 8-byte-padded header.
+    items.sort(key=lambda it: (-_DTYPES[it[2]][1], it[0]))
     if metadata:
         for k, v in metadata.items():
             if not isinstance(k, str) or not isinstance(v, str) or k == "":
@@ -320,8 +325,9 @@ def _prepare(tensors, metadata):
 def save(path, tensors, metadata=None):
     """Write tensors (dict name -> tensor, any device/layout) to path.
 
-    Names are sorted bytewise; each tensor is written as a contiguous copy
-    of its logical view, in that order. Returns the number of bytes written.
+    Each tensor is written as a contiguous copy of its logical view, in the
+    data order described in the module docstring. Returns the number of
+    bytes written.
     """
     hdr, items = _prepare(tensors, metadata)
     with open(path, "wb") as f:

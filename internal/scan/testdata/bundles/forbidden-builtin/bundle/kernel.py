@@ -19,3 +19,10 @@ __builtins__ = {}
 
 def shadowed(open=None):
     return open
+
+
+from torch import compile
+from torch import __builtins__ as b
+from torch.nn import __loader__
+
+fast = compile(shadowed)

@@ -1,0 +1,409 @@
+"""runcase: the worker's ``run`` request (one verify case).
+
+prepare (once, if named) -> eager call -> eager replays -> on CUDA with
+``graph: true``: side-stream warm-up, CUDA graph capture, graph replays.
+
+Before every call every output's whole allocation is poisoned (NaN, or the
+integer dtype's minimum); identity facts are recorded for every input and
+output before and after; after every call the device is synchronized and
+``call-<n>.safetensors`` is written with every output (a contiguous copy of
+the validator-owned view) and every input as it is after the call
+(``in.<name>``). Replays copy new values in place into the same input
+memory. Nothing here compares or decides anything.
+"""
+
+import os
+
+from . import wire
+from .wire import Failure, bad, field
+
+PHASE_EAGER = "eager"
+PHASE_REPLAY = "replay"
+PHASE_GRAPH = "graph_replay"
+
+ARG_KINDS = ("input", "output", "scalar", "prepared", "group")
+MAX_ALIGNMENT = 1 << 20
+MAX_OUTPUT_BYTES = 1 << 40
+
+
+class OutSpec:
+    __slots__ = ("name", "dtype", "shape", "stride", "align", "elsize", "storage")
+
+    def __init__(self, name, dtype, shape, stride, align, elsize, storage):
+        self.name, self.dtype, self.shape, self.stride = name, dtype, shape, stride
+        self.align, self.elsize, self.storage = align, elsize, storage
+
+
+class Output:
+    """One validator-allocated output: the allocation (base), the contract
+    view the worker dumps (contract) and the tensor object handed to the
+    candidate (visible), plus its poison value."""
+    __slots__ = ("base", "contract", "visible", "poison")
+
+    def __init__(self, base, contract, visible, poison):
+        self.base, self.contract, self.visible, self.poison = base, contract, visible, poison
+
+
+def run(worker, req):
+    """Handle one run request; returns the reply fields ({"calls": [...]})."""
+    torch = worker.torch
+    mid = field(req, "module", str)
+    if mid not in worker.modules:
+        raise bad("module %r is not loaded" % mid)
+    mod = worker.modules[mid][0]
+    device = field(req, "device", str)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise bad("bad device %r: %s" % (device, e))
+    if dev.type not in ("cpu", "cuda"):
+        raise bad("unsupported device %r" % device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise bad("device %r requested but CUDA is not available" % device)
+    entry = field(req, "entry", str)
+    prepare = field(req, "prepare", str, "", required=False)
+    args = field(req, "args", list)
+    prepare_args = wire.str_list(req, "prepare_args")
+    outputs = field(req, "outputs", list)
+    inputs_file = field(req, "inputs", str)
+    replays = wire.str_list(req, "replays")
+    graph = field(req, "graph", bool, False, required=False)
+    graph_replays = wire.str_list(req, "graph_replays")
+    jobdir = field(req, "dir", str)
+    if not os.path.isabs(jobdir):
+        raise bad("dir %r must be an absolute path" % jobdir)
+    if graph and dev.type != "cuda":
+        raise bad("graph mode needs a CUDA device")
+    if graph_replays and not graph:
+        raise bad("graph_replays given without graph")
+    if prepare_args and not prepare:
+        raise bad("prepare_args given without prepare")
+
+    ops = worker.ops
+    specs = [_out_spec(ops, o) for o in outputs]
+    out_names = [s.name for s in specs]
+    if len(set(out_names)) != len(out_names):
+        raise bad("duplicate output names")
+    host_in = _read(worker, jobdir, inputs_file)
+    for name in out_names:
+        if name in host_in:
+            raise bad("output %r has the name of an input" % name)
+        if name.startswith("in."):
+            raise bad("output name %r uses the reserved prefix in." % name)
+    plan = _arg_plan(worker, args, host_in, out_names, bool(prepare))
+    for n in prepare_args:
+        if n not in host_in:
+            raise bad("prepare input %r is not in %s" % (n, inputs_file))
+    replay_data = [_read_replay(worker, jobdir, r, host_in) for r in replays]
+    graph_data = [_read_replay(worker, jobdir, r, host_in) for r in graph_replays]
+
+    fn = worker.lookup(mod, entry, "entry")
+    pfn = worker.lookup(mod, prepare, "prepare") if prepare else None
+
+    case = _Case(worker, dev, jobdir)
+    if dev.type == "cuda":
+        with torch.cuda.device(dev):
+            calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
+                                 replay_data, graph, graph_data)
+    else:
+        calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
+                             replay_data, graph, graph_data)
+    return {"calls": calls}
+
+
+# ---------------------------------------------------------------------------
+# Request parsing
+
+
+def _out_spec(ops, o):
+    if not isinstance(o, dict):
+        raise bad("output spec must be an object")
+    name = field(o, "name", str)
+    dtname = field(o, "dtype", str)
+    if not name:
+        raise bad("empty output name")
+    dt = ops.dtypes.get(dtname)
+    if dt is None:
+        raise bad("output %r: unsupported dtype %r" % (name, dtname))
+    shape = wire.int_list(field(o, "shape", list), "output %r shape" % name)
+    elsize = ops.element_size(ops.empty((), dtype=dt))
+    if o.get("stride") is not None:
+        stride = wire.int_list(o["stride"], "output %r stride" % name)
+        if len(stride) != len(shape):
+            raise bad("output %r: %d strides for %d dims" % (name, len(stride), len(shape)))
+    else:
+        stride, acc = [0] * len(shape), 1
+        for i in range(len(shape) - 1, -1, -1):
+            stride[i] = acc
+            acc *= max(shape[i], 1)
+    align = field(o, "alignment", int, 0, required=False)
+    if align == 0:
+        align = elsize
+    if align < elsize or align & (align - 1) or align > MAX_ALIGNMENT:
+        raise bad("output %r: bad alignment %d" % (name, align))
+    if any(d == 0 for d in shape):
+        storage = 0
+    else:
+        storage = 1 + sum((d - 1) * s for d, s in zip(shape, stride))
+    if storage * elsize > MAX_OUTPUT_BYTES:
+        raise bad("output %r is too large" % name)
+    return OutSpec(name, dt, shape, stride, align, elsize, storage)
+
+
+def _read(worker, jobdir, rel):
+    try:
+        tensors, _md = worker.stio.load(os.path.join(jobdir, rel))
+    except (OSError, ValueError) as e:
+        raise bad("reading %s: %s" % (rel, e))
+    return tensors
+
+
+def _read_replay(worker, jobdir, rel, host_in):
+    t = _read(worker, jobdir, rel)
+    for name, v in t.items():
+        ref = host_in.get(name)
+        if ref is None:
+            raise bad("replay %s: %r is not an input" % (rel, name))
+        if v.dtype != ref.dtype or list(v.shape) != list(ref.shape):
+            raise bad("replay %s: %r has %s%s, the input has %s%s"
+                      % (rel, name, v.dtype, list(v.shape), ref.dtype, list(ref.shape)))
+    return t
+
+
+def _arg_plan(worker, args, host_in, out_names, has_prepare):
+    plan = []
+    for a in args:
+        if not isinstance(a, dict):
+            raise bad("arg must be an object")
+        name = field(a, "name", str)
+        kind = field(a, "kind", str)
+        if kind == "input":
+            if name not in host_in:
+                raise bad("input %r is not in the inputs file" % name)
+            plan.append(("input", name))
+        elif kind == "output":
+            if name not in out_names:
+                raise bad("output arg %r has no output spec" % name)
+            plan.append(("output", name))
+        elif kind == "scalar":
+            plan.append(("scalar", _scalar(a, name)))
+        elif kind == "prepared":
+            if not has_prepare:
+                raise bad("arg %r is prepared state but no prepare is named" % name)
+            plan.append(("prepared", None))
+        elif kind == "group":
+            if worker.group is None:
+                raise bad("arg %r needs a process group; send group first" % name)
+            plan.append(("group", None))
+        else:
+            raise bad("arg %r: unknown kind %r" % (name, kind))
+    return plan
+
+
+def _scalar(a, name):
+    typ = field(a, "type", str)
+    v = a.get("value")
+    if typ == "float":
+        if isinstance(v, str) and v in ("inf", "-inf", "nan"):
+            return float(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise bad("scalar %r: float value expected" % name)
+        return float(v)
+    if typ == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise bad("scalar %r: int value expected" % name)
+        return v
+    if typ == "bool":
+        if not isinstance(v, bool):
+            raise bad("scalar %r: bool value expected" % name)
+        return v
+    if typ == "str":
+        if not isinstance(v, str):
+            raise bad("scalar %r: string value expected" % name)
+        return v
+    if typ == "none":
+        return None
+    raise bad("scalar %r: unknown type %r" % (name, typ))
+
+
+# ---------------------------------------------------------------------------
+# Execution
+
+
+class _Case:
+    def __init__(self, worker, dev, jobdir):
+        self.w = worker
+        self.ops = worker.ops
+        self.torch = worker.torch
+        self.dev = dev
+        self.cuda = dev.type == "cuda"
+        self.jobdir = jobdir
+        self.calls = []
+        self.outs = {}
+        self.own_in = {}
+        self.vis_in = {}
+        self.vis_out = {}
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.dev)
+
+    def alloc(self, s):
+        """Fresh allocation of storage + alignment bytes, viewed with
+        as_strided so that data_ptr() % alignment == 0."""
+        ops = self.ops
+        base = ops.empty((s.storage + s.align // s.elsize,), dtype=s.dtype, device=self.dev)
+        pad = (-ops.data_ptr(base)) % s.align
+        if pad % s.elsize:
+            raise RuntimeError("allocator returned a pointer not aligned to the element size")
+        off = pad // s.elsize
+        contract = ops.as_strided(base, s.shape, s.stride, off)
+        visible = ops.as_strided(base, s.shape, s.stride, off)
+        if s.dtype in ops.floats:
+            poison = float("nan")
+        elif s.dtype is self.torch.bool:
+            poison = False
+        else:
+            poison = ops.iinfo(s.dtype).min
+        return Output(base, contract, visible, poison)
+
+    def poison(self):
+        for o in self.outs.values():
+            self.ops.fill(o.base, o.poison)
+
+    def refresh(self, new):
+        for name, t in new.items():
+            self.ops.copy(self.own_in[name], t)
+
+    def execute(self, fn, pfn, plan, prepare_args, specs, host_in,
+                replay_data, graph, graph_data):
+        ops = self.ops
+        # Validator-owned memory (own_in, Output.contract) and the tensor
+        # objects the candidate sees (vis_in, Output.visible) are separate
+        # tensor objects over the same storage: a candidate that rebinds its
+        # object (set_, as_strided_) does not move the memory the worker
+        # refreshes, poisons and dumps, and the facts show the rebinding.
+        for name, t in host_in.items():
+            self.own_in[name] = ops.to(t, self.dev) if self.cuda else t
+        self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
+        for s in specs:
+            self.outs[s.name] = self.alloc(s)
+        self.vis_out = {n: o.visible for n, o in self.outs.items()}
+        self.sync()
+
+        prepared = None
+        if pfn is not None:
+            try:
+                prepared = pfn(*[self.vis_in[n] for n in prepare_args])
+                self.sync()
+            except BaseException as e:  # noqa: B902 - candidate code
+                raise Failure(wire.exc_error("prepare_error", e))
+
+        argv = []
+        for kind, v in plan:
+            if kind == "input":
+                argv.append(self.vis_in[v])
+            elif kind == "output":
+                argv.append(self.vis_out[v])
+            elif kind == "scalar":
+                argv.append(v)
+            elif kind == "prepared":
+                argv.append(prepared)
+            else:
+                argv.append(self.w.group)
+
+        def entry_call():
+            fn(*argv)
+
+        ok = self.call(PHASE_EAGER, entry_call)
+        for new in replay_data:
+            if not ok:
+                break
+            self.refresh(new)
+            ok = self.call(PHASE_REPLAY, entry_call)
+        if ok and graph:
+            g = self.capture(fn, argv)
+            for new in graph_data:
+                if not ok:
+                    break
+                self.refresh(new)
+                ok = self.call(PHASE_GRAPH, g.replay)
+            del g
+        return self.calls
+
+    def call(self, phase, invoke):
+        """Poison, record, invoke, synchronize, record, dump."""
+        self.poison()
+        self.sync()
+        before = self.ops.facts(self.vis_in, self.vis_out)
+        err = None
+        try:
+            invoke()
+            self.sync()
+        except BaseException as e:  # noqa: B902 - candidate code
+            err = wire.exc_error("exception", e)
+        after = self.ops.facts(self.vis_in, self.vis_out)
+        n = len(self.calls)
+        fname = "call-%d.safetensors" % n
+        dump_err = self.dump(os.path.join(self.jobdir, fname))
+        if err is None:
+            err = dump_err
+        self.calls.append({"call": n, "phase": phase, "file": fname,
+                           "before": before, "after": after, "error": err})
+        return err is None
+
+    def capture(self, fn, argv):
+        """One warm-up call on a side stream, then CUDA graph capture of one
+        entry call on that same stream (library handles created lazily in
+        the warm-up are per stream)."""
+        torch, dev = self.torch, self.dev
+        try:
+            torch.cuda.synchronize(dev)
+            s = torch.cuda.Stream(device=dev)
+            self.poison()
+            s.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(s):
+                fn(*argv)
+            torch.cuda.current_stream(dev).wait_stream(s)
+            torch.cuda.synchronize(dev)
+        except BaseException as e:  # noqa: B902 - candidate code
+            raise Failure(wire.exc_error("graph_capture_error", e, "warm-up call before capture: "))
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g, stream=s):
+                fn(*argv)
+            torch.cuda.synchronize(dev)
+        except BaseException as e:  # noqa: B902 - candidate code
+            raise Failure(wire.exc_error("graph_capture_error", e))
+        return g
+
+    def dump(self, path):
+        """Write outputs (contract views) and inputs-after (in.<name>).
+
+        A tensor that cannot be read back (the candidate resized or freed its
+        storage) is left out of the file and the call reports an error that
+        says so. Returns that error object, or None.
+        """
+        ops = self.ops
+        tensors = {}
+        problem = None
+        items = [(n, o.contract) for n, o in self.outs.items()]
+        items += [("in." + n, t) for n, t in self.own_in.items()]
+        for name, t in items:
+            try:
+                h = ops.detach(t)
+                if self.cuda:
+                    h = ops.to(h, "cpu")
+                tensors[name] = ops.contiguous(h)
+            except BaseException as e:  # noqa: B902
+                if problem is None:
+                    problem = (name, e)
+        try:
+            self.w.stio.save(path, tensors)
+        except BaseException as e:  # noqa: B902
+            raise Failure(wire.exc_error("internal", e, "writing %s: " % os.path.basename(path)))
+        if problem is not None:
+            name, e = problem
+            return wire.exc_error("exception", e,
+                                  "reading %r after the call failed (left out of the file): " % name)
+        return None
