@@ -29,8 +29,12 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 			if err != nil {
 				return err
 			}
-			if _, err := bundle.Load(dir, slots); err != nil {
+			b, err := bundle.Load(dir, slots)
+			if err != nil {
 				return withCode(ExitFindings, err)
+			}
+			if why := b.Manifest.NotCrownableReason(); why != "" {
+				fmt.Fprintf(a.stderr, "warning: %s\n", why)
 			}
 			if out == "" {
 				out = filepath.Base(filepath.Clean(dir)) + ".tar.gz"

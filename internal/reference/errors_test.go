@@ -183,3 +183,71 @@ func TestArgumentErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRandomArgumentsNeverPanic(t *testing.T) {
+	// Random small dimensions (some non-positive), lengths that are right or
+	// off by one, and index tensors with out-of-range entries: every call
+	// must either succeed or return an *ArgError, never panic.
+	r := newRand(77)
+	dimv := func() int { return r.IntN(5) - 1 } // -1 .. 3
+	length := func(dims ...int) int {
+		n := 1
+		for _, d := range dims {
+			n *= max(d, 0)
+		}
+		return max(n+r.IntN(3)-1, 0) // right, one short or one long
+	}
+	ints := func(n, lo, hi int) []int32 {
+		x := make([]int32, n)
+		for i := range x {
+			x[i] = int32(lo + r.IntN(hi-lo+1))
+		}
+		return x
+	}
+	f := func(n int) []float64 { return randVec(r, n) }
+	check := func(name string, err error) {
+		var ae *ArgError
+		if err != nil && !errors.As(err, &ae) {
+			t.Fatalf("%s: error %v is not an *ArgError", name, err)
+		}
+	}
+	for range 3000 {
+		a, b, c, d, e := dimv(), dimv(), dimv(), dimv(), dimv()
+		_, err := SiluAndMul(f(length(a, 2, b)), a, b)
+		check("SiluAndMul", err)
+		_, err = RMSNorm(f(length(a, b)), f(length(b)), a, b, float64(c))
+		check("RMSNorm", err)
+		ad := AttnDims{T: a, S: b, Hq: c, Hkv: d, D: e}
+		_, err = SDPA(f(length(a, c, e)), f(length(b, d, e)), f(length(b, d, e)), ad, 1, r.IntN(2) == 0)
+		check("SDPA", err)
+		dd := DecodeDims{B: a, Hq: b, Hkv: c, D: d, Pages: e, PageSize: dimv(), MaxPages: dimv()}
+		_, err = PagedDecode(f(length(a, b, d)), f(length(e, dd.PageSize, c, d)), f(length(e, dd.PageSize, c, d)),
+			ints(length(a, dd.MaxPages), -1, e), ints(length(a), -1, 8), dd, 1)
+		check("PagedDecode", err)
+		md := MSADims{B: a, Hq: b, S: c, D: d, BlockSize: e}
+		_, err = MSABlockScore(f(length(a, b, d)), f(length(a, c, d)), ints(length(a), -1, c+1), md)
+		check("MSABlockScore", err)
+		pd := MSAPrefillDims{T: a, PrefixLen: b, D: c, BlockSize: d}
+		_, err = MSAPrefillBlockScore(f(length(a, c)), f(length(a+b, c)), pd, 1)
+		check("MSAPrefillBlockScore", err)
+		ed := MoEDims{M: a, H: b, I: c, E: d, K: e}
+		_, err = FusedExperts(f(length(a, b)), f(length(d, 2, c, b)), f(length(d, b, c)),
+			ints(length(a, e), -1, d), f(length(a, e)), ed)
+		check("FusedExperts", err)
+		ws := dimv()
+		_, err = FusedExpertsPartial(f(length(a, b)), f(length(d, 2, c/max(ws, 1), b)), f(length(d, b, c/max(ws, 1))),
+			ints(length(a, e), -1, d), f(length(a, e)), ed, dimv(), ws)
+		check("FusedExpertsPartial", err)
+		_, _, err = ShardMoEWeights(f(length(d, 2, c, b)), f(length(d, b, c)), ed, dimv(), ws)
+		check("ShardMoEWeights", err)
+		fd := FinalizeDims{T: a, TExp: b, K: c, H: d}
+		rows := max(b*c, 0)
+		_, err = MoEFinalize(f(length(b, c, d)), ints(length(c, b), -1, rows), f(length(b, c)), fd)
+		check("MoEFinalize", err)
+		_, _, err = MoEFinalizeARRMSNorm([][]float64{f(length(b, c, d))}, [][]int32{ints(length(c, b), -1, rows)},
+			[][]float64{f(length(b, c))}, f(length(a, d)), f(length(d)), fd, 0)
+		check("MoEFinalizeARRMSNorm", err)
+		_, _, err = ARResidualRMSNorm([][]float64{f(length(a, b)), f(length(a, b))}, f(length(a, b)), f(length(b)), a, b, 0)
+		check("ARResidualRMSNorm", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 )
 
 // Review decisions.
@@ -210,42 +211,54 @@ func PreservedFiles(p SelectedPayload, prefix string) []PreservedFile {
 	return out
 }
 
-// CheckPreserved reports the first way the source listing fails to
-// preserve the selected payload at prefix byte for byte, naming the file,
-// with the number of further failures; nil when every file is there with
-// identical SHA-256 and size.
+// PreserveError says how a source fails to preserve a selected payload:
+// the first source path that differs, why, and how many more differ.
+type PreserveError struct {
+	SourcePath string
+	Reason     string
+	More       int
+}
+
+func (e *PreserveError) Error() string {
+	s := e.SourcePath + ": " + e.Reason
+	if e.More > 0 {
+		s += fmt.Sprintf(" (and %d more files differ)", e.More)
+	}
+	return s
+}
+
+// CheckPreserved checks that the source listing preserves the selected
+// payload at prefix byte for byte: every file there with identical SHA-256
+// and size. Otherwise it returns a *PreserveError naming the first file
+// that differs.
 func CheckPreserved(p SelectedPayload, prefix string, source []FileEntry) error {
-	var first error
+	var first *PreserveError
 	n := 0
 	for _, f := range PreservedFiles(p, prefix) {
 		i, ok := slices.BinarySearchFunc(source, f.SourcePath, func(e FileEntry, s string) int {
-			switch {
-			case e.Path < s:
-				return -1
-			case e.Path > s:
-				return 1
-			}
-			return 0
+			return strings.Compare(e.Path, s)
 		})
-		var err error
+		reason := ""
 		switch {
 		case !ok:
-			err = fmt.Errorf("%s: missing from the source (selected payload file %s)", f.SourcePath, f.Path)
+			reason = fmt.Sprintf("missing from the source (selected payload file %s)", f.Path)
 		case source[i].SHA256 != f.SHA256:
-			err = fmt.Errorf("%s: sha256 %s is not the crowned %s", f.SourcePath, source[i].SHA256, f.SHA256)
+			reason = fmt.Sprintf("sha256 %s is not the crowned %s", source[i].SHA256, f.SHA256)
 		case source[i].Size != f.Size:
-			err = fmt.Errorf("%s: size %d is not the crowned %d", f.SourcePath, source[i].Size, f.Size)
+			reason = fmt.Sprintf("size %d is not the crowned %d", source[i].Size, f.Size)
 		}
-		if err != nil {
-			if first == nil {
-				first = err
-			}
-			n++
+		if reason == "" {
+			continue
 		}
+		if first == nil {
+			first = &PreserveError{SourcePath: f.SourcePath, Reason: reason}
+		}
+		n++
 	}
-	if n > 1 {
-		return fmt.Errorf("%w (and %d more files differ)", first, n-1)
+	if first == nil {
+		return nil
 	}
+	first.More = n - 1
 	return first
 }
 

@@ -192,27 +192,35 @@ func ListingDigest(domain string, l []FileEntry) (string, error) {
 // SourceDigest is the reviewed-source tree digest of a listing.
 func SourceDigest(l []FileEntry) (string, error) { return ListingDigest(DomainSourceTree, l) }
 
-// CompareListings reports how got differs from want, one line per
-// difference naming the path and what changed, in path order. An empty
-// result means the trees are identical.
-func CompareListings(want, got []FileEntry) []string {
-	var diffs []string
+// Difference is one way a tree differs from its listing: the path and
+// what changed.
+type Difference struct {
+	Path   string
+	Reason string
+}
+
+func (d Difference) String() string { return d.Path + ": " + d.Reason }
+
+// CompareListings reports how got differs from want, one Difference per
+// path, in path order. An empty result means the trees are identical.
+func CompareListings(want, got []FileEntry) []Difference {
+	var diffs []Difference
 	i, j := 0, 0
 	for i < len(want) || j < len(got) {
 		switch {
 		case j == len(got) || i < len(want) && want[i].Path < got[j].Path:
-			diffs = append(diffs, want[i].Path+": missing")
+			diffs = append(diffs, Difference{want[i].Path, "missing"})
 			i++
 		case i == len(want) || got[j].Path < want[i].Path:
-			diffs = append(diffs, got[j].Path+": not in the listing (extra file)")
+			diffs = append(diffs, Difference{got[j].Path, "not in the listing (extra file)"})
 			j++
 		default:
 			w, g := want[i], got[j]
 			switch {
 			case w.SHA256 != g.SHA256 || w.Size != g.Size:
-				diffs = append(diffs, fmt.Sprintf("%s: content changed (sha256 %s, size %d; listed sha256 %s, size %d)", w.Path, g.SHA256, g.Size, w.SHA256, w.Size))
+				diffs = append(diffs, Difference{w.Path, fmt.Sprintf("content changed (sha256 %s, size %d; listed sha256 %s, size %d)", g.SHA256, g.Size, w.SHA256, w.Size)})
 			case w.Mode != g.Mode:
-				diffs = append(diffs, fmt.Sprintf("%s: mode %s, listed %s", w.Path, g.Mode, w.Mode))
+				diffs = append(diffs, Difference{w.Path, fmt.Sprintf("mode %s, listed %s", g.Mode, w.Mode)})
 			}
 			i++
 			j++

@@ -87,7 +87,7 @@ func TestCompareListings(t *testing.T) {
 				}
 				return
 			}
-			if len(d) != 1 || !strings.HasPrefix(d[0], c.want) {
+			if len(d) != 1 || !strings.HasPrefix(d[0].String(), c.want) {
 				t.Fatalf("diffs %v, want %q", d, c.want)
 			}
 		})

@@ -3,9 +3,11 @@
 Shared by the verify worker's modules. Standard library only.
 """
 
+import os
 import traceback
 
 MAX_TEXT_BYTES = 4096
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Failure(Exception):
@@ -43,11 +45,25 @@ def exc_error(cls, exc, prefix=""):
     except BaseException:  # noqa: B902
         msg = "<unprintable exception>"
     try:
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        # Each chunk (a frame, a chained-exception header, the exception line)
+        # is clipped on its own so that a huge message cannot push the frames
+        # out of the 4 KiB tail that is kept.
+        tb = exc.__traceback__
+        # Leading frames of the worker itself say nothing to a miner.
+        while tb is not None and tb.tb_next is not None and \
+                os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == _HERE:
+            tb = tb.tb_next
+        chunks = traceback.TracebackException(type(exc), exc, tb, limit=None).format()
+        tb = "".join(_clip_chunk(c) for c in chunks)
     except BaseException:  # noqa: B902
         tb = ""
     return {"class": cls, "type": clip(name, 256), "message": clip(prefix + msg),
             "traceback": clip(tb, tail=True)}
+
+
+def _clip_chunk(c, limit=512):
+    c = clip(c, limit)
+    return c if c.endswith("\n") else c + "...\n"
 
 
 def plain_error(cls, typ, message):

@@ -1,0 +1,196 @@
+package release
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// KeyID identifies an ed25519 public key: the lowercase hex SHA-256 of its
+// 32 raw bytes.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:])
+}
+
+// KeygenOptions says where keygen writes and where it must not.
+type KeygenOptions struct {
+	// Private is the private key file (PKCS#8 PEM, mode 0600). It must not
+	// exist yet, and must lie neither inside a git work tree nor inside
+	// any of Forbidden.
+	Private string
+	// Public is the public key file (PKIX PEM, mode 0644); it must not
+	// exist yet.
+	Public string
+	// Forbidden lists directories (such as the state directory) that
+	// must never hold a private key.
+	Forbidden []string
+	// Rand is the entropy source; nil means crypto/rand.
+	Rand io.Reader
+}
+
+// Keygen creates an ed25519 key pair and writes it as opts says. It returns
+// the public key.
+func Keygen(opts KeygenOptions) (ed25519.PublicKey, error) {
+	if opts.Private == "" || opts.Public == "" {
+		return nil, errors.New("keygen: both the private and the public key file are required")
+	}
+	if err := CheckKeyLocation(opts.Private, opts.Forbidden); err != nil {
+		return nil, fmt.Errorf("keygen: %w", err)
+	}
+	pub, priv, err := ed25519.GenerateKey(opts.Rand)
+	if err != nil {
+		return nil, fmt.Errorf("keygen: generate: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("keygen: encode private key: %w", err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("keygen: encode public key: %w", err)
+	}
+	if err := writeNew(opts.Private, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return nil, fmt.Errorf("keygen: private key: %w", err)
+	}
+	if err := writeNew(opts.Public, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
+		return nil, fmt.Errorf("keygen: public key: %w", err)
+	}
+	return pub, nil
+}
+
+// writeNew creates path (which must not exist) with exactly perm.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, perm)
+}
+
+// CheckKeyLocation refuses a private key path inside a git work tree (any
+// ancestor directory holding .git) or inside one of forbidden.
+func CheckKeyLocation(keyPath string, forbidden []string) error {
+	abs, err := resolved(keyPath)
+	if err != nil {
+		return fmt.Errorf("key location %s: %w", keyPath, err)
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return fmt.Errorf("key location %s: inside the git work tree %s; keep private keys out of repositories", keyPath, d)
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	for _, f := range forbidden {
+		if f == "" {
+			continue
+		}
+		fa, err := resolved(f)
+		if err != nil {
+			return fmt.Errorf("key location: %s: %w", f, err)
+		}
+		if rel, err := filepath.Rel(fa, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("key location %s: inside the state directory %s; keep private keys out of it", keyPath, f)
+		}
+	}
+	return nil
+}
+
+// resolved makes p absolute and resolves symlinks in its longest existing
+// ancestor, so that a link cannot hide where a key lands.
+func resolved(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for d := abs; ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if filepath.Dir(d) == d {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+	}
+}
+
+// ReadPrivateKey reads a PKCS#8 PEM ed25519 private key. On Unix it refuses
+// a key file that group or others may read or write.
+func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
+	if runtime.GOOS != "windows" && info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("private key %s: mode %v lets others read it; chmod 600 it", path, info.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("private key %s: not a PEM \"PRIVATE KEY\" block", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("private key %s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("private key %s: %T is not an ed25519 key", path, k)
+	}
+	return priv, nil
+}
+
+// ParsePublicKey parses a PKIX PEM ed25519 public key.
+func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
+	b, rest := pem.Decode(data)
+	if b == nil || b.Type != "PUBLIC KEY" {
+		return nil, errors.New("not a PEM \"PUBLIC KEY\" block")
+	}
+	if len(strings.TrimSpace(string(rest))) != 0 {
+		return nil, errors.New("trailing data after the PEM block")
+	}
+	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%T is not an ed25519 key", k)
+	}
+	return pub, nil
+}
+
+// ReadPublicKey reads a PKIX PEM ed25519 public key file.
+func ReadPublicKey(path string) (ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	pub, err := ParsePublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("public key %s: %w", path, err)
+	}
+	return pub, nil
+}

@@ -1,0 +1,266 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sentinel is the argv[1] that makes MaybeRunChild take over the process.
+const Sentinel = "__sandbox-exec"
+
+// specEnvVar carries the childSpec (JSON) from parent to child.
+const specEnvVar = "CACHEON_SANDBOX_SPEC"
+
+// childSpec is everything the child needs: the resolved policy, the target,
+// and the resources the parent prepared.
+type childSpec struct {
+	Policy   Policy       `json:"policy"`
+	Path     string       `json:"path"`
+	Argv     []string     `json:"argv"`
+	Env      []string     `json:"env"`
+	Cgroups  []cgroupJoin `json:"cgroups,omitempty"`
+	StatusFD int          `json:"status_fd"`
+}
+
+// childMessage is one JSON line on the status pipe: the report just before
+// execve, then an error only if the target could not be started.
+type childMessage struct {
+	Report *Report `json:"report,omitempty"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// MaybeRunChild turns the process into the sandbox child when argv[1] is
+// Sentinel: it applies the policy passed by Cmd.Start and execs the target,
+// and never returns (it exits 126 if the policy cannot be read or a required
+// layer fails, 127 if execve fails). Otherwise it returns at once. Call it
+// first thing in main (and in TestMain of tests that start sandboxes).
+func MaybeRunChild() {
+	if len(os.Args) < 2 || os.Args[1] != Sentinel {
+		return
+	}
+	// Namespaces, capabilities, Landlock and seccomp are per thread; they
+	// are set up on this one and execve is called from it. Never unlocked.
+	runtime.LockOSThread()
+	os.Exit(runChild())
+}
+
+// runChild confines the process and execs the target, returning an exit
+// code only on failure.
+func runChild() int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(os.Getenv(specEnvVar)), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "cacheon sandbox: read %s: %v\n", specEnvVar, err)
+		return 126
+	}
+	status := os.NewFile(uintptr(spec.StatusFD), "sandbox-status")
+	if status == nil {
+		fmt.Fprintf(os.Stderr, "cacheon sandbox: status fd %d invalid\n", spec.StatusFD)
+		return 126
+	}
+	enc := json.NewEncoder(status)
+	fail := func(code int, format string, args ...any) int {
+		_ = enc.Encode(childMessage{Error: fmt.Sprintf(format, args...)})
+		return code
+	}
+	// The target must not inherit the status pipe: its closing on execve
+	// is how the parent knows the exec happened.
+	unix.CloseOnExec(spec.StatusFD)
+	if err := os.Chdir(spec.Policy.Dir); err != nil {
+		return fail(126, "chdir to job directory: %v", err)
+	}
+	r := confine(spec)
+	_ = enc.Encode(childMessage{Report: &r})
+	var refused []string
+	for _, l := range r.Missing() {
+		if slices.Contains(spec.Policy.Require, l.Name) {
+			refused = append(refused, l.Name+" ("+l.Detail+")")
+		}
+	}
+	if len(refused) > 0 {
+		return fail(126, "required layers not applied: %s", strings.Join(refused, "; "))
+	}
+	err := syscall.Exec(spec.Path, spec.Argv, spec.Env)
+	return fail(127, "execve %s: %v", spec.Path, err)
+}
+
+// confine applies every layer the child owns, in order, recording each.
+// Layers owned by the parent (pid-namespace, and procs when it falls back to
+// the watchdog) are completed by Cmd.Start.
+func confine(spec childSpec) Report {
+	p := spec.Policy
+	var r Report
+
+	pgid, _ := unix.Getpgid(0)
+	var sig int32 // prctl writes a C int
+	_, _, errno := unix.Syscall(unix.SYS_PRCTL, unix.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&sig)), 0)
+	switch {
+	case errno != 0:
+		r.set(LayerProcessGroup, false, "prctl(PR_GET_PDEATHSIG): %v", errno)
+	case pgid != unix.Getpid() || sig != int32(unix.SIGKILL):
+		r.set(LayerProcessGroup, false, "process group %d (own pid %d), parent-death signal %d", pgid, unix.Getpid(), sig)
+	default:
+		r.set(LayerProcessGroup, true, "own process group; parent-death signal SIGKILL")
+	}
+
+	joined, joinFailed := joinCgroups(spec.Cgroups)
+
+	if err := setRlimits(p); err != nil {
+		r.set(LayerRlimits, false, "%v", err)
+	} else {
+		r.set(LayerRlimits, true, "cpu=%ds nofile=%d fsize=%s core=0", p.CPUSeconds, p.MaxFiles, human(p.MaxFileSize))
+	}
+
+	memDetail, memErr := setMemoryRlimit(p)
+	var memParts []string
+	if memErr != nil {
+		memParts = append(memParts, memErr.Error())
+	} else {
+		memParts = append(memParts, memDetail)
+	}
+	if d, ok := joined["memory"]; ok {
+		memParts = append(memParts, d)
+	} else if d, ok := joinFailed["memory"]; ok {
+		memParts = append(memParts, d)
+	}
+	_, cgMem := joined["memory"]
+	r.set(LayerMemory, memErr == nil || cgMem, "%s", strings.Join(memParts, "; "))
+
+	switch d, ok := joined["pids"]; {
+	case ok:
+		r.set(LayerProcs, true, "%s", d)
+	case unix.Getuid() != 0:
+		lim := unix.Rlimit{Cur: p.MaxProcs, Max: p.MaxProcs}
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+			r.set(LayerProcs, false, "setrlimit(RLIMIT_NPROC): %v", err)
+		} else {
+			r.set(LayerProcs, true, "RLIMIT_NPROC=%d (counts every process of uid %d)", p.MaxProcs, unix.Getuid())
+		}
+	default:
+		why := "no cgroup pids controller"
+		if d, ok := joinFailed["pids"]; ok {
+			why = d
+		}
+		r.set(LayerProcs, false, "%s; RLIMIT_NPROC does not bind uid 0", why)
+	}
+
+	if d, err := enterNetNS(p); err != nil {
+		r.set(LayerNetwork, false, "%v", err)
+	} else {
+		r.set(LayerNetwork, true, "%s", d)
+	}
+
+	if d, err := dropCapabilities(); err != nil {
+		r.set(LayerCapabilities, false, "%v", err)
+	} else {
+		r.set(LayerCapabilities, true, "%s", d)
+	}
+
+	nnp := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	if nnp != nil {
+		r.set(LayerNoNewPrivs, false, "prctl(PR_SET_NO_NEW_PRIVS): %v", nnp)
+	} else {
+		r.set(LayerNoNewPrivs, true, "set")
+	}
+
+	if d, err := applyLandlock(p); err != nil {
+		r.set(LayerLandlock, false, "%v", err)
+	} else {
+		r.set(LayerLandlock, true, "%s", d)
+	}
+
+	if nnp != nil {
+		r.set(LayerSeccomp, false, "needs no-new-privs")
+	} else if d, err := installSeccomp(p.Network); err != nil {
+		r.set(LayerSeccomp, false, "%v", err)
+	} else {
+		r.set(LayerSeccomp, true, "%s", d)
+	}
+	return r
+}
+
+// setRlimits sets the CPU, open-file, file-size and core limits. The CPU
+// hard limit is one second above the soft one: SIGXCPU, then SIGKILL.
+func setRlimits(p Policy) error {
+	limits := []struct {
+		name     string
+		resource int
+		cur, max uint64
+	}{
+		{"RLIMIT_CPU", unix.RLIMIT_CPU, p.CPUSeconds, p.CPUSeconds + 1},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, p.MaxFiles, p.MaxFiles},
+		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, p.MaxFileSize, p.MaxFileSize},
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0},
+	}
+	var errs []error
+	for _, l := range limits {
+		// syscall.Setrlimit, not unix.Setrlimit: it also stops the Go
+		// runtime from restoring its startup RLIMIT_NOFILE at execve.
+		if err := syscall.Setrlimit(l.resource, &syscall.Rlimit{Cur: l.cur, Max: l.max}); err != nil {
+			errs = append(errs, fmt.Errorf("setrlimit(%s): %w", l.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setMemoryRlimit limits address space on CPU and the data segment with
+// CUDA, whose driver reserves far more address space than it uses.
+func setMemoryRlimit(p Policy) (string, error) {
+	resource, name := unix.RLIMIT_AS, "RLIMIT_AS"
+	if p.CUDA {
+		resource, name = unix.RLIMIT_DATA, "RLIMIT_DATA"
+	}
+	if err := syscall.Setrlimit(resource, &syscall.Rlimit{Cur: p.MemoryBytes, Max: p.MemoryBytes}); err != nil {
+		return "", fmt.Errorf("setrlimit(%s): %w", name, err)
+	}
+	return fmt.Sprintf("%s=%s", name, human(p.MemoryBytes)), nil
+}
+
+// dropCapabilities empties the bounding and ambient sets and the inheritable
+// set, so the target, even as uid 0, starts with no capability (execve
+// computes the new permitted set from these).
+func dropCapabilities() (string, error) {
+	last := unix.CAP_LAST_CAP
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return "", fmt.Errorf("capget: %w", err)
+	}
+	held := data[0].Permitted != 0 || data[1].Permitted != 0
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			if !held && errors.Is(err, unix.EPERM) {
+				break // unprivileged: nothing to drop, and no way to gain any (no-new-privs)
+			}
+			return "", fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return "", fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return "", fmt.Errorf("capset: %w", err)
+	}
+	if !held {
+		return "no capabilities held", nil
+	}
+	return fmt.Sprintf("bounding (0..%d), ambient and inheritable sets cleared: the target runs with none", last), nil
+}
+
+// closeFD closes a raw descriptor whose close error cannot be acted on.
+func closeFD(fd int) { _ = unix.Close(fd) }

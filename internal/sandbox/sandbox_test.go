@@ -1,0 +1,538 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+const python = "/usr/bin/python3"
+
+func TestMain(m *testing.M) {
+	MaybeRunChild()
+	os.Exit(m.Run())
+}
+
+// policy returns a policy whose job directory is a fresh temp dir and which
+// may run /usr/bin/python3.
+func policy(t *testing.T) Policy {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	paths, err := PythonPaths(context.Background(), python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Policy{Dir: t.TempDir(), Exec: paths, CPUSeconds: 30}
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+	report         Report
+	elapsed        time.Duration
+}
+
+// run runs name args under p with a wall-clock timeout, failing the test if
+// Start fails.
+func run(t *testing.T, p Policy, timeout time.Duration, tweak func(*Cmd), name string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := Command(ctx, p, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(c)
+	}
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	start := time.Now()
+	if err := c.Start(); err != nil {
+		t.Fatalf("Start: %v\nreport:\n%s", err, c.Report())
+	}
+	err = c.Wait()
+	return result{out.String(), errb.String(), err, c.Report(), time.Since(start)}
+}
+
+func py(t *testing.T, p Policy, script string) result {
+	t.Helper()
+	return run(t, p, 60*time.Second, nil, python, "-c", script)
+}
+
+// requireLayer skips the test (after checking the report says so) when the
+// kernel cannot give the layer; it fails if the layer is missing otherwise.
+func requireLayer(t *testing.T, r Report, name string, kernelHasIt bool) {
+	t.Helper()
+	l, ok := r.Layer(name)
+	if !ok {
+		t.Fatalf("report lacks layer %s:\n%s", name, r)
+	}
+	if !kernelHasIt {
+		if l.Applied {
+			t.Fatalf("layer %s reported applied on a kernel without it: %s", name, l.Detail)
+		}
+		t.Skipf("kernel lacks %s; report says not applied: %s", name, l.Detail)
+	}
+	if !l.Applied {
+		t.Fatalf("layer %s not applied: %s", name, l.Detail)
+	}
+}
+
+func landlockAvailable() bool {
+	v, err := ll.LandlockGetABIVersion()
+	return err == nil && v >= 1
+}
+
+func TestReportListsEveryLayer(t *testing.T) {
+	p := policy(t)
+	res := run(t, p, 30*time.Second, nil, "/bin/sh", "-c", "echo hello")
+	if res.err != nil || res.stdout != "hello\n" {
+		t.Fatalf("err=%v stdout=%q stderr=%q", res.err, res.stdout, res.stderr)
+	}
+	var names []string
+	for _, l := range res.report.Layers {
+		names = append(names, l.Name)
+		if l.Detail == "" {
+			t.Errorf("layer %s has no detail", l.Name)
+		}
+	}
+	if strings.Join(names, ",") != strings.Join(layerOrder(), ",") {
+		t.Fatalf("layers %v, want %v", names, layerOrder())
+	}
+	t.Logf("report on this kernel:\n%s", res.report)
+	if os.Getuid() == 0 {
+		// As root on Linux every layer is available to this package.
+		for _, l := range res.report.Layers {
+			if l.Name == LayerLandlock && !landlockAvailable() {
+				continue
+			}
+			if !l.Applied {
+				t.Errorf("layer %s not applied as root: %s", l.Name, l.Detail)
+			}
+		}
+	}
+}
+
+func TestLandlockConfinesFiles(t *testing.T) {
+	p := policy(t)
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	roDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(roDir, "data"), []byte("visible"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.ReadOnly = []string{roDir}
+	script := `
+import os, sys
+def attempt(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except PermissionError:
+        print(name, "denied")
+attempt("read-secret", lambda: open(sys.argv[1]).read())
+attempt("read-shadow", lambda: open("/etc/shadow").read())
+attempt("list-root-home", lambda: os.listdir("/root"))
+attempt("read-proc1", lambda: open("/proc/1/cmdline").read())
+attempt("read-ro", lambda: open(sys.argv[2] + "/data").read())
+attempt("write-ro", lambda: open(sys.argv[2] + "/new", "w").write("x"))
+attempt("write-outside", lambda: open(sys.argv[3] + "/new", "w").write("x"))
+attempt("write-tmp", lambda: open("/tmp/cacheon-sandbox-probe", "w").write("x"))
+attempt("write-job", lambda: open("job-file", "w").write("x"))
+attempt("rename-in-job", lambda: (os.makedirs("a/b"), open("a/f", "w").close(), os.replace("a/f", "a/b/f")))
+attempt("read-self", lambda: open("/proc/self/status").read())
+`
+	res := run(t, p, 60*time.Second, nil, python, "-c", script, secret, roDir, outside)
+	requireLayer(t, res.report, LayerLandlock, landlockAvailable())
+	if res.err != nil {
+		t.Fatalf("err=%v stderr=%s", res.err, res.stderr)
+	}
+	want := map[string]string{
+		"read-secret": "denied", "read-shadow": "denied", "list-root-home": "denied", "read-proc1": "denied",
+		"read-ro": "ok", "write-ro": "denied", "write-outside": "denied", "write-tmp": "denied",
+		"write-job": "ok", "rename-in-job": "ok", "read-self": "ok",
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, "job-file")); err != nil {
+		t.Errorf("job file not written: %v", err)
+	}
+	if _, err := os.Stat("/tmp/cacheon-sandbox-probe"); err == nil {
+		os.Remove("/tmp/cacheon-sandbox-probe")
+		t.Error("sandbox wrote /tmp")
+	}
+}
+
+func TestSeccompAndPrivileges(t *testing.T) {
+	p := policy(t)
+	script := `
+import ctypes, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except PermissionError:
+        print(name, "EPERM")
+    except OSError as e:
+        print(name, "errno", e.errno)
+def sys(name, *args):
+    def f():
+        if getattr(libc, name)(*args) == -1:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+    return f
+call("inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+call("inet6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+call("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
+call("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+call("socketpair", lambda: socket.socketpair())
+call("ptrace", sys("ptrace", 0, 0, 0, 0))
+call("mount", sys("mount", b"none", b"/mnt", b"tmpfs", 0, None))
+call("unshare-user", sys("unshare", 0x10000000))
+call("unshare-net", sys("unshare", 0x40000000))
+call("setsid", os.setsid)
+call("bpf", sys("syscall", 321, 0, 0, 0))
+call("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0) if False else (lambda pid: pid == 0 and os._exit(0) or os.waitpid(pid, 0))(os.fork()))
+status = open("/proc/self/status").read()
+for line in status.splitlines():
+    k, _, v = line.partition(":")
+    if k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp"):
+        print(k, v.strip())
+print("pid", os.getpid())
+`
+	res := py(t, p, script)
+	requireLayer(t, res.report, LayerSeccomp, true)
+	if res.err != nil {
+		t.Fatalf("err=%v stderr=%s", res.err, res.stderr)
+	}
+	want := map[string]string{
+		"inet": "EPERM", "inet6": "EPERM", "netlink": "EPERM", "unix": "ok", "socketpair": "ok",
+		"ptrace": "EPERM", "mount": "EPERM", "unshare-user": "EPERM", "unshare-net": "EPERM",
+		"setsid": "EPERM", "bpf": "EPERM", "fork": "ok",
+		"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "CapBnd": "0000000000000000",
+		"NoNewPrivs": "1", "Seccomp": "2",
+	}
+	if l, _ := res.report.Layer(LayerPIDNamespace); l.Applied {
+		want["pid"] = "1"
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestLoopbackNetworkSharedNamespace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns, cleanup, err := NewNetNS(ctx)
+	if err != nil {
+		if os.Getuid() == 0 {
+			t.Fatalf("NewNetNS as root: %v", err)
+		}
+		t.Skipf("no network namespaces here: %v", err)
+	}
+	defer cleanup()
+	p := policy(t)
+	p.Network = NetLoopback
+	p.NetNSPath = ns
+	server := `
+import socket, os
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+open("port.tmp", "w").write(str(s.getsockname()[1]))
+os.rename("port.tmp", "port")
+c, _ = s.accept()
+print("server got", c.recv(16).decode(), "ifaces", [n for _, n in socket.if_nameindex()])
+`
+	client := `
+import socket, time, os
+while not os.path.exists("port"):
+    time.sleep(0.05)
+c = socket.create_connection(("127.0.0.1", int(open("port").read())))
+c.sendall(b"hello-rank")
+print("client sent")
+`
+	ctxRun, cancelRun := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelRun()
+	srv, err := Command(ctxRun, p, python, "-c", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvOut, srvErr bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvErr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, p, 60*time.Second, nil, python, "-c", client)
+	srvWait := srv.Wait()
+	if res.err != nil || srvWait != nil {
+		t.Fatalf("client err=%v stderr=%s; server err=%v stderr=%s", res.err, res.stderr, srvWait, srvErr.String())
+	}
+	if got := strings.TrimSpace(srvOut.String()); got != "server got hello-rank ifaces ['lo']" {
+		t.Fatalf("server output %q", got)
+	}
+	if l, _ := srv.Report().Layer(LayerNetwork); !l.Applied || !strings.Contains(l.Detail, ns) {
+		t.Fatalf("network layer: %+v", l)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	for _, cuda := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cpu-rlimit-as", true: "cuda-rlimit-data"}[cuda], func(t *testing.T) {
+			p := policy(t)
+			p.CUDA = cuda
+			p.MemoryBytes = 2 << 30
+			res := py(t, p, "b = bytearray(8 << 30)\nprint('allocated')")
+			requireLayer(t, res.report, LayerMemory, true)
+			if strings.Contains(res.stdout, "allocated") || res.err == nil {
+				t.Fatalf("memory bomb not stopped: err=%v stdout=%q", res.err, res.stdout)
+			}
+			if !strings.Contains(res.stderr, "MemoryError") {
+				var ee *exec.ExitError
+				if !errors.As(res.err, &ee) || ee.ExitCode() != -1 {
+					t.Fatalf("neither MemoryError nor killed: err=%v stderr=%s", res.err, res.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestForkBombBounded(t *testing.T) {
+	bomb := `
+import os, time
+n = 0
+try:
+    for i in range(100000):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+    print("unbounded", n)
+except OSError as e:
+    print("blocked after", n)
+`
+	t.Run("cgroup-or-rlimit", func(t *testing.T) {
+		p := policy(t)
+		p.MaxProcs = 32
+		res := run(t, p, 60*time.Second, nil, python, "-c", bomb)
+		l, _ := res.report.Layer(LayerProcs)
+		if !l.Applied {
+			t.Fatalf("procs layer not applied: %s", l.Detail)
+		}
+		if strings.HasPrefix(l.Detail, "watchdog") {
+			t.Skipf("no cgroup or rlimit here (%s); covered by the watchdog subtest", l.Detail)
+		}
+		if !strings.Contains(res.stdout, "blocked after") {
+			t.Fatalf("fork bomb not bounded: err=%v stdout=%q stderr=%s", res.err, res.stdout, res.stderr)
+		}
+		if res.elapsed > 20*time.Second {
+			t.Fatalf("took %v: sleeping children were not killed at exit", res.elapsed)
+		}
+	})
+	t.Run("watchdog", func(t *testing.T) {
+		p := policy(t)
+		p.MaxProcs = 32
+		noCgroups := func(c *Cmd) { c.opts.cgroupRoot = t.TempDir() }
+		res := run(t, p, 60*time.Second, noCgroups, python, "-c", bomb)
+		l, _ := res.report.Layer(LayerProcs)
+		if os.Getuid() == 0 && !strings.HasPrefix(l.Detail, "watchdog") {
+			t.Fatalf("expected the watchdog as root without cgroups: %s", l.Detail)
+		}
+		if strings.Contains(res.stdout, "unbounded") || res.err == nil {
+			t.Fatalf("fork bomb not stopped: err=%v stdout=%q", res.err, res.stdout)
+		}
+		if os.Getuid() == 0 && !strings.Contains(res.err.Error(), "process limit exceeded") {
+			t.Fatalf("err = %v, want the watchdog's reason", res.err)
+		}
+	})
+}
+
+func TestCPULimitKillsBusyLoop(t *testing.T) {
+	p := policy(t)
+	p.CPUSeconds = 1
+	res := py(t, p, "while True: pass")
+	var ee *exec.ExitError
+	if !errors.As(res.err, &ee) {
+		t.Fatalf("busy loop not killed: %v", res.err)
+	}
+	if res.elapsed > 15*time.Second {
+		t.Fatalf("CPU limit of 1 s took %v", res.elapsed)
+	}
+	t.Logf("busy loop ended after %v: %v", res.elapsed, res.err)
+}
+
+// TestTimeoutKillsGrandchildren checks that no descendant survives a
+// timeout or Kill, with every combination of the mechanisms that ensure it.
+func TestTimeoutKillsGrandchildren(t *testing.T) {
+	cases := []struct {
+		name  string
+		kill  bool // Kill instead of a context timeout
+		tweak func(t *testing.T) func(*Cmd)
+	}{
+		{"timeout", false, func(*testing.T) func(*Cmd) { return nil }},
+		{"kill", true, func(*testing.T) func(*Cmd) { return nil }},
+		{"timeout-pgid-only", false, func(t *testing.T) func(*Cmd) {
+			dir := t.TempDir()
+			return func(c *Cmd) { c.opts.noPIDNS = true; c.opts.cgroupRoot = dir }
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policy(t)
+			marker := "98" + string(rune('1'+i)) + ".654"
+			script := `
+import subprocess, sys, time
+subprocess.Popen(["/bin/sleep", sys.argv[1]])
+print("spawned", flush=True)
+time.sleep(120)
+`
+			ctx, cancel := context.WithTimeout(context.Background(), map[bool]time.Duration{false: 2 * time.Second, true: time.Minute}[tc.kill])
+			defer cancel()
+			c, err := Command(ctx, p, python, "-c", script, marker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tw := tc.tweak(t); tw != nil {
+				tw(c)
+			}
+			out, err := c.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line := make([]byte, 8)
+			if _, err := out.Read(line); err != nil || string(line[:7]) != "spawned" {
+				t.Fatalf("read %q: %v", line, err)
+			}
+			if len(findProcs(marker)) == 0 {
+				t.Fatal("grandchild not found before the kill")
+			}
+			if tc.kill {
+				c.Kill()
+			}
+			start := time.Now()
+			err = c.Wait()
+			if err == nil {
+				t.Fatal("Wait returned nil for a killed sandbox")
+			}
+			if !tc.kill && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Wait error %v does not wrap DeadlineExceeded", err)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("Wait took %v", time.Since(start))
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for len(findProcs(marker)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if left := findProcs(marker); len(left) > 0 {
+				t.Fatalf("grandchild survived: pids %v", left)
+			}
+		})
+	}
+}
+
+// findProcs returns live (non-zombie) processes whose command line contains
+// marker.
+func findProcs(marker string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		pids = append(pids, e.Name())
+	}
+	return pids
+}
+
+func TestRequiredLayerFailsClosed(t *testing.T) {
+	p := policy(t)
+	p.Network = NetLoopback
+	p.NetNSPath = "/nonexistent/ns/net"
+	p.Require = []string{LayerNetwork}
+	c, err := Command(context.Background(), p, "/bin/sh", "-c", "touch ran")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Start()
+	if err == nil || !strings.Contains(err.Error(), "required layers not applied: network") {
+		t.Fatalf("Start error = %v", err)
+	}
+	if l, _ := c.Report().Layer(LayerNetwork); l.Applied {
+		t.Fatalf("network reported applied: %+v", l)
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, "ran")); err == nil {
+		t.Fatal("target ran although a required layer failed")
+	}
+}
+
+func TestPolicyValidation(t *testing.T) {
+	for name, p := range map[string]Policy{
+		"no dir":         {},
+		"relative":       {Dir: "job"},
+		"relative ro":    {Dir: "/tmp", ReadOnly: []string{"x"}},
+		"netns for none": {Dir: "/tmp", NetNSPath: "/proc/1/ns/net"},
+		"unknown layer":  {Dir: "/tmp", Require: []string{"nope"}},
+	} {
+		if _, err := Command(context.Background(), p, "/bin/true"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestTorchImports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports torch")
+	}
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("%s cannot import torch: %v", python, err)
+	}
+	p := policy(t)
+	res := py(t, p, "import torch\nx = torch.ones(64, 64)\nprint('sum', int((x @ x).sum()))")
+	if res.err != nil || strings.TrimSpace(res.stdout) != "sum 262144" {
+		t.Fatalf("err=%v stdout=%q stderr=%s\nreport:\n%s", res.err, res.stdout, res.stderr, res.report)
+	}
+	if strings.TrimSpace(res.stderr) != "" {
+		t.Logf("stderr: %s", res.stderr)
+	}
+}
