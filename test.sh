@@ -7,6 +7,8 @@ export CGO_ENABLED=0
 scripts/ensure-torch
 go vet ./...
 go test -count=1 ./...
+# The hostile side's own unit tests (CPU; CUDA cases skip without a GPU).
+/usr/bin/python3 -B -m unittest discover -s python/tests
 # Short fuzzing of the parsers (the seed corpora already ran above).
 for target in internal/canon:FuzzCanonicalize internal/canon:FuzzDecode internal/safetensors:FuzzDecode; do
   pkg=${target%%:*}; fn=${target##*:}

@@ -5,6 +5,9 @@ no host sync, so the call is CUDA-graph safe), then masks positions at or
 beyond seq_lens[b] before the softmax. Entries past a sequence's last used
 page are clamped into range and masked out, so whatever they hold is never
 read into the result.
+
+Precision: fp32 math for bf16/fp16 inputs; fp64 for fp32 inputs, whose
+1e-5 tolerance fp32 logits of a few hundred cannot meet.
 """
 import torch
 
@@ -14,10 +17,11 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     pages, page_size, hkv, _ = k_cache.shape
     maxp = block_table.shape[1]
     g = hq // hkv
+    acc = torch.float64 if q.dtype == torch.float32 else torch.float32
     table = block_table.long().clamp(0, pages - 1)
-    k = k_cache[table].reshape(b, maxp * page_size, hkv, d).float()
-    v = v_cache[table].reshape(b, maxp * page_size, hkv, d).float()
-    qf = q.float().reshape(b, hkv, g, d)
+    k = k_cache[table].reshape(b, maxp * page_size, hkv, d).to(acc)
+    v = v_cache[table].reshape(b, maxp * page_size, hkv, d).to(acc)
+    qf = q.to(acc).reshape(b, hkv, g, d)
     scores = torch.einsum("bkgd,bskd->bkgs", qf, k) * sm_scale
     pos = torch.arange(maxp * page_size, device=q.device).unsqueeze(0)
     visible = pos < seq_lens.long().unsqueeze(1)  # (b, s)

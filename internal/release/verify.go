@@ -230,6 +230,10 @@ func check(dir string, desc []byte) (Report, error) {
 	}
 	got, err := stack.ScanTree(filepath.Join(dir, TreeDir), nil)
 	if err != nil {
+		var ee *stack.EntryError
+		if errors.As(err, &ee) {
+			return Report{}, fail(TreeDir+"/"+ee.Path, "", "%v", ee.Err)
+		}
 		return Report{}, fail(TreeDir, "", "%v", err)
 	}
 	if diffs := stack.CompareListings(listing.Files, got); len(diffs) > 0 {

@@ -34,7 +34,7 @@ type fsGrant struct {
 // /proc/self is resolved by the kernel when the rule is added, so the grant
 // covers the sandbox process itself (whose pid the target keeps across
 // execve) and none of its siblings.
-func baselineGrants(cuda bool) []fsGrant {
+func baselineGrants(cuda, collective bool) []fsGrant {
 	g := []fsGrant{
 		{"/usr", accessExec}, {"/bin", accessExec}, {"/lib", accessExec}, {"/lib64", accessExec},
 		{"/dev/null", accessDevice}, {"/dev/zero", accessRead}, {"/dev/full", accessRead},
@@ -48,8 +48,13 @@ func baselineGrants(cuda bool) []fsGrant {
 		"group", "nsswitch.conf", "hosts", "host.conf", "gai.conf"} {
 		g = append(g, fsGrant{"/etc/" + f, accessRead})
 	}
+	if cuda || collective {
+		// NVML and gloo/NCCL topology detection walk /sys/class/net and
+		// /sys/bus/pci.
+		g = append(g, fsGrant{"/sys", accessRead})
+	}
 	if cuda {
-		g = append(g, fsGrant{"/sys", accessRead}, fsGrant{"/proc/devices", accessRead},
+		g = append(g, fsGrant{"/proc/devices", accessRead},
 			fsGrant{"/proc/driver/nvidia", accessRead}, fsGrant{"/dev/nvidia-caps", accessDevice | ll.AccessFSReadDir})
 		devs, _ := filepath.Glob("/dev/nvidia*") // Glob fails only on a bad pattern.
 		for _, d := range devs {
@@ -65,7 +70,7 @@ func baselineGrants(cuda bool) []fsGrant {
 // directories, which Triton's cache does) is added to read-write paths when
 // the ABI has it, since asking for it below ABI 2 would disable Landlock.
 func landlockGrants(p Policy, abi int) []fsGrant {
-	g := baselineGrants(p.CUDA)
+	g := baselineGrants(p.CUDA, p.Network == NetLoopback)
 	for _, path := range p.ReadOnly {
 		g = append(g, fsGrant{path, accessRead})
 	}

@@ -75,9 +75,10 @@ func layerOrder() []string {
 // localtime, passwd, group, nsswitch.conf, hosts, host.conf, gai.conf);
 // read /dev/zero, /dev/full, /dev/random, /dev/urandom and read-write
 // /dev/null; read its own /proc/self and /proc/cpuinfo, meminfo, stat,
-// filesystems, sys/kernel, sys/vm, and /sys/devices/system/cpu. With CUDA it
-// may also read /sys, /proc/devices and /proc/driver/nvidia, and read, write
-// and ioctl /dev/nvidia*. Nothing else (no /etc/shadow, /home, /root, /tmp,
+// filesystems, sys/kernel, sys/vm, and /sys/devices/system/cpu. With CUDA or
+// NetLoopback it may read all of /sys (gloo, NCCL and NVML read the network
+// and PCI topology there); with CUDA also /proc/devices and
+// /proc/driver/nvidia, and read, write and ioctl /dev/nvidia*. Nothing else (no /etc/shadow, /home, /root, /tmp,
 // /dev/shm, other processes' /proc entries).
 type Policy struct {
 	// Dir is the job directory: the working directory and the only place

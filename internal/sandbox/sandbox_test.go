@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -14,7 +15,9 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
 
-const python = "/usr/bin/python3"
+// testPython is the interpreter the tests run: CACHEON_TEST_PYTHON, or
+// /usr/bin/python3.
+func testPython() string { return cmp.Or(os.Getenv("CACHEON_TEST_PYTHON"), "/usr/bin/python3") }
 
 func TestMain(m *testing.M) {
 	MaybeRunChild()
@@ -25,10 +28,10 @@ func TestMain(m *testing.M) {
 // may run /usr/bin/python3.
 func policy(t *testing.T) Policy {
 	t.Helper()
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s not available: %v", python, err)
+	if _, err := os.Stat(testPython()); err != nil {
+		t.Skipf("%s not available: %v", testPython(), err)
 	}
-	paths, err := PythonPaths(context.Background(), python)
+	paths, err := PythonPaths(context.Background(), testPython())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +70,7 @@ func run(t *testing.T, p Policy, timeout time.Duration, tweak func(*Cmd), name s
 
 func py(t *testing.T, p Policy, script string) result {
 	t.Helper()
-	return run(t, p, 60*time.Second, nil, python, "-c", script)
+	return run(t, p, 60*time.Second, nil, testPython(), "-c", script)
 }
 
 // requireLayer skips the test (after checking the report says so) when the
@@ -156,7 +159,7 @@ attempt("write-job", lambda: open("job-file", "w").write("x"))
 attempt("rename-in-job", lambda: (os.makedirs("a/b"), open("a/f", "w").close(), os.replace("a/f", "a/b/f")))
 attempt("read-self", lambda: open("/proc/self/status").read())
 `
-	res := run(t, p, 60*time.Second, nil, python, "-c", script, secret, roDir, outside)
+	res := run(t, p, 60*time.Second, nil, testPython(), "-c", script, secret, roDir, outside)
 	requireLayer(t, res.report, LayerLandlock, landlockAvailable())
 	if res.err != nil {
 		t.Fatalf("err=%v stderr=%s", res.err, res.stderr)
@@ -166,6 +169,7 @@ attempt("read-self", lambda: open("/proc/self/status").read())
 		"read-ro": "ok", "write-ro": "denied", "write-outside": "denied", "write-tmp": "denied",
 		"write-job": "ok", "rename-in-job": "ok", "read-self": "ok",
 	}
+	t.Logf("stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
 	got := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
 		if k, v, ok := strings.Cut(line, " "); ok {
@@ -199,7 +203,7 @@ def call(name, f):
         print(name, "EPERM")
     except OSError as e:
         print(name, "errno", e.errno)
-def sys(name, *args):
+def sc(name, *args):
     def f():
         if getattr(libc, name)(*args) == -1:
             e = ctypes.get_errno()
@@ -210,13 +214,18 @@ call("inet6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
 call("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
 call("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
 call("socketpair", lambda: socket.socketpair())
-call("ptrace", sys("ptrace", 0, 0, 0, 0))
-call("mount", sys("mount", b"none", b"/mnt", b"tmpfs", 0, None))
-call("unshare-user", sys("unshare", 0x10000000))
-call("unshare-net", sys("unshare", 0x40000000))
+call("ptrace", sc("ptrace", 0, 0, 0, 0))
+call("mount", sc("mount", b"none", b"/mnt", b"tmpfs", 0, None))
+call("unshare-user", sc("unshare", 0x10000000))
+call("unshare-net", sc("unshare", 0x40000000))
 call("setsid", os.setsid)
-call("bpf", sys("syscall", 321, 0, 0, 0))
-call("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0) if False else (lambda pid: pid == 0 and os._exit(0) or os.waitpid(pid, 0))(os.fork()))
+call("bpf", sc("syscall", 321, 0, 0, 0))
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+call("fork", fork)
 status = open("/proc/self/status").read()
 for line in status.splitlines():
     k, _, v = line.partition(":")
@@ -239,6 +248,7 @@ print("pid", os.getpid())
 	if l, _ := res.report.Layer(LayerPIDNamespace); l.Applied {
 		want["pid"] = "1"
 	}
+	t.Logf("stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
 	got := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
 		if k, v, ok := strings.Cut(line, " "); ok {
@@ -286,7 +296,7 @@ print("client sent")
 `
 	ctxRun, cancelRun := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelRun()
-	srv, err := Command(ctxRun, p, python, "-c", server)
+	srv, err := Command(ctxRun, p, testPython(), "-c", server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +305,7 @@ print("client sent")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	res := run(t, p, 60*time.Second, nil, python, "-c", client)
+	res := run(t, p, 60*time.Second, nil, testPython(), "-c", client)
 	srvWait := srv.Wait()
 	if res.err != nil || srvWait != nil {
 		t.Fatalf("client err=%v stderr=%s; server err=%v stderr=%s", res.err, res.stderr, srvWait, srvErr.String())
@@ -346,7 +356,7 @@ except OSError as e:
 	t.Run("cgroup-or-rlimit", func(t *testing.T) {
 		p := policy(t)
 		p.MaxProcs = 32
-		res := run(t, p, 60*time.Second, nil, python, "-c", bomb)
+		res := run(t, p, 60*time.Second, nil, testPython(), "-c", bomb)
 		l, _ := res.report.Layer(LayerProcs)
 		if !l.Applied {
 			t.Fatalf("procs layer not applied: %s", l.Detail)
@@ -365,7 +375,7 @@ except OSError as e:
 		p := policy(t)
 		p.MaxProcs = 32
 		noCgroups := func(c *Cmd) { c.opts.cgroupRoot = t.TempDir() }
-		res := run(t, p, 60*time.Second, noCgroups, python, "-c", bomb)
+		res := run(t, p, 60*time.Second, noCgroups, testPython(), "-c", bomb)
 		l, _ := res.report.Layer(LayerProcs)
 		if os.Getuid() == 0 && !strings.HasPrefix(l.Detail, "watchdog") {
 			t.Fatalf("expected the watchdog as root without cgroups: %s", l.Detail)
@@ -420,7 +430,7 @@ time.sleep(120)
 `
 			ctx, cancel := context.WithTimeout(context.Background(), map[bool]time.Duration{false: 2 * time.Second, true: time.Minute}[tc.kill])
 			defer cancel()
-			c, err := Command(ctx, p, python, "-c", script, marker)
+			c, err := Command(ctx, p, testPython(), "-c", script, marker)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -524,8 +534,8 @@ func TestTorchImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports torch")
 	}
-	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
-		t.Skipf("%s cannot import torch: %v", python, err)
+	if err := exec.Command(testPython(), "-c", "import torch").Run(); err != nil {
+		t.Skipf("%s cannot import torch: %v", testPython(), err)
 	}
 	p := policy(t)
 	res := py(t, p, "import torch\nx = torch.ones(64, 64)\nprint('sum', int((x @ x).sum()))")
@@ -534,5 +544,60 @@ func TestTorchImports(t *testing.T) {
 	}
 	if strings.TrimSpace(res.stderr) != "" {
 		t.Logf("stderr: %s", res.stderr)
+	}
+}
+
+// TestGlooRanksInSharedNamespace runs a two-rank torch.distributed gloo
+// all_reduce, each rank in its own sandbox, joined in one loopback namespace.
+func TestGlooRanksInSharedNamespace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports torch twice")
+	}
+	if err := exec.Command(testPython(), "-c", "import torch.distributed").Run(); err != nil {
+		t.Skipf("%s cannot import torch.distributed: %v", testPython(), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ns, cleanup, err := NewNetNS(ctx)
+	if err != nil {
+		t.Skipf("no network namespace: %v", err)
+	}
+	defer cleanup()
+	script := `
+import sys, torch, torch.distributed as dist
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29517", rank=rank, world_size=2)
+x = torch.full((4,), float(rank + 1))
+dist.all_reduce(x)
+print("rank", rank, "sum", x.tolist())
+dist.destroy_process_group()
+`
+	dir := t.TempDir()
+	var cmds []*Cmd
+	var outs []*bytes.Buffer
+	for rank := range 2 {
+		p := policy(t)
+		p.Dir = dir
+		p.Network = NetLoopback
+		p.NetNSPath = ns
+		c, err := Command(ctx, p, testPython(), "-c", script, string(rune('0'+rank)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, c), append(outs, &out)
+	}
+	for rank, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Errorf("rank %d: %v\n%s", rank, err, outs[rank])
+		}
+		want := "rank " + string(rune('0'+rank)) + " sum [3.0, 3.0, 3.0, 3.0]"
+		if !strings.Contains(outs[rank].String(), want) {
+			t.Errorf("rank %d output %q, want %q", rank, outs[rank], want)
+		}
 	}
 }

@@ -64,13 +64,19 @@ func (a *bpfAsm) load(offset uint32) { a.emit(unix.BPF_LD|unix.BPF_W|unix.BPF_AB
 func (a *bpfAsm) ret(v uint32)       { a.emit(unix.BPF_RET|unix.BPF_K, v, "", "") }
 
 // jeq jumps to jt when A == k, else to jf.
-func (a *bpfAsm) jeq(k uint32, jt, jf string) { a.emit(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, k, jt, jf) }
+func (a *bpfAsm) jeq(k uint32, jt, jf string) {
+	a.emit(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, k, jt, jf)
+}
 
 // jge jumps to jt when A >= k, else to jf.
-func (a *bpfAsm) jge(k uint32, jt, jf string) { a.emit(unix.BPF_JMP|unix.BPF_JGE|unix.BPF_K, k, jt, jf) }
+func (a *bpfAsm) jge(k uint32, jt, jf string) {
+	a.emit(unix.BPF_JMP|unix.BPF_JGE|unix.BPF_K, k, jt, jf)
+}
 
 // jset jumps to jt when A & k != 0, else to jf.
-func (a *bpfAsm) jset(k uint32, jt, jf string) { a.emit(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, k, jt, jf) }
+func (a *bpfAsm) jset(k uint32, jt, jf string) {
+	a.emit(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, k, jt, jf)
+}
 
 func (a *bpfAsm) label(name string) {
 	if a.labels == nil {

@@ -3,6 +3,7 @@ package stack
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -92,19 +93,19 @@ func ScanTree(dir string, skip func(rel string, isDir bool) bool) ([]FileEntry, 
 			return nil
 		}
 		if err := CheckPath(rel); err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
+			return &EntryError{Path: rel, Err: err}
 		}
 		switch {
 		case d.IsDir():
 			return nil
 		case d.Type()&fs.ModeSymlink != 0:
-			return fmt.Errorf("%s: is a symlink; trees hold regular files only", rel)
+			return &EntryError{Path: rel, Err: errors.New("is a symlink; trees hold regular files only")}
 		case !d.Type().IsRegular():
-			return fmt.Errorf("%s: is not a regular file (%v)", rel, d.Type())
+			return &EntryError{Path: rel, Err: fmt.Errorf("is not a regular file (%v)", d.Type())}
 		}
 		e, err := HashFile(p)
 		if err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
+			return &EntryError{Path: rel, Err: err}
 		}
 		e.Path = rel
 		out = append(out, e)
@@ -116,6 +117,16 @@ func ScanTree(dir string, skip func(rel string, isDir bool) bool) ([]FileEntry, 
 	SortListing(out)
 	return out, nil
 }
+
+// EntryError is a problem with one entry of a scanned tree.
+type EntryError struct {
+	// Path is the entry's path relative to the tree root.
+	Path string
+	Err  error
+}
+
+func (e *EntryError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *EntryError) Unwrap() error { return e.Err }
 
 // HashFile hashes one regular file (refusing a symlink) and returns its
 // entry without a path: mode, SHA-256 and size.

@@ -45,7 +45,8 @@ class Ops:
         """Identity facts of one tensor object, as the protocol names them.
 
         A field that cannot be read (the candidate left the tensor in a
-        broken state) is reported as -1, [] or "" rather than failing.
+        broken state) is reported as 0 (pointers), -1 (offset), [] or ""
+        rather than failing; pointers stay non-negative for Go's uint64.
         """
         def attempt(f, default):
             try:
@@ -53,8 +54,8 @@ class Ops:
             except BaseException:  # noqa: B902
                 return default
         return {
-            "data_ptr": attempt(lambda: int(self.data_ptr(t)), -1),
-            "storage_ptr": attempt(lambda: int(self.storage(t).data_ptr()), -1),
+            "data_ptr": attempt(lambda: int(self.data_ptr(t)), 0),
+            "storage_ptr": attempt(lambda: int(self.storage(t).data_ptr()), 0),
             "storage_offset": attempt(lambda: int(self.storage_offset(t)), -1),
             "shape": attempt(lambda: [int(d) for d in self.size(t)], []),
             "stride": attempt(lambda: [int(d) for d in self.stride(t)], []),

@@ -201,22 +201,28 @@ def _arg_plan(worker, args, host_in, out_names, has_prepare):
 
 
 def _scalar(a, name):
+    """The Python value of a scalar arg. Go may send every scalar as a JSON
+    number (int 16 as 16 or 16.0, bool as 0/1), so integral numbers are
+    accepted for int and 0/1 for bool."""
     typ = field(a, "type", str)
     v = a.get("value")
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
     if typ == "float":
         if isinstance(v, str) and v in ("inf", "-inf", "nan"):
             return float(v)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if not number:
             raise bad("scalar %r: float value expected" % name)
         return float(v)
     if typ == "int":
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise bad("scalar %r: int value expected" % name)
-        return v
+        if number and float(v).is_integer():
+            return int(v)
+        raise bad("scalar %r: integer value expected, got %r" % (name, v))
     if typ == "bool":
-        if not isinstance(v, bool):
-            raise bad("scalar %r: bool value expected" % name)
-        return v
+        if isinstance(v, bool):
+            return v
+        if number and v in (0, 1):
+            return bool(v)
+        raise bad("scalar %r: bool value (true/false or 0/1) expected, got %r" % (name, v))
     if typ == "str":
         if not isinstance(v, str):
             raise bad("scalar %r: string value expected" % name)

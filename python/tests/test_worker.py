@@ -144,6 +144,18 @@ BUNDLE_FILES = {
             n = out.numel()
             _silu_mul[(triton.cdiv(n, 256),)](x, out, out.shape[-1], n, BLOCK=256)
     """,
+    "kernels/patcher.py": """
+        import torch
+
+        # Hostile import: patch the methods a naive harness would use to
+        # poison outputs and to observe identity.
+        torch.Tensor.fill_ = lambda self, value: self
+        torch.Tensor.data_ptr = lambda self: 4096
+        torch.Tensor.copy_ = lambda self, src, non_blocking=False: self
+
+        def writes_nothing(x, out):
+            pass
+    """,
     "kernels/broken_syntax.py": "def f(:\n",
     "kernels/raises_on_import.py": "raise RuntimeError('import-time failure')\n",
     "kernels/exits_on_import.py": "import sys\nsys.exit(5)\n",
@@ -334,7 +346,7 @@ class CpuWorkerTest(WorkerTestBase):
         self.assertEqual(fx["shape"], [7, 192])
         self.assertEqual(fx["stride"], [192, 1])
         self.assertEqual(fx["dtype"], "float32")
-        self.assertEqual(fx["device"], "cpu")
+        self.assertTrue(fx["device"].startswith(self.device), fx)
         self.assertEqual(fo["shape"], [7, 96])
         self.assertEqual(fo["data_ptr"] % 16, 0)
         self.assertEqual(fo["data_ptr"], fo["storage_ptr"] + 4 * fo["storage_offset"])
@@ -509,6 +521,18 @@ class CpuWorkerTest(WorkerTestBase):
         rep, d = self.run_case("scalars", {"x": x}, [self.out_spec(shape=(2, 2))], args=args)
         self.assertTrue(rep["ok"], rep)
         self.assertTrue((self.call_file(d, rep["calls"][0])["out"] == 4.5).all())
+        # Go sends every scalar as a JSON number: int 2 as 2.0, bool true as 1.
+        args[3] = dict(args[3], value=2.0)
+        args[4] = dict(args[4], value=1)
+        rep, d = self.run_case("scalars", {"x": x}, [self.out_spec(shape=(2, 2))], args=args)
+        self.assertTrue(rep["ok"], rep)
+        self.assertTrue((self.call_file(d, rep["calls"][0])["out"] == 4.5).all())
+        for bad in ({"type": "int", "value": 2.5}, {"type": "bool", "value": 2},
+                    {"type": "float", "value": "x"}, {"type": "complex", "value": 1}):
+            bad_args = list(args)
+            bad_args[3] = dict(args[3], **bad)
+            rep, _d = self.run_case("scalars", {"x": x}, [self.out_spec(shape=(2, 2))], args=bad_args)
+            self.assertEqual(rep["error"]["class"], "bad_request", bad)
 
     def test_load_errors(self):
         _m, rep = self.load("f", module="e1", source="kernels/nope.py")
@@ -600,6 +624,23 @@ class CpuWorkerTest(WorkerTestBase):
         sys.stderr.write("\n[worker] per-call overhead, 1 MiB in + 1 MiB out: %.2f ms "
                          "(including the test's own file writes)\n" % per_call_ms)
         self.assertLess(per_call_ms, 50)
+
+
+class PatchedTorchTest(WorkerTestBase):
+    """A candidate that monkeypatches torch.Tensor at import time does not
+    change how the worker poisons, refreshes, observes or dumps."""
+
+    def test_patched_tensor_methods_do_not_fool_the_worker(self):
+        xs = [torch.randn(7, 192) for _ in range(2)]
+        rep, d = self.run_case("writes_nothing", {"x": xs[0]}, [self.out_spec()],
+                               replays=[{"x": xs[1]}], source="kernels/patcher.py")
+        self.assertTrue(rep["ok"], rep)
+        for c, x in zip(rep["calls"], xs):
+            self.assertNotEqual(c["before"]["out"]["data_ptr"], 4096)
+            self.assertEqual(c["before"]["out"]["data_ptr"], c["before"]["out"]["storage_ptr"])
+            t = self.call_file(d, c)
+            self.assertTrue(torch.isnan(t["out"]).all())
+            self.assertTrue(torch.equal(t["in.x"], x))  # the replay refresh still happened
 
 
 class ShutdownTest(unittest.TestCase):
