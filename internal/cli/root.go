@@ -87,6 +87,8 @@ candidate code only ever runs in a separate, sandboxed Python process.`,
 		a.scanCommand,
 		a.packageCommand,
 		a.verifyCommand,
+		a.integrateCommand,
+		a.releaseCommand,
 	} {
 		root.AddCommand(mk())
 	}

@@ -208,3 +208,22 @@ func WriteFile(path string, tensors map[string]*tensor.Tensor, metadata map[stri
 	}
 	return nil
 }
+
+// WriteScratch encodes tensors to path for a consumer that reads it during
+// this run only (a worker's job directory): no fsync and no rename, mode
+// 0600. A crash leaves at worst a truncated scratch file, which the strict
+// reader rejects.
+func WriteScratch(path string, tensors map[string]*tensor.Tensor) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write scratch safetensors: %w", err)
+	}
+	if err := Encode(f, tensors, nil); err != nil {
+		f.Close()
+		return fmt.Errorf("write scratch safetensors %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write scratch safetensors %s: %w", path, err)
+	}
+	return nil
+}

@@ -66,10 +66,12 @@ func setupCgroups(root string, p Policy) *cgroupSet {
 			return cs
 		}
 		for _, l := range limits {
+			// The controller must already be delegated to the caller's
+			// cgroup (its cgroup.subtree_control); this package does not
+			// change the caller's own cgroup.
 			if _, err := os.Stat(filepath.Join(dir, l.v2file)); err != nil {
-				// Delegating the controller fails (EBUSY) when the parent
-				// holds processes itself; then it stays unavailable.
-				_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+l.controller), 0)
+				cs.note(l.controller, "cgroup v2: %s controller not enabled in %s/cgroup.subtree_control", l.controller, parent)
+				continue
 			}
 			if err := os.WriteFile(filepath.Join(dir, l.v2file), []byte(l.value), 0); err != nil {
 				cs.note(l.controller, "cgroup v2 %s: %v", l.controller, err)

@@ -30,6 +30,7 @@ type childSpec struct {
 	Env      []string     `json:"env"`
 	Cgroups  []cgroupJoin `json:"cgroups,omitempty"`
 	StatusFD int          `json:"status_fd"`
+	Skip     []string     `json:"skip,omitempty"` // layers not to apply (tests only)
 }
 
 // childMessage is one JSON line on the status pipe: the report just before
@@ -112,79 +113,80 @@ func confine(spec childSpec) Report {
 		r.set(LayerProcessGroup, true, "own process group; parent-death signal SIGKILL")
 	}
 
+	// step applies one layer and records its outcome; tests may skip
+	// layers to find which one a program trips over.
+	step := func(name string, apply func() (string, error)) {
+		if slices.Contains(spec.Skip, name) {
+			r.set(name, false, "skipped on request (test knob)")
+			return
+		}
+		if d, err := apply(); err != nil {
+			r.set(name, false, "%v", err)
+		} else {
+			r.set(name, true, "%s", d)
+		}
+	}
+
 	joined, joinFailed := joinCgroups(spec.Cgroups)
 
-	if err := setRlimits(p); err != nil {
-		r.set(LayerRlimits, false, "%v", err)
-	} else {
-		r.set(LayerRlimits, true, "cpu=%ds nofile=%d fsize=%s core=0", p.CPUSeconds, p.MaxFiles, human(p.MaxFileSize))
-	}
-
-	memDetail, memErr := setMemoryRlimit(p)
-	var memParts []string
-	if memErr != nil {
-		memParts = append(memParts, memErr.Error())
-	} else {
-		memParts = append(memParts, memDetail)
-	}
-	if d, ok := joined["memory"]; ok {
-		memParts = append(memParts, d)
-	} else if d, ok := joinFailed["memory"]; ok {
-		memParts = append(memParts, d)
-	}
-	_, cgMem := joined["memory"]
-	r.set(LayerMemory, memErr == nil || cgMem, "%s", strings.Join(memParts, "; "))
-
-	switch d, ok := joined["pids"]; {
-	case ok:
-		r.set(LayerProcs, true, "%s", d)
-	case unix.Getuid() != 0:
-		lim := unix.Rlimit{Cur: p.MaxProcs, Max: p.MaxProcs}
-		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
-			r.set(LayerProcs, false, "setrlimit(RLIMIT_NPROC): %v", err)
-		} else {
-			r.set(LayerProcs, true, "RLIMIT_NPROC=%d (counts every process of uid %d)", p.MaxProcs, unix.Getuid())
+	step(LayerRlimits, func() (string, error) {
+		if err := setRlimits(p); err != nil {
+			return "", err
 		}
-	default:
+		return fmt.Sprintf("cpu=%ds nofile=%d fsize=%s core=0", p.CPUSeconds, p.MaxFiles, human(p.MaxFileSize)), nil
+	})
+
+	step(LayerMemory, func() (string, error) {
+		detail, err := setMemoryRlimit(p)
+		if err != nil {
+			detail = err.Error()
+		}
+		cg, cgOK := joined["memory"]
+		if !cgOK {
+			cg = joinFailed["memory"]
+		}
+		if cg != "" {
+			detail += "; " + cg
+		}
+		if err != nil && !cgOK {
+			return "", errors.New(detail)
+		}
+		return detail, nil
+	})
+
+	step(LayerProcs, func() (string, error) {
+		if d, ok := joined["pids"]; ok {
+			return d, nil
+		}
+		if unix.Getuid() != 0 {
+			lim := unix.Rlimit{Cur: p.MaxProcs, Max: p.MaxProcs}
+			if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+				return "", fmt.Errorf("setrlimit(RLIMIT_NPROC): %w", err)
+			}
+			return fmt.Sprintf("RLIMIT_NPROC=%d (counts every process of uid %d)", p.MaxProcs, unix.Getuid()), nil
+		}
 		why := "no cgroup pids controller"
 		if d, ok := joinFailed["pids"]; ok {
 			why = d
 		}
-		r.set(LayerProcs, false, "%s; RLIMIT_NPROC does not bind uid 0", why)
-	}
+		return "", fmt.Errorf("%s; RLIMIT_NPROC does not bind uid 0", why)
+	})
 
-	if d, err := enterNetNS(p); err != nil {
-		r.set(LayerNetwork, false, "%v", err)
-	} else {
-		r.set(LayerNetwork, true, "%s", d)
-	}
-
-	if d, err := dropCapabilities(); err != nil {
-		r.set(LayerCapabilities, false, "%v", err)
-	} else {
-		r.set(LayerCapabilities, true, "%s", d)
-	}
-
-	nnp := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-	if nnp != nil {
-		r.set(LayerNoNewPrivs, false, "prctl(PR_SET_NO_NEW_PRIVS): %v", nnp)
-	} else {
-		r.set(LayerNoNewPrivs, true, "set")
-	}
-
-	if d, err := applyLandlock(p); err != nil {
-		r.set(LayerLandlock, false, "%v", err)
-	} else {
-		r.set(LayerLandlock, true, "%s", d)
-	}
-
-	if nnp != nil {
-		r.set(LayerSeccomp, false, "needs no-new-privs")
-	} else if d, err := installSeccomp(p.Network); err != nil {
-		r.set(LayerSeccomp, false, "%v", err)
-	} else {
-		r.set(LayerSeccomp, true, "%s", d)
-	}
+	step(LayerNetwork, func() (string, error) { return enterNetNS(p) })
+	step(LayerCapabilities, dropCapabilities)
+	step(LayerNoNewPrivs, func() (string, error) {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return "", fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		}
+		return "set", nil
+	})
+	step(LayerLandlock, func() (string, error) { return applyLandlock(p) })
+	step(LayerSeccomp, func() (string, error) {
+		if l, _ := r.Layer(LayerNoNewPrivs); !l.Applied {
+			return "", errors.New("needs no-new-privs")
+		}
+		return installSeccomp(p.Network)
+	})
 	return r
 }
 

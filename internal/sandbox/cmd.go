@@ -53,6 +53,7 @@ type options struct {
 	cgroupRoot       string        // where cgroup hierarchies are mounted
 	noPIDNS          bool          // do not ask for CLONE_NEWPID
 	watchdogInterval time.Duration // procs watchdog polling period
+	skip             []string      // child layers not to apply
 }
 
 func defaultOptions() options {
@@ -164,7 +165,7 @@ func (c *Cmd) Start() error {
 	defer statusR.Close()
 	spec, err := json.Marshal(childSpec{
 		Policy: p, Path: c.path, Argv: c.argv, Env: targetEnv(p),
-		Cgroups: c.cgroups.joins, StatusFD: 3,
+		Cgroups: c.cgroups.joins, StatusFD: 3, Skip: c.opts.skip,
 	})
 	if err != nil {
 		statusW.Close()

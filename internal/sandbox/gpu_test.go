@@ -88,3 +88,36 @@ func TestCUDAInSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDALayerBisect (CACHEON_SANDBOX_BISECT=1, GPU only) starts CUDA with
+// one layer left out at a time and logs which configurations work.
+func TestCUDALayerBisect(t *testing.T) {
+	if os.Getenv("CACHEON_SANDBOX_BISECT") == "" {
+		t.Skip("set CACHEON_SANDBOX_BISECT=1")
+	}
+	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
+		t.Skip("no NVIDIA GPU here")
+	}
+	cases := map[string]func(*Cmd){
+		"all-layers":    func(*Cmd) {},
+		"no-pidns":      func(c *Cmd) { c.opts.noPIDNS = true },
+		"no-memory":     func(c *Cmd) { c.opts.skip = []string{LayerMemory} },
+		"no-network":    func(c *Cmd) { c.opts.skip = []string{LayerNetwork} },
+		"no-caps":       func(c *Cmd) { c.opts.skip = []string{LayerCapabilities} },
+		"no-landlock":   func(c *Cmd) { c.opts.skip = []string{LayerLandlock} },
+		"no-seccomp":    func(c *Cmd) { c.opts.skip = []string{LayerSeccomp} },
+		"only-landlock": func(c *Cmd) { c.opts.noPIDNS = true; c.opts.skip = []string{LayerMemory, LayerNetwork, LayerCapabilities, LayerSeccomp, LayerRlimits} },
+		"nothing": func(c *Cmd) {
+			c.opts.noPIDNS = true
+			c.opts.skip = []string{LayerMemory, LayerNetwork, LayerCapabilities, LayerSeccomp, LayerRlimits, LayerLandlock}
+		},
+	}
+	for name, tweak := range cases {
+		p := policy(t)
+		p.CUDA = true
+		p.Env = []string{"LD_LIBRARY_PATH=" + os.Getenv("LD_LIBRARY_PATH")}
+		res := run(t, p, 120*time.Second, tweak, testPython(), "-c", "import torch; torch.zeros(1, device='cuda'); print('cuda-ok')")
+		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+		t.Logf("%-14s ok=%v err=%v last=%q", name, strings.Contains(res.stdout, "cuda-ok"), res.err, lines[len(lines)-1])
+	}
+}

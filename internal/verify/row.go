@@ -236,7 +236,7 @@ func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot
 					sel[k] = m[k]
 				}
 			}
-			if err := safetensors.WriteFile(filepath.Join(pc.dirs[r], name), sel, nil); err != nil {
+			if err := safetensors.WriteScratch(filepath.Join(pc.dirs[r], name), sel); err != nil {
 				return fmt.Errorf("write %s for rank %d: %w", name, r, err)
 			}
 		}

@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -57,6 +59,7 @@ type Client struct {
 	exited   chan struct{}
 	waitErr  error
 	killOnce sync.Once
+	maxReply int
 }
 
 // Options configure a worker start.
@@ -65,11 +68,27 @@ type Options struct {
 	RuntimeParent string   // directory holding the materialized cacheon_runtime package
 	Dir           string   // working (job) directory
 	Env           []string // extra environment (CUDA_VISIBLE_DEVICES, …)
+	// Module is the dotted module under cacheon_runtime whose main() the
+	// process runs: "" means "worker" (the verify worker); the arena
+	// runtime is "engine.main".
+	Module string
+	// MaxReply bounds one reply line (0 means MaxReplyBytes).
+	MaxReply int
 }
+
+// moduleRE is what Options.Module may be (it is spliced into the boot line).
+var moduleRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$`)
 
 // Argv is the worker command line for the options.
 func (o Options) Argv() []string {
-	boot := "import sys; sys.path.insert(0, " + strconv.Quote(o.RuntimeParent) + "); from cacheon_runtime import worker; worker.main()"
+	pkg, name := "cacheon_runtime", "worker"
+	if o.Module != "" {
+		name = o.Module
+		if i := strings.LastIndexByte(o.Module, '.'); i >= 0 {
+			pkg, name = pkg+"."+o.Module[:i], o.Module[i+1:]
+		}
+	}
+	boot := "import sys; sys.path.insert(0, " + strconv.Quote(o.RuntimeParent) + "); from " + pkg + " import " + name + "; " + name + ".main()"
 	return []string{o.Python, "-I", "-B", "-c", boot}
 }
 
@@ -78,12 +97,18 @@ func Start(ctx context.Context, st Starter, o Options) (*Client, error) {
 	if o.Python == "" || o.RuntimeParent == "" || o.Dir == "" {
 		return nil, errors.New("start worker: python, runtime and dir are required")
 	}
+	if o.Module != "" && !moduleRE.MatchString(o.Module) {
+		return nil, fmt.Errorf("start worker: module %q is not a dotted module name", o.Module)
+	}
+	if o.MaxReply <= 0 {
+		o.MaxReply = MaxReplyBytes
+	}
 	env := append([]string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "PYTHONHASHSEED=0"}, o.Env...)
 	p, err := st.Start(ctx, o.Argv(), env, o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	c := &Client{proc: p, stdin: p.Stdin(), replies: bufio.NewReaderSize(p.Stdout(), 64<<10), exited: make(chan struct{}), errc: make(chan struct{})}
+	c := &Client{proc: p, stdin: p.Stdin(), replies: bufio.NewReaderSize(p.Stdout(), 64<<10), exited: make(chan struct{}), errc: make(chan struct{}), maxReply: o.MaxReply}
 	go func() {
 		c.stderr.copyFrom(p.Stderr(), &c.mu)
 		close(c.errc)
@@ -178,7 +203,7 @@ func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		line, err := readLine(c.replies, MaxReplyBytes)
+		line, err := readLine(c.replies, c.maxReply)
 		ch <- result{line, err}
 	}()
 	start := time.Now()

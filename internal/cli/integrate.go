@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"cacheon/internal/stack"
+)
+
+func (a *app) integrateCommand() *cobra.Command {
+	var source, review, prefix, out string
+	cmd := &cobra.Command{
+		Use:   "integrate CROWN_REF --source DIR --review FILE [--prefix DIR] [-o RECORD]",
+		Short: "Record the review of a crown over reviewed source (an integration record)",
+		Long: `integrate binds a crown to reviewed, maintained source. CROWN_REF is the
+crown record file settlement exported (canonical JSON; its digest is the crown
+ref). DIR is the reviewed source tree; the crowned selected payload must lie
+under --prefix in it (default: the tree root) with every file byte for byte
+identical — integrate recomputes every hash from the files and refuses
+otherwise (exit status 2, naming the file). FILE is the maintainer's review
+(JSON: reviewer, decision, checks, tests, license, provenance, notes).
+
+The integration record — crown ref and crown record, reviewed source tree
+digest, the preserved payload files, and the review — is written canonically
+to -o RECORD, or to standard output. Integration changes no evaluation stack
+and no release.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if source == "" || review == "" {
+				return withCode(ExitUsage, errors.New("integrate: --source DIR and --review FILE are required"))
+			}
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
+			}
+			crown, _, err := stack.Decode[stack.CrownRecord](data)
+			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", args[0], err))
+			}
+			rdata, err := os.ReadFile(review)
+			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
+			}
+			rev, err := stack.ReadReview(rdata)
+			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", review, err))
+			}
+			l, err := stack.ScanTree(source, stack.SourceSkip)
+			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("integrate: --source: %w", err))
+			}
+			rec, err := stack.Integrate(crown, l, prefix, rev)
+			if err != nil {
+				var pe *stack.PreserveError
+				if errors.As(err, &pe) {
+					return withCode(ExitFindings, fmt.Errorf("integrate: %s: %v; the source does not preserve the crowned selected payload byte for byte", source, pe))
+				}
+				return withCode(ExitUsage, err)
+			}
+			return a.writeReleaseObject("integration record", &rec, out)
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "reviewed source tree directory")
+	cmd.Flags().StringVar(&review, "review", "", "review file (JSON) written by the maintainer")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "directory of the source tree holding the selected payload (default: the root)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "file to write the record to (default standard output)")
+	return cmd
+}

@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"cacheon/internal/arena"
+)
+
+// Hello is the runtime's description of itself (diagnostics only).
+type Hello struct {
+	ID         string  `json:"id"`
+	OK         bool    `json:"ok"`
+	Python     string  `json:"python"`
+	Torch      string  `json:"torch"`
+	CUDA       bool    `json:"cuda"`
+	DeviceName string  `json:"device_name"`
+	Triton     *string `json:"triton"`
+	PID        int     `json:"pid"`
+}
+
+// SlotEntry is one candidate slot of an engine stack as the runtime loads
+// it. Slots absent from the stack use stock.
+type SlotEntry struct {
+	Bundle  string `json:"bundle"` // absolute bundle root
+	Source  string `json:"source"`
+	Entry   string `json:"entry"`
+	Prepare string `json:"prepare"`
+	Variant string `json:"variant"`
+	// Domain is the row's canonical capability domain
+	// (capability.Domain.Canonical()).
+	Domain any `json:"domain"`
+}
+
+// Audit configures sampled audit dumps; the zero value disables audit.
+type Audit struct {
+	Every    int    `json:"every"` // every Nth selected call (0 = none)
+	Share    string `json:"share"` // seeded random share, canonical decimal in [0, 1]
+	Seed     int64  `json:"seed"`
+	Dir      string `json:"dir"` // absolute
+	MaxDumps int    `json:"max_dumps"`
+}
+
+// Enabled reports whether the audit samples anything.
+func (a Audit) Enabled() bool { return a.Dir != "" && (a.Every > 0 || (a.Share != "" && a.Share != "0")) }
+
+// LoadRequest builds the engine.
+type LoadRequest struct {
+	Arena      arena.RuntimeConfig
+	Checkpoint string // absolute, or ""
+	Stack      map[string]SlotEntry
+	Graphs     bool
+	Strict     bool
+	Audit      Audit
+}
+
+// Loaded is the runtime's reply to load.
+type Loaded struct {
+	ID           string `json:"id"`
+	OK           bool   `json:"ok"`
+	Params       int64  `json:"params"`
+	Layers       int    `json:"layers"`
+	Device       string `json:"device"`
+	DType        string `json:"dtype"`
+	KVPages      int    `json:"kv_pages"`
+	GraphBuckets []int  `json:"graph_buckets"`
+}
+
+// Load builds the model and the engine stack.
+func (e *Engine) Load(ctx context.Context, r LoadRequest) (*Loaded, error) {
+	stack := r.Stack
+	if stack == nil {
+		stack = map[string]SlotEntry{}
+	}
+	audit := r.Audit
+	if audit.Share == "" {
+		audit.Share = "0"
+	}
+	var l Loaded
+	err := e.call(ctx, "load", map[string]any{
+		"op": "load", "arena": r.Arena, "checkpoint": r.Checkpoint, "stack": stack,
+		"graphs": r.Graphs, "strict": r.Strict, "audit": audit,
+	}, &l)
+	if err != nil {
+		return nil, err
+	}
+	if l.Layers != r.Arena.Model.NumLayers || l.DType != r.Arena.DType {
+		return nil, fmt.Errorf("load: the runtime built %d layers of %s, the arena has %d of %s", l.Layers, l.DType, r.Arena.Model.NumLayers, r.Arena.DType)
+	}
+	return &l, nil
+}
+
+// Request is one generation request.
+type Request struct {
+	RID          string `json:"rid"`
+	Prompt       []int  `json:"prompt"`
+	MaxNewTokens int    `json:"max_new_tokens"`
+	IgnoreEOS    bool   `json:"ignore_eos"`
+}
+
+// Result is one request's generated tokens and their logprobs.
+type Result struct {
+	RID      string    `json:"rid"`
+	Tokens   []int     `json:"tokens"`
+	Logprobs []float64 `json:"logprobs"`
+}
+
+// Steps are the runtime's (untrusted) step counts for one generate.
+type Steps struct {
+	Prefill int `json:"prefill"`
+	Decode  int `json:"decode"`
+}
+
+// Generated is the runtime's reply to generate, plus the host-measured wall
+// time of the request.
+type Generated struct {
+	ID      string   `json:"id"`
+	OK      bool     `json:"ok"`
+	Results []Result `json:"results"`
+	Steps   Steps    `json:"steps"`
+	// Timing is the runtime's self-reported timing, if any: untrusted,
+	// diagnostic only.
+	Timing json.RawMessage `json:"timing,omitempty"`
+
+	// Wall is the host's monotonic time from send to reply.
+	Wall time.Duration `json:"-"`
+}
+
+// Generate runs a wave of requests; arrivals (nil, or one per request) are
+// the decode steps after which request i joins. The wall time is measured
+// here, around the request. Replies are checked against the requests:
+// every rid once and in order, at most max_new_tokens tokens (exactly that
+// many with ignore_eos), tokens in [0, vocab), finite logprobs <= 0.
+func (e *Engine) Generate(ctx context.Context, reqs []Request, arrivals []int, vocab int) (*Generated, error) {
+	if arrivals != nil && len(arrivals) != len(reqs) {
+		return nil, fmt.Errorf("generate: %d arrivals for %d requests", len(arrivals), len(reqs))
+	}
+	msg := map[string]any{"op": "generate", "requests": reqs}
+	if arrivals != nil {
+		msg["arrivals"] = arrivals
+	}
+	var g Generated
+	start := time.Now()
+	id, err := e.c.Send(msg)
+	if err == nil {
+		err = e.c.Receive(ctx, id, &g)
+	}
+	g.Wall = time.Since(start)
+	if err != nil {
+		return nil, e.explain("generate", err)
+	}
+	if err := checkResults(reqs, g.Results, vocab); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	if g.Steps.Prefill < 0 || g.Steps.Decode < 0 {
+		return nil, fmt.Errorf("generate: negative step counts %+v", g.Steps)
+	}
+	return &g, nil
+}
+
+func checkResults(reqs []Request, res []Result, vocab int) error {
+	if len(res) != len(reqs) {
+		return fmt.Errorf("%d results for %d requests", len(res), len(reqs))
+	}
+	for i, r := range res {
+		q := reqs[i]
+		if r.RID != q.RID {
+			return fmt.Errorf("result %d is for %q, want %q (results come in request order)", i, r.RID, q.RID)
+		}
+		if len(r.Tokens) > q.MaxNewTokens || (q.IgnoreEOS && len(r.Tokens) != q.MaxNewTokens) || len(r.Tokens) == 0 {
+			return fmt.Errorf("request %s: %d tokens for max_new_tokens %d (ignore_eos %t)", q.RID, len(r.Tokens), q.MaxNewTokens, q.IgnoreEOS)
+		}
+		if len(r.Logprobs) != len(r.Tokens) {
+			return fmt.Errorf("request %s: %d logprobs for %d tokens", q.RID, len(r.Logprobs), len(r.Tokens))
+		}
+		for j, t := range r.Tokens {
+			if t < 0 || t >= vocab {
+				return fmt.Errorf("request %s: token %d = %d is outside the vocabulary [0, %d)", q.RID, j, t, vocab)
+			}
+			if lp := r.Logprobs[j]; math.IsNaN(lp) || math.IsInf(lp, 0) || lp > 1e-6 {
+				return fmt.Errorf("request %s: logprob %d = %v is not a finite log-probability", q.RID, j, lp)
+			}
+		}
+	}
+	return nil
+}
+
+// Score returns the teacher-forced NLL of every token of sequences[i] from
+// position from[i] on (len(sequences[i]) - from[i] values each).
+func (e *Engine) Score(ctx context.Context, sequences [][]int, from []int) ([][]float64, error) {
+	if len(from) != len(sequences) {
+		return nil, fmt.Errorf("score: %d start positions for %d sequences", len(from), len(sequences))
+	}
+	for i, k := range from {
+		if k < 1 || k >= len(sequences[i]) {
+			return nil, fmt.Errorf("score: sequence %d: from %d is not in [1, %d)", i, k, len(sequences[i]))
+		}
+	}
+	var r struct {
+		ID  string      `json:"id"`
+		OK  bool        `json:"ok"`
+		NLL [][]float64 `json:"nll"`
+	}
+	if err := e.call(ctx, "score", map[string]any{"op": "score", "sequences": sequences, "from": from}, &r); err != nil {
+		return nil, err
+	}
+	if len(r.NLL) != len(sequences) {
+		return nil, fmt.Errorf("score: %d results for %d sequences", len(r.NLL), len(sequences))
+	}
+	for i, v := range r.NLL {
+		if want := len(sequences[i]) - from[i]; len(v) != want {
+			return nil, fmt.Errorf("score: sequence %d: %d values, want %d", i, len(v), want)
+		}
+		if j := slices.IndexFunc(v, func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) || x < -1e-6 }); j >= 0 {
+			return nil, fmt.Errorf("score: sequence %d: nll %d = %v is not a finite non-negative value", i, j, v[j])
+		}
+	}
+	return r.NLL, nil
+}
+
+// SlotCounters are one slot's dispatch counters as the runtime reports them.
+type SlotCounters struct {
+	Selected   int64 `json:"selected"`
+	Completed  int64 `json:"completed"`
+	Fallback   int64 `json:"fallback"`
+	Ineligible int64 `json:"ineligible"`
+	Audited    int64 `json:"audited"`
+	Stock      int64 `json:"stock"`
+}
+
+// Fired is the number of calls the slot served (candidate or stock).
+func (c SlotCounters) Fired() int64 { return c.Selected + c.Stock + c.Ineligible }
+
+// Receipt is a fallback receipt (non-strict mode).
+type Receipt struct {
+	Slot   string `json:"slot"`
+	Reason string `json:"reason"`
+	Count  int64  `json:"count"`
+}
+
+// Stats is the runtime's reply to stats.
+type Stats struct {
+	ID       string                  `json:"id"`
+	OK       bool                    `json:"ok"`
+	Slots    map[string]SlotCounters `json:"slots"`
+	Receipts []Receipt               `json:"receipts"`
+	// Timing is the runtime's self-reported timing split: untrusted,
+	// diagnostic only.
+	Timing json.RawMessage `json:"timing,omitempty"`
+}
+
+// Stats reads the slot counters and receipts.
+func (e *Engine) Stats(ctx context.Context) (*Stats, error) {
+	var s Stats
+	if err := e.call(ctx, "stats", map[string]any{"op": "stats"}, &s); err != nil {
+		return nil, err
+	}
+	for name, c := range s.Slots {
+		if c.Selected < 0 || c.Completed < 0 || c.Fallback < 0 || c.Ineligible < 0 || c.Audited < 0 || c.Stock < 0 {
+			return nil, fmt.Errorf("stats: slot %s: negative counters %+v", name, c)
+		}
+	}
+	return &s, nil
+}

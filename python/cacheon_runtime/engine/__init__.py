@@ -1,0 +1,15 @@
+"""cacheon_runtime.engine: the embedded arena runtime (a compact serving engine).
+
+A Llama-style dense or Mixtral-style MoE model with a paged KV cache,
+continuous batching, greedy decoding with per-token logprobs and CUDA graphs
+for decode, whose data plane calls every registered slot through one
+dispatch layer (``dispatch.py``). Go launches it (``main.py``, protocol in
+docs/engine-protocol.md), sends it work and times it on the host; nothing
+this process says about speed is believed.
+
+Modules: config (arena parsing), kernels (Triton, CUDA only), stock (stock
+slot implementations), dispatch (stock/candidate routing, eligibility,
+revalidation, counters, audit), weights (seeded-random init and checkpoint
+loading), model (forward passes), runner (scheduler, KV pages, graphs),
+main (the JSON-lines server).
+"""
