@@ -16,8 +16,8 @@ func (a *app) integrateCommand() *cobra.Command {
 		Use:   "integrate CROWN_REF --source DIR --review FILE [--prefix DIR] [-o RECORD]",
 		Short: "Record the review of a crown over reviewed source (an integration record)",
 		Long: `integrate binds a crown to reviewed, maintained source. CROWN_REF is the
-crown record file settlement exported (canonical JSON; its digest is the crown
-ref). DIR is the reviewed source tree; the crowned selected payload must lie
+crown record file settlement exported (its canonical JSON bytes, optionally
+followed by one newline; the digest of those bytes is the crown ref). DIR is the reviewed source tree; the crowned selected payload must lie
 under --prefix in it (default: the tree root) with every file byte for byte
 identical — integrate recomputes every hash from the files and refuses
 otherwise (exit status 2, naming the file). FILE is the maintainer's review
@@ -36,7 +36,7 @@ and no release.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			crown, _, err := stack.Decode[stack.CrownRecord](data)
+			crown, _, err := stack.DecodeFile[stack.CrownRecord](data)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", args[0], err))
 			}

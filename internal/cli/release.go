@@ -182,7 +182,7 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release build: %w", err))
 			}
-			m, _, err := stack.Decode[stack.ReleaseManifest](data)
+			m, _, err := stack.DecodeFile[stack.ReleaseManifest](data)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release build: %s: %w", args[0], err))
 			}
@@ -192,9 +192,16 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			}
 			rep, err := release.Build(release.BuildInput{Manifest: m, Records: recs, Sources: sources, Out: out})
 			if err != nil {
-				return withCode(ExitFindings, fmt.Errorf("release %w", err))
+				// An uncovered contribution or a payload the source does
+				// not preserve is a finding; anything else is usage or I/O.
+				var fe *stack.FieldError
+				var pe *stack.PreserveError
+				if errors.As(err, &fe) || errors.As(err, &pe) {
+					return withCode(ExitFindings, fmt.Errorf("release %w", err))
+				}
+				return withCode(ExitUsage, fmt.Errorf("release %w", err))
 			}
-			fmt.Fprintf(a.stdout, "built %s %s in %s\ndescriptor %s\ntree %s (%d files, %d contributions)\n",
+			fmt.Fprintf(a.stdout, "built %s %s in %s\ndescriptor %s\ntree %s (%d files)\ncontributions %d\n",
 				rep.Name, rep.Version, out, rep.Descriptor, rep.Tree, rep.Files, len(rep.Contributions))
 			return nil
 		},
@@ -310,7 +317,8 @@ func (a *app) printVerifyJSON(rep release.Report, verr error) error {
 	return nil
 }
 
-// readIntegrationRecords reads integration record files strictly.
+// readIntegrationRecords reads integration record files strictly (see
+// stack.DecodeFile).
 func readIntegrationRecords(paths []string) ([]stack.IntegrationRecord, error) {
 	var out []stack.IntegrationRecord
 	for _, p := range paths {
@@ -318,7 +326,7 @@ func readIntegrationRecords(paths []string) ([]stack.IntegrationRecord, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, _, err := stack.Decode[stack.IntegrationRecord](data)
+		r, _, err := stack.DecodeFile[stack.IntegrationRecord](data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}

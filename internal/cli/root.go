@@ -89,6 +89,7 @@ candidate code only ever runs in a separate, sandboxed Python process.`,
 		a.verifyCommand,
 		a.integrateCommand,
 		a.releaseCommand,
+		a.engineCommand,
 	} {
 		root.AddCommand(mk())
 	}

@@ -46,7 +46,9 @@ type Audit struct {
 }
 
 // Enabled reports whether the audit samples anything.
-func (a Audit) Enabled() bool { return a.Dir != "" && (a.Every > 0 || (a.Share != "" && a.Share != "0")) }
+func (a Audit) Enabled() bool {
+	return a.Dir != "" && (a.Every > 0 || (a.Share != "" && a.Share != "0"))
+}
 
 // LoadRequest builds the engine.
 type LoadRequest struct {
@@ -237,9 +239,10 @@ func (c SlotCounters) Fired() int64 { return c.Selected + c.Stock + c.Ineligible
 
 // Receipt is a fallback receipt (non-strict mode).
 type Receipt struct {
-	Slot   string `json:"slot"`
-	Reason string `json:"reason"`
-	Count  int64  `json:"count"`
+	Slot    string `json:"slot"`
+	Variant string `json:"variant"`
+	Reason  string `json:"reason"`
+	Count   int64  `json:"count"`
 }
 
 // Stats is the runtime's reply to stats.

@@ -3,6 +3,7 @@ package release
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,7 +88,7 @@ func Build(in BuildInput) (Report, error) {
 	}
 
 	parent := filepath.Dir(filepath.Clean(in.Out))
-	if err := emptyDir(in.Out); err != nil {
+	if err := checkOutput(in.Out); err != nil {
 		return Report{}, fmt.Errorf("build: output: %w", err)
 	}
 	tmp, err := os.MkdirTemp(parent, ".cacheon-release-*")
@@ -140,7 +141,7 @@ func Build(in BuildInput) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("build: self-check: %w", err)
 	}
-	if err := os.Remove(in.Out); err != nil {
+	if err := os.Remove(in.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return Report{}, fmt.Errorf("build: output: %w", err)
 	}
 	if err := os.Rename(tmp, in.Out); err != nil {
@@ -218,8 +219,24 @@ type countingWriter struct {
 	n int64
 }
 
+// Write counts what it passes on.
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// checkOutput accepts an output path that does not exist or is an empty
+// directory.
+func checkOutput(out string) error {
+	ents, err := os.ReadDir(out)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case len(ents) > 0:
+		return fmt.Errorf("%s is not empty", out)
+	}
+	return nil
 }

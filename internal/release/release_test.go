@@ -175,8 +175,12 @@ func TestTamperedByteFailsVerification(t *testing.T) {
 		{"tree listing", func(t *testing.T, dir string) {
 			flip(t, filepath.Join(dir, release.TreeFile), func(b []byte) int { return bytes.Index(b, []byte(`"sha256":"`)) + 12 })
 		}, release.TreeFile},
-		{"engine tar content", func(t *testing.T, dir string) { flip(t, filepath.Join(dir, release.TarFile), func([]byte) int { return 512 + 3 }) }, release.TarFile},
-		{"engine tar header", func(t *testing.T, dir string) { flip(t, filepath.Join(dir, release.TarFile), func([]byte) int { return 2 }) }, release.TarFile},
+		{"engine tar content", func(t *testing.T, dir string) {
+			flip(t, filepath.Join(dir, release.TarFile), func([]byte) int { return 512 + 3 })
+		}, release.TarFile},
+		{"engine tar header", func(t *testing.T, dir string) {
+			flip(t, filepath.Join(dir, release.TarFile), func([]byte) int { return 2 })
+		}, release.TarFile},
 		{"engine tar trailer", func(t *testing.T, dir string) {
 			flip(t, filepath.Join(dir, release.TarFile), func(b []byte) int { return len(b) - 1 })
 		}, release.TarFile},

@@ -25,6 +25,7 @@ type Failure struct {
 	Reason string `json:"reason"`
 }
 
+// Error is "file: field: reason" (without the field when there is none).
 func (f *Failure) Error() string {
 	if f.Field != "" {
 		return f.File + ": " + f.Field + ": " + f.Reason

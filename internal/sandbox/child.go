@@ -30,7 +30,10 @@ type childSpec struct {
 	Env      []string     `json:"env"`
 	Cgroups  []cgroupJoin `json:"cgroups,omitempty"`
 	StatusFD int          `json:"status_fd"`
-	Skip     []string     `json:"skip,omitempty"` // layers not to apply (tests only)
+	// Tests only: layers not to apply, and whether Landlock denials of the
+	// target are logged to the kernel audit log.
+	Skip        []string `json:"skip,omitempty"`
+	LandlockLog bool     `json:"landlock_log,omitempty"`
 }
 
 // childMessage is one JSON line on the status pipe: the report just before
@@ -180,7 +183,7 @@ func confine(spec childSpec) Report {
 		}
 		return "set", nil
 	})
-	step(LayerLandlock, func() (string, error) { return applyLandlock(p) })
+	step(LayerLandlock, func() (string, error) { return applyLandlock(p, spec.LandlockLog) })
 	step(LayerSeccomp, func() (string, error) {
 		if l, _ := r.Layer(LayerNoNewPrivs); !l.Applied {
 			return "", errors.New("needs no-new-privs")

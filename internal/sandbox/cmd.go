@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,7 @@ type options struct {
 	noPIDNS          bool          // do not ask for CLONE_NEWPID
 	watchdogInterval time.Duration // procs watchdog polling period
 	skip             []string      // child layers not to apply
+	landlockLog      bool          // log the target's Landlock denials to audit
 }
 
 func defaultOptions() options {
@@ -165,7 +167,7 @@ func (c *Cmd) Start() error {
 	defer statusR.Close()
 	spec, err := json.Marshal(childSpec{
 		Policy: p, Path: c.path, Argv: c.argv, Env: targetEnv(p),
-		Cgroups: c.cgroups.joins, StatusFD: 3, Skip: c.opts.skip,
+		Cgroups: c.cgroups.joins, StatusFD: 3, Skip: c.opts.skip, LandlockLog: c.opts.landlockLog,
 	})
 	if err != nil {
 		statusW.Close()
@@ -223,7 +225,7 @@ func (c *Cmd) build(spec []byte, status *os.File, pidns bool) *exec.Cmd {
 	return &exec.Cmd{
 		Path:        c.opts.self,
 		Args:        []string{os.Args[0], Sentinel},
-		Env:         []string{specEnvVar + "=" + string(spec)},
+		Env:         append([]string{specEnvVar + "=" + string(spec)}, tmpEnv()...),
 		Stdin:       c.Stdin,
 		Stdout:      c.Stdout,
 		Stderr:      c.Stderr,
@@ -385,4 +387,14 @@ func closeAll(cs []io.Closer) {
 	for _, c := range cs {
 		_ = c.Close()
 	}
+}
+
+func tmpEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "TMP_LL_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

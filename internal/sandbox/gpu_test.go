@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,19 +99,27 @@ func TestCUDALayerBisect(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
 		t.Skip("no NVIDIA GPU here")
 	}
-	cases := map[string]func(*Cmd){
-		"all-layers":    func(*Cmd) {},
-		"no-pidns":      func(c *Cmd) { c.opts.noPIDNS = true },
-		"no-memory":     func(c *Cmd) { c.opts.skip = []string{LayerMemory} },
-		"no-network":    func(c *Cmd) { c.opts.skip = []string{LayerNetwork} },
-		"no-caps":       func(c *Cmd) { c.opts.skip = []string{LayerCapabilities} },
-		"no-landlock":   func(c *Cmd) { c.opts.skip = []string{LayerLandlock} },
-		"no-seccomp":    func(c *Cmd) { c.opts.skip = []string{LayerSeccomp} },
-		"only-landlock": func(c *Cmd) { c.opts.noPIDNS = true; c.opts.skip = []string{LayerMemory, LayerNetwork, LayerCapabilities, LayerSeccomp, LayerRlimits} },
-		"nothing": func(c *Cmd) {
+	child := []string{LayerRlimits, LayerMemory, LayerNetwork, LayerCapabilities, LayerNoNewPrivs, LayerLandlock, LayerSeccomp}
+	only := func(keep ...string) func(*Cmd) {
+		return func(c *Cmd) {
 			c.opts.noPIDNS = true
-			c.opts.skip = []string{LayerMemory, LayerNetwork, LayerCapabilities, LayerSeccomp, LayerRlimits, LayerLandlock}
-		},
+			c.opts.landlockLog = true
+			for _, l := range child {
+				if !slices.Contains(keep, l) {
+					c.opts.skip = append(c.opts.skip, l)
+				}
+			}
+		}
+	}
+	cases := map[string]func(*Cmd){
+		"only-pidns":    func(c *Cmd) { c.opts.skip = child },
+		"only-rlimits":  only(LayerRlimits),
+		"only-memory":   only(LayerMemory),
+		"only-network":  only(LayerNetwork),
+		"only-caps":     only(LayerCapabilities),
+		"only-nnp":      only(LayerNoNewPrivs),
+		"only-seccomp":  only(LayerNoNewPrivs, LayerSeccomp),
+		"only-landlock": only(LayerNoNewPrivs, LayerLandlock),
 	}
 	for name, tweak := range cases {
 		p := policy(t)

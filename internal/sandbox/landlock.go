@@ -90,7 +90,7 @@ func landlockGrants(p Policy, abi int) []fsGrant {
 // applyLandlock enforces the policy's file-system rules (and the scopes and
 // network rules its mode allows) on the calling thread, which must be locked
 // and must already have no_new_privs; execve hands the domain to the target.
-func applyLandlock(p Policy) (string, error) {
+func applyLandlock(p Policy, logDenials bool) (string, error) {
 	kernelABI, err := ll.LandlockGetABIVersion()
 	if err != nil {
 		return "", fmt.Errorf("landlock_create_ruleset(VERSION): Landlock unavailable in this kernel: %w", err)
@@ -126,6 +126,35 @@ func applyLandlock(p Policy) (string, error) {
 		}
 		rules = append(rules, landlock.PathAccess(access, gr.path).IgnoreIfMissing())
 		granted++
+	}
+	if logDenials {
+		cfg = cfg.EnableLoggingForSubprocesses()
+	}
+	if v := os.Getenv("TMP_LL_DROP"); v != "" {
+		var drop uint64
+		fmt.Sscan(v, &drop)
+		cfg.HandledAccessFS &^= landlock.AccessFSSet(drop)
+		for i, r := range rules {
+			_ = i
+			_ = r
+		}
+		rules = nil
+		for _, gr := range landlockGrants(p, abi) {
+			st, err := os.Stat(gr.path)
+			if err != nil {
+				continue
+			}
+			access := gr.access &^ landlock.AccessFSSet(drop)
+			if !st.IsDir() {
+				access &= accessFileOnly
+			}
+			if access != 0 {
+				rules = append(rules, landlock.PathAccess(access, gr.path).IgnoreIfMissing())
+			}
+		}
+	}
+	if os.Getenv("TMP_LL_NOSCOPE") != "" {
+		cfg.Scoped = 0
 	}
 	fd, flags, err := cfg.BestEffort().NewRulesetFD(rules...)
 	if err != nil {

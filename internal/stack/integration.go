@@ -219,6 +219,7 @@ type PreserveError struct {
 	More       int
 }
 
+// Error names the file, the reason and the count of further files.
 func (e *PreserveError) Error() string {
 	s := e.SourcePath + ": " + e.Reason
 	if e.More > 0 {

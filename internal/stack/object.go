@@ -113,6 +113,19 @@ func Decode[T any, P interface {
 	return env.Payload, hex.EncodeToString(sum[:]), nil
 }
 
+// DecodeFile is Decode for an object kept in a file: the canonical bytes,
+// optionally followed by exactly one newline (text tools add one). Nothing
+// else is tolerated; the digest is that of the canonical bytes.
+func DecodeFile[T any, P interface {
+	*T
+	Object
+}](data []byte) (T, string, error) {
+	if n := len(data); n > 0 && data[n-1] == '\n' {
+		data = data[:n-1]
+	}
+	return Decode[T, P](data)
+}
+
 // DecodeLenient reads a T that a human wrote: whitespace and key order are
 // free, and the envelope may be omitted (the file may hold the bare payload).
 // Duplicate keys, floats, unknown and missing fields are still rejected, and

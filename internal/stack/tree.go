@@ -125,7 +125,10 @@ type EntryError struct {
 	Err  error
 }
 
+// Error implements error.
 func (e *EntryError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
 func (e *EntryError) Unwrap() error { return e.Err }
 
 // HashFile hashes one regular file (refusing a symlink) and returns its
@@ -210,6 +213,7 @@ type Difference struct {
 	Reason string
 }
 
+// String is "path: reason".
 func (d Difference) String() string { return d.Path + ": " + d.Reason }
 
 // CompareListings reports how got differs from want, one Difference per

@@ -18,7 +18,10 @@ type FieldError struct {
 	Err  error
 }
 
+// Error is "path: message".
 func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // fieldErr returns a *FieldError for path with a formatted message.

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cacheon/internal/safetensors"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+)
+
+// writeDump writes one audit dump of case c as the runtime does: inputs
+// under their names, entry inputs again under "in.<name>" (changed when
+// touchInput), outputs computed by mutate(reference).
+func writeDump(t *testing.T, dir string, c *slot.Case, call int, touchInput bool, mutate func([]float64)) {
+	t.Helper()
+	ref, err := c.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := c.Outputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := map[string]*tensor.Tensor{}
+	for _, n := range c.Spec.InputNames() {
+		ts[n] = c.Ranks[0][n]
+	}
+	for i, a := range c.Spec.Args {
+		if a.Kind == slot.ArgInput {
+			after := c.Ranks[0][a.Name]
+			if touchInput && i == 0 {
+				after = &tensor.Tensor{DType: after.DType, Shape: after.Shape, Data: append([]byte(nil), after.Data...)}
+				after.Data[0] ^= 1
+			}
+			ts["in."+a.Name] = after
+		}
+	}
+	for _, o := range outs {
+		v := append([]float64(nil), ref[o.Name]...)
+		if mutate != nil {
+			mutate(v)
+		}
+		ot, err := tensor.FromFloat64(o.Spec.DType, o.Spec.Shape, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[o.Name] = ot
+	}
+	name := fmt.Sprintf("%s-%d.safetensors", c.Spec.Name, call)
+	if err := safetensors.WriteFile(filepath.Join(dir, name), ts, map[string]string{"slot": c.Spec.Name, "call": fmt.Sprint(call)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegrade(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	scalars := map[string]map[string]float64{}
+	for i, name := range Seams("mixtral") {
+		spec, _ := cat.Lookup(name)
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+			c, err := spec.NewCase(slot.CaseParams{Seed: 11, Shape: spec.Shapes[0], DType: dt, Index: i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			scalars[name] = maps.Clone(c.Scalars)
+			// CaseFromInputs recovers the dims and scalars.
+			back, err := spec.CaseFromInputs(c.Ranks[0], map[string]float64{"causal": c.Scalars["causal"], "eps": c.Scalars["eps"]})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for k, v := range c.Dims {
+				if k != "CAUSAL" && back.Dims[k] != v {
+					t.Fatalf("%s: dim %s = %d, recovered %d", name, k, v, back.Dims[k])
+				}
+			}
+			call := 0
+			if dt == tensor.BF16 {
+				call = 10
+			}
+			writeDump(t, dir, c, call, false, nil)
+			writeDump(t, dir, c, call+1, false, func(v []float64) {
+				for j := range v {
+					v[j] = -v[j] + 1 // a wrong kernel
+				}
+			})
+			writeDump(t, dir, c, call+2, true, nil)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "junk.safetensors"), []byte("nope"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ignored"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Regrade(dir, cat, scalars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 5*6+1 {
+		t.Fatalf("%d results", len(res))
+	}
+	for _, r := range res {
+		switch {
+		case r.File == "junk.safetensors":
+			if r.Outcome != AuditFail || !strings.Contains(r.Reason, "unexpected dump name") {
+				t.Errorf("junk: %+v", r)
+			}
+		case r.Call%10 == 0:
+			if r.Outcome != AuditPass || r.Score <= 0 {
+				t.Errorf("%s: good dump %s: %s", r.File, r.Outcome, r.Reason)
+			}
+		case r.Call%10 == 1:
+			if r.Outcome != AuditFail || !strings.Contains(r.Reason, "output out") {
+				t.Errorf("%s: wrong dump %s: %s", r.File, r.Outcome, r.Reason)
+			}
+		default:
+			if r.Outcome != AuditFail || !strings.Contains(r.Reason, "input mutation: the candidate wrote to input") {
+				t.Errorf("%s: mutating dump %s: %s", r.File, r.Outcome, r.Reason)
+			}
+		}
+	}
+}
+
+func TestRegradeRejects(t *testing.T) {
+	cat, _ := slot.NewCatalog()
+	spec, _ := cat.Lookup("norm.rmsnorm")
+	c, err := spec.NewCase(slot.CaseParams{Seed: 1, Shape: spec.Shapes[0], DType: tensor.F32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, _ := c.Outputs()
+	ref, _ := c.Reference()
+	good, _ := tensor.FromFloat64(tensor.F32, outs[0].Spec.Shape, ref["out"])
+	wrongShape, _ := tensor.FromFloat64(tensor.F32, []int{1, len(ref["out"])}, ref["out"])
+	bf, _ := tensor.FromFloat64(tensor.BF16, c.Ranks[0]["weight"].Shape, c.Ranks[0]["weight"].Float64s())
+	x, w := c.Ranks[0]["x"], c.Ranks[0]["weight"]
+	dump := func(x, w, out *tensor.Tensor, extra ...string) map[string]*tensor.Tensor {
+		m := map[string]*tensor.Tensor{"x": x, "weight": w, "in.x": x, "in.weight": w, "out": out}
+		for _, k := range extra {
+			delete(m, k)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		ts   map[string]*tensor.Tensor
+		meta map[string]string
+		want string
+	}{
+		{"meta", dump(x, w, good), map[string]string{"slot": "norm.rmsnorm", "call": "9"}, "does not match the file name"},
+		{"missing input", dump(x, w, good, "weight"), nil, "input weight: missing"},
+		{"missing after", dump(x, w, good, "in.x"), nil, "input x: its value after the call (in.x) is missing"},
+		{"mixed dtypes", map[string]*tensor.Tensor{"x": x, "weight": bf, "in.x": x, "in.weight": bf, "out": good}, nil, "weight is bfloat16, other inputs are float32"},
+		{"output shape", dump(x, w, wrongShape), nil, "output out is float32"},
+		{"no output", dump(x, w, good, "out"), nil, "output out: missing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			meta := tc.meta
+			if meta == nil {
+				meta = map[string]string{"slot": "norm.rmsnorm", "call": "0"}
+			}
+			if err := safetensors.WriteFile(filepath.Join(dir, "norm.rmsnorm-0.safetensors"), tc.ts, meta); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Regrade(dir, cat, map[string]map[string]float64{"norm.rmsnorm": {"eps": c.Scalars["eps"]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || res[0].Outcome != AuditFail || !strings.Contains(res[0].Reason, tc.want) {
+				t.Fatalf("%+v, want FAIL with %q", res, tc.want)
+			}
+		})
+	}
+	if _, err := Regrade(filepath.Join(t.TempDir(), "none"), cat, nil); err == nil {
+		t.Fatal("missing dir accepted")
+	}
+}

@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/canon"
+)
+
+// TokensDomain is the canon domain of a wave's generated tokens (one list
+// per request, in request order).
+const TokensDomain = "cacheon.engine_tokens"
+
+// BenchOptions tune a bench run.
+type BenchOptions struct {
+	Waves       int           // timed waves (0 = the arena's)
+	Warmup      int           // warm-up waves (0 = the arena's, negative = none)
+	WaveTimeout time.Duration // bound on one generate request (default 10 minutes)
+	// Progress receives one short line per step; may be nil.
+	Progress func(line string)
+}
+
+// WaveResult is one timed wave. Every time is the host's.
+type WaveResult struct {
+	Index        int     `json:"index"`
+	Requests     int     `json:"requests"`
+	PromptTokens int     `json:"prompt_tokens"`
+	Generated    int     `json:"generated_tokens"`
+	Seconds      float64 `json:"seconds"`
+	TokensPerSec float64 `json:"tokens_per_s"`
+	// PrefillSeconds is the host time of the same requests with
+	// max_new_tokens = 1; PrefillTokensPerSec is prompt tokens over it.
+	PrefillSeconds      float64 `json:"prefill_seconds"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_s"`
+	// DecodeSeconds is Seconds - PrefillSeconds (clamped at 0);
+	// DecodeTokensPerSec is the tokens after the first of each request
+	// over it (0 when there is no decode time left).
+	DecodeSeconds      float64 `json:"decode_seconds"`
+	DecodeTokensPerSec float64 `json:"decode_tokens_per_s"`
+	// Steps are the runtime's step counts (untrusted).
+	Steps        Steps  `json:"runtime_steps"`
+	TokensDigest string `json:"tokens_digest"`
+	// RuntimeTiming is what the runtime says about its own time: untrusted,
+	// diagnostic only.
+	RuntimeTiming json.RawMessage `json:"runtime_timing_untrusted,omitempty"`
+
+	// Results are the wave's tokens and logprobs.
+	Results []Result `json:"-"`
+}
+
+// Summary is the median over timed waves of each rate.
+type Summary struct {
+	TokensPerSec        float64 `json:"tokens_per_s"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_s"`
+	DecodeTokensPerSec  float64 `json:"decode_tokens_per_s"`
+	Seconds             float64 `json:"seconds"`
+}
+
+// BenchResult is a whole read: the scored rate is Median.TokensPerSec.
+type BenchResult struct {
+	Warmup int          `json:"warmup_waves"`
+	Waves  []WaveResult `json:"waves"`
+	Median Summary      `json:"median"`
+	// TokensDigest identifies every timed wave's tokens together: the same
+	// arena, stack and seed must give the same digest.
+	TokensDigest string                  `json:"tokens_digest"`
+	Slots        map[string]SlotCounters `json:"slots"`
+	Receipts     []Receipt               `json:"receipts"`
+	// RuntimeTiming is the runtime's self-reported timing split from stats:
+	// untrusted, diagnostic only.
+	RuntimeTiming json.RawMessage `json:"runtime_timing_untrusted,omitempty"`
+}
+
+// Bench drives the arena's workload on a loaded engine: warm-up waves, then
+// for each timed wave a prefill-only wave and the full wave, each timed on
+// the host around its generate request; then the slot counters.
+func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*BenchResult, error) {
+	w := a.Work
+	waves, warm := w.Waves, w.Warmup
+	if o.Waves > 0 {
+		waves = o.Waves
+	}
+	if o.Warmup != 0 {
+		warm = max(0, o.Warmup)
+	}
+	if o.WaveTimeout <= 0 {
+		o.WaveTimeout = 10 * time.Minute
+	}
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	res := &BenchResult{Warmup: warm}
+	vocab := a.Model.VocabSize
+	for i := 0; i < warm; i++ {
+		say("warm-up %d/%d", i+1, warm)
+		wave, err := Requests(w, i, true)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := runWave(ctx, e, wave, vocab, o.WaveTimeout, fmt.Sprintf("warm-up wave %d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	var digests []string
+	for i := 0; i < waves; i++ {
+		say("wave %d/%d", i+1, waves)
+		wave, err := Requests(w, i, false)
+		if err != nil {
+			return nil, err
+		}
+		wr, err := runWave(ctx, e, wave, vocab, o.WaveTimeout, fmt.Sprintf("wave %d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		wr.Index = i
+		res.Waves = append(res.Waves, *wr)
+		digests = append(digests, wr.TokensDigest)
+		say("wave %d/%d: %d tokens in %.3fs (%.1f tok/s)", i+1, waves, wr.Generated, wr.Seconds, wr.TokensPerSec)
+	}
+	res.Median = summarize(res.Waves)
+	var err error
+	if res.TokensDigest, err = canon.Digest(TokensDomain, 1, digests); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := e.Stats(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	res.Slots, res.Receipts, res.RuntimeTiming = st.Slots, st.Receipts, st.Timing
+	return res, nil
+}
+
+// runWave times the prefill-only wave and then the full wave.
+func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.Duration, label string) (*WaveResult, error) {
+	gen := func(w Wave, what string) (*Generated, error) {
+		gctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		g, err := e.Generate(gctx, w.Requests, w.Arrivals, vocab)
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", label, what, err)
+		}
+		return g, nil
+	}
+	pre, err := gen(wave.PrefillOnly(), "prefill only")
+	if err != nil {
+		return nil, err
+	}
+	full, err := gen(wave, "full")
+	if err != nil {
+		return nil, err
+	}
+	wr := &WaveResult{Requests: len(wave.Requests), PromptTokens: wave.PromptTokens(), Steps: full.Steps,
+		RuntimeTiming: full.Timing, Results: full.Results}
+	tokens := make([][]int, len(full.Results))
+	for i, r := range full.Results {
+		wr.Generated += len(r.Tokens)
+		tokens[i] = r.Tokens
+	}
+	if wr.TokensDigest, err = canon.Digest(TokensDomain, 1, tokens); err != nil {
+		return nil, fmt.Errorf("%s: %w", label, err)
+	}
+	wr.Seconds = full.Wall.Seconds()
+	wr.PrefillSeconds = pre.Wall.Seconds()
+	wr.TokensPerSec = rate(wr.Generated, wr.Seconds)
+	wr.PrefillTokensPerSec = rate(wr.PromptTokens, wr.PrefillSeconds)
+	wr.DecodeSeconds = max(0, wr.Seconds-wr.PrefillSeconds)
+	wr.DecodeTokensPerSec = rate(wr.Generated-wr.Requests, wr.DecodeSeconds)
+	return wr, nil
+}
+
+func rate(n int, seconds float64) float64 {
+	if seconds <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
+}
+
+func summarize(ws []WaveResult) Summary {
+	pick := func(f func(WaveResult) float64) float64 {
+		v := make([]float64, len(ws))
+		for i, w := range ws {
+			v[i] = f(w)
+		}
+		return Median(v)
+	}
+	return Summary{
+		TokensPerSec:        pick(func(w WaveResult) float64 { return w.TokensPerSec }),
+		PrefillTokensPerSec: pick(func(w WaveResult) float64 { return w.PrefillTokensPerSec }),
+		DecodeTokensPerSec:  pick(func(w WaveResult) float64 { return w.DecodeTokensPerSec }),
+		Seconds:             pick(func(w WaveResult) float64 { return w.Seconds }),
+	}
+}
+
+// Median is the middle value (the mean of the two middle values for an
+// even count; 0 for none).
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}

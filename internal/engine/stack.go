@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	toml "github.com/pelletier/go-toml/v2"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/bundle"
+)
+
+// Seams lists the slots the arena runtime's data plane dispatches for a
+// model kind, sorted.
+func Seams(kind string) []string {
+	s := []string{"activation.silu_and_mul", "attention.decode", "attention.sdpa", "norm.rmsnorm"}
+	if kind == arena.KindMixtral {
+		s = append(s, "moe.fused_experts")
+	}
+	sort.Strings(s)
+	return s
+}
+
+// StackSpec is one slot of a stack file: which bundle fills it, and which
+// of the bundle's variants ("" when the bundle has one row for the slot).
+type StackSpec struct {
+	Slot    string `json:"slot"`
+	Bundle  string `json:"bundle"` // absolute
+	Variant string `json:"variant,omitempty"`
+}
+
+// stackFile is the on-disk form:
+//
+//	[slots."activation.silu_and_mul"]
+//	bundle = "../examples/silu_torch"   # relative to the stack file
+//	variant = "default"                 # optional
+//
+// or the same as JSON: {"slots": {"activation.silu_and_mul": {"bundle": ..}}}.
+type stackFile struct {
+	Slots map[string]stackFileSlot `toml:"slots" json:"slots"`
+}
+
+type stackFileSlot struct {
+	Bundle  string `toml:"bundle" json:"bundle"`
+	Variant string `toml:"variant" json:"variant"`
+}
+
+// LoadStackFile reads a stack file (TOML, or JSON when it ends in .json),
+// strictly, and resolves bundle paths against its directory. The result is
+// sorted by slot.
+func LoadStackFile(path string) ([]StackSpec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("stack file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("stack file %s: %w", path, err)
+	}
+	if len(data) > 1<<20 {
+		return nil, fmt.Errorf("stack file %s: larger than 1 MiB", path)
+	}
+	var sf stackFile
+	if strings.HasSuffix(path, ".json") {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&sf)
+	} else {
+		err = toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&sf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stack file %s: %w", path, stackDecodeError(err))
+	}
+	if len(sf.Slots) == 0 {
+		return nil, fmt.Errorf("stack file %s: no [slots.\"NAME\"] entries", path)
+	}
+	dir := filepath.Dir(path)
+	var out []StackSpec
+	for name, s := range sf.Slots {
+		if s.Bundle == "" {
+			return nil, fmt.Errorf("stack file %s: slot %s: bundle is required", path, name)
+		}
+		p := s.Bundle
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("stack file %s: slot %s: %w", path, name, err)
+		}
+		out = append(out, StackSpec{Slot: name, Bundle: abs, Variant: s.Variant})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slot < out[j].Slot })
+	return out, nil
+}
+
+func stackDecodeError(err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		de := &strict.Errors[0]
+		line, col := de.Position()
+		return fmt.Errorf("%d:%d: unknown field %s (a stack file has [slots.\"NAME\"] tables with bundle and variant)", line, col, strings.Join(de.Key(), "."))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, col := de.Position()
+		return fmt.Errorf("%d:%d: %s", line, col, strings.TrimPrefix(de.Error(), "toml: "))
+	}
+	return err
+}
+
+// SlotFromBundle picks the bundle's row for slot (and variant, "" when the
+// bundle has exactly one row for it) and returns the stack entry the runtime
+// loads. The bundle must already have passed bundle.Load and the scan.
+func SlotFromBundle(b *bundle.Bundle, slotName, variant string) (SlotEntry, error) {
+	rows := b.Rows(slotName)
+	if len(rows) == 0 {
+		return SlotEntry{}, fmt.Errorf("bundle %s has no [[ops]] row for slot %s", b.Dir, slotName)
+	}
+	var pick *bundle.Op
+	var have []string
+	for i := range rows {
+		have = append(have, rows[i].Variant)
+		if rows[i].Variant == variant || (variant == "" && len(rows) == 1) {
+			pick = &rows[i]
+		}
+	}
+	if pick == nil {
+		if variant == "" {
+			return SlotEntry{}, fmt.Errorf("bundle %s has variants %s for slot %s: name one (variant = ...)", b.Dir, strings.Join(have, ", "), slotName)
+		}
+		return SlotEntry{}, fmt.Errorf("bundle %s has no variant %q for slot %s (has %s)", b.Dir, variant, slotName, strings.Join(have, ", "))
+	}
+	return SlotEntry{Bundle: b.Dir, Source: pick.Source, Entry: pick.Entry, Prepare: pick.Prepare,
+		Variant: pick.Variant, Domain: pick.Domain.Canonical()}, nil
+}
+
+// CheckStack refuses stack slots the arena's model never dispatches.
+func CheckStack(a *arena.Arena, slots []string) error {
+	seams := Seams(a.Model.Kind)
+	for _, s := range slots {
+		if !slices.Contains(seams, s) {
+			return fmt.Errorf("the arena runtime has no seam for slot %s in a %s model (seams: %s)", s, a.Model.Kind, strings.Join(seams, ", "))
+		}
+	}
+	return nil
+}

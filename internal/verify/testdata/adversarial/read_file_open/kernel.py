@@ -1,0 +1,8 @@
+import torch
+
+
+def silu_and_mul(x, out):
+    with open("/etc/hostname") as f:
+        f.read()
+    d = x.shape[-1] // 2
+    out.copy_(torch.nn.functional.silu(x[:, :d].float()) * x[:, d:].float())

@@ -1,0 +1,5 @@
+import torch
+
+
+def silu_and_mul(x, out):
+    return None

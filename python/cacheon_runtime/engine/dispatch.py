@@ -1,0 +1,541 @@
+"""dispatch: the only way the engine's data plane reaches a slot.
+
+For every call the model makes (rmsnorm, silu_and_mul, prefill attention,
+paged decode attention, MoE experts) dispatch
+
+1. builds the live call descriptor from the tensors (capability fields of
+   the slot plus the context: device, dtype, model, architecture, phase,
+   graph_mode);
+2. decides eligibility *before* selection: the first candidate variant of
+   the slot whose capability domain admits the descriptor is selected; a
+   slot without candidates runs stock (counted ``stock``), a call no
+   variant admits runs stock (counted ``ineligible``, never a firing);
+3. allocates the outputs itself with the verify output contract
+   (contiguous, 16-byte aligned: runcase's allocator), hands the candidate
+   separate tensor objects (views) of inputs and outputs, calls the entry;
+4. revalidates output identity and layout after the call (data pointer,
+   storage, offset, shape, stride, dtype, device of the view it handed out,
+   and the address of the allocation itself);
+5. on a failure after selection (exception, identity/layout violation,
+   failed prepare): strict mode raises CandidateAbort (the engine aborts);
+   non-strict mode runs stock into fresh outputs and records a fallback
+   receipt;
+6. counts per slot: selected, completed, fallback, ineligible, audited,
+   stock; while a CUDA graph is being captured the counts go to a capture
+   log that the runner adds once per replay;
+7. in audit mode (eager only) samples selected calls (every Nth and a seeded
+   random share) and writes their inputs (before and after the call) and
+   outputs as safetensors for Go to regrade.
+
+Candidate modules are imported with the verify worker's loader
+(worker.Worker.op_load), outputs allocated with runcase's allocator and
+dumps written with stio: nothing here re-implements them.
+"""
+
+import os
+import random
+
+import torch
+
+from .. import runcase, stio, wire, worker
+from ..wire import Failure, bad
+from . import stock
+
+ALIGNMENT = 16
+
+SILU = "activation.silu_and_mul"
+RMSNORM = "norm.rmsnorm"
+SDPA = "attention.sdpa"
+DECODE = "attention.decode"
+MOE = "moe.fused_experts"
+SLOTS = (SILU, DECODE, SDPA, MOE, RMSNORM)
+ENTRIES = {SILU: "silu_and_mul", RMSNORM: "rmsnorm", SDPA: "attention",
+           DECODE: "attention_decode", MOE: "fused_experts"}
+# Positional ABI of each entry (internal/slot/catalog.go).
+ORDER = {
+    SILU: ("x", "out"),
+    RMSNORM: ("x", "weight", "out", "eps"),
+    SDPA: ("q", "k", "v", "out", "sm_scale", "causal"),
+    DECODE: ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale", "out"),
+    MOE: ("x", "topk_ids", "topk_weights", "prepared", "out"),
+}
+COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock")
+
+NUMERIC_FIELDS = frozenset((
+    "num_tokens", "hidden_dim", "intermediate_dim", "head_dim", "num_heads", "num_kv_heads",
+    "seq_len", "block_size", "page_size", "batch_size", "num_experts", "top_k", "world_size",
+    "last_dim"))
+CONTEXT_FIELDS = frozenset(("dtype", "architecture", "graph_mode", "phase", "quant", "model", "device"))
+MAX_RECEIPTS = 256
+
+
+class CandidateAbort(Exception):
+    """A selected candidate failed in strict mode: the engine must abort."""
+
+    def __init__(self, slot, variant, reason, traceback=""):
+        Exception.__init__(self, "%s (variant %s): %s" % (slot, variant, reason))
+        self.slot, self.variant, self.reason, self.traceback = slot, variant, reason, traceback
+
+
+# ---------------------------------------------------------------------------
+# Capability domains (canonical form of internal/capability.Domain)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class Domain:
+    """Conjunction of per-field predicates; a field the descriptor lacks is
+    a mismatch, never a wildcard (as capability.Domain.Match)."""
+
+    def __init__(self, preds, graph_safe):
+        self.preds, self.graph_safe = preds, graph_safe
+
+    @classmethod
+    def parse(cls, obj):
+        if obj is None:
+            return cls({}, None)
+        if not isinstance(obj, dict) or not set(obj) <= {"capabilities", "graph_safe"}:
+            raise bad("domain must be {\"capabilities\": {...}, \"graph_safe\": bool}")
+        gs = obj.get("graph_safe")
+        if gs is not None and not isinstance(gs, bool):
+            raise bad("domain graph_safe must be a boolean")
+        caps = obj.get("capabilities", {})
+        if not isinstance(caps, dict):
+            raise bad("domain capabilities must be an object")
+        preds = {}
+        for f, p in caps.items():
+            numeric = f in NUMERIC_FIELDS
+            if not numeric and f not in CONTEXT_FIELDS:
+                raise bad("domain: unknown capability field %r (the vocabulary is closed)" % (f,))
+            if not isinstance(p, dict) or not p or not (set(p) == {"one_of"} or set(p) <= {"min", "max"}):
+                raise bad("domain field %s: want {\"one_of\": [...]} or {\"min\": N, \"max\": N}" % f)
+            if "one_of" in p:
+                vals = p["one_of"]
+                ok = isinstance(vals, list) and all(_is_int(v) if numeric else isinstance(v, str)
+                                                    for v in vals)
+                if not ok:
+                    raise bad("domain field %s: one_of must list %s" % (f, "integers" if numeric else "strings"))
+                preds[f] = ("set", frozenset(vals))
+            else:
+                if not numeric or not all(_is_int(v) for v in p.values()):
+                    raise bad("domain field %s: min/max need a numeric field and integers" % f)
+                preds[f] = ("range", p.get("min"), p.get("max"))
+        return cls(preds, gs)
+
+    def match(self, desc):
+        """(ok, reason) for a descriptor (field -> int or canonical str)."""
+        problems = []
+        for f in sorted(self.preds):
+            p = self.preds[f]
+            if f not in desc:
+                problems.append("%s: descriptor lacks the field" % f)
+                continue
+            v = desc[f]
+            if p[0] == "set":
+                ok = v in p[1]
+            else:
+                ok = _is_int(v) and (p[1] is None or v >= p[1]) and (p[2] is None or v <= p[2])
+            if not ok:
+                problems.append("%s: %r is outside the domain" % (f, v))
+        return (not problems), "; ".join(problems)
+
+
+# ---------------------------------------------------------------------------
+# Stack rows
+
+
+class Variant:
+    """One candidate implementation of a slot, loaded from its bundle."""
+
+    def __init__(self, slot, index, row, loader, module_ids):
+        if not isinstance(row, dict):
+            raise bad("stack[%s] rows must be objects" % slot)
+        self.slot, self.index = slot, index
+        self.bundle = wire.field(row, "bundle", str)
+        self.source = wire.field(row, "source", str)
+        self.entry_name = wire.field(row, "entry", str, ENTRIES[slot], required=False) or ENTRIES[slot]
+        self.prepare_name = wire.field(row, "prepare", str, "", required=False)
+        self.name = wire.field(row, "variant", str, "default", required=False) or "default"
+        self.domain = Domain.parse(row.get("domain"))
+        if slot == MOE and not self.prepare_name:
+            raise bad("stack[%s]: moe.fused_experts needs a prepare callable" % slot)
+        if slot != MOE and self.prepare_name:
+            raise bad("stack[%s]: slot %s has no prepare" % (slot, slot))
+        key = (self.bundle, self.source)
+        mid = module_ids.setdefault(key, "m%d" % len(module_ids))
+        loader.op_load({"module": mid, "bundle": self.bundle, "source": self.source,
+                        "entry": self.entry_name, "prepare": self.prepare_name})
+        mod = loader.modules[mid][0]
+        self.entry = loader.lookup(mod, self.entry_name, "entry")
+        self.prepare = loader.lookup(mod, self.prepare_name, "prepare") if self.prepare_name else None
+
+
+class Experts:
+    """A MoE layer's expert weights as dispatch holds them: the validator's
+    tensors, stock's prepared state and each variant's prepared state (None
+    where its prepare failed in non-strict mode)."""
+
+    def __init__(self, w13, w2, stock_prepared):
+        self.w13, self.w2, self.stock = w13, w2, stock_prepared
+        self.cand = {}
+
+
+class _NullRegion:
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+NULL_REGION = _NullRegion()
+
+
+class NullTimer:
+    enabled = False
+
+    def region(self, name):
+        return NULL_REGION
+
+
+# ---------------------------------------------------------------------------
+# Dispatch
+
+
+class Dispatch:
+    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None):
+        self.device = device
+        self.dtype = dtype
+        self.context = dict(context)  # device, dtype, model, architecture (CUDA)
+        self.strict = bool(strict)
+        self.timer = timer or NullTimer()
+        self.phase = "prefill"
+        self.graph_mode = "eager"
+        self.counting = True
+        self.capture_log = None
+        self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
+        self.receipts = {}
+        self.loader = worker.Worker(None, None, torch)
+        self.ops = self.loader.ops
+        self._case = runcase._Case(self.loader, device, "")
+        self.variants = {s: [] for s in SLOTS}
+        self._load_stack(stack or {})
+        a = audit or {}
+        self.audit_every = wire.field(a, "every", int, 0, required=False)
+        share = a.get("share", "0")
+        try:
+            self.audit_share = float(share) if isinstance(share, (str, int, float)) and not isinstance(
+                share, bool) else -1.0
+        except ValueError:
+            self.audit_share = -1.0
+        if not 0.0 <= self.audit_share <= 1.0 or self.audit_every < 0:
+            raise bad("audit: every must be >= 0 and share a decimal in [0, 1]")
+        self.audit_rng = random.Random(wire.field(a, "seed", int, 1, required=False))
+        self.audit_dir = wire.field(a, "dir", str, "", required=False)
+        self.audit_max = wire.field(a, "max_dumps", int, 64, required=False)
+        self.auditing = self.audit_every > 0 or self.audit_share > 0
+        if self.auditing and not os.path.isabs(self.audit_dir):
+            raise bad("audit.dir must be an absolute path when auditing")
+        self.audit_dumps = 0
+        self.selected_calls = dict.fromkeys(SLOTS, 0)
+
+    def _load_stack(self, stack):
+        if not isinstance(stack, dict):
+            raise bad("stack must be an object")
+        module_ids = {}
+        for slot, rows in sorted(stack.items()):
+            if slot not in self.variants:
+                raise bad("stack names slot %r, which the arena runtime does not serve (it serves %s)"
+                          % (slot, ", ".join(SLOTS)))
+            if rows is None or rows == "stock":
+                continue
+            if isinstance(rows, dict):
+                rows = [rows]
+            if not isinstance(rows, list):
+                raise bad("stack[%s] must be an object or a list of objects" % slot)
+            for i, row in enumerate(rows):
+                self.variants[slot].append(Variant(slot, i, row, self.loader, module_ids))
+
+    # -- modes and counters ------------------------------------------------
+
+    def set_mode(self, phase, graph):
+        self.phase = phase
+        self.graph_mode = "graph" if graph else "eager"
+
+    def begin_capture(self):
+        self.capture_log = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
+
+    def end_capture(self):
+        log, self.capture_log = self.capture_log, None
+        return log
+
+    def add_log(self, log, times=1):
+        for s, c in log.items():
+            d = self.counts[s]
+            for k, v in c.items():
+                d[k] += v * times
+
+    def _count(self, slot, key):
+        if self.capture_log is not None:
+            self.capture_log[slot][key] += 1
+        elif self.counting:
+            self.counts[slot][key] += 1
+
+    def _receipt(self, slot, variant, reason):
+        key = (slot, variant, wire.clip(reason, 512))
+        if key in self.receipts or len(self.receipts) < MAX_RECEIPTS:
+            self.receipts[key] = self.receipts.get(key, 0) + 1
+
+    def stats(self):
+        return {"slots": {s: dict(c) for s, c in self.counts.items()},
+                "receipts": [{"slot": s, "variant": v, "reason": r, "count": n}
+                             for (s, v, r), n in sorted(self.receipts.items())]}
+
+    def has_candidates(self):
+        return any(self.variants.values())
+
+    # -- the slots the model calls ----------------------------------------
+
+    def _desc(self, **fields):
+        d = dict(self.context)
+        d["phase"] = self.phase
+        d["graph_mode"] = self.graph_mode
+        d.update(fields)
+        return d
+
+    def silu_and_mul(self, x):
+        n, d2 = x.shape
+        desc = self._desc(num_tokens=n, hidden_dim=d2 // 2, last_dim=d2)
+        return self._call(SILU, desc, {"x": x}, {}, {"out": (n, d2 // 2)},
+                          lambda o: stock.silu_and_mul(x, o["out"]))
+
+    def rmsnorm(self, x, weight, eps):
+        n, h = x.shape
+        desc = self._desc(num_tokens=n, hidden_dim=h, last_dim=h)
+        return self._call(RMSNORM, desc, {"x": x, "weight": weight}, {"eps": float(eps)}, {"out": (n, h)},
+                          lambda o: stock.rmsnorm(x, weight, o["out"], eps))
+
+    def sdpa(self, q, k, v, sm_scale, causal):
+        t, hq, d = q.shape
+        desc = self._desc(num_tokens=t, seq_len=k.shape[0], num_heads=hq, num_kv_heads=k.shape[1], head_dim=d)
+        return self._call(SDPA, desc, {"q": q, "k": k, "v": v},
+                          {"sm_scale": float(sm_scale), "causal": bool(causal)}, {"out": (t, hq, d)},
+                          lambda o: stock.attention(q, k, v, o["out"], sm_scale, causal))
+
+    def decode(self, q, k_cache, v_cache, block_table, seq_lens, sm_scale):
+        b, hq, d = q.shape
+        _p, ps, hkv, _d = k_cache.shape
+        desc = self._desc(batch_size=b, num_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=ps,
+                          seq_len=block_table.shape[1] * ps)
+        return self._call(DECODE, desc, {"q": q, "k_cache": k_cache, "v_cache": v_cache,
+                                         "block_table": block_table, "seq_lens": seq_lens},
+                          {"sm_scale": float(sm_scale)}, {"out": (b, hq, d)},
+                          lambda o: stock.attention_decode(q, k_cache, v_cache, block_table, seq_lens,
+                                                           sm_scale, o["out"]))
+
+    def prepare_experts(self, w13, w2):
+        """Prepare once at load: stock, then every variant (on copies of the
+        validator's weights, so a prepare that writes in place cannot change
+        what stock computes)."""
+        ex = Experts(w13, w2, stock.prepare(w13, w2))
+        for var in self.variants[MOE]:
+            try:
+                ex.cand[var.index] = var.prepare(w13.clone(), w2.clone())
+            except BaseException as e:  # noqa: B902 - candidate code
+                err = wire.exc_error("candidate_error", e)
+                reason = "prepare raised %s: %s" % (err["type"], err["message"])
+                if self.strict:
+                    raise CandidateAbort(MOE, var.name, reason, err["traceback"])
+                ex.cand[var.index] = None
+                self._receipt(MOE, var.name, reason)
+        return ex
+
+    def fused_experts(self, x, topk_ids, topk_weights, experts):
+        m, h = x.shape
+        e, n2, _ = experts.w13.shape
+        desc = self._desc(num_tokens=m, hidden_dim=h, intermediate_dim=n2 // 2, num_experts=e,
+                          top_k=topk_ids.shape[1], quant="dense")
+        return self._call(MOE, desc, {"x": x, "topk_ids": topk_ids, "topk_weights": topk_weights}, {},
+                          {"out": (m, h)},
+                          lambda o: stock.fused_experts(x, topk_ids, topk_weights, experts.stock, o["out"]),
+                          experts=experts)
+
+    # -- the call -----------------------------------------------------------
+
+    def _select(self, slot, desc):
+        graph = desc["graph_mode"] == "graph"
+        for var in self.variants[slot]:
+            if graph and var.domain.graph_safe is False:
+                continue
+            if var.domain.match(desc)[0]:
+                return var
+        return None
+
+    def _stock(self, slot, shapes, dtype, fn):
+        outs = {n: torch.empty(s, dtype=dtype, device=self.device) for n, s in shapes.items()}
+        fn(outs)
+        return outs["out"]
+
+    def _call(self, slot, desc, inputs, scalars, shapes, stock_fn, experts=None):
+        with self.timer.region("slot:" + slot):
+            dtype = next(iter(inputs.values())).dtype
+            if not self.variants[slot]:
+                self._count(slot, "stock")
+                return self._stock(slot, shapes, dtype, stock_fn)
+            var = self._select(slot, desc)
+            if var is None:
+                self._count(slot, "ineligible")
+                return self._stock(slot, shapes, dtype, stock_fn)
+            self._count(slot, "selected")
+            return self._candidate(slot, var, desc, inputs, scalars, shapes, dtype, stock_fn, experts)
+
+    def _candidate(self, slot, var, desc, inputs, scalars, shapes, dtype, stock_fn, experts):
+        ops = self.ops
+        prepared = None
+        if experts is not None:
+            prepared = experts.cand.get(var.index)
+            if prepared is None:
+                return self._fail(slot, var, "prepare failed at load", "", shapes, dtype, stock_fn)
+        n_call = self.selected_calls[slot]
+        self.selected_calls[slot] = n_call + 1
+        audit = self._audit_pick(desc, n_call)
+        specs = {n: runcase._out_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
+                                            "shape": list(s), "alignment": ALIGNMENT})
+                 for n, s in shapes.items()}
+        outs = {n: self._case.alloc(sp) for n, sp in specs.items()}
+        if self.auditing:
+            for o in outs.values():
+                ops.fill(o.base, o.poison)
+        vis_in = {n: ops.detach(t) for n, t in inputs.items()}
+        pages = _used_pages(inputs) if audit and slot == DECODE else None
+        before_in = {n: _snap(ops, t, pages if n in _CACHES else None)
+                     for n, t in inputs.items()} if audit else None
+        argv = []
+        for name in ORDER[slot]:
+            if name in vis_in:
+                argv.append(vis_in[name])
+            elif name in outs:
+                argv.append(outs[name].visible)
+            elif name == "prepared":
+                argv.append(prepared)
+            else:
+                argv.append(scalars[name])
+        before = {n: ops.fact(o.visible) for n, o in outs.items()}
+        bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
+        try:
+            var.entry(*argv)
+        except BaseException as e:  # noqa: B902 - candidate code
+            err = wire.exc_error("candidate_error", e)
+            return self._fail(slot, var, "raised %s: %s" % (err["type"], err["message"]), err["traceback"],
+                              shapes, dtype, stock_fn)
+        problem = _revalidate(ops, outs, specs, before, bases)
+        if problem:
+            return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
+        self._count(slot, "completed")
+        if audit:
+            self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts)
+        return outs["out"].contract
+
+    def _fail(self, slot, var, reason, tb, shapes, dtype, stock_fn):
+        if self.strict:
+            raise CandidateAbort(slot, var.name, reason, tb)
+        self._count(slot, "fallback")
+        self._receipt(slot, var.name, reason)
+        return self._stock(slot, shapes, dtype, stock_fn)
+
+    # -- audit --------------------------------------------------------------
+
+    def _audit_pick(self, desc, n_call):
+        """Every Nth selected call of the slot (the first, then every Nth)
+        and a seeded random share of them, up to max_dumps in all."""
+        if not self.auditing or desc["graph_mode"] == "graph" or self.capture_log is not None:
+            return False
+        draw = self.audit_rng.random()
+        pick = (self.audit_every > 0 and n_call % self.audit_every == 0) or draw < self.audit_share
+        return pick and self.audit_dumps < self.audit_max
+
+    def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts):
+        ops = self.ops
+        tensors = dict(before_in)
+        for n, t in inputs.items():
+            tensors["in." + n] = _snap(ops, t, pages if n in _CACHES else None)
+        for n, o in outs.items():
+            tensors[n] = o.contract
+        if experts is not None:
+            tensors["w13"], tensors["w2"] = experts.w13, experts.w2
+        if slot == DECODE:
+            _remap_tables(tensors, pages, inputs["k_cache"].shape[1])
+        meta = {"slot": slot, "call": str(n_call), "variant": var.name, "phase": desc["phase"],
+                "graph_mode": desc["graph_mode"]}
+        for k, v in scalars.items():
+            meta["scalar." + k] = repr(v)
+        if slot == DECODE:
+            meta["compacted"] = "pages"
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        os.makedirs(self.audit_dir, exist_ok=True)
+        stio.save(os.path.join(self.audit_dir, "%s-%d.safetensors" % (slot, n_call)),
+                  {k: ops.contiguous(ops.to(ops.detach(t), "cpu")) for k, t in tensors.items()}, meta)
+        self.audit_dumps += 1
+        self._count(slot, "audited")
+
+
+_CACHES = ("k_cache", "v_cache")
+
+
+def _snap(ops, t, pages=None):
+    """A host copy of an input for an audit dump (decode caches: only the
+    pages in `pages`)."""
+    t = ops.detach(t)
+    if pages is not None:
+        t = t.index_select(0, pages.to(t.device))
+    return ops.contiguous(ops.to(t, "cpu")).clone()
+
+
+def _used_pages(inputs):
+    """Sorted page ids the block table references within seq_lens."""
+    bt, sl = inputs["block_table"].cpu().long(), inputs["seq_lens"].cpu().long()
+    ps, npages = inputs["k_cache"].shape[1], inputs["k_cache"].shape[0]
+    used = set()
+    for b in range(bt.shape[0]):
+        n = max(0, min(-(-int(sl[b]) // ps), bt.shape[1]))
+        used.update(int(p) for p in bt[b, :n].tolist() if 0 <= p < npages)
+    return torch.tensor(sorted(used) or [0], dtype=torch.long)
+
+
+def _remap_tables(tensors, pages, ps):
+    """Rewrite block tables to the compacted page numbering (ascending page
+    order; entries past a row's seq_len become 0)."""
+    remap = {int(p): i for i, p in enumerate(pages.tolist())}
+    for key, lens in (("block_table", "seq_lens"), ("in.block_table", "in.seq_lens")):
+        bt, sl = tensors[key], tensors[lens].long()
+        new = torch.zeros_like(bt)
+        for b in range(bt.shape[0]):
+            n = max(0, min(-(-int(sl[b]) // ps), bt.shape[1]))
+            for j in range(n):
+                new[b, j] = remap.get(int(bt[b, j]), 0)
+        tensors[key] = new
+
+
+def _revalidate(ops, outs, specs, before, bases):
+    """Reason string when an output's identity or layout changed, else ''."""
+    for n, o in outs.items():
+        after = ops.fact(o.visible)
+        if after != before[n]:
+            diff = sorted(k for k in after if after[k] != before[n].get(k))
+            return "output %s identity changed during the call (%s)" % (n, ", ".join(diff))
+        if ops.data_ptr(o.contract) != bases[n]:
+            return "output %s storage moved during the call" % n
+        sp = specs[n]
+        if after["shape"] != list(sp.shape) or after["stride"] != list(sp.stride):
+            return "output %s layout differs from the contract" % n
+        if after["data_ptr"] % sp.align:
+            return "output %s is not %d-byte aligned" % (n, sp.align)
+    return ""
+
+
+__all__ = ["Dispatch", "CandidateAbort", "Domain", "Failure", "SLOTS"]

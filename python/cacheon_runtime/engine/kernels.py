@@ -1,0 +1,339 @@
+"""kernels: Triton kernels of the stock CUDA path (imported only with Triton).
+
+Small, graph-safe kernels (no host synchronisation, shapes fixed by the
+launch) for the decode step's hot path:
+
+- rmsnorm            one program per row, fp32 accumulation;
+- silu_and_mul       silu(x[:, :d]) * x[:, d:], fp32 math;
+- rope_store         rotary embedding of q and k (rotate-half convention) from
+                     the fused qkv projection, q into a contiguous buffer, k and
+                     v scattered into the paged KV cache (optionally also into
+                     contiguous k/v buffers for prefill attention);
+- paged decode       split-KV ("flash decoding") over (batch, kv head, split),
+                     all query heads of a GQA group in one tile, then a
+                     log-sum-exp reduce over the splits;
+- moe grouped GEMM   tokens sorted by expert and padded per expert to the
+                     block size (sync-free alignment in torch ops), one
+                     expert per row block (fused_moe style).
+
+Every launcher takes the same tensors the torch paths take; callers check
+``available(t)`` first.
+"""
+
+import torch
+
+try:  # pragma: no cover - exercised on the GPU machine only
+    import triton
+    import triton.language as tl
+    HAVE_TRITON = True
+except Exception:  # noqa: BLE001 - no triton, or a broken install
+    triton = None
+    tl = None
+    HAVE_TRITON = False
+
+_SM_COUNT = {}
+
+
+def available(t):
+    """True when the Triton path can serve tensor t (CUDA, 16-bit float)."""
+    return HAVE_TRITON and t.is_cuda and t.dtype in (torch.float16, torch.bfloat16)
+
+
+def _sm_count(dev):
+    i = dev.index if dev.index is not None else torch.cuda.current_device()
+    n = _SM_COUNT.get(i)
+    if n is None:
+        n = _SM_COUNT[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return n
+
+
+if HAVE_TRITON:  # pragma: no cover - GPU only
+
+    @triton.jit
+    def _rmsnorm_kernel(x_ptr, w_ptr, o_ptr, stride_x, stride_o, n_cols, eps,
+                        BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK)
+        m = offs < n_cols
+        x = tl.load(x_ptr + row * stride_x + offs, mask=m, other=0.0).to(tl.float32)
+        r = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+        tl.store(o_ptr + row * stride_o + offs, (x * r * w).to(o_ptr.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _silu_mul_kernel(x_ptr, o_ptr, stride_x, stride_o, d, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        m = col < d
+        g = tl.load(x_ptr + row * stride_x + col, mask=m, other=0.0).to(tl.float32)
+        u = tl.load(x_ptr + row * stride_x + d + col, mask=m, other=0.0).to(tl.float32)
+        y = g / (1.0 + tl.exp(-g)) * u
+        tl.store(o_ptr + row * stride_o + col, y.to(o_ptr.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _rope_store_kernel(qkv_ptr, pos_ptr, slot_ptr, cos_ptr, sin_ptr,
+                           q_ptr, k_ptr, v_ptr, kc_ptr, vc_ptr, stride_qkv,
+                           HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr,
+                           HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, HALF_PAD: tl.constexpr,
+                           WRITE_KV: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        pos = tl.load(pos_ptr + t).to(tl.int64)
+        slot = tl.load(slot_ptr + t).to(tl.int64)
+        offs = tl.arange(0, HALF_PAD)
+        mh = offs < HALF
+        c = tl.load(cos_ptr + pos * HALF + offs, mask=mh, other=0.0)[None, :]
+        s = tl.load(sin_ptr + pos * HALF + offs, mask=mh, other=0.0)[None, :]
+        row = qkv_ptr + t * stride_qkv
+        # q: rotate into the contiguous (T, HQ, D) buffer
+        hq = tl.arange(0, HQ_PAD)[:, None]
+        mq = (hq < HQ) & mh[None, :]
+        src = row + hq * D + offs[None, :]
+        x1 = tl.load(src, mask=mq, other=0.0).to(tl.float32)
+        x2 = tl.load(src + HALF, mask=mq, other=0.0).to(tl.float32)
+        dst = q_ptr + t * (HQ * D) + hq * D + offs[None, :]
+        tl.store(dst, (x1 * c - x2 * s).to(q_ptr.dtype.element_ty), mask=mq)
+        tl.store(dst + HALF, (x2 * c + x1 * s).to(q_ptr.dtype.element_ty), mask=mq)
+        # k: rotate into the cache slot (and the contiguous buffer)
+        hk = tl.arange(0, HKV_PAD)[:, None]
+        mk = (hk < HKV) & mh[None, :]
+        src = row + HQ * D + hk * D + offs[None, :]
+        x1 = tl.load(src, mask=mk, other=0.0).to(tl.float32)
+        x2 = tl.load(src + HALF, mask=mk, other=0.0).to(tl.float32)
+        k1 = (x1 * c - x2 * s).to(kc_ptr.dtype.element_ty)
+        k2 = (x2 * c + x1 * s).to(kc_ptr.dtype.element_ty)
+        dst = kc_ptr + slot * (HKV * D) + hk * D + offs[None, :]
+        tl.store(dst, k1, mask=mk)
+        tl.store(dst + HALF, k2, mask=mk)
+        # v: copy
+        src = row + (HQ + HKV) * D + hk * D + offs[None, :]
+        v1 = tl.load(src, mask=mk, other=0.0)
+        v2 = tl.load(src + HALF, mask=mk, other=0.0)
+        dst = vc_ptr + slot * (HKV * D) + hk * D + offs[None, :]
+        tl.store(dst, v1, mask=mk)
+        tl.store(dst + HALF, v2, mask=mk)
+        if WRITE_KV:
+            dst = k_ptr + t * (HKV * D) + hk * D + offs[None, :]
+            tl.store(dst, k1, mask=mk)
+            tl.store(dst + HALF, k2, mask=mk)
+            dst = v_ptr + t * (HKV * D) + hk * D + offs[None, :]
+            tl.store(dst, v1, mask=mk)
+            tl.store(dst + HALF, v2, mask=mk)
+
+    @triton.jit
+    def _decode_kernel(q_ptr, kc_ptr, vc_ptr, bt_ptr, sl_ptr, o_ptr, lse_ptr, sm_scale,
+                       stride_qb, stride_qh, stride_kp, stride_ks, stride_kh,
+                       stride_vp, stride_vs, stride_vh, stride_bt,
+                       stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+                       GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                       PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+                       NUM_SPLITS: tl.constexpr, DIRECT: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
+        kvh = tl.program_id(1)
+        split = tl.program_id(2)
+        seq_len = tl.load(sl_ptr + b)
+        per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        start = split * per_split
+        end = tl.minimum(start + per_split, seq_len)
+        offs_g = tl.arange(0, GROUP_PAD)
+        mg = offs_g < GROUP
+        offs_d = tl.arange(0, BLOCK_D)
+        md = offs_d < HEAD_DIM
+        heads = kvh * GROUP + offs_g
+        q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+                    mask=mg[:, None] & md[None, :], other=0.0)
+        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+        l_i = tl.zeros([GROUP_PAD], tl.float32)
+        acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
+        offs_n = tl.arange(0, BLOCK_N)
+        for n0 in range(start, end, BLOCK_N):
+            pos = n0 + offs_n
+            mn = pos < end
+            page = tl.load(bt_ptr + b * stride_bt + pos // PAGE_SIZE, mask=mn, other=0).to(tl.int64)
+            sl = (pos % PAGE_SIZE).to(tl.int64)
+            kmask = mn[:, None] & md[None, :]
+            k = tl.load(kc_ptr + (page * stride_kp + sl * stride_ks + kvh * stride_kh)[:, None]
+                        + offs_d[None, :], mask=kmask, other=0.0)
+            qk = tl.dot(q, tl.trans(k)) * sm_scale
+            qk = tl.where(mn[None, :], qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            alpha = tl.exp(m_i - m_new)
+            p = tl.exp(qk - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(vc_ptr + (page * stride_vp + sl * stride_vs + kvh * stride_vh)[:, None]
+                        + offs_d[None, :], mask=kmask, other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        omask = mg[:, None] & md[None, :]
+        if DIRECT:
+            out = acc / l_i[:, None]
+            tl.store(o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :],
+                     out.to(o_ptr.dtype.element_ty), mask=omask)
+        else:
+            l_safe = tl.where(l_i > 0, l_i, 1.0)
+            out = acc / l_safe[:, None]
+            lse = tl.where(l_i > 0, m_i + tl.log(l_safe), float("-inf"))
+            tl.store(o_ptr + b * stride_ob + heads[:, None] * stride_oh + split * stride_os
+                     + offs_d[None, :], out, mask=omask)
+            tl.store(lse_ptr + b * stride_lb + heads * stride_lh + split, lse, mask=mg)
+
+    @triton.jit
+    def _decode_reduce_kernel(part_ptr, lse_ptr, o_ptr, stride_pb, stride_ph, stride_ps,
+                              stride_lb, stride_lh, stride_ob, stride_oh,
+                              NUM_SPLITS: tl.constexpr, SPLIT_PAD: tl.constexpr,
+                              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
+        h = tl.program_id(1)
+        offs_s = tl.arange(0, SPLIT_PAD)
+        ms = offs_s < NUM_SPLITS
+        offs_d = tl.arange(0, BLOCK_D)
+        md = offs_d < HEAD_DIM
+        lse = tl.load(lse_ptr + b * stride_lb + h * stride_lh + offs_s, mask=ms, other=float("-inf"))
+        m = tl.max(lse, 0)
+        w = tl.where(ms, tl.exp(lse - m), 0.0)
+        part = tl.load(part_ptr + b * stride_pb + h * stride_ph + offs_s[:, None] * stride_ps
+                       + offs_d[None, :], mask=ms[:, None] & md[None, :], other=0.0)
+        out = tl.sum(w[:, None] * part, 0) / tl.sum(w, 0)
+        tl.store(o_ptr + b * stride_ob + h * stride_oh + offs_d, out.to(o_ptr.dtype.element_ty), mask=md)
+
+    @triton.jit
+    def _moe_gemm_kernel(a_ptr, b_ptr, c_ptr, w_ptr, sorted_ptr, expert_ptr, npost_ptr,
+                         N, K, num_valid, stride_am, stride_be, stride_bn, stride_cm,
+                         TOP_K: tl.constexpr, MUL_WEIGHT: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        npost = tl.load(npost_ptr)
+        if pid_m * BLOCK_M >= npost:
+            return
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        tok = tl.load(sorted_ptr + offs_m).to(tl.int64)
+        mt = tok < num_valid
+        e = tl.load(expert_ptr + pid_m).to(tl.int64)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mn = offs_n < N
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + (tok // TOP_K)[:, None] * stride_am + offs_k[None, :]
+        b_ptrs = b_ptr + e * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None]
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            mk = (k0 + offs_k) < K
+            a = tl.load(a_ptrs, mask=mt[:, None] & mk[None, :], other=0.0)
+            bb = tl.load(b_ptrs, mask=mk[:, None] & mn[None, :], other=0.0)
+            acc += tl.dot(a, bb)
+            a_ptrs += BLOCK_K
+            b_ptrs += BLOCK_K
+        if MUL_WEIGHT:
+            w = tl.load(w_ptr + tok, mask=mt, other=0.0)
+            acc = acc * w[:, None]
+        tl.store(c_ptr + tok[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty),
+                 mask=mt[:, None] & mn[None, :])
+
+
+def _pow2(n):
+    return triton.next_power_of_2(int(n))
+
+
+def rmsnorm(x, weight, out, eps):
+    n, h = x.shape
+    if n == 0:
+        return
+    block = _pow2(h)
+    warps = max(1, min(16, block // 256))
+    _rmsnorm_kernel[(n,)](x, weight, out, x.stride(0), out.stride(0), h, float(eps),
+                          BLOCK=block, num_warps=warps)
+
+
+def silu_and_mul(x, out):
+    n, d = out.shape
+    if n == 0:
+        return
+    block = min(1024, _pow2(d))
+    _silu_mul_kernel[(n, triton.cdiv(d, block))](x, out, x.stride(0), out.stride(0), d,
+                                                 BLOCK=block, num_warps=4)
+
+
+def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None):
+    """q_out (T,HQ,D) <- rope(q); cache[slot] <- rope(k), v; k_out/v_out too when given."""
+    t = qkv.shape[0]
+    if t == 0:
+        return
+    half = cos.shape[1]
+    write = k_out is not None
+    _rope_store_kernel[(t,)](qkv, positions, slots, cos, sin, q_out,
+                             k_out if write else q_out, v_out if write else q_out,
+                             k_cache, v_cache, qkv.stride(0),
+                             HQ=hq, HKV=hkv, HALF=half, D=2 * half, HQ_PAD=_pow2(hq), HKV_PAD=_pow2(hkv),
+                             HALF_PAD=_pow2(half), WRITE_KV=write, num_warps=4)
+
+
+def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
+    b, hq, d = q.shape
+    if b == 0:
+        return
+    _p, ps, hkv, _d = k_cache.shape
+    group = hq // hkv
+    max_tokens = block_table.shape[1] * ps
+    progs = b * hkv
+    splits = max(1, min(64, -(-2 * _sm_count(q.device) // progs), -(-max_tokens // 64)))
+    block_d = max(16, _pow2(d))
+    block_n = 64 if block_d <= 64 else 32
+    gpad = max(16, _pow2(group))
+    common = dict(GROUP=group, GROUP_PAD=gpad, HEAD_DIM=d, BLOCK_D=block_d, PAGE_SIZE=ps,
+                  BLOCK_N=block_n, NUM_SPLITS=splits, num_warps=4, num_stages=2)
+    ks, vs = k_cache.stride(), v_cache.stride()
+    if splits == 1:
+        _decode_kernel[(b, hkv, 1)](q, k_cache, v_cache, block_table, seq_lens, out, out, float(sm_scale),
+                                    q.stride(0), q.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+                                    block_table.stride(0), out.stride(0), out.stride(1), 0, 0, 0,
+                                    DIRECT=True, **common)
+        return
+    part = torch.empty((b, hq, splits, d), dtype=torch.float32, device=q.device)
+    lse = torch.empty((b, hq, splits), dtype=torch.float32, device=q.device)
+    _decode_kernel[(b, hkv, splits)](q, k_cache, v_cache, block_table, seq_lens, part, lse, float(sm_scale),
+                                     q.stride(0), q.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+                                     block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
+                                     lse.stride(0), lse.stride(1), DIRECT=False, **common)
+    _decode_reduce_kernel[(b, hq)](part, lse, out, part.stride(0), part.stride(1), part.stride(2),
+                                   lse.stride(0), lse.stride(1), out.stride(0), out.stride(1),
+                                   NUM_SPLITS=splits, SPLIT_PAD=_pow2(splits), HEAD_DIM=d,
+                                   BLOCK_D=block_d, num_warps=4)
+
+
+def moe_align(topk_ids, num_experts, block_m):
+    """Sort (token, k) pairs by expert, padding every expert's run to a
+    multiple of block_m, with torch ops and no host synchronisation.
+
+    Returns (sorted_ids int32 (L,), expert_ids int32 (L/block_m,),
+    num_post int32 (1,)); padding entries hold M*K (invalid)."""
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    mk = flat.numel()
+    dev = flat.device
+    nblocks = -(-(mk + num_experts * (block_m - 1)) // block_m)
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=dev)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))
+    padded = (counts + block_m - 1) // block_m * block_m
+    pad_end = torch.cumsum(padded, 0)
+    raw_start = torch.cumsum(counts, 0) - counts
+    _sorted, order = torch.sort(flat, stable=True)
+    rank = torch.arange(mk, device=dev) - raw_start[_sorted]
+    dest = pad_end[_sorted] - padded[_sorted] + rank
+    sorted_ids = torch.full((nblocks * block_m,), mk, dtype=torch.int32, device=dev)
+    sorted_ids.scatter_(0, dest, order.to(torch.int32))
+    starts = torch.arange(nblocks, device=dev, dtype=torch.int64) * block_m
+    expert_ids = torch.searchsorted(pad_end, starts, right=True).to(torch.int32)
+    num_post = pad_end[-1:].to(torch.int32)
+    return sorted_ids, expert_ids, num_post
+
+
+def moe_gemm(a, w, c, sorted_ids, expert_ids, num_post, top_k, block_m, weights=None):
+    """c[row] = a[row // top_k] @ w[expert].T (times weights[row]) for every
+    valid row of sorted_ids; a (R,K), w (E,N,K), c (M*top_k, N)."""
+    n, k = w.shape[1], w.shape[2]
+    block_n = 64 if n >= 64 else max(16, _pow2(n))
+    block_k = 64 if k >= 64 else max(16, _pow2(k))
+    grid = (expert_ids.shape[0], triton.cdiv(n, block_n))
+    _moe_gemm_kernel[grid](a, w, c, weights if weights is not None else a, sorted_ids, expert_ids, num_post,
+                           n, k, c.shape[0], a.stride(0), w.stride(0), w.stride(1), c.stride(0),
+                           TOP_K=top_k, MUL_WEIGHT=weights is not None,
+                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=4, num_stages=3)

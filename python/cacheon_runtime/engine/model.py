@@ -1,0 +1,203 @@
+"""model: the forward passes of the Llama-style dense and Mixtral-style MoE
+models over a paged KV cache.
+
+Validator-owned code (projections, rotary embedding, cache writes, router,
+residual adds, lm_head, sampling) runs here; every registered slot
+(rmsnorm, silu_and_mul, prefill attention, paged decode attention, MoE
+experts) is reached only through ``self.d`` (dispatch). Residual adds are
+fused into the o_proj / down_proj GEMMs (``addmm_``), q/k/v come from one
+fused projection, gate/up from another.
+
+Two entry points:
+
+- ``prefill(batch)``: a packed batch of prompt chunks (several requests,
+  each a run of consecutive positions), K/V written into the cache, one
+  attention.sdpa call per chunk (bottom-right causal over the request's
+  cached prefix plus the chunk); returns the final hidden states.
+- ``decode_step(state, B)``: one token for each of the first B rows of the
+  static decode state; graph-capturable (no host synchronisation, no
+  allocation that depends on data). Samples greedily, records the token and
+  its logprob into the state's history ring and advances the state on the
+  device (next input = sampled token, position and length + 1 for active
+  rows).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from . import stock
+
+
+def rope_tables(cfg, max_len, device):
+    d = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    rs = cfg.rope_scaling
+    if rs:
+        # Llama 3: scale low frequencies by 1/factor, keep high ones, blend between.
+        factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position"]
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+        mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+        inv = torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+    t = torch.arange(max_len, dtype=torch.float64)
+    freqs = torch.outer(t, inv)
+    return (torch.cos(freqs).to(device=device, dtype=torch.float32).contiguous(),
+            torch.sin(freqs).to(device=device, dtype=torch.float32).contiguous())
+
+
+class PrefillBatch:
+    """A packed prefill forward: flat ids/positions/slots (N,) on the device
+    and segments (start, length, prefix, gather) where gather (prefix+length,)
+    holds the flat cache slots of the request's positions 0..prefix+length-1
+    (None when prefix == 0)."""
+    __slots__ = ("ids", "positions", "slots", "segs")
+
+    def __init__(self, ids, positions, slots, segs):
+        self.ids, self.positions, self.slots, self.segs = ids, positions, slots, segs
+
+
+class DecodeState:
+    """Static device buffers of the decode step (sized for max_rows rows);
+    CUDA graphs capture views of their first B rows."""
+
+    HISTORY = 1024
+
+    def __init__(self, max_rows, max_pages, device):
+        z = dict(device=device)
+        self.ids = torch.zeros(max_rows, dtype=torch.long, **z)
+        self.positions = torch.zeros(max_rows, dtype=torch.long, **z)
+        self.seq_lens = torch.ones(max_rows, dtype=torch.int32, **z)
+        self.active = torch.zeros(max_rows, dtype=torch.int32, **z)
+        self.block_table = torch.zeros((max_rows, max_pages), dtype=torch.int32, **z)
+        self.out_tok = torch.zeros(max_rows, dtype=torch.long, **z)
+        self.out_lp = torch.zeros(max_rows, dtype=torch.float32, **z)
+        self.hist_tok = torch.zeros((self.HISTORY, max_rows), dtype=torch.long, **z)
+        self.hist_lp = torch.zeros((self.HISTORY, max_rows), dtype=torch.float32, **z)
+        self.hist_ctr = torch.zeros(1, dtype=torch.long, **z)
+        self.max_rows = max_rows
+
+
+def sample(logits):
+    """Greedy token and its log-softmax value (fp32)."""
+    tok = torch.argmax(logits, dim=-1)
+    lp = logits.gather(1, tok.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
+    return tok, lp
+
+
+class Model:
+    def __init__(self, cfg, ecfg, weights, dispatch, kv, device, timer):
+        self.cfg, self.ecfg, self.w, self.d, self.device = cfg, ecfg, weights, dispatch, device
+        self.kc, self.vc = kv
+        self.timer = timer
+        self.hq, self.hkv, self.hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.eps = cfg.rms_norm_eps
+        self.scale = cfg.head_dim ** -0.5
+        self.ps = ecfg.page_size
+        self.cos, self.sin = rope_tables(cfg, cfg.max_position, device)
+        if cfg.kind == "mixtral":
+            for ly in weights.layers:
+                ly.experts = dispatch.prepare_experts(ly.w13, ly.w2)
+
+    # -- layers -------------------------------------------------------------
+
+    def _layer(self, li, x, attend):
+        ly, d, r = self.w.layers[li], self.d, self.timer.region
+        with r("norm"):
+            h = d.rmsnorm(x, ly.attn_norm, self.eps)
+        with r("attention"):
+            qkv = torch.mm(h, ly.qkv.t())
+            a = attend(li, qkv)
+            x.addmm_(a, ly.o.t())
+        with r("norm"):
+            h = d.rmsnorm(x, ly.mlp_norm, self.eps)
+        with r("mlp"):
+            if ly.experts is None:
+                gu = torch.mm(h, ly.gate_up.t())
+                x.addmm_(d.silu_and_mul(gu), ly.down.t())
+            else:
+                probs = torch.softmax(torch.mm(h, ly.router.t()).float(), dim=-1)
+                tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
+                tw = tw / tw.sum(dim=-1, keepdim=True)
+                x.add_(d.fused_experts(h, ti.to(torch.int32), tw, ly.experts))
+        return x
+
+    def final_norm(self, x):
+        with self.timer.region("norm"):
+            return self.d.rmsnorm(x, self.w.final_norm, self.eps)
+
+    def logits(self, h):
+        return torch.mm(h, self.w.lm_head.t()).float()
+
+    # -- prefill ------------------------------------------------------------
+
+    def prefill(self, b):
+        """Run a packed prefill batch; returns the last layer's hidden states
+        (N, H) before the final norm."""
+        n = b.ids.shape[0]
+        with self.timer.region("other"):
+            x = F.embedding(b.ids, self.w.embed)
+        hq, hkv, hd = self.hq, self.hkv, self.hd
+        need_kv = any(p == 0 for _s, _t, p, _g in b.segs)
+        single = len(b.segs) == 1 and b.segs[0][2] == 0
+
+        def attend(li, qkv):
+            kc, vc = self.kc[li], self.vc[li]
+            q = torch.empty((n, hq, hd), dtype=qkv.dtype, device=qkv.device)
+            k = v = None
+            if need_kv:
+                k = torch.empty((n, hkv, hd), dtype=qkv.dtype, device=qkv.device)
+                v = torch.empty_like(k)
+            stock.rope_store(qkv, b.positions, b.slots, self.cos, self.sin, q, kc, vc, hq, hkv, k, v)
+            if single:
+                return self.d.sdpa(q, k, v, self.scale, True).view(n, hq * hd)
+            out = torch.empty((n, hq, hd), dtype=qkv.dtype, device=qkv.device)
+            for s, t, p, g in b.segs:
+                if p == 0:
+                    ks, vs = k[s:s + t], v[s:s + t]
+                else:
+                    ks = kc.view(-1, hkv, hd).index_select(0, g)
+                    vs = vc.view(-1, hkv, hd).index_select(0, g)
+                out[s:s + t].copy_(self.d.sdpa(q[s:s + t], ks, vs, self.scale, True))
+            return out.view(n, hq * hd)
+
+        for li in range(self.cfg.num_layers):
+            x = self._layer(li, x, attend)
+        return x
+
+    # -- decode -------------------------------------------------------------
+
+    def decode_step(self, st, bsz):
+        r = self.timer.region
+        ids, pos = st.ids[:bsz], st.positions[:bsz]
+        bt, sl = st.block_table[:bsz], st.seq_lens[:bsz]
+        hq, hkv, hd, ps = self.hq, self.hkv, self.hd, self.ps
+        with r("other"):
+            x = F.embedding(ids, self.w.embed)
+            slots = bt.gather(1, torch.div(pos, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1).long() * ps \
+                + torch.remainder(pos, ps)
+
+        def attend(li, qkv):
+            kc, vc = self.kc[li], self.vc[li]
+            q = torch.empty((bsz, hq, hd), dtype=qkv.dtype, device=qkv.device)
+            stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv)
+            return self.d.decode(q, kc, vc, bt, sl, self.scale).view(bsz, hq * hd)
+
+        for li in range(self.cfg.num_layers):
+            x = self._layer(li, x, attend)
+        h = self.final_norm(x)
+        with r("sampling"):
+            tok, lp = sample(self.logits(h))
+            st.out_tok[:bsz].copy_(tok)
+            st.out_lp[:bsz].copy_(lp)
+            st.hist_tok.index_copy_(0, st.hist_ctr, st.out_tok.unsqueeze(0))
+            st.hist_lp.index_copy_(0, st.hist_ctr, st.out_lp.unsqueeze(0))
+        with r("other"):
+            st.hist_ctr.add_(1)
+            ids.copy_(tok)
+            act = st.active[:bsz]
+            pos.add_(act)
+            sl.add_(act)

@@ -1,0 +1,501 @@
+"""runner: the engine: load, continuous batching, paged KV cache, CUDA graphs,
+scoring, counters.
+
+Scheduling (``generate``): requests wait until their arrival (a number of
+decode steps into the wave), then join the running batch between decode
+steps if a batch row and KV pages are free (pages for prompt +
+max_new_tokens are reserved at admission, so a running request never
+stalls). Joining requests are prefilled together (packed forwards of at most
+``prefill_chunk`` tokens, long prompts in chunks); prefill samples their
+first token. Then one decode step at a time produces a token for every
+running request.
+
+Decode state lives in static device buffers (model.DecodeState); a decode
+step reads and advances them on the device, so the host only rewrites them
+when the batch changes and never waits for the device in steady state.
+Tokens and logprobs go to a device history ring that the host reads once
+per ``DecodeState.HISTORY`` steps and at the end of the wave. The host
+synchronises every step only while some running request can stop at EOS.
+
+CUDA graphs: one graph per padded batch bucket, captured at load time from
+the static buffers (padding rows point at the scratch page 0 and stay
+inactive); a batch larger than the largest bucket runs eagerly.
+"""
+
+import time
+
+import torch
+
+from .. import wire
+from ..wire import Failure, bad, field
+from . import config, dispatch as dispatch_mod, weights as weights_mod
+from .model import DecodeState, Model, PrefillBatch, sample
+from .timing import Timer
+
+
+class PagePool:
+    """KV pages 1..P-1 (page 0 is the scratch page of padding rows)."""
+
+    def __init__(self, num_pages):
+        self.total = num_pages - 1
+        self.free = list(range(num_pages - 1, 0, -1))
+
+    def can(self, n):
+        return n <= len(self.free)
+
+    def alloc(self, n):
+        out = [self.free.pop() for _ in range(n)]
+        return out
+
+    def release(self, pages):
+        self.free.extend(reversed(pages))
+
+
+class Request:
+    __slots__ = ("rid", "prompt", "max_new", "ignore_eos", "arrival", "index", "pages", "tokens",
+                 "logprobs", "generated", "cache_len", "eos", "src")
+
+    def __init__(self, index, obj, arrival):
+        if not isinstance(obj, dict):
+            raise bad("requests[%d] must be an object" % index)
+        self.index = index
+        self.rid = field(obj, "rid", str)
+        self.prompt = wire.int_list(field(obj, "prompt", list), "requests[%d].prompt" % index)
+        self.max_new = field(obj, "max_new_tokens", int)
+        self.ignore_eos = field(obj, "ignore_eos", bool, False, required=False)
+        self.arrival = arrival
+        self.pages = []
+        self.tokens, self.logprobs = [], []
+        self.generated = 0
+        self.cache_len = 0
+        self.eos = False
+        self.src = None
+
+
+def _finite(v):
+    return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+class Engine:
+    def __init__(self, req):
+        arena = field(req, "arena", dict)
+        cuda_ok = bool(torch.cuda.is_available())
+        self.mcfg = mcfg = config.ModelConfig(arena)
+        self.ecfg = ecfg = config.EngineConfig(arena, mcfg, cuda_ok)
+        dev = torch.device(ecfg.device)
+        if dev.type == "cuda":
+            if not cuda_ok:
+                raise Failure(wire.plain_error("load_error", "DeviceError", "the arena wants CUDA; none is visible"))
+            if dev.index is None:
+                dev = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(dev)
+        self.device, self.cuda = dev, dev.type == "cuda"
+        self.dtype = getattr(torch, ecfg.dtype)
+        profile = field(req, "profile", bool, False, required=False)
+        self.timer = Timer(dev, profile)
+        ctx = {"device": dev.type, "dtype": ecfg.dtype, "model": mcfg.name}
+        if self.cuda:
+            ctx["architecture"] = "sm%d%d" % torch.cuda.get_device_capability(dev)
+        self.d = dispatch_mod.Dispatch(dev, self.dtype, ctx, field(req, "stack", dict, {}, required=False),
+                                       strict=field(req, "strict", bool, True, required=False),
+                                       audit=field(req, "audit", dict, {}, required=False), timer=self.timer)
+        ckpt = field(req, "checkpoint", str, "", required=False)
+        with torch.no_grad():
+            if ckpt:
+                self.w = weights_mod.load_checkpoint(mcfg, ckpt, dev, self.dtype)
+            else:
+                self.w = weights_mod.random_weights(mcfg, dev, self.dtype)
+        self.num_pages = self._kv_pages()
+        shape = (self.num_pages, ecfg.page_size, mcfg.num_kv_heads, mcfg.head_dim)
+        self.kc = [torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
+        self.vc = [torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
+        self.pool = PagePool(self.num_pages)
+        with torch.no_grad():
+            self.model = Model(mcfg, ecfg, self.w, self.d, (self.kc, self.vc), dev, self.timer)
+        rows = max([ecfg.max_batch] + ecfg.graph_buckets)
+        self.st = DecodeState(rows, ecfg.max_pages_per_seq, dev)
+        want_graphs = field(req, "graphs", bool, True, required=False)
+        self.use_graphs = want_graphs and self.cuda and not self.d.auditing and not profile
+        if self.use_graphs and mcfg.kind == "mixtral" and self.dtype == torch.float32:
+            self.use_graphs = False  # the fp32 MoE stock path synchronises (no Triton GEMM)
+        self.graphs = {}
+        self.steps = {"prefill": 0, "decode": 0}
+        if self.use_graphs:
+            with torch.no_grad():
+                self._capture_all()
+
+    def load_reply(self):
+        return {"params": int(self.w.params()), "layers": self.mcfg.num_layers, "device": str(self.device),
+                "dtype": self.ecfg.dtype, "kv_pages": self.num_pages,
+                "graph_buckets": sorted(self.graphs) if self.use_graphs else []}
+
+    def _kv_pages(self):
+        e, m = self.ecfg, self.mcfg
+        need = e.max_batch * e.max_pages_per_seq + 1
+        if e.kv_pages:
+            if e.kv_pages < 2:
+                raise bad("arena engine.kv_pages must be at least 2 (page 0 is scratch)")
+            return e.kv_pages
+        per_page = 2 * m.num_layers * e.page_size * m.num_kv_heads * m.head_dim * torch.finfo(self.dtype).bits // 8
+        if self.cuda:
+            free, _total = torch.cuda.mem_get_info(self.device)
+            budget = int(free * 0.85) - (4 << 30)
+        else:
+            budget = 2 << 30
+        return max(2, min(need, budget // per_page))
+
+    # -- CUDA graphs -------------------------------------------------------
+
+    def _capture_all(self):
+        st = self.st
+        pool = None
+        for b in sorted(self.ecfg.graph_buckets, reverse=True):
+            self.d.set_mode("decode", True)
+            s = torch.cuda.Stream(device=self.device)
+            s.wait_stream(torch.cuda.current_stream(self.device))
+            self.d.counting = False
+            try:
+                with torch.cuda.stream(s):
+                    for _ in range(2):
+                        self.model.decode_step(st, b)
+            finally:
+                self.d.counting = True
+            torch.cuda.current_stream(self.device).wait_stream(s)
+            torch.cuda.synchronize(self.device)
+            st.hist_ctr.zero_()
+            g = torch.cuda.CUDAGraph()
+            self.d.begin_capture()
+            try:
+                with torch.cuda.graph(g, pool=pool):
+                    self.model.decode_step(st, b)
+            except dispatch_mod.CandidateAbort:
+                raise
+            except Exception as e:  # noqa: BLE001
+                self.d.end_capture()
+                if not self.d.has_candidates():
+                    raise
+                torch.cuda.synchronize(self.device)
+                err = wire.exc_error("candidate_error", e)
+                reason = "decode graph capture failed with candidates: %s: %s" % (err["type"], err["message"])
+                if self.d.strict:
+                    raise dispatch_mod.CandidateAbort("graph", "capture", reason, err["traceback"])
+                self.d.disable_in_graphs(reason)
+                return self._capture_all()
+            log = self.d.end_capture()
+            pool = g.pool()
+            self.graphs[b] = (g, log)
+        torch.cuda.synchronize(self.device)
+        st.hist_ctr.zero_()
+
+    def _bucket(self, n):
+        if not self.use_graphs:
+            return None
+        for b in sorted(self.graphs):
+            if b >= n:
+                return b
+        return None
+
+    # -- host -> device --------------------------------------------------------
+
+    def _h2d(self, dst, values, dtype):
+        t = torch.tensor(values, dtype=dtype)
+        if self.cuda:
+            dst.copy_(t.pin_memory(), non_blocking=True)
+        else:
+            dst.copy_(t)
+
+    def _dev(self, values, dtype=torch.long):
+        t = torch.tensor(values, dtype=dtype)
+        if self.cuda:
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    # -- prefill -------------------------------------------------------------
+
+    def _slot(self, pages, p):
+        ps = self.ecfg.page_size
+        return pages[p // ps] * ps + p % ps
+
+    def _forwards(self, seqs):
+        """Pack prompt chunks of seqs [(tokens, pages)] into forwards of at
+        most prefill_chunk tokens; yields (x, segs) with segs
+        [(j, start, length, flat_offset)] after running each forward."""
+        done = [0] * len(seqs)
+        chunk = self.ecfg.prefill_chunk
+        while any(done[j] < len(s[0]) for j, s in enumerate(seqs)):
+            budget = chunk
+            segs, ids, pos, slots, msegs = [], [], [], [], []
+            for j, (toks, pages) in enumerate(seqs):
+                rem = len(toks) - done[j]
+                if rem <= 0:
+                    continue
+                if budget <= 0:
+                    break
+                t = min(rem, budget)
+                s0 = done[j]
+                off = len(ids)
+                ids.extend(toks[s0:s0 + t])
+                pos.extend(range(s0, s0 + t))
+                slots.extend(self._slot(pages, p) for p in range(s0, s0 + t))
+                gather = self._dev([self._slot(pages, p) for p in range(s0 + t)]) if s0 else None
+                msegs.append((off, t, s0, gather))
+                segs.append((j, s0, t, off))
+                done[j] += t
+                budget -= t
+            b = PrefillBatch(self._dev(ids), self._dev(pos), self._dev(slots), msegs)
+            self.steps["prefill"] += 1
+            t0 = time.perf_counter()
+            with self.timer.region("step"):
+                x = self.model.prefill(b)
+            yield x, segs
+            if self.timer.enabled:
+                self.timer.host_add("prefill", time.perf_counter() - t0)
+
+    def _prefill(self, reqs):
+        """Prefill reqs; returns device (tokens, logprobs) of their first
+        generated token, in reqs order."""
+        self.d.set_mode("prefill", False)
+        self.timer.phase = "prefill"
+        toks, lps, order = [], [], []
+        for x, segs in self._forwards([(r.prompt, r.pages) for r in reqs]):
+            last = [(j, off + t - 1) for j, s0, t, off in segs if s0 + t == len(reqs[j].prompt)]
+            if not last:
+                continue
+            h = self.model.final_norm(x.index_select(0, self._dev([i for _j, i in last])))
+            with self.timer.region("sampling"):
+                tok, lp = sample(self.model.logits(h))
+            toks.append(tok)
+            lps.append(lp)
+            order.extend(j for j, _i in last)
+        tok, lp = torch.cat(toks), torch.cat(lps)
+        inv = [0] * len(reqs)
+        for k, j in enumerate(order):
+            inv[j] = k
+        idx = self._dev(inv)
+        return tok.index_select(0, idx), lp.index_select(0, idx)
+
+    # -- generate ------------------------------------------------------------
+
+    def generate(self, req):
+        reqs_json = field(req, "requests", list)
+        arrivals = field(req, "arrivals", list, None, required=False)
+        if arrivals is not None:
+            wire.int_list(arrivals, "arrivals")
+            if len(arrivals) != len(reqs_json):
+                raise bad("arrivals has %d entries for %d requests" % (len(arrivals), len(reqs_json)))
+        reqs = [Request(i, o, arrivals[i] if arrivals else 0) for i, o in enumerate(reqs_json)]
+        ps, v = self.ecfg.page_size, self.mcfg.vocab_size
+        limit = self.ecfg.max_pages_per_seq * ps
+        for r in reqs:
+            if not r.prompt:
+                raise bad("request %s has an empty prompt" % r.rid)
+            if any(t >= v for t in r.prompt):
+                raise bad("request %s has a token outside the vocabulary (%d)" % (r.rid, v))
+            if len(r.prompt) + r.max_new > limit:
+                raise bad("request %s needs %d positions; the engine holds %d"
+                          % (r.rid, len(r.prompt) + r.max_new, limit))
+            if -(-(len(r.prompt) + r.max_new) // ps) > self.pool.total:
+                raise bad("request %s needs more KV pages than the engine has" % r.rid)
+        with torch.no_grad():
+            try:
+                self._run(reqs)
+            finally:
+                for r in reqs:
+                    if r.pages:
+                        self.pool.release(r.pages)
+                        r.pages = []
+        return {"results": [{"rid": r.rid, "tokens": r.tokens, "logprobs": [_finite(x) for x in r.logprobs]}
+                            for r in reqs],
+                "steps": dict(self.steps)}
+
+    def _run(self, reqs):
+        st, e = self.st, self.ecfg
+        self.steps = {"prefill": 0, "decode": 0}
+        pending = sorted((r for r in reqs if r.max_new > 0), key=lambda r: (r.arrival, r.index))
+        running, events = [], []
+        self._hist_n = 0
+        st.hist_ctr.zero_()
+        step, dirty, pf = 0, False, None
+        eos = self.mcfg.eos_token_id
+        while pending or running:
+            admitted = []
+            while (pending and pending[0].arrival <= step and len(running) + len(admitted) < e.max_batch
+                   and self.pool.can(-(-(len(pending[0].prompt) + pending[0].max_new) // e.page_size))):
+                r = pending.pop(0)
+                r.pages = self.pool.alloc(-(-(len(r.prompt) + r.max_new) // e.page_size))
+                admitted.append(r)
+            if admitted:
+                tok, lp = self._prefill(admitted)
+                events.append(("pf", admitted, tok, lp))
+                pf = tok
+                for j, r in enumerate(admitted):
+                    r.generated, r.cache_len, r.src = 1, len(r.prompt), ("pf", j)
+                if eos >= 0 and any(not r.ignore_eos for r in admitted):
+                    for r, t in zip(admitted, tok.tolist()):
+                        r.eos = t == eos and not r.ignore_eos
+                running.extend(admitted)
+                dirty = True
+            done = [r for r in running if r.generated >= r.max_new or r.eos]
+            if done:
+                for r in done:
+                    self.pool.release(r.pages)
+                    r.pages = []
+                running = [r for r in running if not (r.generated >= r.max_new or r.eos)]
+                dirty = True
+            if not running:
+                if pending and not admitted:
+                    if pending[0].arrival > step:
+                        step = pending[0].arrival
+                    else:
+                        raise Failure(wire.plain_error("internal", "SchedulerError",
+                                                       "request %s cannot be admitted" % pending[0].rid))
+                continue
+            bucket = self._bucket(len(running))
+            nrows = bucket or len(running)
+            if dirty:
+                self._compose(running, nrows, pf)
+                dirty, pf = False, None
+            self._decode(nrows, bucket)
+            events.append(("dec", list(running), self._hist_n))
+            self._hist_n += 1
+            step += 1
+            for r in running:
+                r.generated += 1
+                r.cache_len += 1
+            if eos >= 0 and any(not r.ignore_eos for r in running):
+                for r, t in zip(running, st.out_tok[:len(running)].tolist()):
+                    r.eos = t == eos and not r.ignore_eos
+            if self._hist_n == DecodeState.HISTORY:
+                self._flush(events)
+        self._flush(events)
+        self.timer.collect()
+
+    def _compose(self, running, nrows, pf):
+        """Write the static decode state for this batch composition."""
+        st, maxp = self.st, self.ecfg.max_pages_per_seq
+        n = len(running)
+        idx = []
+        for r in running:
+            kind, k = r.src
+            idx.append(k if kind == "ids" else st.max_rows + k)
+        idx.extend([0] * (nrows - n))
+        src = torch.cat([st.ids, pf]) if pf is not None else st.ids
+        st.ids[:nrows].copy_(src.index_select(0, self._dev(idx)))
+        for i, r in enumerate(running):
+            r.src = ("ids", i)
+        pad = nrows - n
+        self._h2d(st.positions[:nrows], [r.cache_len for r in running] + [0] * pad, torch.long)
+        self._h2d(st.seq_lens[:nrows], [r.cache_len + 1 for r in running] + [1] * pad, torch.int32)
+        self._h2d(st.active[:nrows], [1] * n + [0] * pad, torch.int32)
+        bt = torch.zeros((nrows, maxp), dtype=torch.int32)
+        for i, r in enumerate(running):
+            bt[i, :len(r.pages)] = torch.tensor(r.pages, dtype=torch.int32)
+        if self.cuda:
+            st.block_table[:nrows].copy_(bt.pin_memory(), non_blocking=True)
+        else:
+            st.block_table[:nrows].copy_(bt)
+
+    def _decode(self, nrows, bucket):
+        self.steps["decode"] += 1
+        self.timer.phase = "decode"
+        t0 = time.perf_counter()
+        if bucket is not None:
+            g, log = self.graphs[bucket]
+            g.replay()
+            self.d.add_log(log)
+        else:
+            self.d.set_mode("decode", False)
+            with self.timer.region("step"):
+                self.model.decode_step(self.st, nrows)
+        if self.timer.enabled:
+            self.timer.host_add("decode", time.perf_counter() - t0)
+
+    def _flush(self, events):
+        """Read the history ring and prefill tokens back and hand them out."""
+        st = self.st
+        n = self._hist_n
+        toks = st.hist_tok[:n].tolist() if n else []
+        lps = st.hist_lp[:n].tolist() if n else []
+        for ev in events:
+            if ev[0] == "pf":
+                _k, reqs, tok, lp = ev
+                for r, t, l in zip(reqs, tok.tolist(), lp.tolist()):
+                    r.tokens.append(t)
+                    r.logprobs.append(l)
+            else:
+                _k, rows, h = ev
+                for i, r in enumerate(rows):
+                    r.tokens.append(toks[h][i])
+                    r.logprobs.append(lps[h][i])
+        events.clear()
+        self._hist_n = 0
+        st.hist_ctr.zero_()
+
+    # -- score ---------------------------------------------------------------
+
+    def score(self, req):
+        seqs = field(req, "sequences", list)
+        froms = field(req, "from", list, None, required=False)
+        if froms is not None and len(froms) != len(seqs):
+            raise bad("from has %d entries for %d sequences" % (len(froms), len(seqs)))
+        ps, v = self.ecfg.page_size, self.mcfg.vocab_size
+        limit = self.ecfg.max_pages_per_seq * ps
+        items = []
+        for j, s in enumerate(seqs):
+            wire.int_list(s, "sequences[%d]" % j)
+            k = froms[j] if froms is not None else 1
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise bad("from[%d] must be an integer >= 1" % j)
+            if any(t >= v for t in s):
+                raise bad("sequences[%d] has a token outside the vocabulary (%d)" % (j, v))
+            if len(s) > limit or -(-len(s) // ps) > self.pool.total:
+                raise bad("sequences[%d] is longer than the engine holds" % j)
+            items.append((s, k))
+        out = [[] for _ in items]
+        with torch.no_grad():
+            self.d.set_mode("prefill", False)
+            self.timer.phase = "prefill"
+            i = 0
+            while i < len(items):
+                group, pages = [], []
+                while i < len(items) and self.pool.can(-(-len(items[i][0]) // ps)):
+                    pages.append(self.pool.alloc(-(-len(items[i][0]) // ps)))
+                    group.append(i)
+                    i += 1
+                try:
+                    self._score_group([items[g] for g in group], pages, [out[g] for g in group])
+                finally:
+                    for p in pages:
+                        self.pool.release(p)
+        self.timer.collect()
+        return {"nll": [[_finite(x) for x in o] for o in out]}
+
+    def _score_group(self, items, pages, outs):
+        parts = [[] for _ in items]
+        for x, segs in self._forwards([(s, p) for (s, _k), p in zip(items, pages)]):
+            rows, targets, owner = [], [], []
+            for j, s0, t, off in segs:
+                toks, k = items[j]
+                for p in range(max(s0, k - 1), min(s0 + t, len(toks) - 1)):
+                    rows.append(off + p - s0)
+                    targets.append(toks[p + 1])
+                    owner.append(j)
+            for c in range(0, len(rows), 256):
+                r_idx = self._dev(rows[c:c + 256])
+                h = self.model.final_norm(x.index_select(0, r_idx))
+                logits = self.model.logits(h)
+                tgt = self._dev(targets[c:c + 256]).unsqueeze(1)
+                nll = torch.logsumexp(logits, dim=-1) - logits.gather(1, tgt).squeeze(1)
+                vals = nll.tolist()
+                for o, val in zip(owner[c:c + 256], vals):
+                    parts[o].append(val)
+        for o, p in zip(outs, parts):
+            o.extend(p)
+
+    # -- stats -----------------------------------------------------------------
+
+    def stats(self):
+        out = self.d.stats()
+        if self.timer.enabled:
+            out["profile"] = self.timer.report("eager")
+        return out
