@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +49,7 @@ Stack bundles are snapshotted, loaded and scanned exactly as verify does.`,
 // engineFlags are shared by the engine subcommands.
 type engineFlags struct {
 	arena, workload, stack, python, graphs string
-	nonStrict                              bool
+	nonStrict, profile                     bool
 	loadTimeout, timeout                   time.Duration
 }
 
@@ -59,6 +61,7 @@ func (fl *engineFlags) register(cmd *cobra.Command) {
 	f.StringVar(&fl.python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
 	f.StringVar(&fl.graphs, "graphs", "auto", "decode CUDA graphs: auto (the arena's setting; off while auditing), on or off")
 	f.BoolVar(&fl.nonStrict, "non-strict", false, "fall back to stock (with a receipt) when a candidate fails, instead of aborting")
+	f.BoolVar(&fl.profile, "profile", false, "ask the runtime for its own per-step time split (untrusted, diagnostic only; turns CUDA graphs off)")
 	f.DurationVar(&fl.loadTimeout, "load-timeout", 15*time.Minute, "limit for building the model and capturing graphs")
 	f.DurationVar(&fl.timeout, "timeout", 10*time.Minute, "limit for one wave")
 	_ = cmd.MarkFlagRequired("arena")
@@ -132,7 +135,7 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 	}
 	switch fl.graphs {
 	case "auto":
-		s.graphs = ar.Engine.Graphs && audit == nil
+		s.graphs = ar.Engine.Graphs && audit == nil && !fl.profile
 	case "on":
 		if ar.Device != "cuda" {
 			return nil, fmt.Errorf("--graphs on: arena %s runs on %s; CUDA graphs need cuda", ar.Name, ar.Device)
@@ -199,7 +202,7 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 	lctx, cancel := context.WithTimeout(ctx, fl.loadTimeout)
 	defer cancel()
 	s.loaded, err = s.eng.Load(lctx, engine.LoadRequest{Arena: ar.Runtime(), Checkpoint: checkpoint, Stack: stack,
-		Graphs: s.graphs, Strict: s.strict, Audit: au})
+		Graphs: s.graphs, Strict: s.strict, Audit: au, Profile: fl.profile})
 	if err != nil {
 		return fail(engineExit(err, len(stack) > 0))
 	}
@@ -531,8 +534,8 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	for _, s := range r.NeverFired {
 		fmt.Fprintf(w, "warning: stack slot %s never fired (no call was selected or found ineligible)\n", s)
 	}
-	if len(b.RuntimeTiming) > 0 {
-		fmt.Fprintf(w, "\nruntime self-report (untrusted, diagnostic only): %s\n", b.RuntimeTiming)
+	if len(b.RuntimeProfile) > 0 {
+		fmt.Fprintf(w, "\nruntime self-reported profile (untrusted, diagnostic only; graphs off while profiling):\n%s\n", indentJSON(b.RuntimeProfile))
 	}
 	if len(r.Audit) > 0 {
 		fmt.Fprintln(w)
@@ -549,6 +552,14 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 		fmt.Fprintf(w, "audit: %d of %d dump(s) PASS\n", pass, len(r.Audit))
 	}
 	fmt.Fprintf(w, "\ntokens digest %s; %.1fs\n", b.TokensDigest, r.Seconds)
+}
+
+func indentJSON(raw []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "  ", "  "); err != nil {
+		return string(raw)
+	}
+	return "  " + buf.String()
 }
 
 func onOff(b bool) string {

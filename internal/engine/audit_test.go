@@ -64,7 +64,7 @@ func TestRegrade(t *testing.T) {
 	}
 	dir := t.TempDir()
 	scalars := map[string]map[string]float64{}
-	for i, name := range Seams("mixtral") {
+	for i, name := range append(Seams("mixtral"), "activation.silu_and_mul") {
 		spec, _ := cat.Lookup(name)
 		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 			c, err := spec.NewCase(slot.CaseParams{Seed: 11, Shape: spec.Shapes[0], DType: dt, Index: i})

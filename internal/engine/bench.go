@@ -44,9 +44,6 @@ type WaveResult struct {
 	// Steps are the runtime's step counts (untrusted).
 	Steps        Steps  `json:"runtime_steps"`
 	TokensDigest string `json:"tokens_digest"`
-	// RuntimeTiming is what the runtime says about its own time: untrusted,
-	// diagnostic only.
-	RuntimeTiming json.RawMessage `json:"runtime_timing_untrusted,omitempty"`
 
 	// Results are the wave's tokens and logprobs.
 	Results []Result `json:"-"`
@@ -70,9 +67,9 @@ type BenchResult struct {
 	TokensDigest string                  `json:"tokens_digest"`
 	Slots        map[string]SlotCounters `json:"slots"`
 	Receipts     []Receipt               `json:"receipts"`
-	// RuntimeTiming is the runtime's self-reported timing split from stats:
-	// untrusted, diagnostic only.
-	RuntimeTiming json.RawMessage `json:"runtime_timing_untrusted,omitempty"`
+	// RuntimeProfile is the runtime's self-reported time split (when
+	// loaded with Profile): untrusted, diagnostic only.
+	RuntimeProfile json.RawMessage `json:"runtime_profile_untrusted,omitempty"`
 }
 
 // Bench drives the arena's workload on a loaded engine: warm-up waves, then
@@ -134,7 +131,7 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	res.Slots, res.Receipts, res.RuntimeTiming = st.Slots, st.Receipts, st.Timing
+	res.Slots, res.Receipts, res.RuntimeProfile = st.Slots, st.Receipts, st.Profile
 	return res, nil
 }
 
@@ -158,7 +155,7 @@ func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.
 		return nil, err
 	}
 	wr := &WaveResult{Requests: len(wave.Requests), PromptTokens: wave.PromptTokens(), Steps: full.Steps,
-		RuntimeTiming: full.Timing, Results: full.Results}
+		Results: full.Results}
 	tokens := make([][]int, len(full.Results))
 	for i, r := range full.Results {
 		wr.Generated += len(r.Tokens)

@@ -65,8 +65,7 @@ func TestBenchTimesOnTheHost(t *testing.T) {
 	}
 	for _, w := range res.Waves {
 		// 16 output tokens at 2ms: the full wave takes >= 32ms, the
-		// prefill-only wave >= 2ms; the fake's own claim (1e9 tok/s) is
-		// kept only as an untrusted diagnostic.
+		// prefill-only wave >= 2ms, whatever the fake claims.
 		if w.Seconds < 0.032 || w.PrefillSeconds < 0.002 || w.Seconds > 5 {
 			t.Fatalf("wave %d: host times %.4f / %.4f", w.Index, w.Seconds, w.PrefillSeconds)
 		}
@@ -76,7 +75,7 @@ func TestBenchTimesOnTheHost(t *testing.T) {
 		if got := float64(w.Generated) / w.Seconds; got != w.TokensPerSec || w.TokensPerSec > 8*16/0.032 {
 			t.Fatalf("wave %d: tokens/s %.1f, host says %.1f", w.Index, w.TokensPerSec, got)
 		}
-		if w.DecodeTokensPerSec <= 0 || w.PrefillTokensPerSec <= 0 || !strings.Contains(string(w.RuntimeTiming), "decode_tokens_per_s") {
+		if w.DecodeTokensPerSec <= 0 || w.PrefillTokensPerSec <= 0 {
 			t.Fatalf("wave %d: splits %+v", w.Index, w)
 		}
 		if w.Steps.Decode != 15 {
@@ -88,6 +87,11 @@ func TestBenchTimesOnTheHost(t *testing.T) {
 	}
 	if res.Slots["activation.silu_and_mul"].Selected != 20 || res.Slots["norm.rmsnorm"].Fired() != 40 {
 		t.Fatalf("slots %+v", res.Slots)
+	}
+	// The fake's own claim (1e9 tok/s) is kept only as an untrusted
+	// diagnostic.
+	if !strings.Contains(string(res.RuntimeProfile), "tokens_per_s") {
+		t.Fatalf("profile %s", res.RuntimeProfile)
 	}
 	if len(res.TokensDigest) != 64 || len(lines) != 6 {
 		t.Fatalf("digest %q progress %q", res.TokensDigest, lines)

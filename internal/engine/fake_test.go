@@ -14,7 +14,7 @@ import (
 )
 
 // fakeEngine is a hand-written arena runtime that speaks the engine
-// protocol in-process. Its knobs script failures; its self-reported timing
+// protocol in-process. Its knobs script failures; its self-reported profile
 // is deliberately absurd so that tests can tell host time from its claims.
 type fakeEngine struct {
 	perToken    time.Duration // sleep per generated token of the longest request
@@ -110,7 +110,6 @@ func (f *fakeEngine) serve(in io.Reader, out, errw io.Writer) {
 				break
 			}
 			reply["results"], reply["steps"] = f.generate(req, vocab, n == f.shortAt)
-			reply["timing"] = map[string]any{"decode_tokens_per_s": 1e9}
 		case "score":
 			var nll [][]float64
 			for i, s := range req["sequences"].([]any) {
@@ -128,7 +127,7 @@ func (f *fakeEngine) serve(in io.Reader, out, errw io.Writer) {
 				"activation.silu_and_mul": map[string]int{"selected": 20, "completed": 20, "fallback": 0, "ineligible": 0, "audited": 2, "stock": 0},
 			}
 			reply["receipts"] = []any{}
-			reply["timing"] = map[string]any{"attention_s": 0.001}
+			reply["profile"] = map[string]any{"mode": "eager", "decode": map[string]any{"tokens_per_s": 1e9}}
 		case "shutdown":
 			writeReply(out, reply)
 			return

@@ -58,6 +58,10 @@ type LoadRequest struct {
 	Graphs     bool
 	Strict     bool
 	Audit      Audit
+	// Profile asks the runtime to time its own regions (attention, MLP,
+	// norm, sampling, each slot) for diagnostics. It turns CUDA graphs off
+	// and nothing is graded on it.
+	Profile bool
 }
 
 // Loaded is the runtime's reply to load.
@@ -85,7 +89,7 @@ func (e *Engine) Load(ctx context.Context, r LoadRequest) (*Loaded, error) {
 	var l Loaded
 	err := e.call(ctx, "load", map[string]any{
 		"op": "load", "arena": r.Arena, "checkpoint": r.Checkpoint, "stack": stack,
-		"graphs": r.Graphs, "strict": r.Strict, "audit": audit,
+		"graphs": r.Graphs, "strict": r.Strict, "audit": audit, "profile": r.Profile,
 	}, &l)
 	if err != nil {
 		return nil, err
@@ -124,9 +128,6 @@ type Generated struct {
 	OK      bool     `json:"ok"`
 	Results []Result `json:"results"`
 	Steps   Steps    `json:"steps"`
-	// Timing is the runtime's self-reported timing, if any: untrusted,
-	// diagnostic only.
-	Timing json.RawMessage `json:"timing,omitempty"`
 
 	// Wall is the host's monotonic time from send to reply.
 	Wall time.Duration `json:"-"`
@@ -251,9 +252,9 @@ type Stats struct {
 	OK       bool                    `json:"ok"`
 	Slots    map[string]SlotCounters `json:"slots"`
 	Receipts []Receipt               `json:"receipts"`
-	// Timing is the runtime's self-reported timing split: untrusted,
-	// diagnostic only.
-	Timing json.RawMessage `json:"timing,omitempty"`
+	// Profile is the runtime's self-reported per-step time split (only
+	// when loaded with Profile): untrusted, diagnostic only.
+	Profile json.RawMessage `json:"profile,omitempty"`
 }
 
 // Stats reads the slot counters and receipts.

@@ -19,12 +19,14 @@ import (
 )
 
 // Seams lists the slots the arena runtime's data plane dispatches for a
-// model kind, sorted.
+// model kind, sorted: a dense model's MLP calls silu_and_mul, a mixtral
+// model's experts (SwiGLU inside) are one fused_experts call.
 func Seams(kind string) []string {
-	s := []string{"activation.silu_and_mul", "attention.decode", "attention.sdpa", "norm.rmsnorm"}
+	mlp := "activation.silu_and_mul"
 	if kind == arena.KindMixtral {
-		s = append(s, "moe.fused_experts")
+		mlp = "moe.fused_experts"
 	}
+	s := []string{mlp, "attention.decode", "attention.sdpa", "norm.rmsnorm"}
 	sort.Strings(s)
 	return s
 }

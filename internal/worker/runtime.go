@@ -164,15 +164,29 @@ func StartCmd(argv, env []string, dir string, prep func(*exec.Cmd) error) (*CmdP
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+	// Our own pipes for stdout and stderr: exec.Cmd's pipes are closed by
+	// Wait as soon as the process exits, which would lose a last reply (or
+	// the traceback) still buffered in the pipe.
+	outR, outW, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
-	if p.stderr, err = cmd.StderrPipe(); err != nil {
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
+	p.stdout, p.stderr = outR, errR
 	return p, nil
 }
 

@@ -217,6 +217,7 @@ class Dispatch:
         self.graph_mode = "eager"
         self.counting = True
         self.capture_log = None
+        self.graph_disabled = ""
         self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
         self.receipts = {}
         self.loader = worker.Worker(None, None, torch)
@@ -236,7 +237,7 @@ class Dispatch:
             raise bad("audit: every must be >= 0 and share a decimal in [0, 1]")
         self.audit_rng = random.Random(wire.field(a, "seed", int, 1, required=False))
         self.audit_dir = wire.field(a, "dir", str, "", required=False)
-        self.audit_max = wire.field(a, "max_dumps", int, 64, required=False)
+        self.audit_max = wire.field(a, "max_dumps", int, 0, required=False) or 64
         self.auditing = self.audit_every > 0 or self.audit_share > 0
         if self.auditing and not os.path.isabs(self.audit_dir):
             raise bad("audit.dir must be an absolute path when auditing")
@@ -278,6 +279,11 @@ class Dispatch:
             d = self.counts[s]
             for k, v in c.items():
                 d[k] += v * times
+
+    def disable_in_graphs(self, reason):
+        """Non-strict: candidates broke graph capture; in graph mode every
+        selection now falls back to stock with this reason."""
+        self.graph_disabled = reason
 
     def _count(self, slot, key):
         if self.capture_log is not None:
@@ -391,6 +397,8 @@ class Dispatch:
                 self._count(slot, "ineligible")
                 return self._stock(slot, shapes, dtype, stock_fn)
             self._count(slot, "selected")
+            if self.graph_disabled and desc["graph_mode"] == "graph":
+                return self._fail(slot, var, self.graph_disabled, "", shapes, dtype, stock_fn)
             return self._candidate(slot, var, desc, inputs, scalars, shapes, dtype, stock_fn, experts)
 
     def _candidate(self, slot, var, desc, inputs, scalars, shapes, dtype, stock_fn, experts):

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/bundle"
+	"cacheon/internal/slot"
+	"cacheon/internal/worker"
+)
+
+// These tests drive the real arena runtime (python/cacheon_runtime/engine)
+// on the CPU with torch 1.13. Without torch or the runtime they skip, except
+// under CI=true, where a missing runtime is a failure.
+
+// realRuntime returns the interpreter and the directory holding the
+// repository's cacheon_runtime package.
+func realRuntime(t *testing.T) (python, parent string) {
+	t.Helper()
+	need := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	parent, err := filepath.Abs("../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "cacheon_runtime", "engine", "main.py")); err != nil {
+		need("the arena runtime is missing (python/cacheon_runtime/engine/main.py): %v", err)
+	}
+	python, err = worker.FindPython(context.Background(), "")
+	if err != nil {
+		need("no python with torch for the real engine: %v", err)
+	}
+	return python, parent
+}
+
+// realEngine starts the runtime on arena name with the stack file (or
+// none) and loads it.
+func realEngine(t *testing.T, name, stackFile string, strict bool, audit Audit) (*Engine, *arena.Arena) {
+	t.Helper()
+	python, parent := realRuntime(t)
+	a, err := arena.Load("../../arenas/" + name + ".toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := map[string]SlotEntry{}
+	if stackFile != "" {
+		specs, err := LoadStackFile(stackFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cat, err := slot.NewCatalog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range specs {
+			b, err := bundle.Load(sp.Bundle, cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stack[sp.Slot], err = SlotFromBundle(b, sp.Slot, sp.Variant); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := Start(ctx, Options{Python: python, RuntimeParent: parent, Dir: dir, Starter: worker.PlainStarter{},
+		Env: []string{"HOME=" + dir, "TMPDIR=" + dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(5 * time.Second) })
+	if _, err := e.Load(ctx, LoadRequest{Arena: a.Runtime(), Stack: stack, Strict: strict, Audit: audit}); err != nil {
+		t.Fatalf("load %s: %v\n%s", name, err, e.Stderr())
+	}
+	return e, a
+}
+
+func benchOnce(t *testing.T, e *Engine, a *arena.Arena) *BenchResult {
+	t.Helper()
+	res, err := Bench(context.Background(), e, a, BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatalf("bench %s: %v\n%s", a.Name, err, e.Stderr())
+	}
+	return res
+}
+
+// TestRealSeamsFire: every seam of the tiny arenas fires, timing comes from
+// the host, and the same requests give the same tokens.
+func TestRealSeamsFire(t *testing.T) {
+	for _, name := range []string{"cpu-tiny", "cpu-tiny-moe"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, a := realEngine(t, name, "", true, Audit{})
+			res := benchOnce(t, e, a)
+			w := res.Waves[0]
+			if w.Generated != a.Work.Requests*a.Work.OutputLen[1] || w.Seconds <= 0 || w.PrefillSeconds <= 0 || w.TokensPerSec <= 0 {
+				t.Fatalf("wave %+v", w)
+			}
+			for _, s := range Seams(a.Model.Kind) {
+				if c := res.Slots[s]; c.Stock == 0 || c.Selected != 0 {
+					t.Errorf("%s: seam %s counters %+v (want stock calls only)", name, s, c)
+				}
+			}
+			again := benchOnce(t, e, a)
+			if again.TokensDigest != res.TokensDigest {
+				t.Errorf("%s: the same requests gave different tokens", name)
+			}
+			nll, err := e.Score(context.Background(), [][]int{w.Results[0].Tokens}, []int{1})
+			if err != nil || len(nll[0]) != len(w.Results[0].Tokens)-1 {
+				t.Fatalf("score: %v %v", nll, err)
+			}
+		})
+	}
+}
+
+// TestRealAudit: a good candidate's audit dumps regrade PASS, a broken one's
+// FAIL and changes the tokens.
+func TestRealAudit(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stack string
+		pass  bool
+	}{{"silu-good", true}, {"silu-broken", false}} {
+		t.Run(tc.stack, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			e, a := realEngine(t, "cpu-tiny", "testdata/stacks/"+tc.stack+".toml", true, Audit{Every: 4, Dir: dir, MaxDumps: 8})
+			res := benchOnce(t, e, a)
+			c := res.Slots["activation.silu_and_mul"]
+			if c.Selected == 0 || c.Completed != c.Selected || c.Audited == 0 {
+				t.Fatalf("silu counters %+v", c)
+			}
+			scalars, err := AuditScalars(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dumps, err := Regrade(dir, cat, scalars)
+			if err != nil || len(dumps) == 0 {
+				t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
+			}
+			for _, d := range dumps {
+				if (d.Outcome == AuditPass) != tc.pass {
+					t.Errorf("%s: %s %s", d.File, d.Outcome, d.Reason)
+				}
+			}
+		})
+	}
+}
+
+// TestRealStrictAbort: a candidate that raises after selection aborts the
+// engine in strict mode (a candidate failure) and falls back with a receipt
+// in non-strict mode.
+func TestRealStrictAbort(t *testing.T) {
+	e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", true, Audit{})
+	_, err := Bench(context.Background(), e, a, BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute})
+	if !IsCandidateFailure(err) {
+		t.Fatalf("strict: %v", err)
+	}
+	e2, _ := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", false, Audit{})
+	res := benchOnce(t, e2, a)
+	if c := res.Slots["activation.silu_and_mul"]; c.Fallback == 0 || len(res.Receipts) == 0 {
+		t.Fatalf("non-strict: counters %+v receipts %+v", c, res.Receipts)
+	}
+}

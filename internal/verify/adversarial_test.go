@@ -1,0 +1,263 @@
+package verify_test
+
+// The adversarial suite: every bundle under testdata/adversarial is a known
+// way to cheat (or simply break) a kernel checker, and each must be
+// rejected at the right stage for the right reason. Honest controls must
+// pass, so a checker that rejects everything fails the suite.
+//
+// Cases that only the sandbox can stop (memory and fork bombs, file reads
+// and sockets reached through torch without any forbidden import) are
+// marked needsSandbox. They are never run unconfined: while testLauncher
+// returns the plain launcher they fail with a message saying the sandbox is
+// not wired. Cases whose attack the static scan should catch but does not
+// yet carry a scanGap note, printed on failure.
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"cacheon/internal/tensor"
+)
+
+type adversarialCase struct {
+	name string
+	// control: an honest bundle that must pass every row.
+	control bool
+	// scan: the static scan may reject it; the findings must match this
+	// regexp. verify: verify may reject it; the failing rows' reasons must
+	// match this regexp. At least one of them is set for every attack; when
+	// both are, either rejection is right.
+	scan, verify string
+	// dtype of the run (default float32).
+	dtype tensor.DType
+	// timeout per worker request (default 30s).
+	timeout time.Duration
+	// needsSandbox: only the sandbox stops it at verify (never run without).
+	needsSandbox bool
+	// scanGap explains an attack the scan should catch and currently misses.
+	scanGap string
+}
+
+// Reason patterns shared by several cases.
+const (
+	nonFinite   = `output out: (allclose|matched_ratio|topk_overlap) got\[[0-9,]+\] is (NaN|\+Inf)`
+	firstCall   = `first call, rank 0`
+	replayStale = `replay 1, rank 0, output out: allclose worst element`
+	// What the sandbox's confinement looks like from verify: the candidate
+	// raised (EPERM/EACCES/ENOMEM turned into a Python exception) or the
+	// worker was killed.
+	sandboxDenied = `(?i)(candidate raised|worker died).*(permission|not permitted|denied|errno|refused|unavailable|resource|signal|killed)`
+)
+
+func adversarialCases() []adversarialCase {
+	return []adversarialCase{
+		// Honest controls.
+		{name: "control_silu", control: true},
+		{name: "control_rmsnorm_helper_module", control: true},
+		{name: "control_moe_prepared", control: true},
+		{name: "control_all_reduce", control: true},
+
+		// The output contract: validator-owned, poisoned, fixed storage.
+		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \(576/576 elements non-finite\)`},
+		{name: "returns_new_tensor", verify: firstCall + `, ` + nonFinite},
+		{name: "rebinds_out_set", verify: firstCall + `: storage identity of out changed during the call`},
+		{name: "rebinds_out_data", verify: firstCall + `: storage identity of out changed during the call`},
+		{name: "mutates_input", verify: firstCall + `: input mutation: the candidate wrote to input "x"`},
+		{name: "relies_on_zeroed_out", verify: firstCall + `, ` + nonFinite},
+		{name: "ignores_out_stride", verify: firstCall + `, output out: topk_overlap`},
+
+		// Caching and replay detection: the in-place replays change the
+		// values behind the same pointers and shapes.
+		{name: "cache_by_shape", verify: replayStale},
+		{name: "cache_by_data_ptr", verify: replayStale},
+		{name: "cache_by_content_hash", verify: replayStale},
+		{name: "first_call_only", verify: `replay 1, rank 0, ` + nonFinite},
+		{name: "late_write_deferred", verify: firstCall + `, ` + nonFinite},
+
+		// Input-domain cheats: jittered shapes, several value distributions.
+		{name: "registered_shapes_only", verify: `shape [a-z]+~ \([a-z_]+\), first call, rank 0, ` + nonFinite},
+		{name: "normal_inputs_only", verify: `shape [a-z]+~ \((scaled|heavy_tailed)\), first call, rank 0, output out: allclose worst element`},
+		{name: "partial_rows", verify: firstCall + `, output out: allclose worst element .* got 0 `},
+		{name: "garbage_one_percent", verify: firstCall + `, output out: matched_ratio outlier bound exceeded`},
+
+		// Precision.
+		{name: "low_precision_fp16", verify: firstCall + `, output out: allclose worst element`},
+		{name: "low_precision_fp8", dtype: tensor.BF16, verify: firstCall + `, output out: allclose worst element`},
+		{name: "nan_few_elements", verify: firstCall + `, ` + nonFinite + ` \(1/\d+ elements non-finite\)`},
+		{name: "inf_matched_ratio", verify: firstCall + `, output out: matched_ratio got\[[0-9,]+\] is \+Inf \(1/\d+ elements non-finite\)`},
+
+		// Collectives.
+		{name: "all_reduce_local_only", verify: firstCall + `, output out: matched_ratio ratio below minimum`},
+
+		// Runaway candidates.
+		{name: "infinite_loop", timeout: 5 * time.Second, verify: `rank 0: timeout: worker did not answer within`},
+		{name: "memory_bomb", needsSandbox: true, timeout: 60 * time.Second,
+			verify: `(?i)(candidate raised.*(allocat|memory)|worker died)`},
+		{name: "fork_bomb_dataloader", needsSandbox: true, timeout: 60 * time.Second,
+			scan: `concurrency`, verify: sandboxDenied + `|timeout`,
+			scanGap: "torch.utils.data.DataLoader(num_workers>0) starts processes; the concurrency rule does not cover it"},
+		{name: "fork_bomb_os", scan: `import-not-allowed import of "os"(?s:.*)concurrency`},
+
+		// File system and network, through the scan and, past it, the sandbox.
+		{name: "read_file_open", scan: `forbidden-builtin call to open\(\)`},
+		{name: "read_file_torch_load", scan: `unsafe-loader .*torch\.load`},
+		{name: "read_file_pathlib", scan: `import-not-allowed import of "pathlib"`},
+		{name: "read_file_from_file", needsSandbox: true, scan: `unsafe-loader|from_file`, verify: sandboxDenied,
+			scanGap: "torch.from_file / Storage.from_file read arbitrary files and are not on the unsafe-loader list"},
+		{name: "read_file_builtins_reexport", needsSandbox: true, scan: `forbidden-builtin|builtins`, verify: sandboxDenied,
+			scanGap: "dataclasses.builtins (a module re-exported by an allowed module) reaches open()"},
+		{name: "socket_import", scan: `import-not-allowed import of "socket"`},
+		{name: "socket_tcpstore", needsSandbox: true, scan: `(?i)TCPStore|socket|network`, verify: sandboxDenied,
+			scanGap: "torch.distributed.TCPStore opens TCP sockets without any socket import"},
+
+		// Tampering with the process and obfuscation: static scan.
+		{name: "bg_thread_threading", scan: `concurrency .*threading`},
+		{name: "patches_torch_at_import", scan: `global-mutation assignment to "torch\.nn\.functional\.silu"`},
+		{name: "patches_torch_via_alias", scan: `global-mutation`,
+			scanGap: "an alias by plain assignment (_t = torch; _t.nn.functional.silu = ...) is not tracked as an imported module"},
+		{name: "patches_sys_modules", scan: `sys-modules`},
+		{name: "obfuscated_dunder_import", scan: `forbidden-builtin call to __import__\(\)`},
+		{name: "obfuscated_getattr", scan: `dynamic-attribute getattr\(\) with a computed attribute name`},
+		{name: "os_via_torch_reexport", scan: `(?i)\bos\b`,
+			scanGap: "torch.os (and torch.sys, typing.sys, …) re-export forbidden modules through an allowed one; torch.os.system runs processes"},
+		{name: "dunder_escape", scan: `dunder-access`},
+		{name: "eval_code", scan: `forbidden-builtin call to eval\(\)`},
+		{name: "ctypes_ffi", scan: `native-ffi`},
+	}
+}
+
+func adversarialDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", "adversarial"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestAdversarialTable keeps the table and testdata/adversarial in step and
+// checks the suite's own shape. It needs no python.
+func TestAdversarialTable(t *testing.T) {
+	dir := adversarialDir(t)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	attacks, controls := 0, 0
+	for _, c := range adversarialCases() {
+		if listed[c.name] {
+			t.Errorf("case %s listed twice", c.name)
+		}
+		listed[c.name] = true
+		switch {
+		case c.control && (c.scan != "" || c.verify != ""):
+			t.Errorf("case %s: a control has no rejection pattern", c.name)
+		case c.control:
+			controls++
+		case c.scan == "" && c.verify == "":
+			t.Errorf("case %s: an attack needs a scan or verify pattern", c.name)
+		default:
+			attacks++
+		}
+		if c.needsSandbox && c.verify == "" {
+			t.Errorf("case %s: needsSandbox without a verify pattern", c.name)
+		}
+		for _, p := range []string{c.scan, c.verify} {
+			if _, err := regexp.Compile(p); err != nil {
+				t.Errorf("case %s: %v", c.name, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, c.name, "manifest.toml")); err != nil {
+			t.Errorf("case %s: %v", c.name, err)
+		}
+	}
+	for _, e := range ents {
+		if e.IsDir() && !listed[e.Name()] {
+			t.Errorf("testdata/adversarial/%s has no entry in adversarialCases()", e.Name())
+		}
+	}
+	if attacks < 20 || controls < 3 {
+		t.Errorf("the suite has %d attacks and %d controls; want at least 20 and 3", attacks, controls)
+	}
+}
+
+// TestAdversarial runs every case on cpu and checks where and why it was
+// rejected.
+func TestAdversarial(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python workers; skipped in -short mode")
+	}
+	env := newTestEnv(t)
+	dir := adversarialDir(t)
+	for _, c := range adversarialCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env.acquire(t)
+			runAdversarial(t, env, filepath.Join(dir, c.name), c)
+		})
+	}
+}
+
+func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
+	t.Helper()
+	dt := c.dtype
+	if dt == 0 {
+		dt = tensor.F32
+	}
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	// A case that only the sandbox stops is scanned, but never run
+	// without the sandbox.
+	scanOnly := c.needsSandbox && !env.sandboxed
+	res := env.runBundle(t, dir, runOptions{dtype: dt, callTimeout: timeout, scanOnly: scanOnly})
+	t.Logf("%s (%s): stage %s in %.1fs\n%s", c.name, dt, res.stage, res.elapsed.Seconds(), res.reason)
+	gap := ""
+	if c.scanGap != "" {
+		gap = "\nSCAN GAP: " + c.scanGap
+	}
+	switch {
+	case c.control:
+		if res.stage != stagePass {
+			t.Fatalf("honest control rejected at %s:\n%s\n%s", res.stage, res.reason, res.stderrTail())
+		}
+	case res.stage == stageScan && c.scan != "":
+		if !regexp.MustCompile(c.scan).MatchString(res.reason) {
+			t.Errorf("rejected by the scan, but no finding matches %q:\n%s", c.scan, res.reason)
+		}
+	case res.stage == stageScan:
+		t.Errorf("rejected by the scan, but the expected rejection is at verify (%q):\n%s", c.verify, res.reason)
+	case scanOnly && c.scan != "":
+		t.Errorf("NOT REJECTED: the scan passes it (want a finding matching %q)%s\n"+
+			"and it needs the sandbox to be rejected at verify, which the tests do not have yet "+
+			"(testLauncher returns the plain launcher; the case is not run unconfined)", c.scan, gap)
+	case scanOnly:
+		t.Errorf("NEEDS THE SANDBOX: only the sandbox can stop this case at verify (want %q), "+
+			"and testLauncher returns the plain launcher; the case is not run unconfined", c.verify)
+	case c.verify == "":
+		t.Errorf("NOT REJECTED BY THE SCAN (want a finding matching %q); verify says %s:\n%s%s", c.scan, res.stage, res.reason, gap)
+	case res.stage == stageVerify:
+		if !regexp.MustCompile(c.verify).MatchString(res.reason) {
+			t.Errorf("rejected at verify, but the reason does not match %q:\n%s\n%s", c.verify, res.reason, res.stderrTail())
+		}
+	default:
+		t.Errorf("NOT REJECTED: ended at stage %s (want verify rejection matching %q%s):\n%s%s\n%s",
+			res.stage, c.verify, orScan(c.scan), res.reason, gap, res.stderrTail())
+	}
+	if c.name == "infinite_loop" && res.elapsed > timeout+30*time.Second {
+		t.Errorf("the timeout of %s took %s to end the run", timeout, res.elapsed.Round(time.Second))
+	}
+}
+
+func orScan(p string) string {
+	if p == "" {
+		return ""
+	}
+	return " or a scan finding matching " + strings.TrimSpace(p)
+}

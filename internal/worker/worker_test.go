@@ -1,0 +1,117 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shStarter runs a shell script as the "worker" so the client's protocol
+// handling can be tested without Python.
+type shStarter struct{ script string }
+
+func (s shStarter) Start(ctx context.Context, argv, env []string, dir string) (Process, error) {
+	return StartCmd([]string{"/bin/sh", "-c", s.script}, env, dir, nil)
+}
+
+func startFake(t *testing.T, script string) *Client {
+	t.Helper()
+	c, err := Start(context.Background(), shStarter{script}, Options{Python: "unused", RuntimeParent: "unused", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Kill)
+	return c
+}
+
+func TestReplyDecoding(t *testing.T) {
+	tests := []struct {
+		name, script, err string
+	}{
+		{"ok", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1}'`, ""},
+		{"failure reply", `read l; echo '{"id":"1","ok":false,"error":{"class":"internal","message":"no torch"}}'`, "internal: no torch"},
+		{"wrong id", `read l; echo '{"id":"7","ok":true}'`, "does not match"},
+		{"unknown field", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"x","cuda":false,"device_count":0,"triton":null,"pid":1,"verdict":"PASS"}'`, "unknown field"},
+		{"missing ok", `read l; echo '{"id":"1"}'`, "lacks \"ok\""},
+		{"garbage", `read l; echo 'hello world'`, "decode reply"},
+		{"dies", `read l; echo boom >&2; exit 3`, "worker exited unexpectedly"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startFake(t, tt.script)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := c.Hello(ctx)
+			if tt.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestDeadWorkerKeepsStderr(t *testing.T) {
+	c := startFake(t, `read l; echo "Traceback: MemoryError" >&2; exit 1`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.Hello(ctx)
+	var ee *ExitError
+	if !errors.As(err, &ee) || !strings.Contains(ee.Stderr, "MemoryError") {
+		t.Fatalf("err = %v (%#v)", err, ee)
+	}
+}
+
+func TestTimeoutKillsProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "child-alive")
+	// The fake never answers and leaves a grandchild that would touch the
+	// marker after 2 s if it survived the kill.
+	c := startFake(t, `(sleep 2; touch `+marker+`) & read l; sleep 60`)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Hello(ctx)
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a grandchild survived the kill")
+	}
+}
+
+func TestReplyLineLimit(t *testing.T) {
+	c := startFake(t, `read l; head -c 2000000 /dev/zero | tr '\0' 'a'; echo`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.Hello(ctx)
+	if err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("err = %v, want a line-length error", err)
+	}
+}
+
+func TestMaterializeRuntime(t *testing.T) {
+	dir := t.TempDir()
+	a, err := MaterializeRuntime(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MaterializeRuntime(dir)
+	if err != nil || a != b {
+		t.Fatalf("second materialize: %s, %v (first %s)", b, err, a)
+	}
+	for _, f := range []string{"__init__.py", "worker.py", "stio.py"} {
+		if _, err := os.Stat(filepath.Join(a, "cacheon_runtime", f)); err != nil {
+			t.Errorf("runtime lacks %s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+"""main: the arena runtime's JSON-lines server (docs/engine-protocol.md).
+
+Started by Go as::
+
+    python3 -I -B -c "import sys; sys.path.insert(0, RUNTIME_PARENT); \
+        from cacheon_runtime.engine import main; main.main()"
+
+One JSON request per line on stdin, exactly one reply line per request on a
+private duplicate of the original stdout; fd 1 / ``sys.stdout`` point at
+stderr and fd 0 at an empty pipe (the verify worker's arrangement), so
+candidate code can neither forge nor steal protocol lines. A candidate that
+fails after selection in strict mode gets a ``candidate_error`` reply and
+the process exits (status 3).
+"""
+
+import gc
+import json
+import os
+import sys
+
+from .. import wire, worker
+from ..wire import Failure, bad
+
+MAX_REQUEST_BYTES = 64 << 20
+EXIT_ABORT = 3
+
+
+class Server:
+    def __init__(self, proto_out, proto_in, torch):
+        self.out_fd, self.inp, self.torch = proto_out, proto_in, torch
+        self.engine = None
+
+    def send(self, obj):
+        line = json.dumps(obj, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8", "replace") + b"\n"
+        view = memoryview(line)
+        while view:
+            n = os.write(self.out_fd, view)
+            view = view[n:]
+
+    def serve(self):
+        from . import dispatch
+        handlers = {"hello": self.op_hello, "load": self.op_load, "generate": self.op_generate,
+                    "score": self.op_score, "stats": self.op_stats}
+        while True:
+            line = self.inp.readline(MAX_REQUEST_BYTES + 1)
+            if not line:
+                return 0
+            if len(line) > MAX_REQUEST_BYTES and not line.endswith(b"\n"):
+                while True:
+                    rest = self.inp.readline(1 << 20)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                self.send({"id": "", "ok": False,
+                           "error": wire.plain_error("bad_request", "BadRequest", "request line too long")})
+                continue
+            if not line.strip():
+                continue
+            rid, code = "", None
+            try:
+                try:
+                    req = json.loads(line)
+                except ValueError as e:
+                    raise bad("request is not JSON: %s" % e)
+                if not isinstance(req, dict):
+                    raise bad("request is not a JSON object")
+                rid = req.get("id", "")
+                if not isinstance(rid, str):
+                    rid = ""
+                    raise bad("request id must be a string")
+                op = req.get("op")
+                if op == "shutdown":
+                    self.send({"id": rid, "ok": True})
+                    return 0
+                h = handlers.get(op) if isinstance(op, str) else None
+                if h is None:
+                    raise bad("unknown op %r" % (op,))
+                reply = {"id": rid, "ok": True}
+                reply.update(h(req) or {})
+            except Failure as f:
+                reply = {"id": rid, "ok": False, "error": f.error}
+            except dispatch.CandidateAbort as a:
+                reply = {"id": rid, "ok": False,
+                         "error": {"class": "candidate_error", "type": "CandidateAbort",
+                                   "message": wire.clip(str(a)), "traceback": wire.clip(a.traceback, tail=True)}}
+                code = EXIT_ABORT
+            except Exception as e:  # noqa: BLE001 - the engine itself failed
+                reply = {"id": rid, "ok": False, "error": wire.exc_error(self._class_of(e), e)}
+            self.send(reply)
+            if code is not None:
+                return code
+
+    def _class_of(self, e):
+        oom = getattr(self.torch.cuda, "OutOfMemoryError", None)
+        if (oom is not None and isinstance(e, oom)) or (isinstance(e, RuntimeError) and "out of memory" in str(e)):
+            return "oom"
+        return "internal"
+
+    # -- requests ----------------------------------------------------------
+
+    def op_hello(self, req):
+        torch = self.torch
+        cuda = bool(torch.cuda.is_available())
+        return {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "torch": str(torch.__version__),
+                "cuda": cuda, "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
+                "triton": worker._triton_version(), "pid": os.getpid()}
+
+    def op_load(self, req):
+        from . import runner
+        self.engine = None
+        gc.collect()
+        if self.torch.cuda.is_available():
+            self.torch.cuda.empty_cache()
+        try:
+            self.engine = runner.Engine(req)
+        except Failure as f:
+            if f.error.get("class") in ("import_error", "missing_entry"):
+                err = dict(f.error)
+                err["message"] = wire.clip("%s: %s" % (f.error["class"], f.error.get("message", "")))
+                err["class"] = "load_error"
+                raise Failure(err)
+            raise
+        return self.engine.load_reply()
+
+    def _need(self):
+        if self.engine is None:
+            raise bad("no arena is loaded; send load first")
+        return self.engine
+
+    def op_generate(self, req):
+        return self._need().generate(req)
+
+    def op_score(self, req):
+        return self._need().score(req)
+
+    def op_stats(self, req):
+        return self._need().stats()
+
+
+def main():
+    proto_out, proto_in = worker._private_stdio()
+    try:
+        import torch
+        srv = Server(proto_out, proto_in, torch)
+    except Exception as e:  # noqa: BLE001 - e.g. no torch: say so on every request
+        code = worker._serve_without_torch(proto_out, proto_in, e)
+    else:
+        code = srv.serve()
+    try:
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(code)

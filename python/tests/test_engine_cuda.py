@@ -1,0 +1,232 @@
+"""CUDA checks of the arena runtime (skipped without a GPU).
+
+The stock CUDA paths (Triton kernels, torch SDPA) against the CPU torch
+paths, CUDA graphs against eager decoding, and, with CACHEON_BENCH=1, a
+decode-throughput probe at Llama-3.2-1B shapes (batch 1 and 64) against the
+measured device copy bandwidth. Run:
+
+    python3 -m unittest discover -s python/tests -p 'test_engine_cuda.py'
+"""
+
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import torch  # noqa: E402
+
+from cacheon_runtime.engine import kernels, runner, stock  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+
+
+def close(test, got, want, tol, what):
+    got, want = got.float().cpu(), want.float().cpu()
+    err = (got - want).abs().max().item()
+    test.assertTrue(torch.isfinite(got).all().item(), "%s: non-finite output" % what)
+    test.assertLessEqual(err, tol, "%s: max abs error %g > %g" % (what, err, tol))
+
+
+@unittest.skipUnless(CUDA, "needs CUDA")
+class StockKernels(unittest.TestCase):
+    dt = torch.bfloat16
+
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def test_triton_present(self):
+        self.assertTrue(kernels.HAVE_TRITON, "triton is not importable")
+
+    def test_rmsnorm_silu(self):
+        for n, h in ((1, 2048), (7, 1000), (64, 4096)):
+            x = torch.randn(n, h)
+            w = torch.rand(h) + 0.5
+            want = torch.empty(n, h)
+            stock.rmsnorm(x, w, want, 1e-5)
+            out = torch.empty(n, h, dtype=self.dt, device="cuda")
+            stock.rmsnorm(x.to("cuda", self.dt), w.to("cuda", self.dt), out, 1e-5)
+            close(self, out, want, 0.05, "rmsnorm %dx%d" % (n, h))
+            x2 = torch.randn(n, 2 * h)
+            want = torch.empty(n, h)
+            stock.silu_and_mul(x2, want)
+            out = torch.empty(n, h, dtype=self.dt, device="cuda")
+            stock.silu_and_mul(x2.to("cuda", self.dt), out)
+            close(self, out, want, 0.05, "silu %dx%d" % (n, h))
+
+    def test_rope_store(self):
+        from cacheon_runtime.engine.config import ModelConfig
+        from cacheon_runtime.engine.model import rope_tables
+        for hq, hkv, d in ((8, 2, 64), (32, 8, 128), (4, 1, 16)):
+            cfg = ModelConfig({"model": {"vocab_size": 8, "hidden_size": hq * d, "num_layers": 1, "num_heads": hq,
+                                         "num_kv_heads": hkv, "head_dim": d, "intermediate_size": 8}})
+            cos, sin = rope_tables(cfg, 256, "cpu")
+            t, pages, ps = 9, 6, 4
+            qkv = torch.randn(t, (hq + 2 * hkv) * d)
+            pos = torch.randint(0, 256, (t,))
+            slots = torch.randperm(pages * ps)[:t]
+            res = []
+            for dev, dt in (("cpu", torch.float32), ("cuda", self.dt)):
+                q = torch.empty(t, hq, d, dtype=dt, device=dev)
+                kc = torch.zeros(pages, ps, hkv, d, dtype=dt, device=dev)
+                vc = torch.zeros_like(kc)
+                k = torch.empty(t, hkv, d, dtype=dt, device=dev)
+                v = torch.empty_like(k)
+                stock.rope_store(qkv.to(dev, dt), pos.to(dev), slots.to(dev), cos.to(dev), sin.to(dev),
+                                 q, kc, vc, hq, hkv, k, v)
+                res.append((q, kc, vc, k, v))
+            for name, a, b in zip("q kc vc k v".split(), res[0], res[1]):
+                close(self, b, a, 0.05, "rope_store %s hq=%d" % (name, hq))
+
+    def test_paged_decode(self):
+        for b, hq, hkv, d, ps, maxp, npages in ((1, 32, 8, 64, 16, 64, 80), (5, 8, 2, 128, 16, 8, 50),
+                                                 (3, 4, 1, 64, 1, 70, 400), (64, 32, 8, 64, 16, 20, 1400),
+                                                 (2, 8, 8, 64, 4, 30, 70)):
+            q = torch.randn(b, hq, d)
+            kc = torch.randn(npages, ps, hkv, d)
+            vc = torch.randn(npages, ps, hkv, d)
+            bt = torch.stack([torch.randperm(npages)[:maxp] for _ in range(b)]).int()
+            sl = torch.randint(1, maxp * ps + 1, (b,)).int()
+            sl[0] = 1
+            want = torch.empty(b, hq, d)
+            stock.attention_decode(q, kc, vc, bt, sl, d ** -0.5, want)
+            out = torch.empty(b, hq, d, dtype=self.dt, device="cuda")
+            cu = lambda t: t.to("cuda", self.dt)  # noqa: E731
+            stock.attention_decode(cu(q), cu(kc), cu(vc), bt.cuda(), sl.cuda(), d ** -0.5, out)
+            close(self, out, want, 0.05, "decode b=%d hq=%d hkv=%d ps=%d" % (b, hq, hkv, ps))
+
+    def test_sdpa(self):
+        for t, p, hq, hkv, d in ((64, 0, 8, 2, 64), (40, 56, 16, 1, 128), (24, 8, 4, 4, 64), (1, 36, 8, 8, 64)):
+            q, k, v = torch.randn(t, hq, d), torch.randn(t + p, hkv, d), torch.randn(t + p, hkv, d)
+            want = torch.empty(t, hq, d)
+            stock.attention(q, k, v, want, d ** -0.5, True)
+            out = torch.empty(t, hq, d, dtype=self.dt, device="cuda")
+            stock.attention(q.to("cuda", self.dt), k.to("cuda", self.dt), v.to("cuda", self.dt), out,
+                            d ** -0.5, True)
+            close(self, out, want, 0.05, "sdpa t=%d p=%d" % (t, p))
+
+    def test_fused_experts(self):
+        for m, h, i, e, k in ((1, 256, 128, 8, 2), (48, 512, 256, 8, 2), (33, 256, 128, 16, 4), (300, 128, 64, 4, 2)):
+            x = torch.randn(m, h)
+            w13 = torch.randn(e, 2 * i, h) * h ** -0.5
+            w2 = torch.randn(e, h, i) * i ** -0.5
+            ids = torch.stack([torch.randperm(e)[:k] for _ in range(m)]).int()
+            tw = torch.rand(m, k)
+            tw = tw / tw.sum(-1, keepdim=True)
+            want = torch.empty(m, h)
+            stock.fused_experts(x, ids, tw, stock.prepare(w13, w2), want)
+            out = torch.empty(m, h, dtype=self.dt, device="cuda")
+            cu = lambda t: t.to("cuda", self.dt)  # noqa: E731
+            stock.fused_experts(cu(x), ids.cuda(), tw.cuda(), stock.prepare(cu(w13), cu(w2)), out)
+            close(self, out, want, 0.06, "moe m=%d e=%d k=%d" % (m, e, k))
+
+
+def tiny_arena(kind="llama", dtype="bfloat16", layers=2, buckets=(1, 2, 4, 8)):
+    m = {"kind": kind, "vocab_size": 512, "hidden_size": 256, "num_layers": layers, "num_heads": 8,
+         "num_kv_heads": 2, "head_dim": 32, "intermediate_size": 512, "weights_seed": 3}
+    if kind == "mixtral":
+        m.update(num_experts=8, top_k=2)
+    return {"name": "cuda-tiny", "model": m, "dtype": dtype, "device": "cuda",
+            "engine": {"page_size": 16, "max_batch": 8, "kv_pages": 256, "max_seq_len": 512,
+                       "graph_buckets": list(buckets)}}
+
+
+def wave(n=5, new=24):
+    g = torch.Generator().manual_seed(1)
+    reqs = [{"rid": "r%d" % i, "prompt": torch.randint(0, 512, (5 + 7 * i,), generator=g).tolist(),
+             "max_new_tokens": new, "ignore_eos": True} for i in range(n)]
+    return {"requests": reqs, "arrivals": [0, 0, 3, 3, 9][:n]}
+
+
+@unittest.skipUnless(CUDA, "needs CUDA")
+class EngineCUDA(unittest.TestCase):
+    def run_pair(self, kind, dtype):
+        eager = runner.Engine({"arena": tiny_arena(kind, dtype), "graphs": False})
+        a = eager.generate(wave())
+        del eager
+        graph = runner.Engine({"arena": tiny_arena(kind, dtype), "graphs": True})
+        self.assertTrue(graph.use_graphs and graph.graphs)
+        b = graph.generate(wave())
+        stats = graph.stats()
+        same = sum(x == y for ra, rb in zip(a["results"], b["results"]) for x, y in zip(ra["tokens"], rb["tokens"]))
+        total = sum(len(r["tokens"]) for r in a["results"])
+        self.assertGreaterEqual(same / total, 0.9, "graph vs eager tokens: %d/%d equal" % (same, total))
+        for ra, rb in zip(a["results"], b["results"]):
+            # the first tokens of every request come from identical math
+            self.assertEqual(ra["tokens"][:2], rb["tokens"][:2])
+        return stats
+
+    def test_dense_graphs_match_eager(self):
+        st = self.run_pair("llama", "bfloat16")
+        self.assertGreater(st["slots"]["attention.decode"]["stock"], 0)
+
+    def test_moe_graphs_match_eager(self):
+        st = self.run_pair("mixtral", "bfloat16")
+        self.assertGreater(st["slots"]["moe.fused_experts"]["stock"], 0)
+
+    def test_cuda_matches_cpu_fp32(self):
+        arena = tiny_arena("llama", "float32")
+        cu = runner.Engine({"arena": arena, "graphs": True}).generate(wave(new=8))
+        arena["device"] = "cpu"
+        cp = runner.Engine({"arena": arena}).generate(wave(new=8))
+        for a, b in zip(cu["results"], cp["results"]):
+            self.assertEqual(a["tokens"][:4], b["tokens"][:4])
+
+    def test_profile(self):
+        e = runner.Engine({"arena": tiny_arena(), "profile": True})
+        e.generate(wave())
+        p = e.stats()["profile"]
+        self.assertGreater(p["decode"]["device_ms"], 0)
+        self.assertGreater(p["decode"]["split_ms"]["attention"], 0)
+
+
+def _copy_bandwidth():
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(20):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    return 2 * x.numel() * 20 / (time.perf_counter() - t)
+
+
+@unittest.skipUnless(CUDA and os.environ.get("CACHEON_BENCH"), "set CACHEON_BENCH=1 on a GPU")
+class Bench1B(unittest.TestCase):
+    def test_decode_roofline(self):
+        arena = {"name": "h200-dense-1b", "dtype": "bfloat16", "device": "cuda",
+                 "model": {"kind": "llama", "vocab_size": 128256, "hidden_size": 2048, "num_layers": 16,
+                           "num_heads": 32, "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192,
+                           "rope_theta": "500000", "max_position": 131072, "tie_word_embeddings": True,
+                           "weights_seed": 1},
+                 "engine": {"page_size": 16, "max_batch": 64, "max_seq_len": 4096}}
+        e = runner.Engine({"arena": arena, "graphs": os.environ.get("CACHEON_BENCH_GRAPHS", "1") == "1"})
+        bw = _copy_bandwidth()
+        wbytes = e.w.params() * 2
+        kv_tok = 2 * 16 * 8 * 64 * 2
+        for bsz, prompt, new in ((1, 128, 256), (64, 128, 128)):
+            reqs = [{"rid": "r%d" % i, "prompt": [(7 * i + j) % 1000 for j in range(prompt)],
+                     "max_new_tokens": new, "ignore_eos": True} for i in range(bsz)]
+            e.generate({"requests": reqs[:bsz], "arrivals": [0] * bsz})  # warm
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            e.generate({"requests": [dict(r, max_new_tokens=1) for r in reqs]})
+            torch.cuda.synchronize()
+            t_pf = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            e.generate({"requests": reqs})
+            torch.cuda.synchronize()
+            t = time.perf_counter() - t0 - t_pf
+            step = t / (new - 1)
+            kv = bsz * kv_tok * (prompt + new / 2)
+            ideal = (wbytes + kv) / bw
+            print("\nbatch %d: step %.3f ms, ideal %.3f ms (copy bw %.0f GB/s) -> %.1f%% of roofline, %.0f tok/s"
+                  % (bsz, step * 1e3, ideal * 1e3, bw / 1e9, 100 * ideal / step, bsz / step), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
