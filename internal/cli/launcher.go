@@ -11,7 +11,9 @@ import (
 // the sandbox is wired and says so in every report.
 type plainLauncher struct{}
 
-func (plainLauncher) Single(context.Context) (worker.Starter, error) { return worker.PlainStarter{}, nil }
+func (plainLauncher) Single(context.Context) (worker.Starter, error) {
+	return worker.PlainStarter{}, nil
+}
 
 func (plainLauncher) Group(context.Context, int) (worker.Starter, func(), error) {
 	return worker.PlainStarter{}, func() {}, nil

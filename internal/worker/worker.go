@@ -158,7 +158,6 @@ func (c *Client) Exited() (bool, error) {
 	}
 }
 
-
 // TimeoutError reports a request that outlived its deadline; the worker has
 // been killed.
 type TimeoutError struct{ After time.Duration }
