@@ -9,9 +9,13 @@ import (
 	"syscall"
 
 	"cacheon/internal/cli"
+	"cacheon/internal/sandbox"
 )
 
 func main() {
+	// A re-exec of this binary as a sandbox child applies its confinement
+	// and exec's the worker; it never returns. Otherwise this returns at once.
+	sandbox.MaybeRunChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -173,13 +173,3 @@ func (a *Arena) Runtime() RuntimeConfig {
 	e.GraphBuckets = slices.Clone(e.GraphBuckets)
 	return RuntimeConfig{Name: a.Name, Device: a.Device, DType: a.DType, Model: a.Model, Engine: e}
 }
-
-// MaxSeqLen is the longest sequence (prompt + output) any workload of the
-// arena produces.
-func (a *Arena) MaxSeqLen() int {
-	n := a.Work.PromptLen[1] + a.Work.OutputLen[1]
-	for _, w := range a.Workloads {
-		n = max(n, w.PromptLen[1]+w.OutputLen[1])
-	}
-	return n
-}

@@ -3,6 +3,8 @@ package arena
 import (
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -308,4 +310,50 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/digests.golden")
+
+// TestDigestsGolden pins the identity of every shipped arena: a change to
+// the schema, the defaults or a file changes a digest on purpose only
+// (go test -update).
+func TestDigestsGolden(t *testing.T) {
+	files, err := filepath.Glob("../../arenas/*.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		a, err := Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range a.WorkloadNames() {
+			s, err := a.Select(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := s.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %s %s\n", a.Name, w, d)
+		}
+	}
+	golden := filepath.Join("testdata", "digests.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Fatalf("arena digests changed (go test ./internal/arena -update if on purpose):\n%s\nwant:\n%s", b.String(), want)
+	}
 }

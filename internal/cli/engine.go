@@ -252,6 +252,9 @@ func (a *app) loadEngineStack(ctx context.Context, specs []engine.StackSpec, s *
 		return nil, "", withCode(ExitInfra, err)
 	}
 	root := filepath.Join(s.scratch, "stack")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, "", withCode(ExitInfra, fmt.Errorf("stack snapshot: %w", err))
+	}
 	out := map[string]engine.SlotEntry{}
 	for i, sp := range specs {
 		dir := filepath.Join(root, strconv.Itoa(i))
@@ -523,6 +526,7 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	m := b.Median
 	fmt.Fprintf(w, "%-7s %8s %7s %7s %9.4f %10.1f %10s %14.1f %9s %13.1f\n", "median", "", "", "", m.Seconds, m.TokensPerSec, "", m.PrefillTokensPerSec, "", m.DecodeTokensPerSec)
 	fmt.Fprintf(w, "(host-timed; %d warm-up wave(s) not scored; decode = full wave - prefill-only wave)\n", b.Warmup)
+	fmt.Fprintf(w, "\nslot calls since load (warm-up and prefill-only waves included):\n")
 	fmt.Fprintf(w, "\n%-28s %9s %9s %9s %10s %8s %8s\n", "slot", "selected", "completed", "fallback", "ineligible", "audited", "stock")
 	for _, name := range sortedKeys(b.Slots) {
 		c := b.Slots[name]

@@ -214,7 +214,10 @@ func bundleDir(ctx context.Context, path, scratch string) (string, error) {
 }
 
 func printVerify(w io.Writer, rep *verify.Report) {
-	fmt.Fprintf(w, "python %s, torch %s; sandbox: %s\n", rep.Python, rep.Torch, strings.Join(rep.Sandbox, "; "))
+	fmt.Fprintf(w, "python %s, torch %s\nsandbox:\n", rep.Python, rep.Torch)
+	for _, l := range rep.Sandbox {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "\n%-16s %s/%s  (%s)\n", r.Outcome, r.Slot, r.Variant, r.Source)
 		if r.Reason != "" {

@@ -68,11 +68,16 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	hctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
-	if _, err := c.Call(hctx, map[string]any{"op": "hello"}, &e.Hello); err != nil {
+	var h struct {
+		replyHead
+		Hello
+	}
+	if _, err := c.Call(hctx, map[string]any{"op": "hello"}, &h); err != nil {
 		err = e.explain("hello", err)
 		c.Kill()
 		return nil, fmt.Errorf("start engine: %w", err)
 	}
+	e.Hello = h.Hello
 	return e, nil
 }
 

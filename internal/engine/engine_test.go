@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cacheon/internal/arena"
+	"cacheon/internal/worker"
 )
 
 func tinyArena(t *testing.T) *arena.Arena {
@@ -47,6 +48,13 @@ func TestStartUsesEngineModule(t *testing.T) {
 	boot := f.argv[len(f.argv)-1]
 	if !strings.Contains(boot, "from cacheon_runtime.engine import main; main.main()") || !strings.Contains(boot, `"/rt"`) {
 		t.Fatalf("boot line %q", boot)
+	}
+	// The verify worker's boot line is unchanged by the Module option.
+	if got := (worker.Options{Python: "p", RuntimeParent: "/rt"}).Argv(); got[4] != `import sys; sys.path.insert(0, "/rt"); from cacheon_runtime import worker; worker.main()` {
+		t.Fatalf("worker boot line %q", got[4])
+	}
+	if _, err := worker.Start(context.Background(), f, worker.Options{Python: "p", RuntimeParent: "/rt", Dir: "/", Module: "engine.main; import os"}); err == nil {
+		t.Fatal("a module name with code in it was accepted")
 	}
 }
 
@@ -256,6 +264,7 @@ func TestRequestsDeterministic(t *testing.T) {
 		t.Fatalf("prefill wave %+v", p.Requests[0])
 	}
 	// A golden first prompt pins the generator across Go versions.
+	goldenPrompt := []int{41, 61, 492, 500}
 	if got := w1.Requests[0].Prompt[:4]; !equalInts(got, goldenPrompt) {
 		t.Fatalf("first prompt tokens %v, golden %v (the request stream changed: every arena read changes with it)", got, goldenPrompt)
 	}
@@ -323,5 +332,3 @@ func TestStackFile(t *testing.T) {
 		t.Fatalf("check stack: %v", err)
 	}
 }
-
-var goldenPrompt = []int{41, 61, 492, 500}

@@ -11,10 +11,14 @@ import (
 	"cacheon/internal/arena"
 )
 
+// replyHead is what every successful reply carries besides its body.
+type replyHead struct {
+	ID string `json:"id"`
+	OK bool   `json:"ok"`
+}
+
 // Hello is the runtime's description of itself (diagnostics only).
 type Hello struct {
-	ID         string  `json:"id"`
-	OK         bool    `json:"ok"`
 	Python     string  `json:"python"`
 	Torch      string  `json:"torch"`
 	CUDA       bool    `json:"cuda"`
@@ -45,11 +49,6 @@ type Audit struct {
 	MaxDumps int    `json:"max_dumps"`
 }
 
-// Enabled reports whether the audit samples anything.
-func (a Audit) Enabled() bool {
-	return a.Dir != "" && (a.Every > 0 || (a.Share != "" && a.Share != "0"))
-}
-
 // LoadRequest builds the engine.
 type LoadRequest struct {
 	Arena      arena.RuntimeConfig
@@ -66,8 +65,6 @@ type LoadRequest struct {
 
 // Loaded is the runtime's reply to load.
 type Loaded struct {
-	ID           string `json:"id"`
-	OK           bool   `json:"ok"`
 	Params       int64  `json:"params"`
 	Layers       int    `json:"layers"`
 	Device       string `json:"device"`
@@ -77,25 +74,29 @@ type Loaded struct {
 }
 
 // Load builds the model and the engine stack.
-func (e *Engine) Load(ctx context.Context, r LoadRequest) (*Loaded, error) {
-	stack := r.Stack
+func (e *Engine) Load(ctx context.Context, req LoadRequest) (*Loaded, error) {
+	stack := req.Stack
 	if stack == nil {
 		stack = map[string]SlotEntry{}
 	}
-	audit := r.Audit
+	audit := req.Audit
 	if audit.Share == "" {
 		audit.Share = "0"
 	}
-	var l Loaded
+	var r struct {
+		replyHead
+		Loaded
+	}
 	err := e.call(ctx, "load", map[string]any{
-		"op": "load", "arena": r.Arena, "checkpoint": r.Checkpoint, "stack": stack,
-		"graphs": r.Graphs, "strict": r.Strict, "audit": audit, "profile": r.Profile,
-	}, &l)
+		"op": "load", "arena": req.Arena, "checkpoint": req.Checkpoint, "stack": stack,
+		"graphs": req.Graphs, "strict": req.Strict, "audit": audit, "profile": req.Profile,
+	}, &r)
 	if err != nil {
 		return nil, err
 	}
-	if l.Layers != r.Arena.Model.NumLayers || l.DType != r.Arena.DType {
-		return nil, fmt.Errorf("load: the runtime built %d layers of %s, the arena has %d of %s", l.Layers, l.DType, r.Arena.Model.NumLayers, r.Arena.DType)
+	l := r.Loaded
+	if l.Layers != req.Arena.Model.NumLayers || l.DType != req.Arena.DType {
+		return nil, fmt.Errorf("load: the runtime built %d layers of %s, the arena has %d of %s", l.Layers, l.DType, req.Arena.Model.NumLayers, req.Arena.DType)
 	}
 	return &l, nil
 }
@@ -124,8 +125,6 @@ type Steps struct {
 // Generated is the runtime's reply to generate, plus the host-measured wall
 // time of the request.
 type Generated struct {
-	ID      string   `json:"id"`
-	OK      bool     `json:"ok"`
 	Results []Result `json:"results"`
 	Steps   Steps    `json:"steps"`
 
@@ -146,12 +145,16 @@ func (e *Engine) Generate(ctx context.Context, reqs []Request, arrivals []int, v
 	if arrivals != nil {
 		msg["arrivals"] = arrivals
 	}
-	var g Generated
+	var r struct {
+		replyHead
+		Generated
+	}
 	start := time.Now()
 	id, err := e.c.Send(msg)
 	if err == nil {
-		err = e.c.Receive(ctx, id, &g)
+		err = e.c.Receive(ctx, id, &r)
 	}
+	g := r.Generated
 	g.Wall = time.Since(start)
 	if err != nil {
 		return nil, e.explain("generate", err)
@@ -204,8 +207,7 @@ func (e *Engine) Score(ctx context.Context, sequences [][]int, from []int) ([][]
 		}
 	}
 	var r struct {
-		ID  string      `json:"id"`
-		OK  bool        `json:"ok"`
+		replyHead
 		NLL [][]float64 `json:"nll"`
 	}
 	if err := e.call(ctx, "score", map[string]any{"op": "score", "sequences": sequences, "from": from}, &r); err != nil {
@@ -248,8 +250,6 @@ type Receipt struct {
 
 // Stats is the runtime's reply to stats.
 type Stats struct {
-	ID       string                  `json:"id"`
-	OK       bool                    `json:"ok"`
 	Slots    map[string]SlotCounters `json:"slots"`
 	Receipts []Receipt               `json:"receipts"`
 	// Profile is the runtime's self-reported per-step time split (only
@@ -259,10 +259,14 @@ type Stats struct {
 
 // Stats reads the slot counters and receipts.
 func (e *Engine) Stats(ctx context.Context) (*Stats, error) {
-	var s Stats
-	if err := e.call(ctx, "stats", map[string]any{"op": "stats"}, &s); err != nil {
+	var r struct {
+		replyHead
+		Stats
+	}
+	if err := e.call(ctx, "stats", map[string]any{"op": "stats"}, &r); err != nil {
 		return nil, err
 	}
+	s := r.Stats
 	for name, c := range s.Slots {
 		if c.Selected < 0 || c.Completed < 0 || c.Fallback < 0 || c.Ineligible < 0 || c.Audited < 0 || c.Stock < 0 {
 			return nil, fmt.Errorf("stats: slot %s: negative counters %+v", name, c)

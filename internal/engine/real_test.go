@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,7 +76,7 @@ func realEngine(t *testing.T, name, stackFile string, strict bool, audit Audit) 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e, err := Start(ctx, Options{Python: python, RuntimeParent: parent, Dir: dir, Starter: worker.PlainStarter{},
-		Env: []string{"HOME=" + dir, "TMPDIR=" + dir}})
+		Env: []string{"HOME=" + dir, "TMPDIR=" + dir, "OMP_NUM_THREADS=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,69 +96,94 @@ func benchOnce(t *testing.T, e *Engine, a *arena.Arena) *BenchResult {
 	return res
 }
 
-// TestRealSeamsFire: every seam of the tiny arenas fires, timing comes from
-// the host, and the same requests give the same tokens.
-func TestRealSeamsFire(t *testing.T) {
-	for _, name := range []string{"cpu-tiny", "cpu-tiny-moe"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e, a := realEngine(t, name, "", true, Audit{})
-			res := benchOnce(t, e, a)
-			w := res.Waves[0]
-			if w.Generated != a.Work.Requests*a.Work.OutputLen[1] || w.Seconds <= 0 || w.PrefillSeconds <= 0 || w.TokensPerSec <= 0 {
-				t.Fatalf("wave %+v", w)
-			}
-			for _, s := range Seams(a.Model.Kind) {
-				if c := res.Slots[s]; c.Stock == 0 || c.Selected != 0 {
-					t.Errorf("%s: seam %s counters %+v (want stock calls only)", name, s, c)
-				}
-			}
-			again := benchOnce(t, e, a)
-			if again.TokensDigest != res.TokensDigest {
-				t.Errorf("%s: the same requests gave different tokens", name)
-			}
-			nll, err := e.Score(context.Background(), [][]int{w.Results[0].Tokens}, []int{1})
-			if err != nil || len(nll[0]) != len(w.Results[0].Tokens)-1 {
-				t.Fatalf("score: %v %v", nll, err)
-			}
-		})
-	}
-}
-
-// TestRealAudit: a good candidate's audit dumps regrade PASS, a broken one's
-// FAIL and changes the tokens.
-func TestRealAudit(t *testing.T) {
+// TestRealArenas runs both tiny arenas on stock, and cpu-tiny with a good
+// and a broken candidate under audit, in parallel; then compares tokens.
+func TestRealArenas(t *testing.T) {
+	t.Parallel()
 	cat, err := slot.NewCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		stack string
-		pass  bool
-	}{{"silu-good", true}, {"silu-broken", false}} {
-		t.Run(tc.stack, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			e, a := realEngine(t, "cpu-tiny", "testdata/stacks/"+tc.stack+".toml", true, Audit{Every: 4, Dir: dir, MaxDumps: 8})
-			res := benchOnce(t, e, a)
-			c := res.Slots["activation.silu_and_mul"]
-			if c.Selected == 0 || c.Completed != c.Selected || c.Audited == 0 {
-				t.Fatalf("silu counters %+v", c)
-			}
-			scalars, err := AuditScalars(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dumps, err := Regrade(dir, cat, scalars)
-			if err != nil || len(dumps) == 0 {
-				t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
-			}
-			for _, d := range dumps {
-				if (d.Outcome == AuditPass) != tc.pass {
-					t.Errorf("%s: %s %s", d.File, d.Outcome, d.Reason)
+	digests := map[string]string{}
+	var mu sync.Mutex
+	t.Run("group", func(t *testing.T) {
+		for _, tc := range []struct{ name, arena, stack string }{
+			{"stock", "cpu-tiny", ""}, {"moe", "cpu-tiny-moe", ""},
+			{"good", "cpu-tiny", "silu-good"}, {"broken", "cpu-tiny", "silu-broken"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				var audit Audit
+				stackFile := ""
+				if tc.stack != "" {
+					audit = Audit{Every: 4, Dir: t.TempDir(), MaxDumps: 8}
+					stackFile = "testdata/stacks/" + tc.stack + ".toml"
 				}
-			}
-		})
+				e, a := realEngine(t, tc.arena, stackFile, true, audit)
+				res := benchOnce(t, e, a)
+				mu.Lock()
+				digests[tc.name] = res.TokensDigest
+				mu.Unlock()
+				if tc.stack == "" {
+					checkStock(t, e, a, res)
+					return
+				}
+				checkAudit(t, cat, a, res, audit.Dir, tc.stack == "silu-good")
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	// The example kernel computes what stock computes: same greedy tokens;
+	// the broken one changes them.
+	if digests["good"] != digests["stock"] || digests["broken"] == digests["stock"] {
+		t.Fatalf("token digests: stock %.12s good %.12s broken %.12s", digests["stock"], digests["good"], digests["broken"])
+	}
+}
+
+// checkStock: host timing, every seam fires on stock, the same requests
+// give the same tokens, and scoring works.
+func checkStock(t *testing.T, e *Engine, a *arena.Arena, res *BenchResult) {
+	t.Helper()
+	w := res.Waves[0]
+	if w.Generated != a.Work.Requests*a.Work.OutputLen[1] || w.Seconds <= 0 || w.PrefillSeconds <= 0 || w.TokensPerSec <= 0 {
+		t.Fatalf("wave %+v", w)
+	}
+	for _, s := range Seams(a.Model.Kind) {
+		if c := res.Slots[s]; c.Stock == 0 || c.Selected != 0 {
+			t.Errorf("%s: seam %s counters %+v (want stock calls only)", a.Name, s, c)
+		}
+	}
+	if again := benchOnce(t, e, a); again.TokensDigest != res.TokensDigest {
+		t.Errorf("%s: the same requests gave different tokens", a.Name)
+	}
+	nll, err := e.Score(context.Background(), [][]int{w.Results[0].Tokens}, []int{1})
+	if err != nil || len(nll[0]) != len(w.Results[0].Tokens)-1 {
+		t.Fatalf("score: %v %v", nll, err)
+	}
+}
+
+// checkAudit: the candidate fired, was audited, and its dumps regrade as
+// expected.
+func checkAudit(t *testing.T, cat *slot.Catalog, a *arena.Arena, res *BenchResult, dir string, pass bool) {
+	t.Helper()
+	c := res.Slots["activation.silu_and_mul"]
+	if c.Selected == 0 || c.Completed != c.Selected || c.Audited == 0 {
+		t.Fatalf("silu counters %+v", c)
+	}
+	scalars, err := AuditScalars(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumps, err := Regrade(dir, cat, scalars)
+	if err != nil || len(dumps) == 0 {
+		t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
+	}
+	for _, d := range dumps {
+		if (d.Outcome == AuditPass) != pass {
+			t.Errorf("%s: %s %s", d.File, d.Outcome, d.Reason)
+		}
 	}
 }
 
@@ -165,14 +191,21 @@ func TestRealAudit(t *testing.T) {
 // engine in strict mode (a candidate failure) and falls back with a receipt
 // in non-strict mode.
 func TestRealStrictAbort(t *testing.T) {
-	e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", true, Audit{})
-	_, err := Bench(context.Background(), e, a, BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute})
-	if !IsCandidateFailure(err) {
-		t.Fatalf("strict: %v", err)
-	}
-	e2, _ := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", false, Audit{})
-	res := benchOnce(t, e2, a)
-	if c := res.Slots["activation.silu_and_mul"]; c.Fallback == 0 || len(res.Receipts) == 0 {
-		t.Fatalf("non-strict: counters %+v receipts %+v", c, res.Receipts)
-	}
+	t.Parallel()
+	t.Run("strict", func(t *testing.T) {
+		t.Parallel()
+		e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", true, Audit{})
+		_, err := Bench(context.Background(), e, a, BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute})
+		if !IsCandidateFailure(err) {
+			t.Fatalf("strict: %v", err)
+		}
+	})
+	t.Run("non-strict", func(t *testing.T) {
+		t.Parallel()
+		e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", false, Audit{})
+		res := benchOnce(t, e, a)
+		if c := res.Slots["activation.silu_and_mul"]; c.Fallback == 0 || c.Completed != 0 || len(res.Receipts) == 0 {
+			t.Fatalf("non-strict: counters %+v receipts %+v", c, res.Receipts)
+		}
+	})
 }

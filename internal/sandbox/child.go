@@ -30,10 +30,8 @@ type childSpec struct {
 	Env      []string     `json:"env"`
 	Cgroups  []cgroupJoin `json:"cgroups,omitempty"`
 	StatusFD int          `json:"status_fd"`
-	// Tests only: layers not to apply, and whether Landlock denials of the
-	// target are logged to the kernel audit log.
-	Skip        []string `json:"skip,omitempty"`
-	LandlockLog bool     `json:"landlock_log,omitempty"`
+	// Skip lists layers not to apply (tests only, to bisect a failure).
+	Skip []string `json:"skip,omitempty"`
 }
 
 // childMessage is one JSON line on the status pipe: the report just before
@@ -98,8 +96,8 @@ func runChild() int {
 }
 
 // confine applies every layer the child owns, in order, recording each.
-// Layers owned by the parent (pid-namespace, and procs when it falls back to
-// the watchdog) are completed by Cmd.Start.
+// Cmd.Start completes what only the parent knows: a refused PID namespace,
+// and the procs watchdog when the child could not bound processes.
 func confine(spec childSpec) Report {
 	p := spec.Policy
 	var r Report
@@ -127,6 +125,19 @@ func confine(spec childSpec) Report {
 			r.set(name, false, "%v", err)
 		} else {
 			r.set(name, true, "%s", d)
+		}
+	}
+
+	nsFD, nsErr := openNetNS(p)
+	privateProc := false
+	if unix.Getpid() == 1 {
+		if err := mountPrivateProc(); err != nil {
+			r.set(LayerPIDNamespace, true, "target is init of a new PID namespace, but /proc is the host's (%v): "+
+				"it can look up host processes there, and CUDA cannot start", err)
+		} else {
+			privateProc = true
+			r.set(LayerPIDNamespace, true, "target is init of a new PID namespace with a private /proc: "+
+				"the kernel kills what is left in it when the target exits")
 		}
 	}
 
@@ -175,7 +186,7 @@ func confine(spec childSpec) Report {
 		return "", fmt.Errorf("%s; RLIMIT_NPROC does not bind uid 0", why)
 	})
 
-	step(LayerNetwork, func() (string, error) { return enterNetNS(p) })
+	step(LayerNetwork, func() (string, error) { return enterNetNS(p, nsFD, nsErr) })
 	step(LayerCapabilities, dropCapabilities)
 	step(LayerNoNewPrivs, func() (string, error) {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -183,7 +194,7 @@ func confine(spec childSpec) Report {
 		}
 		return "set", nil
 	})
-	step(LayerLandlock, func() (string, error) { return applyLandlock(p, spec.LandlockLog) })
+	step(LayerLandlock, func() (string, error) { return applyLandlock(p, privateProc) })
 	step(LayerSeccomp, func() (string, error) {
 		if l, _ := r.Layer(LayerNoNewPrivs); !l.Applied {
 			return "", errors.New("needs no-new-privs")
@@ -191,6 +202,20 @@ func confine(spec childSpec) Report {
 		return installSeccomp(p.Network)
 	})
 	return r
+}
+
+// mountPrivateProc mounts a procfs of the new PID namespace over /proc, in
+// the child's own mount namespace (made private first, so nothing propagates
+// back to the host). The CUDA driver needs /proc/self to be the process's own
+// entry, and the sandbox then sees no host process at all.
+func mountPrivateProc() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount proc: %w", err)
+	}
+	return nil
 }
 
 // setRlimits sets the CPU, open-file, file-size and core limits. The CPU

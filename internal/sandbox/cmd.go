@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,7 +54,6 @@ type options struct {
 	noPIDNS          bool          // do not ask for CLONE_NEWPID
 	watchdogInterval time.Duration // procs watchdog polling period
 	skip             []string      // child layers not to apply
-	landlockLog      bool          // log the target's Landlock denials to audit
 }
 
 func defaultOptions() options {
@@ -167,7 +165,7 @@ func (c *Cmd) Start() error {
 	defer statusR.Close()
 	spec, err := json.Marshal(childSpec{
 		Policy: p, Path: c.path, Argv: c.argv, Env: targetEnv(p),
-		Cgroups: c.cgroups.joins, StatusFD: 3, Skip: c.opts.skip, LandlockLog: c.opts.landlockLog,
+		Cgroups: c.cgroups.joins, StatusFD: 3, Skip: c.opts.skip,
 	})
 	if err != nil {
 		statusW.Close()
@@ -181,7 +179,7 @@ func (c *Cmd) Start() error {
 		cmd = c.build(spec, statusW, pidns)
 		err = cmd.Start()
 		if err != nil && pidns && isNamespaceRefusal(err) {
-			pidns, pidnsDetail = false, fmt.Sprintf("clone(CLONE_NEWPID): %v", err)
+			pidns, pidnsDetail = false, fmt.Sprintf("clone(CLONE_NEWPID|CLONE_NEWNS): %v", err)
 			continue
 		}
 		break
@@ -203,10 +201,10 @@ func (c *Cmd) Start() error {
 	}()
 
 	report, childErr := readStatus(statusR)
-	if pidns {
-		pidnsDetail = "target is init of a new PID namespace: the kernel kills what is left in it when the target exits"
+	if !pidns {
+		// The child reports the layer when it got the namespace.
+		report.set(LayerPIDNamespace, false, "%s", pidnsDetail)
 	}
-	report.set(LayerPIDNamespace, pidns, "%s", pidnsDetail)
 	c.completeReport(&report)
 	c.report = report.sorted()
 	if childErr != nil {
@@ -220,12 +218,13 @@ func (c *Cmd) Start() error {
 func (c *Cmd) build(spec []byte, status *os.File, pidns bool) *exec.Cmd {
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if pidns {
-		attr.Cloneflags = syscall.CLONE_NEWPID
+		// A mount namespace too, so the child can mount a /proc of its own.
+		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
 	}
 	return &exec.Cmd{
 		Path:        c.opts.self,
 		Args:        []string{os.Args[0], Sentinel},
-		Env:         append([]string{specEnvVar + "=" + string(spec)}, tmpEnv()...),
+		Env:         []string{specEnvVar + "=" + string(spec)},
 		Stdin:       c.Stdin,
 		Stdout:      c.Stdout,
 		Stderr:      c.Stderr,
@@ -387,14 +386,4 @@ func closeAll(cs []io.Closer) {
 	for _, c := range cs {
 		_ = c.Close()
 	}
-}
-
-func tmpEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "TMP_LL_") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }

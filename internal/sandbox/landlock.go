@@ -31,18 +31,30 @@ type fsGrant struct {
 }
 
 // baselineGrants are the paths every sandboxed process needs (see Policy).
-// /proc/self is resolved by the kernel when the rule is added, so the grant
-// covers the sandbox process itself (whose pid the target keeps across
-// execve) and none of its siblings.
-func baselineGrants(cuda, collective bool) []fsGrant {
+// With a private /proc (new PID namespace) all of it is readable, since it
+// shows only the sandbox's own processes. Otherwise only a few global files
+// and /proc/self: that is resolved by the kernel when the rule is added, so
+// the grant covers the sandbox process itself (whose pid the target keeps
+// across execve) and none of its siblings. The CUDA driver writes under
+// /proc/self (found by bisecting the rights on an H200 host), which only
+// affects the process itself.
+func baselineGrants(cuda, collective, privateProc bool) []fsGrant {
 	g := []fsGrant{
 		{"/usr", accessExec}, {"/bin", accessExec}, {"/lib", accessExec}, {"/lib64", accessExec},
 		{"/dev/null", accessDevice}, {"/dev/zero", accessRead}, {"/dev/full", accessRead},
 		{"/dev/random", accessRead}, {"/dev/urandom", accessRead},
-		{"/proc/self", accessRead}, {"/proc/cpuinfo", accessRead}, {"/proc/meminfo", accessRead},
-		{"/proc/stat", accessRead}, {"/proc/filesystems", accessRead},
-		{"/proc/sys/kernel", accessRead}, {"/proc/sys/vm", accessRead},
 		{"/sys/devices/system/cpu", accessRead},
+	}
+	if privateProc {
+		g = append(g, fsGrant{"/proc", accessRead})
+	} else {
+		g = append(g, fsGrant{"/proc/self", accessRead}, fsGrant{"/proc/cpuinfo", accessRead},
+			fsGrant{"/proc/meminfo", accessRead}, fsGrant{"/proc/stat", accessRead},
+			fsGrant{"/proc/filesystems", accessRead}, fsGrant{"/proc/sys/kernel", accessRead},
+			fsGrant{"/proc/sys/vm", accessRead})
+	}
+	if cuda {
+		g = append(g, fsGrant{"/proc/self", accessRead | ll.AccessFSWriteFile | ll.AccessFSTruncate})
 	}
 	for _, f := range []string{"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
 		"group", "nsswitch.conf", "hosts", "host.conf", "gai.conf"} {
@@ -69,8 +81,8 @@ func baselineGrants(cuda, collective bool) []fsGrant {
 // landlockGrants lists every grant of the policy; refer (renames across
 // directories, which Triton's cache does) is added to read-write paths when
 // the ABI has it, since asking for it below ABI 2 would disable Landlock.
-func landlockGrants(p Policy, abi int) []fsGrant {
-	g := baselineGrants(p.CUDA, p.Network == NetLoopback)
+func landlockGrants(p Policy, abi int, privateProc bool) []fsGrant {
+	g := baselineGrants(p.CUDA, p.Network == NetLoopback, privateProc)
 	for _, path := range p.ReadOnly {
 		g = append(g, fsGrant{path, accessRead})
 	}
@@ -90,7 +102,7 @@ func landlockGrants(p Policy, abi int) []fsGrant {
 // applyLandlock enforces the policy's file-system rules (and the scopes and
 // network rules its mode allows) on the calling thread, which must be locked
 // and must already have no_new_privs; execve hands the domain to the target.
-func applyLandlock(p Policy, logDenials bool) (string, error) {
+func applyLandlock(p Policy, privateProc bool) (string, error) {
 	kernelABI, err := ll.LandlockGetABIVersion()
 	if err != nil {
 		return "", fmt.Errorf("landlock_create_ruleset(VERSION): Landlock unavailable in this kernel: %w", err)
@@ -115,7 +127,7 @@ func applyLandlock(p Policy, logDenials bool) (string, error) {
 
 	var rules []landlock.Rule
 	granted := 0
-	for _, gr := range landlockGrants(p, abi) {
+	for _, gr := range landlockGrants(p, abi, privateProc) {
 		st, err := os.Stat(gr.path)
 		if err != nil {
 			continue // missing paths are not granted
@@ -126,35 +138,6 @@ func applyLandlock(p Policy, logDenials bool) (string, error) {
 		}
 		rules = append(rules, landlock.PathAccess(access, gr.path).IgnoreIfMissing())
 		granted++
-	}
-	if logDenials {
-		cfg = cfg.EnableLoggingForSubprocesses()
-	}
-	if v := os.Getenv("TMP_LL_DROP"); v != "" {
-		var drop uint64
-		fmt.Sscan(v, &drop)
-		cfg.HandledAccessFS &^= landlock.AccessFSSet(drop)
-		for i, r := range rules {
-			_ = i
-			_ = r
-		}
-		rules = nil
-		for _, gr := range landlockGrants(p, abi) {
-			st, err := os.Stat(gr.path)
-			if err != nil {
-				continue
-			}
-			access := gr.access &^ landlock.AccessFSSet(drop)
-			if !st.IsDir() {
-				access &= accessFileOnly
-			}
-			if access != 0 {
-				rules = append(rules, landlock.PathAccess(access, gr.path).IgnoreIfMissing())
-			}
-		}
-	}
-	if os.Getenv("TMP_LL_NOSCOPE") != "" {
-		cfg.Scoped = 0
 	}
 	fd, flags, err := cfg.BestEffort().NewRulesetFD(rules...)
 	if err != nil {

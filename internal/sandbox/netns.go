@@ -75,16 +75,30 @@ func loopbackUp() error {
 	return nil
 }
 
+// openNetNS opens the policy's shared namespace, if any. It runs before the
+// child mounts its private /proc, in which the holder's /proc path does not
+// exist.
+func openNetNS(p Policy) (fd int, err error) {
+	if p.NetNSPath == "" {
+		return -1, nil
+	}
+	fd, err = unix.Open(p.NetNSPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", p.NetNSPath, err)
+	}
+	return fd, nil
+}
+
 // enterNetNS moves the calling (locked) thread into the policy's network
-// namespace: the shared one at NetNSPath, or a new private one.
-func enterNetNS(p Policy) (string, error) {
+// namespace: the shared one opened by openNetNS (nsFD, or openErr if that
+// failed), or a new private one.
+func enterNetNS(p Policy, nsFD int, openErr error) (string, error) {
 	if p.NetNSPath != "" {
-		fd, err := unix.Open(p.NetNSPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return "", fmt.Errorf("open %s: %w", p.NetNSPath, err)
+		if openErr != nil {
+			return "", openErr
 		}
-		defer closeFD(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		defer closeFD(nsFD)
+		if err := unix.Setns(nsFD, unix.CLONE_NEWNET); err != nil {
 			return "", fmt.Errorf("setns(%s): %w", p.NetNSPath, err)
 		}
 		return "joined shared loopback-only namespace " + p.NetNSPath + "; TCP allowed", nil

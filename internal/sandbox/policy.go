@@ -35,8 +35,11 @@ func (m NetworkMode) String() string {
 
 // Defaults applied to zero-valued limits in a Policy.
 const (
-	DefaultMemoryBytes     uint64 = 4 << 30  // CPU jobs: RLIMIT_AS
-	DefaultCUDAMemoryBytes uint64 = 32 << 30 // CUDA jobs: RLIMIT_DATA / cgroup memory
+	DefaultMemoryBytes uint64 = 4 << 30 // CPU jobs: RLIMIT_AS
+	// DefaultCUDAMemoryBytes is the RLIMIT_DATA of CUDA jobs: host memory for
+	// inputs staged before they move to the GPU. torch 2.11 with CUDA graphs
+	// and a Triton compile ran under 2 GiB on an H200 host.
+	DefaultCUDAMemoryBytes uint64 = 16 << 30
 	DefaultCPUSeconds      uint64 = 600
 	DefaultMaxFiles        uint64 = 1024
 	DefaultMaxFileSize     uint64 = 4 << 30
@@ -74,12 +77,16 @@ func layerOrder() []string {
 // time-zone and host configuration in /etc (ld.so.cache, ld.so.conf*,
 // localtime, passwd, group, nsswitch.conf, hosts, host.conf, gai.conf);
 // read /dev/zero, /dev/full, /dev/random, /dev/urandom and read-write
-// /dev/null; read its own /proc/self and /proc/cpuinfo, meminfo, stat,
-// filesystems, sys/kernel, sys/vm, and /sys/devices/system/cpu. With CUDA or
-// NetLoopback it may read all of /sys (gloo, NCCL and NVML read the network
-// and PCI topology there); with CUDA also /proc/devices and
-// /proc/driver/nvidia, and read, write and ioctl /dev/nvidia*. Nothing else (no /etc/shadow, /home, /root, /tmp,
-// /dev/shm, other processes' /proc entries).
+// /dev/null; read /sys/devices/system/cpu; and read /proc: all of it when
+// the sandbox has its private /proc (it then shows only the sandbox's own
+// processes), else only /proc/self, cpuinfo, meminfo, stat, filesystems,
+// sys/kernel and sys/vm. With CUDA or NetLoopback it may read all of /sys
+// (gloo, NCCL and NVML read the network and PCI topology there); with CUDA
+// it may also write /proc/self (the driver does), read /proc/devices and
+// /proc/driver/nvidia, and read, write and ioctl /dev/nvidia*. Nothing else:
+// no /etc/shadow, /home, /root, /tmp, /dev/shm (NCCL's shared-memory
+// transport needs it: grant it in ReadWrite), or other processes' /proc
+// entries.
 type Policy struct {
 	// Dir is the job directory: the working directory and the only place
 	// writable besides ReadWrite. Required. HOME, TMPDIR, TRITON_CACHE_DIR,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,11 @@ func TestReportListsEveryLayer(t *testing.T) {
 }
 
 func TestLandlockConfinesFiles(t *testing.T) {
+	t.Run("private-proc", func(t *testing.T) { testLandlockConfinesFiles(t, nil) })
+	t.Run("host-proc", func(t *testing.T) { testLandlockConfinesFiles(t, func(c *Cmd) { c.opts.noPIDNS = true }) })
+}
+
+func testLandlockConfinesFiles(t *testing.T, tweak func(*Cmd)) {
 	p := policy(t)
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret")
@@ -150,7 +156,15 @@ def attempt(name, f):
 attempt("read-secret", lambda: open(sys.argv[1]).read())
 attempt("read-shadow", lambda: open("/etc/shadow").read())
 attempt("list-root-home", lambda: os.listdir("/root"))
-attempt("read-proc1", lambda: open("/proc/1/cmdline").read())
+def host_proc():
+    try:
+        open("/proc/%s/cmdline" % sys.argv[4]).read()
+        print("read-host-proc ok")
+    except PermissionError:
+        print("read-host-proc denied")
+    except FileNotFoundError:
+        print("read-host-proc hidden")
+host_proc()
 attempt("read-ro", lambda: open(sys.argv[2] + "/data").read())
 attempt("write-ro", lambda: open(sys.argv[2] + "/new", "w").write("x"))
 attempt("write-outside", lambda: open(sys.argv[3] + "/new", "w").write("x"))
@@ -159,13 +173,13 @@ attempt("write-job", lambda: open("job-file", "w").write("x"))
 attempt("rename-in-job", lambda: (os.makedirs("a/b"), open("a/f", "w").close(), os.replace("a/f", "a/b/f")))
 attempt("read-self", lambda: open("/proc/self/status").read())
 `
-	res := run(t, p, 60*time.Second, nil, testPython(), "-c", script, secret, roDir, outside)
+	res := run(t, p, 60*time.Second, tweak, testPython(), "-c", script, secret, roDir, outside, strconv.Itoa(os.Getpid()))
 	requireLayer(t, res.report, LayerLandlock, landlockAvailable())
 	if res.err != nil {
 		t.Fatalf("err=%v stderr=%s", res.err, res.stderr)
 	}
 	want := map[string]string{
-		"read-secret": "denied", "read-shadow": "denied", "list-root-home": "denied", "read-proc1": "denied",
+		"read-secret": "denied", "read-shadow": "denied", "list-root-home": "denied",
 		"read-ro": "ok", "write-ro": "denied", "write-outside": "denied", "write-tmp": "denied",
 		"write-job": "ok", "rename-in-job": "ok", "read-self": "ok",
 	}
@@ -180,6 +194,9 @@ attempt("read-self", lambda: open("/proc/self/status").read())
 		if got[k] != v {
 			t.Errorf("%s: got %q, want %q", k, got[k], v)
 		}
+	}
+	if hp := got["read-host-proc"]; hp != "denied" && hp != "hidden" {
+		t.Errorf("read-host-proc: %q: the sandbox read this test's /proc entry", hp)
 	}
 	if _, err := os.Stat(filepath.Join(p.Dir, "job-file")); err != nil {
 		t.Errorf("job file not written: %v", err)

@@ -206,16 +206,16 @@ func TestAdversarial(t *testing.T) {
 func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 	t.Helper()
 	dt := c.dtype
-	if dt == 0 {
+	if dt == tensor.Invalid {
 		dt = tensor.F32
 	}
 	timeout := c.timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	// A case that only the sandbox stops is scanned, but never run
-	// without the sandbox.
-	scanOnly := c.needsSandbox && !env.sandboxed
+	// Never execute a case unconfined when only the scan is expected to
+	// stop it (a missed fork bomb would run), or when only the sandbox can.
+	scanOnly := !c.control && (c.verify == "" || (c.needsSandbox && !env.sandboxed))
 	res := env.runBundle(t, dir, runOptions{dtype: dt, callTimeout: timeout, scanOnly: scanOnly})
 	t.Logf("%s (%s): stage %s in %.1fs\n%s", c.name, dt, res.stage, res.elapsed.Seconds(), res.reason)
 	gap := ""
@@ -233,21 +233,22 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 		}
 	case res.stage == stageScan:
 		t.Errorf("rejected by the scan, but the expected rejection is at verify (%q):\n%s", c.verify, res.reason)
+	case scanOnly && c.verify == "":
+		t.Errorf("NOT REJECTED BY THE SCAN (want a finding matching %q); not run, since only the scan "+
+			"is expected to stop it%s", c.scan, gap)
 	case scanOnly && c.scan != "":
 		t.Errorf("NOT REJECTED: the scan passes it (want a finding matching %q)%s\n"+
-			"and it needs the sandbox to be rejected at verify, which the tests do not have yet "+
+			"and it NEEDS THE SANDBOX to be rejected at verify, which the tests do not have yet "+
 			"(testLauncher returns the plain launcher; the case is not run unconfined)", c.scan, gap)
 	case scanOnly:
 		t.Errorf("NEEDS THE SANDBOX: only the sandbox can stop this case at verify (want %q), "+
 			"and testLauncher returns the plain launcher; the case is not run unconfined", c.verify)
-	case c.verify == "":
-		t.Errorf("NOT REJECTED BY THE SCAN (want a finding matching %q); verify says %s:\n%s%s", c.scan, res.stage, res.reason, gap)
 	case res.stage == stageVerify:
 		if !regexp.MustCompile(c.verify).MatchString(res.reason) {
 			t.Errorf("rejected at verify, but the reason does not match %q:\n%s\n%s", c.verify, res.reason, res.stderrTail())
 		}
 	default:
-		t.Errorf("NOT REJECTED: ended at stage %s (want verify rejection matching %q%s):\n%s%s\n%s",
+		t.Errorf("NOT REJECTED: ended at stage %s (want a verify rejection matching %q%s):\n%s%s\n%s",
 			res.stage, c.verify, orScan(c.scan), res.reason, gap, res.stderrTail())
 	}
 	if c.name == "infinite_loop" && res.elapsed > timeout+30*time.Second {

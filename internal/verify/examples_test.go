@@ -108,7 +108,9 @@ func testLauncher(t *testing.T) (verify.Launcher, bool) {
 // plainLauncher starts workers without confinement (own process group only).
 type plainLauncher struct{}
 
-func (plainLauncher) Single(context.Context) (worker.Starter, error) { return worker.PlainStarter{}, nil }
+func (plainLauncher) Single(context.Context) (worker.Starter, error) {
+	return worker.PlainStarter{}, nil
+}
 
 func (plainLauncher) Group(context.Context, int) (worker.Starter, func(), error) {
 	return worker.PlainStarter{}, func() {}, nil

@@ -142,7 +142,7 @@ func Run(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) 
 	start := time.Now()
 	rep := &Report{
 		Bundle: b.Dir, Seed: o.Seed, Device: o.Device, DType: o.DType.String(),
-		WorldSize: o.WorldSize, Replays: o.Replays, Python: o.Python, Sandbox: o.Launcher.Layers(),
+		WorldSize: o.WorldSize, Replays: o.Replays, Python: o.Python,
 	}
 	for i, op := range b.Manifest.Ops {
 		spec, ok := slots.Lookup(op.Slot)
@@ -162,6 +162,7 @@ func Run(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) 
 			break
 		}
 	}
+	rep.Sandbox = o.Launcher.Layers()
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }

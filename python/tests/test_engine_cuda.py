@@ -54,7 +54,7 @@ class StockKernels(unittest.TestCase):
             stock.silu_and_mul(x2, want)
             out = torch.empty(n, h, dtype=self.dt, device="cuda")
             stock.silu_and_mul(x2.to("cuda", self.dt), out)
-            close(self, out, want, 0.05, "silu %dx%d" % (n, h))
+            close(self, out, want, 0.02 * want.abs().max().item() + 0.02, "silu %dx%d" % (n, h))
 
     def test_rope_store(self):
         from cacheon_runtime.engine.config import ModelConfig
@@ -94,8 +94,13 @@ class StockKernels(unittest.TestCase):
             stock.attention_decode(q, kc, vc, bt, sl, d ** -0.5, want)
             out = torch.empty(b, hq, d, dtype=self.dt, device="cuda")
             cu = lambda t: t.to("cuda", self.dt)  # noqa: E731
-            stock.attention_decode(cu(q), cu(kc), cu(vc), bt.cuda(), sl.cuda(), d ** -0.5, out)
+            args = (cu(q), cu(kc), cu(vc), bt.cuda(), sl.cuda(), d ** -0.5)
+            stock.attention_decode(*args, out)
             close(self, out, want, 0.05, "decode b=%d hq=%d hkv=%d ps=%d" % (b, hq, hkv, ps))
+            first = out.clone()
+            for _ in range(30):  # the split merge is deterministic and race-free
+                stock.attention_decode(*args, out)
+                self.assertTrue(torch.equal(out, first), "decode b=%d: repeated launches differ" % b)
 
     def test_sdpa(self):
         for t, p, hq, hkv, d in ((64, 0, 8, 2, 64), (40, 56, 16, 1, 128), (24, 8, 4, 4, 64), (1, 36, 8, 8, 64)):
@@ -166,13 +171,25 @@ class EngineCUDA(unittest.TestCase):
         st = self.run_pair("mixtral", "bfloat16")
         self.assertGreater(st["slots"]["moe.fused_experts"]["stock"], 0)
 
-    def test_cuda_matches_cpu_fp32(self):
+    def test_cuda_matches_cpu(self):
+        # Random weights are drawn on the device, so CUDA and CPU share them
+        # through a checkpoint.
+        import tempfile
+        from cacheon_runtime import stio
+        from cacheon_runtime.engine import weights
         arena = tiny_arena("llama", "float32")
-        cu = runner.Engine({"arena": arena, "graphs": True}).generate(wave(new=8))
         arena["device"] = "cpu"
-        cp = runner.Engine({"arena": arena}).generate(wave(new=8))
-        for a, b in zip(cu["results"], cp["results"]):
-            self.assertEqual(a["tokens"][:4], b["tokens"][:4])
+        cpu = runner.Engine({"arena": arena})
+        cp = cpu.generate(wave(new=8))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.safetensors")
+            stio.save(path, weights.hf_state_dict(cpu.mcfg, cpu.w))
+            for dt in ("float32", "bfloat16"):
+                arena.update(device="cuda", dtype=dt)
+                cu = runner.Engine({"arena": arena, "checkpoint": path, "graphs": True}).generate(wave(new=8))
+                for a, b in zip(cu["results"], cp["results"]):
+                    n = 3 if dt == "float32" else 1
+                    self.assertEqual(a["tokens"][:n], b["tokens"][:n], dt)
 
     def test_profile(self):
         e = runner.Engine({"arena": tiny_arena(), "profile": True})
@@ -195,35 +212,96 @@ def _copy_bandwidth():
     return 2 * x.numel() * 20 / (time.perf_counter() - t)
 
 
+ARENA_1B = {"name": "h200-dense-1b", "dtype": "bfloat16", "device": "cuda",
+            "model": {"kind": "llama", "vocab_size": 128256, "hidden_size": 2048, "num_layers": 16,
+                      "num_heads": 32, "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192,
+                      "rms_norm_eps": "0.00001", "rope_theta": 500000, "max_position": 8192, "weights_seed": 1},
+            "engine": {"page_size": 16, "max_batch": 64, "kv_pages": 4096,
+                       "graph_buckets": [1, 2, 4, 8, 16, 32, 48, 64]}}
+
+
+def bench_decode(e, bsz, prompt=128, new=256):
+    """(seconds per decode step, ideal seconds per step at the copy
+    bandwidth) of a wave of bsz requests, prefill subtracted."""
+    bw = _copy_bandwidth()
+    m = e.mcfg
+    kv_tok = 2 * m.num_layers * m.num_kv_heads * m.head_dim * 2
+    wbytes = (e.w.params() - m.vocab_size * m.hidden_size) * 2  # the embedding is gathered, not read
+    reqs = [{"rid": "r%d" % i, "prompt": [(7 * i + j) % 1000 for j in range(prompt)],
+             "max_new_tokens": new, "ignore_eos": True} for i in range(bsz)]
+    e.generate({"requests": reqs})  # warm
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    e.generate({"requests": [dict(r, max_new_tokens=1) for r in reqs]})
+    t_pf = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    e.generate({"requests": reqs})
+    t = time.perf_counter() - t0 - t_pf
+    step = t / (new - 1)
+    ideal = (wbytes + bsz * kv_tok * (prompt + new / 2)) / bw
+    return step, ideal, bw
+
+
+
+def _time_graph(fn, reps=20):
+    """Microseconds per fn() call, captured 20 times in a CUDA graph."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(reps):
+            fn(i)
+    g.replay()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(10):
+        g.replay()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) * 1e3 / (10 * reps)
+
+
+def gemv_sweep(ms=(1, 4)):
+    """Print cuBLAS vs Triton GEMV configs at the 1B decode shapes (weights
+    rotated through > 256 MB so they come from HBM, not L2)."""
+    shapes = {"qkv": (3072, 2048), "o": (2048, 2048), "gate_up": (16384, 2048), "down": (2048, 8192)}
+    elem = [(8, 512, 4, 3), (4, 1024, 4, 3), (8, 1024, 4, 3), (8, 1024, 8, 3), (16, 512, 4, 3),
+            (16, 512, 8, 3), (16, 256, 4, 4), (32, 256, 8, 3), (8, 512, 4, 4), (4, 512, 4, 4)]
+    dot = [(16, 128, 4, 3), (16, 256, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 4, 3), (16, 512, 8, 3)]
+    for m in ms:
+        for name, (n, k) in shapes.items():
+            copies = max(2, (256 << 20) // (n * k * 2) + 1)
+            ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5 for _ in range(copies)]
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            ref = x.float() @ ws[0].float().t()
+            gb = n * k * 2 / 1e3
+            t = _time_graph(lambda i=0: torch.mm(x, ws[i % copies].t(), out=out))
+            res = [("cublas", t)]
+            for cfgs, is_dot in ((elem, False), (dot, True)):
+                if m > 1 and not is_dot:
+                    continue
+                for bn, bk, wp, st in cfgs:
+                    kw = dict(block_n=bn, block_k=bk, warps=wp, stages=st, dot=is_dot)
+                    kernels.gemv(x, ws[0], out, **kw)
+                    err = (out.float() - ref).abs().max().item()
+                    if err > 0.05:
+                        res.append(("BAD %s err %.3g" % (kw, err), 1e9))
+                        continue
+                    t = _time_graph(lambda i=0, kw=kw: kernels.gemv(x, ws[i % copies], out, **kw))
+                    res.append((str((bn, bk, wp, st, is_dot)), t))
+            res.sort(key=lambda r: r[1])
+            print("M=%d %s %dx%d: " % (m, name, n, k) + "; ".join(
+                "%s %.2fus %.0fGB/s" % (c, t, gb / t) for c, t in res[:4]) +
+                "; cublas %.2fus" % dict(res)["cublas"], file=sys.stderr)
+
 @unittest.skipUnless(CUDA and os.environ.get("CACHEON_BENCH"), "set CACHEON_BENCH=1 on a GPU")
 class Bench1B(unittest.TestCase):
     def test_decode_roofline(self):
-        arena = {"name": "h200-dense-1b", "dtype": "bfloat16", "device": "cuda",
-                 "model": {"kind": "llama", "vocab_size": 128256, "hidden_size": 2048, "num_layers": 16,
-                           "num_heads": 32, "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192,
-                           "rope_theta": "500000", "max_position": 131072, "tie_word_embeddings": True,
-                           "weights_seed": 1},
-                 "engine": {"page_size": 16, "max_batch": 64, "max_seq_len": 4096}}
-        e = runner.Engine({"arena": arena, "graphs": os.environ.get("CACHEON_BENCH_GRAPHS", "1") == "1"})
-        bw = _copy_bandwidth()
-        wbytes = e.w.params() * 2
-        kv_tok = 2 * 16 * 8 * 64 * 2
-        for bsz, prompt, new in ((1, 128, 256), (64, 128, 128)):
-            reqs = [{"rid": "r%d" % i, "prompt": [(7 * i + j) % 1000 for j in range(prompt)],
-                     "max_new_tokens": new, "ignore_eos": True} for i in range(bsz)]
-            e.generate({"requests": reqs[:bsz], "arrivals": [0] * bsz})  # warm
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            e.generate({"requests": [dict(r, max_new_tokens=1) for r in reqs]})
-            torch.cuda.synchronize()
-            t_pf = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            e.generate({"requests": reqs})
-            torch.cuda.synchronize()
-            t = time.perf_counter() - t0 - t_pf
-            step = t / (new - 1)
-            kv = bsz * kv_tok * (prompt + new / 2)
-            ideal = (wbytes + kv) / bw
+        e = runner.Engine({"arena": ARENA_1B, "graphs": os.environ.get("CACHEON_BENCH_GRAPHS", "1") == "1"})
+        for bsz in (1, 64):
+            step, ideal, bw = bench_decode(e, bsz)
             print("\nbatch %d: step %.3f ms, ideal %.3f ms (copy bw %.0f GB/s) -> %.1f%% of roofline, %.0f tok/s"
                   % (bsz, step * 1e3, ideal * 1e3, bw / 1e9, 100 * ideal / step, bsz / step), file=sys.stderr)
 

@@ -71,14 +71,18 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         tl.store(o_ptr + row * stride_o + col, y.to(o_ptr.dtype.element_ty), mask=m)
 
     @triton.jit
-    def _rope_store_kernel(qkv_ptr, pos_ptr, slot_ptr, cos_ptr, sin_ptr,
-                           q_ptr, k_ptr, v_ptr, kc_ptr, vc_ptr, stride_qkv,
+    def _rope_store_kernel(qkv_ptr, pos_ptr, slot_ptr, bt_ptr, cos_ptr, sin_ptr,
+                           q_ptr, k_ptr, v_ptr, kc_ptr, vc_ptr, stride_qkv, stride_bt,
+                           PAGE_SIZE: tl.constexpr, FROM_BT: tl.constexpr,
                            HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr,
                            HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, HALF_PAD: tl.constexpr,
                            WRITE_KV: tl.constexpr):
         t = tl.program_id(0).to(tl.int64)
         pos = tl.load(pos_ptr + t).to(tl.int64)
-        slot = tl.load(slot_ptr + t).to(tl.int64)
+        if FROM_BT:  # decode: row t's page from its block table
+            slot = tl.load(bt_ptr + t * stride_bt + pos // PAGE_SIZE).to(tl.int64) * PAGE_SIZE + pos % PAGE_SIZE
+        else:
+            slot = tl.load(slot_ptr + t).to(tl.int64)
         offs = tl.arange(0, HALF_PAD)
         mh = offs < HALF
         c = tl.load(cos_ptr + pos * HALF + offs, mask=mh, other=0.0)[None, :]
@@ -124,6 +128,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                        stride_qb, stride_qh, stride_kp, stride_ks, stride_kh,
                        stride_vp, stride_vs, stride_vh, stride_bt,
                        stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+                       out_ptr, stride_fb, stride_fh, cnt_ptr,
                        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                        PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -176,25 +181,29 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.store(o_ptr + b * stride_ob + heads[:, None] * stride_oh + split * stride_os
                      + offs_d[None, :], out, mask=omask)
             tl.store(lse_ptr + b * stride_lb + heads * stride_lh + split, lse, mask=mg)
-
-    @triton.jit
-    def _decode_reduce_kernel(part_ptr, lse_ptr, o_ptr, stride_pb, stride_ph, stride_ps,
-                              stride_lb, stride_lh, stride_ob, stride_oh,
-                              NUM_SPLITS: tl.constexpr, SPLIT_PAD: tl.constexpr,
-                              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
-        b = tl.program_id(0).to(tl.int64)
-        h = tl.program_id(1)
-        offs_s = tl.arange(0, SPLIT_PAD)
-        ms = offs_s < NUM_SPLITS
-        offs_d = tl.arange(0, BLOCK_D)
-        md = offs_d < HEAD_DIM
-        lse = tl.load(lse_ptr + b * stride_lb + h * stride_lh + offs_s, mask=ms, other=float("-inf"))
-        m = tl.max(lse, 0)
-        w = tl.where(ms, tl.exp(lse - m), 0.0)
-        part = tl.load(part_ptr + b * stride_pb + h * stride_ph + offs_s[:, None] * stride_ps
-                       + offs_d[None, :], mask=ms[:, None] & md[None, :], other=0.0)
-        out = tl.sum(w[:, None] * part, 0) / tl.sum(w, 0)
-        tl.store(o_ptr + b * stride_ob + h * stride_oh + offs_d, out.to(o_ptr.dtype.element_ty), mask=md)
+            # The last split of this (row, kv head) to finish merges all
+            # splits (acq_rel atomic: the others' partials are visible), then
+            # re-arms the counter for the next launch.
+            cnt = cnt_ptr + b * tl.num_programs(1) + kvh
+            tl.debug_barrier()  # every thread's partial stores precede the release
+            if tl.atomic_add(cnt, 1, sem="acq_rel") == NUM_SPLITS - 1:
+                tl.debug_barrier()
+                lse_base = lse_ptr + b * stride_lb + heads * stride_lh
+                m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+                for s in range(NUM_SPLITS):
+                    m = tl.maximum(m, tl.load(lse_base + s, mask=mg, other=0.0, cache_modifier=".cg"))
+                tot = tl.zeros([GROUP_PAD], tl.float32)
+                res = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
+                for s in range(NUM_SPLITS):
+                    w = tl.exp(tl.load(lse_base + s, mask=mg, other=0.0, cache_modifier=".cg") - m)
+                    part = tl.load(o_ptr + b * stride_ob + heads[:, None] * stride_oh + s * stride_os
+                                   + offs_d[None, :], mask=omask, other=0.0, cache_modifier=".cg")
+                    tot += w
+                    res += w[:, None] * part
+                res = res / tl.where(tot > 0, tot, 1.0)[:, None]
+                tl.store(out_ptr + b * stride_fb + heads[:, None] * stride_fh + offs_d[None, :],
+                         res.to(out_ptr.dtype.element_ty), mask=omask)
+                tl.atomic_xchg(cnt, 0)
 
     @triton.jit
     def _moe_gemm_kernel(a_ptr, b_ptr, c_ptr, w_ptr, sorted_ptr, expert_ptr, npost_ptr,
@@ -230,8 +239,135 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                  mask=mt[:, None] & mn[None, :])
 
 
+    @triton.jit
+    def _gemv_kernel(x_ptr, w_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     DOT: tl.constexpr, ADD: tl.constexpr):
+        # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows m (decode).
+        pid = tl.program_id(0)
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        mn = offs_n < N
+        offs_m = tl.arange(0, M_PAD)
+        mm = offs_m < M
+        w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+        if DOT:
+            acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+        else:
+            acc = tl.zeros([BLOCK_N], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mk = offs_k < K
+            w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
+            if DOT:
+                x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
+                            mask=mm[:, None] & mk[None, :], other=0.0)
+                acc += tl.dot(x, tl.trans(w))
+            else:
+                x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
+                acc += tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
+        if DOT:
+            o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
+            om = mm[:, None] & mn[None, :]
+        else:
+            o_ptrs = o_ptr + offs_n
+            om = mn
+        if ADD:
+            acc += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
+        tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
+
+    @triton.jit
+    def _sample_partial_kernel(x_ptr, max_ptr, idx_ptr, sum_ptr, V, stride_x,
+                               CHUNKS: tl.constexpr, BLOCK: tl.constexpr):
+        # Per (row, chunk): max, first argmax and sum(exp(x - max)) of the chunk.
+        b = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1)
+        offs = c * BLOCK + tl.arange(0, BLOCK)
+        m = offs < V
+        x = tl.load(x_ptr + b * stride_x + offs, mask=m, other=float("-inf")).to(tl.float32)
+        mx = tl.max(x, 0)
+        ix = tl.min(tl.where(x == mx, offs, 2147483647), 0)
+        sm = tl.sum(tl.where(m, tl.exp(x - mx), 0.0), 0)
+        tl.store(max_ptr + b * CHUNKS + c, mx)
+        tl.store(idx_ptr + b * CHUNKS + c, ix)
+        tl.store(sum_ptr + b * CHUNKS + c, sm)
+
+    @triton.jit
+    def _sample_final_kernel(max_ptr, idx_ptr, sum_ptr, tok_ptr, lp_ptr,
+                             hist_tok_ptr, hist_lp_ptr, ctr_ptr, ids_ptr, pos_ptr, sl_ptr, act_ptr,
+                             V, hist_stride,
+                             CHUNKS: tl.constexpr, CPAD: tl.constexpr, ADVANCE: tl.constexpr):
+        # Greedy token and its logprob; with ADVANCE also the decode state
+        # (history ring at ctr, next input, position and length + active).
+        b = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, CPAD)
+        mc = offs < CHUNKS
+        mx = tl.load(max_ptr + b * CHUNKS + offs, mask=mc, other=float("-inf"))
+        ix = tl.load(idx_ptr + b * CHUNKS + offs, mask=mc, other=2147483647)
+        sm = tl.load(sum_ptr + b * CHUNKS + offs, mask=mc, other=0.0)
+        g = tl.max(mx, 0)
+        tok = tl.minimum(tl.min(tl.where(mx == g, ix, 2147483647), 0), V - 1).to(tl.int64)  # NaN-proof
+        total = tl.sum(tl.where(mc, sm * tl.exp(mx - g), 0.0), 0)
+        lp = -tl.log(total)
+        tl.store(tok_ptr + b, tok)
+        tl.store(lp_ptr + b, lp)
+        if ADVANCE:
+            ctr = tl.load(ctr_ptr)
+            tl.store(hist_tok_ptr + ctr * hist_stride + b, tok)
+            tl.store(hist_lp_ptr + ctr * hist_stride + b, lp)
+            tl.store(ids_ptr + b, tok)
+            a = tl.load(act_ptr + b)
+            tl.store(pos_ptr + b, tl.load(pos_ptr + b) + a)
+            tl.store(sl_ptr + b, tl.load(sl_ptr + b) + a)
+
+
 def _pow2(n):
     return triton.next_power_of_2(int(n))
+
+
+def gemv_ok(x, w):
+    """Whether gemv() beats cuBLAS here: one row (batch-1 decode), 16-bit,
+    row-major weights (measured on an H200 at Llama-1B shapes: 5-20% faster
+    than cuBLAS for one row, slower from four rows on)."""
+    return (available(x) and x.shape[0] == 1 and x.stride(-1) == 1 and w.stride(-1) == 1
+            and w.dtype == x.dtype and w.shape[1] >= 256)
+
+
+def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3, dot=None):
+    """out (+)= x @ w.T for a few rows of x (decode); w (N, K) row-major."""
+    m, k = x.shape
+    n = w.shape[0]
+    if dot is None:
+        dot = m > 1
+    if block_n is None and not dot:  # tuned for one row (see gemv_ok)
+        block_n, block_k, warps, stages = (8, 1024, 8, 3) if (k >= 4096 or n <= 4096) else (16, 256, 4, 4)
+    bn = block_n or (16 if dot else 8)
+    bk = block_k or (128 if dot else 512)
+    warps = warps or 4
+    _gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
+                                        M_PAD=16 if dot else 1, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, ADD=add,
+                                        num_warps=warps, num_stages=stages)
+
+
+def sample(logits, tok, lp, state=None, rows=None):
+    """Greedy tok (B,) int64 and its logprob lp (B,) fp32 from logits (B, V)
+    (any float dtype) in two launches; with state (a DecodeState) also
+    write the history ring and advance the first `rows` rows."""
+    b, v = logits.shape
+    block = 4096
+    chunks = triton.cdiv(v, block)
+    mx = torch.empty((b, chunks), dtype=torch.float32, device=logits.device)
+    ix = torch.empty((b, chunks), dtype=torch.int32, device=logits.device)
+    sm = torch.empty((b, chunks), dtype=torch.float32, device=logits.device)
+    _sample_partial_kernel[(b, chunks)](logits, mx, ix, sm, v, logits.stride(0),
+                                        CHUNKS=chunks, BLOCK=block, num_warps=8)
+    if state is None:
+        _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, tok, lp, tok, tok, tok, tok, tok, v, 0,
+                                   CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=False, num_warps=1)
+        return
+    st = state
+    _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, st.hist_tok, st.hist_lp, st.hist_ctr, st.ids,
+                               st.positions, st.seq_lens, st.active, v, st.hist_tok.stride(0),
+                               CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=True, num_warps=1)
 
 
 def rmsnorm(x, weight, out, eps):
@@ -253,16 +389,21 @@ def silu_and_mul(x, out):
                                                  BLOCK=block, num_warps=4)
 
 
-def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None):
-    """q_out (T,HQ,D) <- rope(q); cache[slot] <- rope(k), v; k_out/v_out too when given."""
+def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None,
+               block_table=None):
+    """q_out (T,HQ,D) <- rope(q); cache[slot] <- rope(k), v; k_out/v_out too
+    when given. slots None: row t's slot comes from block_table[t]."""
     t = qkv.shape[0]
     if t == 0:
         return
     half = cos.shape[1]
     write = k_out is not None
-    _rope_store_kernel[(t,)](qkv, positions, slots, cos, sin, q_out,
+    from_bt = slots is None
+    _rope_store_kernel[(t,)](qkv, positions, positions if from_bt else slots,
+                             block_table if from_bt else positions, cos, sin, q_out,
                              k_out if write else q_out, v_out if write else q_out,
-                             k_cache, v_cache, qkv.stride(0),
+                             k_cache, v_cache, qkv.stride(0), block_table.stride(0) if from_bt else 0,
+                             PAGE_SIZE=k_cache.shape[1], FROM_BT=from_bt,
                              HQ=hq, HKV=hkv, HALF=half, D=2 * half, HQ_PAD=_pow2(hq), HKV_PAD=_pow2(hkv),
                              HALF_PAD=_pow2(half), WRITE_KV=write, num_warps=4)
 
@@ -275,7 +416,7 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     group = hq // hkv
     max_tokens = block_table.shape[1] * ps
     progs = b * hkv
-    splits = max(1, min(64, -(-2 * _sm_count(q.device) // progs), -(-max_tokens // 64)))
+    splits = max(1, min(64, -(-_sm_count(q.device) // (2 * progs)), -(-max_tokens // 64)))
     block_d = max(16, _pow2(d))
     block_n = 64 if block_d <= 64 else 32
     gpad = max(16, _pow2(group))
@@ -286,18 +427,32 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
         _decode_kernel[(b, hkv, 1)](q, k_cache, v_cache, block_table, seq_lens, out, out, float(sm_scale),
                                     q.stride(0), q.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
                                     block_table.stride(0), out.stride(0), out.stride(1), 0, 0, 0,
-                                    DIRECT=True, **common)
+                                    out, 0, 0, seq_lens, DIRECT=True, **common)
         return
     part = torch.empty((b, hq, splits, d), dtype=torch.float32, device=q.device)
     lse = torch.empty((b, hq, splits), dtype=torch.float32, device=q.device)
     _decode_kernel[(b, hkv, splits)](q, k_cache, v_cache, block_table, seq_lens, part, lse, float(sm_scale),
                                      q.stride(0), q.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
                                      block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
-                                     lse.stride(0), lse.stride(1), DIRECT=False, **common)
-    _decode_reduce_kernel[(b, hq)](part, lse, out, part.stride(0), part.stride(1), part.stride(2),
-                                   lse.stride(0), lse.stride(1), out.stride(0), out.stride(1),
-                                   NUM_SPLITS=splits, SPLIT_PAD=_pow2(splits), HEAD_DIM=d,
-                                   BLOCK_D=block_d, num_warps=4)
+                                     lse.stride(0), lse.stride(1), out, out.stride(0), out.stride(1),
+                                     _counters(q.device, b * hkv), DIRECT=False, **common)
+
+
+_COUNTERS = {}
+_RETIRED = []  # grown-out counter buffers stay alive: captured graphs may point at them
+
+
+def _counters(dev, n):
+    """Self-resetting split counters of the paged decode kernel (zeros,
+    allocated once per device and grown before any graph capture: the
+    runner warms every bucket up eagerly first)."""
+    key = (dev.type, dev.index)
+    t = _COUNTERS.get(key)
+    if t is None or t.numel() < n:
+        if t is not None:
+            _RETIRED.append(t)
+        t = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=dev)
+    return t
 
 
 def moe_align(topk_ids, num_experts, block_m):

@@ -27,7 +27,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import stock
+from . import kernels, stock
 
 
 def rope_tables(cfg, max_len, device):
@@ -82,7 +82,14 @@ class DecodeState:
 
 
 def sample(logits):
-    """Greedy token and its log-softmax value (fp32)."""
+    """Greedy token and its log-softmax value (fp32) of logits (B, V)."""
+    if kernels.available(logits):
+        b = logits.shape[0]
+        tok = torch.empty(b, dtype=torch.long, device=logits.device)
+        lp = torch.empty(b, dtype=torch.float32, device=logits.device)
+        kernels.sample(logits, tok, lp)
+        return tok, lp
+    logits = logits.float()
     tok = torch.argmax(logits, dim=-1)
     lp = logits.gather(1, tok.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
     return tok, lp
@@ -104,22 +111,39 @@ class Model:
 
     # -- layers -------------------------------------------------------------
 
+    @staticmethod
+    def _mm(x, w):
+        """x @ w.T (one-row decode: the Triton GEMV, else cuBLAS)."""
+        if kernels.gemv_ok(x, w):
+            out = torch.empty((1, w.shape[0]), dtype=x.dtype, device=x.device)
+            kernels.gemv(x, w, out)
+            return out
+        return torch.mm(x, w.t())
+
+    @staticmethod
+    def _add_mm(x, a, w):
+        """x += a @ w.T in place (the residual add fused into the GEMM)."""
+        if kernels.gemv_ok(a, w):
+            kernels.gemv(a, w, x, add=True)
+        else:
+            x.addmm_(a, w.t())
+
     def _layer(self, li, x, attend):
         ly, d, r = self.w.layers[li], self.d, self.timer.region
         with r("norm"):
             h = d.rmsnorm(x, ly.attn_norm, self.eps)
         with r("attention"):
-            qkv = torch.mm(h, ly.qkv.t())
+            qkv = self._mm(h, ly.qkv)
             a = attend(li, qkv)
-            x.addmm_(a, ly.o.t())
+            self._add_mm(x, a, ly.o)
         with r("norm"):
             h = d.rmsnorm(x, ly.mlp_norm, self.eps)
         with r("mlp"):
             if ly.experts is None:
-                gu = torch.mm(h, ly.gate_up.t())
-                x.addmm_(d.silu_and_mul(gu), ly.down.t())
+                gu = self._mm(h, ly.gate_up)
+                self._add_mm(x, d.silu_and_mul(gu), ly.down)
             else:
-                probs = torch.softmax(torch.mm(h, ly.router.t()).float(), dim=-1)
+                probs = torch.softmax(self._mm(h, ly.router).float(), dim=-1)
                 tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
                 tw = tw / tw.sum(dim=-1, keepdim=True)
                 x.add_(d.fused_experts(h, ti.to(torch.int32), tw, ly.experts))
@@ -130,7 +154,8 @@ class Model:
             return self.d.rmsnorm(x, self.w.final_norm, self.eps)
 
     def logits(self, h):
-        return torch.mm(h, self.w.lm_head.t()).float()
+        """Logits in the model dtype (sample() reads them in fp32)."""
+        return torch.mm(h, self.w.lm_head.t())
 
     # -- prefill ------------------------------------------------------------
 
@@ -177,20 +202,27 @@ class Model:
         hq, hkv, hd, ps = self.hq, self.hkv, self.hd, self.ps
         with r("other"):
             x = F.embedding(ids, self.w.embed)
-            slots = bt.gather(1, torch.div(pos, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1).long() * ps \
-                + torch.remainder(pos, ps)
+            slots = None
+            if not kernels.available(x):
+                page = bt.gather(1, torch.div(pos, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1)
+                slots = page.long() * ps + torch.remainder(pos, ps)
 
         def attend(li, qkv):
             kc, vc = self.kc[li], self.vc[li]
             q = torch.empty((bsz, hq, hd), dtype=qkv.dtype, device=qkv.device)
-            stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv)
+            stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)
             return self.d.decode(q, kc, vc, bt, sl, self.scale).view(bsz, hq * hd)
 
         for li in range(self.cfg.num_layers):
             x = self._layer(li, x, attend)
         h = self.final_norm(x)
         with r("sampling"):
-            tok, lp = sample(self.logits(h))
+            logits = torch.mm(h, self.w.lm_head.t())
+            if kernels.available(logits):
+                kernels.sample(logits, st.out_tok[:bsz], st.out_lp[:bsz], state=st)
+                st.hist_ctr.add_(1)
+                return
+            tok, lp = sample(logits.float())
             st.out_tok[:bsz].copy_(tok)
             st.out_lp[:bsz].copy_(lp)
             st.hist_tok.index_copy_(0, st.hist_ctr, st.out_tok.unsqueeze(0))

@@ -483,7 +483,7 @@ class Engine:
             for c in range(0, len(rows), 256):
                 r_idx = self._dev(rows[c:c + 256])
                 h = self.model.final_norm(x.index_select(0, r_idx))
-                logits = self.model.logits(h)
+                logits = self.model.logits(h).float()
                 tgt = self._dev(targets[c:c + 256]).unsqueeze(1)
                 nll = torch.logsumexp(logits, dim=-1) - logits.gather(1, tgt).squeeze(1)
                 vals = nll.tolist()

@@ -200,13 +200,20 @@ def fused_experts(x, topk_ids, topk_weights, prepared, out):
 # rotary embedding + KV cache store (not a slot: validator-owned model code)
 
 
-def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None):
+def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None,
+               block_table=None):
     """Rotate q and k of the fused projection (rotate-half convention), write
-    q to q_out (T,Hq,D), k and v into the cache at flat slot indices, and
-    into k_out / v_out (T,Hkv,D) when given."""
+    q to q_out (T,Hq,D), k and v into the cache at flat slot indices (slots
+    None: row t's slot from block_table[t] at positions[t]), and into k_out /
+    v_out (T,Hkv,D) when given."""
     if kernels.available(qkv) and qkv.stride(-1) == 1 and k_cache.is_contiguous() and v_cache.is_contiguous():
-        kernels.rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out, v_out)
+        kernels.rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out, v_out,
+                           block_table)
         return
+    if slots is None:
+        ps = k_cache.shape[1]
+        page = block_table.gather(1, torch.div(positions, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1)
+        slots = page.long() * ps + torch.remainder(positions, ps)
     t = qkv.shape[0]
     d = q_out.shape[-1]
     half = d // 2

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/engine"
+	"cacheon/internal/worker"
+)
+
+func TestResolveArena(t *testing.T) {
+	for _, tc := range []struct{ arg, name, err string }{
+		{"cpu-tiny", "cpu-tiny", ""},
+		{"../../arenas/h200-moe.toml", "h200-moe", ""},
+		{"nope", "", `--arena "nope": no such file and no shipped arena`},
+		{"../cpu-tiny", "", "no such file"},
+	} {
+		a, err := resolveArena(tc.arg)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.arg, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || a.Name != tc.name || a.Dir == "" {
+			t.Errorf("%s: %+v %v", tc.arg, a, err)
+		}
+	}
+}
+
+func TestSnapshotBundle(t *testing.T) {
+	src := "../../examples/silu_torch"
+	want, err := bundle.ContentHash(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	got, err := snapshotBundle(context.Background(), src, filepath.Join(tmp, "dir"))
+	if err != nil || got != want {
+		t.Fatalf("directory snapshot: %s %v, want %s", got, err, want)
+	}
+	var archive bytes.Buffer
+	if _, err := bundle.Package(src, &archive); err != nil {
+		t.Fatal(err)
+	}
+	tgz := filepath.Join(tmp, "b.tar.gz")
+	if err := os.WriteFile(tgz, archive.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := snapshotBundle(context.Background(), tgz, filepath.Join(tmp, "tgz")); err != nil || got != want {
+		t.Fatalf("archive snapshot: %s %v, want %s", got, err, want)
+	}
+	if _, err := snapshotBundle(context.Background(), filepath.Join(tmp, "none"), filepath.Join(tmp, "x")); err == nil {
+		t.Fatal("snapshot of a missing bundle")
+	}
+}
+
+func TestEngineExit(t *testing.T) {
+	cand := &engine.CandidateError{Step: "generate", Failure: &worker.Failure{Class: engine.ClassCandidate, Message: "boom"}}
+	load := &worker.Failure{Class: engine.ClassLoad, Message: "import"}
+	for _, tc := range []struct {
+		name       string
+		err        error
+		candidates bool
+		code       int
+	}{
+		{"candidate", cand, true, ExitFindings},
+		{"load with candidates", load, true, ExitFindings},
+		{"load without", load, false, ExitInfra},
+		{"died", &engine.DiedError{Step: "generate", Err: errors.New("signal: killed")}, true, ExitInfra},
+		{"oom", &worker.Failure{Class: engine.ClassOOM}, true, ExitInfra},
+	} {
+		var ee *exitError
+		if err := engineExit(tc.err, tc.candidates); !errors.As(err, &ee) || ee.code != tc.code {
+			t.Errorf("%s: %v, want exit %d", tc.name, err, tc.code)
+		}
+	}
+}
+
+func TestPrintEngineBench(t *testing.T) {
+	rep := &engineBenchReport{
+		Arena: "cpu-tiny", ArenaDigest: strings.Repeat("a", 64), Workload: "default", Device: "cpu", DType: "float32",
+		Strict: true, Python: "3.11", Torch: "1.13", DeviceName: "cpu", Sandbox: []string{"none"},
+		Stack:  []stackRow{{Slot: "activation.silu_and_mul", Bundle: "/b", ContentHash: strings.Repeat("c", 64), Variant: "default", Source: "silu.py", Entry: "silu_and_mul"}},
+		Loaded: &engine.Loaded{Params: 426600, Layers: 2, Device: "cpu", DType: "float32", KVPages: 64},
+		Bench: &engine.BenchResult{
+			Warmup: 1,
+			Waves: []engine.WaveResult{{Index: 0, Requests: 8, PromptTokens: 124, Generated: 128, Seconds: 0.1, TokensPerSec: 1280,
+				PrefillSeconds: 0.02, PrefillTokensPerSec: 6200, DecodeSeconds: 0.08, DecodeTokensPerSec: 1500}},
+			Median:         engine.Summary{TokensPerSec: 1280, PrefillTokensPerSec: 6200, DecodeTokensPerSec: 1500, Seconds: 0.1},
+			TokensDigest:   strings.Repeat("d", 64),
+			Slots:          map[string]engine.SlotCounters{"activation.silu_and_mul": {Selected: 3, Completed: 2, Fallback: 1}},
+			Receipts:       []engine.Receipt{{Slot: "activation.silu_and_mul", Variant: "default", Reason: "raised", Count: 1}},
+			RuntimeProfile: []byte(`{"mode":"eager"}`),
+		},
+		Audit:      []engine.AuditResult{{File: "activation.silu_and_mul-0.safetensors", Slot: "activation.silu_and_mul", Outcome: engine.AuditFail, Reason: "output out: allclose"}},
+		NeverFired: []string{"norm.rmsnorm"},
+	}
+	var b bytes.Buffer
+	printEngineBench(&b, rep)
+	out := b.String()
+	for _, want := range []string{
+		"engine bench cpu-tiny (workload default)  arena " + strings.Repeat("a", 64),
+		"model: 2 layers, 426.6K params on cpu, 64 KV pages",
+		"stack: activation.silu_and_mul",
+		"\n1              8     124     128    0.1000     1280.0",
+		"\nmedian ",
+		"activation.silu_and_mul              3         2         1",
+		"fallback receipt: activation.silu_and_mul ×1: raised",
+		"warning: stack slot norm.rmsnorm never fired",
+		"runtime self-reported profile (untrusted, diagnostic only",
+		"audit FAIL activation.silu_and_mul-0.safetensors",
+		"audit: 0 of 1 dump(s) PASS",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"cacheon/internal/sandbox"
+)
+
+// SandboxLauncher starts candidate workers through internal/sandbox: one
+// private network namespace per worker (no sockets but AF_UNIX), or one
+// shared loopback-only namespace for the ranks of a collective. It
+// satisfies verify.Launcher and the engine's launcher.
+type SandboxLauncher struct {
+	base sandbox.Policy
+
+	mu       sync.Mutex
+	starters []*SandboxStarter
+}
+
+// NewSandboxLauncher builds the launcher for workers that run candidate
+// code from bundleDir with the runtime package in runtimeParent. The binary
+// running this must call sandbox.MaybeRunChild first thing in main (or in
+// TestMain for tests).
+func NewSandboxLauncher(bundleDir, runtimeParent, python, device string) (*SandboxLauncher, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	exec, err := sandbox.PythonPaths(ctx, python)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	p := sandbox.Policy{
+		ReadOnly: []string{bundleDir, runtimeParent},
+		Exec:     exec,
+		CUDA:     device == "cuda",
+		Require:  []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
+	}
+	if device == "cuda" {
+		// NCCL's shared-memory transport.
+		p.ReadWrite = append(p.ReadWrite, "/dev/shm")
+	}
+	return &SandboxLauncher{base: p}, nil
+}
+
+func (l *SandboxLauncher) starter(p sandbox.Policy) *SandboxStarter {
+	s := &SandboxStarter{Base: p}
+	l.mu.Lock()
+	l.starters = append(l.starters, s)
+	l.mu.Unlock()
+	return s
+}
+
+// Single returns a starter for one independent worker.
+func (l *SandboxLauncher) Single(context.Context) (Starter, error) {
+	p := l.base
+	p.Network = sandbox.NetNone
+	return l.starter(p), nil
+}
+
+// Group returns a starter for collective ranks: they share one private
+// namespace whose only interface is loopback; if that cannot be made,
+// nothing runs.
+func (l *SandboxLauncher) Group(ctx context.Context, worldSize int) (Starter, func(), error) {
+	path, cleanup, err := sandbox.NewNetNS(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shared network namespace for %d ranks: %w", worldSize, err)
+	}
+	p := l.base
+	p.Network = sandbox.NetLoopback
+	p.NetNSPath = path
+	p.Require = append(append([]string(nil), p.Require...), sandbox.LayerNetwork)
+	return l.starter(p), cleanup, nil
+}
+
+// Layers lists every layer, applied or not, as the
+// started workers reported them ("name: applied (detail)" or
+// "name: NOT APPLIED (why)"); differing reports are all listed.
+func (l *SandboxLauncher) Layers() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range l.starters {
+		for _, r := range s.Reports() {
+			for _, ly := range r.Layers {
+				line := ly.Name + ": "
+				if ly.Applied {
+					line += "applied"
+				} else {
+					line += "NOT APPLIED"
+				}
+				if ly.Detail != "" {
+					line += " (" + ly.Detail + ")"
+				}
+				if !seen[line] {
+					seen[line] = true
+					out = append(out, line)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []string{"no worker started"}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.SplitN(out[i], ":", 2)[0] < strings.SplitN(out[j], ":", 2)[0]
+	})
+	return out
+}

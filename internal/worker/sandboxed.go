@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"cacheon/internal/sandbox"
+)
+
+// SandboxStarter starts every worker through the sandbox: a re-exec of
+// cacheon that applies process group, PID namespace, rlimits, memory and
+// process limits, a private network namespace, dropped capabilities,
+// no-new-privileges, Landlock and seccomp before exec'ing Python.
+type SandboxStarter struct {
+	// Base is the policy every worker gets; Dir and Env are filled per
+	// start (the job directory and the worker environment).
+	Base sandbox.Policy
+
+	mu      sync.Mutex
+	reports []sandbox.Report
+}
+
+// Start implements Starter.
+func (s *SandboxStarter) Start(ctx context.Context, argv, env []string, dir string) (Process, error) {
+	p := s.Base
+	p.Dir = dir
+	p.ReadWrite = append(append([]string(nil), s.Base.ReadWrite...), dir)
+	p.Env = append(minimalEnv(), env...)
+	cmd, err := sandbox.Command(ctx, p, argv[0], argv[1:]...)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	// Own pipes, as in StartCmd: the sandbox's Wait would close its
+	// readers as soon as the process exits.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	s.mu.Lock()
+	s.reports = append(s.reports, cmd.Report())
+	s.mu.Unlock()
+	return &sandboxProcess{cmd: cmd, stdin: stdin, out: outR, err: errR}, nil
+}
+
+// Reports returns the confinement report of every worker started so far.
+func (s *SandboxStarter) Reports() []sandbox.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]sandbox.Report(nil), s.reports...)
+}
+
+type sandboxProcess struct {
+	cmd   *sandbox.Cmd
+	stdin io.WriteCloser
+	out   *os.File
+	err   *os.File
+}
+
+func (p *sandboxProcess) Stdin() io.WriteCloser { return p.stdin }
+func (p *sandboxProcess) Stdout() io.Reader     { return p.out }
+func (p *sandboxProcess) Stderr() io.Reader     { return p.err }
+func (p *sandboxProcess) Wait() error           { return p.cmd.Wait() }
+func (p *sandboxProcess) Kill()                 { p.cmd.Kill() }
