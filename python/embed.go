@@ -10,7 +10,7 @@ import (
 	"io/fs"
 )
 
-//go:embed cacheon_runtime/*.py
+//go:embed cacheon_runtime/*.py cacheon_runtime/engine/*.py
 var files embed.FS
 
 // Files returns the embedded cacheon_runtime package sources, rooted so that

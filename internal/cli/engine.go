@@ -184,7 +184,6 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 	if err != nil {
 		return fail(withCode(ExitInfra, err))
 	}
-	s.sandbox = launcher.Layers()
 	starter, err := launcher.Single(ctx)
 	if err != nil {
 		return fail(withCode(ExitInfra, fmt.Errorf("sandbox: %w", err)))
@@ -195,6 +194,7 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 	if err != nil {
 		return fail(withCode(ExitInfra, err))
 	}
+	s.sandbox = launcher.Layers()
 	if ar.Device == "cuda" && !s.eng.Hello.CUDA {
 		return fail(withCode(ExitInfra, fmt.Errorf("arena %s needs cuda; the runtime's torch sees no CUDA device", ar.Name)))
 	}
@@ -508,7 +508,10 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	}
 	fmt.Fprintf(w, "engine bench %s (workload %s)  arena %s\n", r.Arena, r.Workload, r.ArenaDigest)
 	fmt.Fprintf(w, "device=%s (%s) dtype=%s graphs=%s %s; python %s, torch %s\n", r.Device, r.DeviceName, r.DType, onOff(r.Graphs), mode, r.Python, r.Torch)
-	fmt.Fprintf(w, "sandbox: %s\n", strings.Join(r.Sandbox, "; "))
+	fmt.Fprintln(w, "sandbox:")
+	for _, l := range r.Sandbox {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 	if l := r.Loaded; l != nil {
 		fmt.Fprintf(w, "model: %d layers, %s params on %s, %d KV pages, graph buckets %v\n", l.Layers, humanCount(l.Params), l.Device, l.KVPages, l.GraphBuckets)
 	}
