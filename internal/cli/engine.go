@@ -149,7 +149,7 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 	if err != nil {
 		return nil, err
 	}
-	if s.scratch, err = os.MkdirTemp("", "cacheon-engine-*"); err != nil {
+	if s.scratch, err = os.MkdirTemp(scratchRoot(), "cacheon-engine-*"); err != nil {
 		return nil, withCode(ExitInfra, fmt.Errorf("scratch directory: %w", err))
 	}
 	fail := func(err error) (*engineSession, error) { s.close(); return nil, err }

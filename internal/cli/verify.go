@@ -91,7 +91,7 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	if err != nil {
 		return withCode(ExitInfra, err)
 	}
-	scratch, err := os.MkdirTemp("", "cacheon-verify-*")
+	scratch, err := os.MkdirTemp(scratchRoot(), "cacheon-verify-*")
 	if err != nil {
 		return withCode(ExitInfra, fmt.Errorf("scratch directory: %w", err))
 	}
@@ -246,4 +246,22 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// scratchRoot is where job directories go: $CACHEON_SCRATCH, else
+// /dev/shm when it is a writable directory (worker files are written and
+// read once per call, and tmpfs makes that several times cheaper), else the
+// system temp directory.
+func scratchRoot() string {
+	if d := os.Getenv("CACHEON_SCRATCH"); d != "" {
+		return d
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if f, err := os.CreateTemp("/dev/shm", ".cacheon-probe-*"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return "/dev/shm"
+		}
+	}
+	return ""
 }

@@ -132,7 +132,8 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                        PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                       NUM_SPLITS: tl.constexpr, DIRECT: tl.constexpr):
+                       NUM_SPLITS: tl.constexpr, DIRECT: tl.constexpr,
+                       GROUP_P2: tl.constexpr, SPLIT_PAD: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
         split = tl.program_id(2)
@@ -188,21 +189,20 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.debug_barrier()  # every thread's partial stores precede the release
             if tl.atomic_add(cnt, 1, sem="acq_rel") == NUM_SPLITS - 1:
                 tl.debug_barrier()
-                lse_base = lse_ptr + b * stride_lb + heads * stride_lh
-                m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-                for s in range(NUM_SPLITS):
-                    m = tl.maximum(m, tl.load(lse_base + s, mask=mg, other=0.0, cache_modifier=".cg"))
-                tot = tl.zeros([GROUP_PAD], tl.float32)
-                res = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
-                for s in range(NUM_SPLITS):
-                    w = tl.exp(tl.load(lse_base + s, mask=mg, other=0.0, cache_modifier=".cg") - m)
-                    part = tl.load(o_ptr + b * stride_ob + heads[:, None] * stride_oh + s * stride_os
-                                   + offs_d[None, :], mask=omask, other=0.0, cache_modifier=".cg")
-                    tot += w
-                    res += w[:, None] * part
-                res = res / tl.where(tot > 0, tot, 1.0)[:, None]
-                tl.store(out_ptr + b * stride_fb + heads[:, None] * stride_fh + offs_d[None, :],
-                         res.to(out_ptr.dtype.element_ty), mask=omask)
+                hr = kvh * GROUP + tl.arange(0, GROUP_P2)
+                mr = tl.arange(0, GROUP_P2) < GROUP
+                offs_s = tl.arange(0, SPLIT_PAD)
+                msk = mr[:, None] & (offs_s < NUM_SPLITS)[None, :]
+                lse_all = tl.load(lse_ptr + b * stride_lb + hr[:, None] * stride_lh + offs_s[None, :],
+                                  mask=msk, other=float("-inf"), cache_modifier=".cg")
+                m = tl.max(lse_all, 1)
+                w = tl.where(msk, tl.exp(lse_all - m[:, None]), 0.0)
+                part = tl.load(o_ptr + b * stride_ob + hr[:, None, None] * stride_oh
+                               + offs_s[None, :, None] * stride_os + offs_d[None, None, :],
+                               mask=msk[:, :, None] & md[None, None, :], other=0.0, cache_modifier=".cg")
+                res = tl.sum(w[:, :, None] * part, 1) / tl.sum(w, 1)[:, None]
+                tl.store(out_ptr + b * stride_fb + hr[:, None] * stride_fh + offs_d[None, :],
+                         res.to(out_ptr.dtype.element_ty), mask=mr[:, None] & md[None, :])
                 tl.atomic_xchg(cnt, 0)
 
     @triton.jit
@@ -416,12 +416,14 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     group = hq // hkv
     max_tokens = block_table.shape[1] * ps
     progs = b * hkv
-    splits = max(1, min(64, -(-_sm_count(q.device) // (2 * progs)), -(-max_tokens // 64)))
     block_d = max(16, _pow2(d))
+    cap = max(2, min(64, 16384 // (_pow2(group) * block_d)))  # registers of the merge
+    splits = max(1, min(cap, -(-_sm_count(q.device) // (2 * progs)), -(-max_tokens // 64)))
     block_n = 64 if block_d <= 64 else 32
     gpad = max(16, _pow2(group))
     common = dict(GROUP=group, GROUP_PAD=gpad, HEAD_DIM=d, BLOCK_D=block_d, PAGE_SIZE=ps,
-                  BLOCK_N=block_n, NUM_SPLITS=splits, num_warps=4, num_stages=2)
+                  BLOCK_N=block_n, NUM_SPLITS=splits, GROUP_P2=_pow2(group), SPLIT_PAD=_pow2(splits),
+                  num_warps=4, num_stages=2)
     ks, vs = k_cache.stride(), v_cache.stride()
     if splits == 1:
         _decode_kernel[(b, hkv, 1)](q, k_cache, v_cache, block_table, seq_lens, out, out, float(sm_scale),
