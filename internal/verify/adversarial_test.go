@@ -7,10 +7,10 @@ package verify_test
 //
 // Cases that only the sandbox can stop (memory and fork bombs, file reads
 // and sockets reached through torch without any forbidden import) are
-// marked needsSandbox. They are never run unconfined: while testLauncher
-// returns the plain launcher they fail with a message saying the sandbox is
-// not wired. Cases whose attack the static scan should catch but does not
-// yet carry a scanGap note, printed on failure.
+// marked needsSandbox. They are never run unconfined: should testLauncher
+// ever return an unconfined launcher they fail with a message saying the
+// sandbox is missing. Cases whose attack the static scan should catch but
+// does not yet carry a scanGap note, printed on failure.
 
 import (
 	"os"
@@ -50,7 +50,7 @@ const (
 	// What the sandbox's confinement looks like from verify: the candidate
 	// raised (EPERM/EACCES/ENOMEM turned into a Python exception) or the
 	// worker was killed.
-	sandboxDenied = `(?i)(candidate raised|worker died).*(permission|not permitted|denied|errno|refused|unavailable|resource|signal|killed)`
+	sandboxDenied = `(?i)(candidate raised|worker died).*(permission|not permitted|denied|errno|EPERM|EACCES|refused|unavailable|resource|signal|killed)`
 )
 
 func adversarialCases() []adversarialCase {
@@ -62,7 +62,7 @@ func adversarialCases() []adversarialCase {
 		{name: "control_all_reduce", control: true},
 
 		// The output contract: validator-owned, poisoned, fixed storage.
-		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \(576/576 elements non-finite\)`},
+		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \((\d+)/(\d+) elements non-finite\)`},
 		{name: "returns_new_tensor", verify: firstCall + `, ` + nonFinite},
 		{name: "rebinds_out_set", verify: firstCall + `: storage identity of out changed during the call`},
 		{name: "rebinds_out_data", verify: firstCall + `: storage identity of out changed during the call`},
@@ -80,7 +80,7 @@ func adversarialCases() []adversarialCase {
 
 		// Input-domain cheats: jittered shapes, several value distributions.
 		{name: "registered_shapes_only", verify: `shape [a-z]+~ \([a-z_]+\), first call, rank 0, ` + nonFinite},
-		{name: "normal_inputs_only", verify: `shape [a-z]+~ \((scaled|heavy_tailed)\), first call, rank 0, output out: allclose worst element`},
+		{name: "normal_inputs_only", verify: `output out: allclose worst element`},
 		{name: "partial_rows", verify: firstCall + `, output out: allclose worst element .* got 0 `},
 		{name: "garbage_one_percent", verify: firstCall + `, output out: matched_ratio outlier bound exceeded`},
 
@@ -98,8 +98,11 @@ func adversarialCases() []adversarialCase {
 		{name: "memory_bomb", needsSandbox: true, timeout: 60 * time.Second,
 			verify: `(?i)(candidate raised.*(allocat|memory)|worker died)`},
 		{name: "fork_bomb_dataloader", needsSandbox: true, timeout: 60 * time.Second,
-			scan: `concurrency`, verify: sandboxDenied + `|timeout`,
+			scan: `concurrency`, verify: sandboxDenied,
 			scanGap: "torch.utils.data.DataLoader(num_workers>0) starts processes; the concurrency rule does not cover it"},
+		{name: "fork_bomb_torch_os", needsSandbox: true, timeout: 60 * time.Second,
+			scan: `(?i)\bos\b|concurrency`, verify: `candidate raised BlockingIOError: \[Errno 11\] Resource temporarily unavailable|worker died`,
+			scanGap: "torch.os re-exports os, so torch.os.fork() passes the concurrency rule"},
 		{name: "fork_bomb_os", scan: `import-not-allowed import of "os"(?s:.*)concurrency`},
 
 		// File system and network, through the scan and, past it, the sandbox.
@@ -108,8 +111,8 @@ func adversarialCases() []adversarialCase {
 		{name: "read_file_pathlib", scan: `import-not-allowed import of "pathlib"`},
 		{name: "read_file_from_file", needsSandbox: true, scan: `unsafe-loader|from_file`, verify: sandboxDenied,
 			scanGap: "torch.from_file / Storage.from_file read arbitrary files and are not on the unsafe-loader list"},
-		{name: "read_file_builtins_reexport", needsSandbox: true, scan: `forbidden-builtin|builtins`, verify: sandboxDenied,
-			scanGap: "dataclasses.builtins (a module re-exported by an allowed module) reaches open()"},
+		{name: "read_file_builtins_reexport", needsSandbox: true, scan: `sys-modules|forbidden-builtin|builtins|\bsys\b`, verify: sandboxDenied,
+			scanGap: "typing.sys (sys re-exported by an allowed module) reaches sys.modules[\"builtins\"].open"},
 		{name: "socket_import", scan: `import-not-allowed import of "socket"`},
 		{name: "socket_tcpstore", needsSandbox: true, scan: `(?i)TCPStore|socket|network`, verify: sandboxDenied,
 			scanGap: "torch.distributed.TCPStore opens TCP sockets without any socket import"},
@@ -238,11 +241,11 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 			"is expected to stop it%s", c.scan, gap)
 	case scanOnly && c.scan != "":
 		t.Errorf("NOT REJECTED: the scan passes it (want a finding matching %q)%s\n"+
-			"and it NEEDS THE SANDBOX to be rejected at verify, which the tests do not have yet "+
-			"(testLauncher returns the plain launcher; the case is not run unconfined)", c.scan, gap)
+			"and it NEEDS THE SANDBOX to be rejected at verify, which the test launcher does not provide "+
+			"(the case is not run unconfined)", c.scan, gap)
 	case scanOnly:
 		t.Errorf("NEEDS THE SANDBOX: only the sandbox can stop this case at verify (want %q), "+
-			"and testLauncher returns the plain launcher; the case is not run unconfined", c.verify)
+			"and the test launcher does not provide it; the case is not run unconfined", c.verify)
 	case res.stage == stageVerify:
 		if !regexp.MustCompile(c.verify).MatchString(res.reason) {
 			t.Errorf("rejected at verify, but the reason does not match %q:\n%s\n%s", c.verify, res.reason, res.stderrTail())

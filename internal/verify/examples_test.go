@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/sandbox"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -55,7 +56,7 @@ type testEnv struct {
 	python        string
 	runtimeParent string
 	slots         *slot.Catalog
-	launcher      verify.Launcher
+	newLauncher   func(bundleDir string) (verify.Launcher, error)
 	sandboxed     bool // the launcher confines candidates (rlimits, landlock, seccomp, netns)
 	seed          uint64
 	sem           chan struct{}
@@ -88,36 +89,28 @@ func newTestEnv(t *testing.T) *testEnv {
 			t.Fatalf("CACHEON_TEST_SEED=%q: %v", s, err)
 		}
 	}
-	l, sandboxed := testLauncher(t)
-	t.Logf("python %s; seed %d; sandbox: %s", python, seed, strings.Join(l.Layers(), "; "))
-	return &testEnv{python: python, runtimeParent: rt, slots: slots, launcher: l, sandboxed: sandboxed,
+	newLauncher, sandboxed := testLauncher(python, rt)
+	t.Logf("python %s; seed %d; sandboxed launcher: %v", python, seed, sandboxed)
+	return &testEnv{python: python, runtimeParent: rt, slots: slots, newLauncher: newLauncher, sandboxed: sandboxed,
 		seed: seed, sem: make(chan struct{}, maxParallel)}
 }
 
+// TestMain lets the test binary act as the sandbox's re-exec child: the
+// sandboxed launcher starts workers through /proc/self/exe.
+func TestMain(m *testing.M) {
+	sandbox.MaybeRunChild()
+	os.Exit(m.Run())
+}
+
 // testLauncher is the one place where the suites choose how candidates are
-// started. Until internal/sandbox is wired into verify it returns the plain
-// launcher (process group only) and sandboxed=false; the adversarial cases
-// that only the sandbox can stop then fail with a message saying so
-// (they are never run unconfined). Wiring: return the sandboxed launcher
-// the cli uses and true.
-func testLauncher(t *testing.T) (verify.Launcher, bool) {
-	t.Helper()
-	return plainLauncher{}, false
-}
-
-// plainLauncher starts workers without confinement (own process group only).
-type plainLauncher struct{}
-
-func (plainLauncher) Single(context.Context) (worker.Starter, error) {
-	return worker.PlainStarter{}, nil
-}
-
-func (plainLauncher) Group(context.Context, int) (worker.Starter, func(), error) {
-	return worker.PlainStarter{}, func() {}, nil
-}
-
-func (plainLauncher) Layers() []string {
-	return []string{"process group: applied", "confinement: NOT APPLIED (plain launcher in tests)"}
+// started: through internal/sandbox, exactly as `cacheon verify` does, with
+// the bundle and the runtime read-only. sandboxed reports whether the
+// launcher confines candidates; the adversarial cases marked needsSandbox
+// are never run when it is false.
+func testLauncher(python, runtimeParent string) (newLauncher func(bundleDir string) (verify.Launcher, error), sandboxed bool) {
+	return func(bundleDir string) (verify.Launcher, error) {
+		return worker.NewSandboxLauncher(bundleDir, runtimeParent, python, "cpu")
+	}, true
 }
 
 // acquire takes one of the maxParallel run slots until the test ends.
@@ -180,10 +173,14 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
+	launcher, err := e.newLauncher(b.Dir)
+	if err != nil {
+		t.Fatalf("launcher for %s: %v", dir, err)
+	}
 	vr, err := verify.Run(ctx, b, e.slots, verify.Options{
 		Device: "cpu", DType: o.dtype, Seed: e.seed, WorldSize: 2, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
-		CallTimeout: timeout, Launcher: e.launcher,
+		CallTimeout: timeout, Launcher: launcher,
 	})
 	if err != nil {
 		t.Fatalf("verify %s: %v", dir, err)
@@ -217,6 +214,7 @@ func (r result) stderrTail() string {
 		return ""
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "sandbox: %s\n", strings.Join(r.report.Sandbox, "; "))
 	for _, row := range r.report.Rows {
 		if row.Stderr != "" {
 			fmt.Fprintf(&b, "--- %s/%s stderr tail:\n%s\n", row.Slot, row.Variant, row.Stderr)

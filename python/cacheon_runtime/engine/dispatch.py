@@ -34,6 +34,7 @@ dumps written with stio: nothing here re-implements them.
 
 import os
 import random
+import sys
 
 import torch
 
@@ -172,6 +173,46 @@ class Variant:
         self.prepare = loader.lookup(mod, self.prepare_name, "prepare") if self.prepare_name else None
 
 
+_BUNDLE_ROOTS = set()  # every bundle root this process imported candidate code from
+
+
+class _bundle_namespace:
+    """Import one bundle's sources with the verify worker's loader although
+    other bundles of the stack (or an earlier load) use the same top-level
+    package names: their modules step out of sys.modules while this bundle
+    imports, and step back in afterwards (the first bundle keeps the global
+    names; later bundles' modules stay reachable through their functions).
+    Only modules imported from another bundle root move: a name taken by the
+    standard library or torch still fails the loader's own check."""
+
+    def __init__(self, bundle, sources):
+        self.root = os.path.realpath(bundle)
+        self.tops = set()
+        for src in sources:
+            if isinstance(src, str) and src.endswith(".py"):
+                self.tops.add(src[:-3].split("/")[0])
+
+    def _ours(self, name, roots):
+        if not any(name == t or name.startswith(t + ".") for t in self.tops):
+            return False
+        mod = sys.modules.get(name)
+        paths = worker._module_paths(mod) if mod is not None else []
+        return bool(paths) and any(worker._under(p, r) for p in paths for r in roots)
+
+    def __enter__(self):
+        others = [r for r in _BUNDLE_ROOTS if r != self.root]
+        self.stash = {k: sys.modules.pop(k) for k in list(sys.modules) if self._ours(k, others)}
+        return self
+
+    def __exit__(self, *exc):
+        _BUNDLE_ROOTS.add(self.root)
+        if self.stash:
+            for k in [k for k in list(sys.modules) if self._ours(k, [self.root])]:
+                del sys.modules[k]
+            sys.modules.update(self.stash)
+        return False
+
+
 class Experts:
     """A MoE layer's expert weights as dispatch holds them: the validator's
     tensors, stock's prepared state and each variant's prepared state (None
@@ -248,6 +289,7 @@ class Dispatch:
         if not isinstance(stack, dict):
             raise bad("stack must be an object")
         module_ids = {}
+        by_bundle = {}  # bundle -> [(slot, index, row)], so a bundle's sources import together
         for slot, rows in sorted(stack.items()):
             if slot not in self.variants:
                 raise bad("stack names slot %r, which the arena runtime does not serve (it serves %s)"
@@ -256,10 +298,19 @@ class Dispatch:
                 continue
             if isinstance(rows, dict):
                 rows = [rows]
-            if not isinstance(rows, list):
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                 raise bad("stack[%s] must be an object or a list of objects" % slot)
             for i, row in enumerate(rows):
-                self.variants[slot].append(Variant(slot, i, row, self.loader, module_ids))
+                by_bundle.setdefault(wire.field(row, "bundle", str), []).append((slot, i, row))
+        loaded = {}
+        for bundle, rows in by_bundle.items():
+            if not os.path.isabs(bundle):
+                raise bad("bundle %r must be an absolute path" % bundle)
+            with _bundle_namespace(bundle, [r.get("source") for _s, _i, r in rows]):
+                for slot, i, row in rows:
+                    loaded[(slot, i)] = Variant(slot, i, row, self.loader, module_ids)
+        for key in sorted(loaded):
+            self.variants[key[0]].append(loaded[key])
 
     # -- modes and counters ------------------------------------------------
 

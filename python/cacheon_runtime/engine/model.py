@@ -133,8 +133,7 @@ class Model:
         with r("norm"):
             h = d.rmsnorm(x, ly.attn_norm, self.eps)
         with r("attention"):
-            qkv = self._mm(h, ly.qkv)
-            a = attend(li, qkv)
+            a = attend(li, h, ly.qkv)
             self._add_mm(x, a, ly.o)
         with r("norm"):
             h = d.rmsnorm(x, ly.mlp_norm, self.eps)
@@ -169,8 +168,9 @@ class Model:
         need_kv = any(p == 0 for _s, _t, p, _g in b.segs)
         single = len(b.segs) == 1 and b.segs[0][2] == 0
 
-        def attend(li, qkv):
+        def attend(li, h, w_qkv):
             kc, vc = self.kc[li], self.vc[li]
+            qkv = self._mm(h, w_qkv)
             q = torch.empty((n, hq, hd), dtype=qkv.dtype, device=qkv.device)
             k = v = None
             if need_kv:
@@ -207,10 +207,14 @@ class Model:
                 page = bt.gather(1, torch.div(pos, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1)
                 slots = page.long() * ps + torch.remainder(pos, ps)
 
-        def attend(li, qkv):
+        def attend(li, h, w_qkv):
             kc, vc = self.kc[li], self.vc[li]
-            q = torch.empty((bsz, hq, hd), dtype=qkv.dtype, device=qkv.device)
-            stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)
+            q = torch.empty((bsz, hq, hd), dtype=h.dtype, device=h.device)
+            if bsz == 1 and kernels.gemv_ok(h, w_qkv) and kc.is_contiguous() and vc.is_contiguous():
+                kernels.qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
+            else:
+                qkv = self._mm(h, w_qkv)
+                stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)
             return self.d.decode(q, kc, vc, bt, sl, self.scale).view(bsz, hq * hd)
 
         for li in range(self.cfg.num_layers):

@@ -22,6 +22,7 @@ the static buffers (padding rows point at the scratch page 0 and stay
 inactive); a batch larger than the largest bucket runs eagerly.
 """
 
+import math
 import time
 
 import torch
@@ -72,8 +73,14 @@ class Request:
         self.src = None
 
 
-def _finite(v):
-    return v if v == v and v not in (float("inf"), float("-inf")) else None
+# JSON has no NaN or infinity. A non-finite logprob is reported as +1.0 and a
+# non-finite NLL as -1.0: values no valid run produces, which Go's range
+# checks (logprob <= 0, nll >= 0) reject.
+BAD_LOGPROB, BAD_NLL = 1.0, -1.0
+
+
+def _finite(v, bad):
+    return v if math.isfinite(v) else bad
 
 
 class Engine:
@@ -304,7 +311,7 @@ class Engine:
                     if r.pages:
                         self.pool.release(r.pages)
                         r.pages = []
-        return {"results": [{"rid": r.rid, "tokens": r.tokens, "logprobs": [_finite(x) for x in r.logprobs]}
+        return {"results": [{"rid": r.rid, "tokens": r.tokens, "logprobs": [_finite(x, BAD_LOGPROB) for x in r.logprobs]}
                             for r in reqs],
                 "steps": dict(self.steps)}
 
@@ -318,6 +325,7 @@ class Engine:
         step, dirty, pf = 0, False, None
         eos = self.mcfg.eos_token_id
         while pending or running:
+            idle = not running  # every page is free: the head request must fit
             admitted = []
             while (pending and pending[0].arrival <= step and len(running) + len(admitted) < e.max_batch
                    and self.pool.can(-(-(len(pending[0].prompt) + pending[0].max_new) // e.page_size))):
@@ -343,12 +351,11 @@ class Engine:
                 running = [r for r in running if not (r.generated >= r.max_new or r.eos)]
                 dirty = True
             if not running:
-                if pending and not admitted:
-                    if pending[0].arrival > step:
-                        step = pending[0].arrival
-                    else:
-                        raise Failure(wire.plain_error("internal", "SchedulerError",
-                                                       "request %s cannot be admitted" % pending[0].rid))
+                if pending and pending[0].arrival > step:
+                    step = pending[0].arrival  # nothing to decode until the next arrival
+                elif pending and not admitted and idle:
+                    raise Failure(wire.plain_error("internal", "SchedulerError",
+                                                   "request %s cannot be admitted" % pending[0].rid))
                 continue
             bucket = self._bucket(len(running))
             nrows = bucket or len(running)
@@ -468,7 +475,7 @@ class Engine:
                     for p in pages:
                         self.pool.release(p)
         self.timer.collect()
-        return {"nll": [[_finite(x) for x in o] for o in out]}
+        return {"nll": [[_finite(x, BAD_NLL) for x in o] for o in out]}
 
     def _score_group(self, items, pages, outs):
         parts = [[] for _ in items]

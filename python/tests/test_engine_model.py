@@ -1,0 +1,281 @@
+"""Tests of the arena runtime's model and serving loop (CPU, tiny arenas).
+
+The engine (paged KV cache, chunked prefill, continuous batching, decode
+state on the device) is checked against a naive full-recompute forward in
+float64 written here independently from the Llama / Mixtral tensor names.
+
+Run: python3 -m unittest discover -s python/tests -p 'test_engine*.py'
+"""
+
+import math
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import torch  # noqa: E402
+
+from cacheon_runtime import stio  # noqa: E402
+from cacheon_runtime.engine import runner, weights  # noqa: E402
+from cacheon_runtime.wire import Failure  # noqa: E402
+
+
+def tiny_arena(kind="llama", seed=1, layers=2, **engine):
+    m = {"kind": kind, "vocab_size": 96, "hidden_size": 32, "num_layers": layers, "num_heads": 4,
+         "num_kv_heads": 2, "head_dim": 8, "intermediate_size": 48, "rms_norm_eps": "0.00001",
+         "rope_theta": 10000, "max_position": 256, "weights_seed": seed}
+    if kind == "mixtral":
+        m.update(num_experts=4, top_k=2)
+    e = {"page_size": 4, "max_batch": 4, "kv_pages": 96, "graph_buckets": [1, 2, 4]}
+    e.update(engine)
+    return {"name": "test-tiny", "device": "cpu", "dtype": "float32", "model": m, "engine": e}
+
+
+def make(arena, **kw):
+    req = {"arena": arena}
+    req.update(kw)
+    return runner.Engine(req)
+
+
+def wave(n=5, new=7, seed=3, vocab=96, lens=(3, 11, 6, 17, 1, 9, 4)):
+    g = torch.Generator().manual_seed(seed)
+    return [{"rid": "r%d" % i, "prompt": torch.randint(0, vocab, (lens[i % len(lens)],), generator=g).tolist(),
+             "max_new_tokens": new + (i % 3), "ignore_eos": True} for i in range(n)]
+
+
+# ---------------------------------------------------------------------------
+# The naive reference: full recompute, float64, HF tensor names.
+
+
+def _rms(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def naive_logits(cfg, sd, tokens):
+    """Logits (T, V) float64 of every position of tokens."""
+    sd = {k: v.double() for k, v in sd.items()}
+    t = len(tokens)
+    hq, hkv, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    x = sd["model.embed_tokens.weight"][torch.tensor(tokens)]
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1)[:, None, :], torch.cat([ang.sin(), ang.sin()], -1)[:, None, :]
+
+    def rope(v):
+        rot = torch.cat([-v[..., d // 2:], v[..., :d // 2]], -1)
+        return v * cos + rot * sin
+
+    eps = cfg.rms_norm_eps
+    for li in range(cfg.num_layers):
+        p = "model.layers.%d." % li
+        h = _rms(x, sd[p + "input_layernorm.weight"], eps)
+        q = rope((h @ sd[p + "self_attn.q_proj.weight"].t()).view(t, hq, d))
+        k = rope((h @ sd[p + "self_attn.k_proj.weight"].t()).view(t, hkv, d))
+        v = (h @ sd[p + "self_attn.v_proj.weight"].t()).view(t, hkv, d)
+        k = k.repeat_interleave(hq // hkv, dim=1)
+        v = v.repeat_interleave(hq // hkv, dim=1)
+        s = torch.einsum("thd,shd->hts", q, k) / math.sqrt(d)
+        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        a = torch.einsum("hts,shd->thd", s.softmax(-1), v).reshape(t, hq * d)
+        x = x + a @ sd[p + "self_attn.o_proj.weight"].t()
+        h = _rms(x, sd[p + "post_attention_layernorm.weight"], eps)
+        if cfg.kind == "mixtral":
+            q2 = p + "block_sparse_moe."
+            probs = (h @ sd[q2 + "gate.weight"].t()).softmax(-1)
+            tw, ti = probs.topk(cfg.top_k, -1)
+            tw = tw / tw.sum(-1, keepdim=True)
+            out = torch.zeros_like(x)
+            for i in range(t):
+                for j in range(cfg.top_k):
+                    e = int(ti[i, j])
+                    g = h[i] @ sd[q2 + "experts.%d.w1.weight" % e].t()
+                    u = h[i] @ sd[q2 + "experts.%d.w3.weight" % e].t()
+                    out[i] += tw[i, j] * ((torch.nn.functional.silu(g) * u) @ sd[q2 + "experts.%d.w2.weight" % e].t())
+            x = x + out
+        else:
+            g = h @ sd[p + "mlp.gate_proj.weight"].t()
+            u = h @ sd[p + "mlp.up_proj.weight"].t()
+            x = x + (torch.nn.functional.silu(g) * u) @ sd[p + "mlp.down_proj.weight"].t()
+    x = _rms(x, sd["model.norm.weight"], eps)
+    head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
+    return x @ head.t()
+
+
+def check_against_naive(test, eng, reqs, results, tol=2e-4):
+    sd = weights.hf_state_dict(eng.mcfg, eng.w)
+    for q, r in zip(reqs, results):
+        seq = q["prompt"] + r["tokens"]
+        ref = naive_logits(eng.mcfg, sd, seq).log_softmax(-1)
+        test.assertEqual(len(r["tokens"]), q["max_new_tokens"])
+        for i, (tok, lp) in enumerate(zip(r["tokens"], r["logprobs"])):
+            row = ref[len(q["prompt"]) - 1 + i]
+            top2 = row.topk(2).values
+            if float(top2[0] - top2[1]) > 1e-3:  # not a near-tie: greedy must agree
+                test.assertEqual(tok, int(row.argmax()), "%s token %d" % (q["rid"], i))
+            test.assertAlmostEqual(lp, float(row[tok]), delta=tol, msg="%s logprob %d" % (q["rid"], i))
+
+
+class Config(unittest.TestCase):
+    def test_go_arena_json(self):
+        # The shape internal/arena.RuntimeConfig sends (decimals as strings).
+        arena = {"name": "cpu-tiny", "device": "cpu", "dtype": "float32",
+                 "model": {"kind": "llama", "vocab_size": 512, "hidden_size": 128, "num_layers": 2,
+                           "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "intermediate_size": 256,
+                           "rms_norm_eps": "0.00001", "rope_theta": 10000, "max_position": 256,
+                           "num_experts": 0, "top_k": 0, "weights_seed": 1, "checkpoint": ""},
+                 "engine": {"page_size": 16, "max_batch": 8, "kv_pages": 64, "graph_buckets": [1, 2, 4, 8],
+                            "graphs": False}}
+        e = make(arena)
+        self.assertEqual(e.load_reply(), {"params": e.w.params(), "layers": 2, "device": "cpu",
+                                          "dtype": "float32", "kv_pages": 64, "graph_buckets": []})
+        self.assertAlmostEqual(e.mcfg.rms_norm_eps, 1e-5)
+        self.assertEqual(e.mcfg.name, "cpu-tiny")
+
+    def test_bad_arenas(self):
+        for mutate in (lambda a: a["model"].update(kind="gpt"), lambda a: a["model"].update(num_kv_heads=3),
+                       lambda a: a["model"].pop("vocab_size"), lambda a: a.update(dtype="int8"),
+                       lambda a: a["model"].update(rms_norm_eps="x")):
+            a = tiny_arena()
+            mutate(a)
+            with self.assertRaises(Failure):
+                make(a)
+
+
+class Serving(unittest.TestCase):
+    def test_paged_continuous_batching_matches_naive(self):
+        # Pages of 4 tokens, prefill chunks of 5 (several chunks per prompt,
+        # several requests per forward), 7 requests through 3 batch rows with
+        # staggered arrivals.
+        for kind in ("llama", "mixtral"):
+            eng = make(tiny_arena(kind, max_batch=3, prefill_chunk=5))
+            reqs = wave(7)
+            out = eng.generate({"requests": reqs, "arrivals": [0, 0, 1, 2, 2, 5, 9]})
+            self.assertGreater(out["steps"]["decode"], 0)
+            check_against_naive(self, eng, reqs, out["results"])
+            self.assertEqual(len(eng.pool.free), eng.pool.total, "pages leaked")
+
+    def test_same_seed_same_tokens(self):
+        reqs = wave(4)
+        a = make(tiny_arena(seed=5)).generate({"requests": reqs})
+        b = make(tiny_arena(seed=5)).generate({"requests": reqs})
+        c = make(tiny_arena(seed=6)).generate({"requests": reqs})
+        self.assertEqual(a, b)
+        self.assertNotEqual([r["tokens"] for r in a["results"]], [r["tokens"] for r in c["results"]])
+
+    def test_batch_independence(self):
+        for kind in ("llama", "mixtral"):
+            eng = make(tiny_arena(kind))
+            reqs = wave(6)
+            together = eng.generate({"requests": reqs, "arrivals": [0, 1, 1, 3, 4, 4]})["results"]
+            for i in (0, 3, 5):
+                alone = eng.generate({"requests": [reqs[i]]})["results"][0]
+                self.assertEqual(alone["tokens"], together[i]["tokens"], "%s %s" % (kind, reqs[i]["rid"]))
+                for x, y in zip(alone["logprobs"], together[i]["logprobs"]):
+                    self.assertAlmostEqual(x, y, delta=1e-4)
+
+    def test_eos_stops_unless_ignored(self):
+        eng = make(tiny_arena())
+        req = wave(1, new=12)[0]
+        free = eng.generate({"requests": [req]})["results"][0]["tokens"]
+        eos = free[3]
+        eng.mcfg.eos_token_id = eos
+        stop = dict(req, ignore_eos=False)
+        got = eng.generate({"requests": [stop, req]})["results"]
+        first = free.index(eos)
+        self.assertEqual(got[0]["tokens"], free[:first + 1])
+        self.assertEqual(got[1]["tokens"], free)
+
+    def test_score_matches_generate_and_naive(self):
+        eng = make(tiny_arena("mixtral", prefill_chunk=6))
+        reqs = wave(2)
+        res = eng.generate({"requests": reqs})["results"]
+        seqs = [q["prompt"] + r["tokens"] for q, r in zip(reqs, res)]
+        froms = [len(q["prompt"]) for q in reqs]
+        nll = eng.score({"sequences": seqs, "from": froms})["nll"]
+        sd = weights.hf_state_dict(eng.mcfg, eng.w)
+        for s, k, got, r in zip(seqs, froms, nll, res):
+            self.assertEqual(len(got), len(s) - k)
+            ref = naive_logits(eng.mcfg, sd, s).log_softmax(-1)
+            for j, v in enumerate(got):
+                self.assertAlmostEqual(v, -float(ref[k - 1 + j, s[k + j]]), delta=2e-4)
+                self.assertAlmostEqual(v, -r["logprobs"][j], delta=2e-4)
+        self.assertEqual(eng.score({"sequences": [seqs[0]]})["nll"][0].__len__(), len(seqs[0]) - 1)
+
+    def test_deep_model_stays_finite(self):
+        eng = make(tiny_arena(layers=24, kv_pages=64))
+        from cacheon_runtime.engine.model import PrefillBatch
+        prompt = list(range(40))
+        pages = eng.pool.alloc(10)
+        slots = torch.tensor([pages[p // 4] * 4 + p % 4 for p in range(40)])
+        x = eng.model.prefill(PrefillBatch(torch.tensor(prompt), torch.arange(40), slots, [(0, 40, 0, None)]))
+        rms = float(x.pow(2).mean().sqrt())
+        self.assertTrue(torch.isfinite(x).all())
+        self.assertLess(rms, 20.0)
+        self.assertGreater(rms, 0.1)
+        eng.pool.release(pages)
+        out = eng.generate({"requests": wave(2, new=4)})["results"]
+        self.assertTrue(all(math.isfinite(v) and v <= 0 for r in out for v in r["logprobs"]))
+
+    def test_bad_requests(self):
+        eng = make(tiny_arena())
+        for req in ({"requests": [{"rid": "a", "prompt": [], "max_new_tokens": 3}]},
+                    {"requests": [{"rid": "a", "prompt": [1000], "max_new_tokens": 3}]},
+                    {"requests": [{"rid": "a", "prompt": [1], "max_new_tokens": 300}]},
+                    {"requests": [{"rid": "a", "prompt": [1], "max_new_tokens": 3}], "arrivals": [0, 1]},
+                    {"requests": [{"rid": "a", "prompt": [-1], "max_new_tokens": 3}]}):
+            with self.assertRaises(Failure):
+                eng.generate(req)
+        self.assertEqual(len(eng.pool.free), eng.pool.total)
+
+    def test_queueing_when_pages_run_out(self):
+        # 12 usable pages, each request needs 5 (prompt 11 + 8 new = 19 tokens): at most two at a time.
+        eng = make(tiny_arena(kv_pages=13))
+        reqs = [dict(r, prompt=(r["prompt"] * 11)[:11], max_new_tokens=8) for r in wave(4)]
+        out = eng.generate({"requests": reqs})["results"]
+        check_against_naive(self, eng, reqs, out)
+
+
+class Checkpoint(unittest.TestCase):
+    def test_round_trip(self):
+        for kind in ("llama", "mixtral"):
+            src = make(tiny_arena(kind, seed=11))
+            reqs = wave(3)
+            want = src.generate({"requests": reqs})
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "model.safetensors")
+                stio.save(path, {k: v.clone() for k, v in weights.hf_state_dict(src.mcfg, src.w).items()})
+                dst = make(tiny_arena(kind, seed=99), checkpoint=path)
+                self.assertEqual(dst.generate({"requests": reqs}), want)
+                # a directory of shards loads too
+                sd = {k: v.clone() for k, v in weights.hf_state_dict(src.mcfg, src.w).items()}
+                names = sorted(sd)
+                os.mkdir(os.path.join(d, "shards"))
+                stio.save(os.path.join(d, "shards", "a.safetensors"), {k: sd[k] for k in names[::2]})
+                stio.save(os.path.join(d, "shards", "b.safetensors"), {k: sd[k] for k in names[1::2]})
+                self.assertEqual(make(tiny_arena(kind), checkpoint=os.path.join(d, "shards"))
+                                 .generate({"requests": reqs}), want)
+
+    def test_tied_and_bad_checkpoints(self):
+        src = make(tiny_arena())
+        sd = {k: v.clone() for k, v in weights.hf_state_dict(src.mcfg, src.w).items()}
+        with tempfile.TemporaryDirectory() as d:
+            tied = dict(sd)
+            del tied["lm_head.weight"]
+            p = os.path.join(d, "tied.safetensors")
+            stio.save(p, tied)
+            e = make(tiny_arena(), checkpoint=p)
+            self.assertIs(e.w.lm_head, e.w.embed)
+            for bad in ({k: v for k, v in sd.items() if "layers.1.mlp.up" not in k},
+                        dict(sd, **{"model.norm.weight": torch.ones(7)})):
+                p = os.path.join(d, "bad.safetensors")
+                stio.save(p, bad)
+                with self.assertRaises(Failure) as cm:
+                    make(tiny_arena(), checkpoint=p)
+                self.assertEqual(cm.exception.error["class"], "load_error")
+
+
+if __name__ == "__main__":
+    unittest.main()
