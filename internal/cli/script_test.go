@@ -6,11 +6,15 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"cacheon/internal/sandbox"
 )
 
 // TestMain lets script tests run the cacheon command in-process: the test
 // binary re-executes itself as "cacheon".
 func TestMain(m *testing.M) {
+	// The sandbox re-executes this binary as its child: let it.
+	sandbox.MaybeRunChild()
 	testscript.Main(m, map[string]func(){
 		"cacheon": func() {
 			os.Exit(Run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

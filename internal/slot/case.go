@@ -43,8 +43,9 @@ type CaseParams struct {
 	WorldSize int // collectives: number of ranks (>= 1); ignored otherwise
 }
 
-// JitterShape perturbs the shape's jitterable count dimensions by up to
-// ±25% (at least ±1), deterministically from seed and index. The jittered
+// JitterShape perturbs the shape's jitterable count dimensions by a
+// non-zero offset of up to ±25% (at least ±1), deterministically from seed
+// and index. The jittered
 // shape's name gets a "~" suffix.
 func JitterShape(slotName string, sh Shape, seed uint64, index int) Shape {
 	if len(sh.Jitter) == 0 {
@@ -58,7 +59,15 @@ func JitterShape(slotName string, sh Shape, seed uint64, index int) Shape {
 	for _, name := range sh.Jitter {
 		v := sh.Dims[name]
 		span := max(1, v/4)
-		nv := v + r.intn(2*span+1) - span
+		// A non-zero offset in [-span, -1] ∪ [1, span]: a jittered case
+		// never equals the registered shape, so a kernel that is correct
+		// only at the registered sizes always meets a size it was not
+		// written for.
+		d := r.intn(2*span) - span
+		if d >= 0 {
+			d++
+		}
+		nv := v + d
 		if name == "P" || name == "PREFIX" || name == "PAD" {
 			out.Dims[name] = max(0, nv)
 		} else {

@@ -40,6 +40,9 @@ type adversarialCase struct {
 	needsSandbox bool
 	// scanGap explains an attack the scan should catch and currently misses.
 	scanGap string
+	// alone: run with no other case beside it (bombs: a machine-wide limit
+	// they hit must not be blamed on a neighbour).
+	alone bool
 }
 
 // Reason patterns shared by several cases.
@@ -79,6 +82,9 @@ func adversarialCases() []adversarialCase {
 		{name: "late_write_deferred", verify: firstCall + `, ` + nonFinite},
 
 		// Input-domain cheats: jittered shapes, several value distributions.
+		// registered_shapes_only is caught only when some jittered token
+		// count lands above its registered value (seed 1: yes; about one
+		// seed in five, e.g. 7: no).
 		{name: "registered_shapes_only", verify: `shape [a-z]+~ \([a-z_]+\), first call, rank 0, ` + nonFinite},
 		{name: "normal_inputs_only", verify: `output out: allclose worst element`},
 		{name: "partial_rows", verify: firstCall + `, output out: allclose worst element .* got 0 `},
@@ -95,12 +101,12 @@ func adversarialCases() []adversarialCase {
 
 		// Runaway candidates.
 		{name: "infinite_loop", timeout: 5 * time.Second, verify: `rank 0: timeout: worker did not answer within`},
-		{name: "memory_bomb", needsSandbox: true, timeout: 60 * time.Second,
+		{name: "memory_bomb", needsSandbox: true, alone: true, timeout: 60 * time.Second,
 			verify: `(?i)(candidate raised.*(allocat|memory)|worker died)`},
-		{name: "fork_bomb_dataloader", needsSandbox: true, timeout: 60 * time.Second,
+		{name: "fork_bomb_dataloader", needsSandbox: true, alone: true, timeout: 60 * time.Second,
 			scan: `concurrency`, verify: sandboxDenied,
 			scanGap: "torch.utils.data.DataLoader(num_workers>0) starts processes; the concurrency rule does not cover it"},
-		{name: "fork_bomb_torch_os", needsSandbox: true, timeout: 60 * time.Second,
+		{name: "fork_bomb_torch_os", needsSandbox: true, alone: true, timeout: 60 * time.Second,
 			scan: `(?i)\bos\b|concurrency`, verify: `candidate raised BlockingIOError: \[Errno 11\] Resource temporarily unavailable|worker died`,
 			scanGap: "torch.os re-exports os, so torch.os.fork() passes the concurrency rule"},
 		{name: "fork_bomb_os", scan: `import-not-allowed import of "os"(?s:.*)concurrency`},
@@ -199,7 +205,11 @@ func TestAdversarial(t *testing.T) {
 	dir := adversarialDir(t)
 	for _, c := range adversarialCases() {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			// Cases that are not alone wait until the loop is done, so the
+			// alone ones run one by one before any of them.
+			if !c.alone {
+				t.Parallel()
+			}
 			env.acquire(t)
 			runAdversarial(t, env, filepath.Join(dir, c.name), c)
 		})
