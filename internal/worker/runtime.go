@@ -164,26 +164,8 @@ func StartCmd(argv, env []string, dir string, prep func(*exec.Cmd) error) (*CmdP
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	// Our own pipes for stdout and stderr: exec.Cmd's pipes are closed by
-	// Wait as soon as the process exits, which would lose a last reply (or
-	// the traceback) still buffered in the pipe.
-	outR, outW, err := os.Pipe()
+	outR, errR, err := startWithOwnPipes(func(out, errw *os.File) { cmd.Stdout, cmd.Stderr = out, errw }, cmd.Start)
 	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	p.stdout, p.stderr = outR, errR
@@ -234,4 +216,32 @@ func (p *CmdProcess) Pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// startWithOwnPipes connects the process's stdout and stderr to pipes this
+// package owns and starts it. exec.Cmd's (and the sandbox's) own pipes are
+// closed by Wait as soon as the process exits, which would lose a last
+// reply (or the traceback) still buffered in the pipe; ours stay readable
+// until EOF.
+func startWithOwnPipes(attach func(out, errw *os.File), start func() error) (outR, errR *os.File, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, err
+	}
+	attach(outW, errW)
+	err = start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, err
+	}
+	return outR, errR, nil
 }

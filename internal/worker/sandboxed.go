@@ -37,25 +37,8 @@ func (s *SandboxStarter) Start(ctx context.Context, argv, env []string, dir stri
 	if err != nil {
 		return nil, err
 	}
-	// Own pipes, as in StartCmd: the sandbox's Wait would close its
-	// readers as soon as the process exits.
-	outR, outW, err := os.Pipe()
+	outR, errR, err := startWithOwnPipes(func(out, errw *os.File) { cmd.Stdout, cmd.Stderr = out, errw }, cmd.Start)
 	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	s.mu.Lock()

@@ -109,3 +109,67 @@ def int_list(v, what):
             isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
         raise bad("%s must be a list of non-negative integers" % what)
     return v
+
+
+def send_line(fd, obj):
+    """Write obj as one compact JSON line to fd (the private protocol fd)."""
+    import json
+    line = json.dumps(obj, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode("utf-8", "replace") + b"\n"
+    view = memoryview(line)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def serve(inp, send, handlers, max_request_bytes, on_error):
+    """Serve JSON-lines requests from inp until EOF or a shutdown request.
+
+    handlers maps op -> function(request) -> dict merged into the ok reply.
+    A Failure becomes an ok=false reply with its error; any other exception
+    goes to on_error(rid, exc), which returns (reply, exit_code): exit_code
+    None keeps serving. Returns the process exit code.
+    """
+    import json
+    while True:
+        line = inp.readline(max_request_bytes + 1)
+        if not line:
+            return 0
+        if len(line) > max_request_bytes and not line.endswith(b"\n"):
+            while True:  # discard the rest of the oversized line
+                rest = inp.readline(1 << 20)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            send({"id": "", "ok": False,
+                  "error": plain_error("bad_request", "BadRequest", "request line too long")})
+            continue
+        if not line.strip():
+            continue
+        rid, code = "", None
+        try:
+            try:
+                req = json.loads(line)
+            except ValueError as e:
+                raise bad("request is not JSON: %s" % e)
+            if not isinstance(req, dict):
+                raise bad("request is not a JSON object")
+            rid = req.get("id", "")
+            if not isinstance(rid, str):
+                rid = ""
+                raise bad("request id must be a string")
+            op = req.get("op")
+            if op == "shutdown":
+                send({"id": rid, "ok": True})
+                return 0
+            h = handlers.get(op) if isinstance(op, str) else None
+            if h is None:
+                raise bad("unknown op %r" % (op,))
+            reply = {"id": rid, "ok": True}
+            reply.update(h(req) or {})
+        except Failure as f:
+            reply = {"id": rid, "ok": False, "error": f.error}
+        except Exception as e:  # noqa: BLE001 - classified by the caller
+            reply, code = on_error(rid, e)
+        send(reply)
+        if code is not None:
+            return code

@@ -14,7 +14,6 @@ the process exits (status 3).
 """
 
 import gc
-import json
 import os
 import sys
 
@@ -31,64 +30,21 @@ class Server:
         self.engine = None
 
     def send(self, obj):
-        line = json.dumps(obj, ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode("utf-8", "replace") + b"\n"
-        view = memoryview(line)
-        while view:
-            n = os.write(self.out_fd, view)
-            view = view[n:]
+        wire.send_line(self.out_fd, obj)
 
     def serve(self):
         from . import dispatch
         handlers = {"hello": self.op_hello, "load": self.op_load, "generate": self.op_generate,
                     "score": self.op_score, "stats": self.op_stats}
-        while True:
-            line = self.inp.readline(MAX_REQUEST_BYTES + 1)
-            if not line:
-                return 0
-            if len(line) > MAX_REQUEST_BYTES and not line.endswith(b"\n"):
-                while True:
-                    rest = self.inp.readline(1 << 20)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-                self.send({"id": "", "ok": False,
-                           "error": wire.plain_error("bad_request", "BadRequest", "request line too long")})
-                continue
-            if not line.strip():
-                continue
-            rid, code = "", None
-            try:
-                try:
-                    req = json.loads(line)
-                except ValueError as e:
-                    raise bad("request is not JSON: %s" % e)
-                if not isinstance(req, dict):
-                    raise bad("request is not a JSON object")
-                rid = req.get("id", "")
-                if not isinstance(rid, str):
-                    rid = ""
-                    raise bad("request id must be a string")
-                op = req.get("op")
-                if op == "shutdown":
-                    self.send({"id": rid, "ok": True})
-                    return 0
-                h = handlers.get(op) if isinstance(op, str) else None
-                if h is None:
-                    raise bad("unknown op %r" % (op,))
-                reply = {"id": rid, "ok": True}
-                reply.update(h(req) or {})
-            except Failure as f:
-                reply = {"id": rid, "ok": False, "error": f.error}
-            except dispatch.CandidateAbort as a:
-                reply = {"id": rid, "ok": False,
-                         "error": {"class": "candidate_error", "type": "CandidateAbort",
-                                   "message": wire.clip(str(a)), "traceback": wire.clip(a.traceback, tail=True)}}
-                code = EXIT_ABORT
-            except Exception as e:  # noqa: BLE001 - the engine itself failed
-                reply = {"id": rid, "ok": False, "error": wire.exc_error(self._class_of(e), e)}
-            self.send(reply)
-            if code is not None:
-                return code
+
+        def on_error(rid, e):
+            if isinstance(e, dispatch.CandidateAbort):
+                return {"id": rid, "ok": False,
+                        "error": {"class": "candidate_error", "type": "CandidateAbort",
+                                  "message": wire.clip(str(e)), "traceback": wire.clip(e.traceback, tail=True)}}, EXIT_ABORT
+            # the engine itself failed
+            return {"id": rid, "ok": False, "error": wire.exc_error(self._class_of(e), e)}, None
+        return wire.serve(self.inp, self.send, handlers, MAX_REQUEST_BYTES, on_error)
 
     def _class_of(self, e):
         oom = getattr(self.torch.cuda, "OutOfMemoryError", None)
