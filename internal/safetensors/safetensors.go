@@ -222,15 +222,17 @@ func assemble(hd *header, data []byte, copyData bool) *File {
 // data buffer the header describes (at most MaxTotalBytes), and fails if the
 // stream ends early or if any byte follows the buffer.
 func Read(r io.Reader, lim Limits) (*File, error) {
-	f, err := read(r, lim.withDefaults())
+	f, err := read(r, lim.withDefaults(), -1)
 	if err != nil {
 		return nil, fmt.Errorf("read safetensors: %w", err)
 	}
 	return f, nil
 }
 
-// read implements Read with limits already defaulted.
-func read(r io.Reader, lim Limits) (*File, error) {
+// read implements Read with limits already defaulted. fileSize, when not
+// negative, is the size of the regular file r reads: if the header agrees
+// with it, the data buffer is allocated once at its exact size.
+func read(r io.Reader, lim Limits, fileSize int64) (*File, error) {
 	var prefix [8]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
 		return nil, &FormatError{Field: "header length", Reason: "reading the 8-byte length prefix", Err: err}
@@ -258,14 +260,25 @@ func read(r io.Reader, lim Limits) (*File, error) {
 	if err := checkLayout(hd.entries, size); err != nil {
 		return nil, err
 	}
-	// Grow with the bytes that actually arrive rather than trusting the
-	// header for one large allocation.
-	buf := bytes.NewBuffer(make([]byte, 0, min(size, 1<<20)))
-	if _, err := buf.ReadFrom(io.LimitReader(r, size)); err != nil {
-		return nil, fmt.Errorf("reading the data buffer: %w", err)
-	}
-	if int64(buf.Len()) != size {
-		return nil, formatErr("", "data", fmt.Sprintf("truncated: header describes %d bytes, stream has %d", size, buf.Len()))
+	var data []byte
+	if fileSize >= 0 && fileSize == 8+int64(n)+size {
+		// The file on disk has exactly the size the header describes: one
+		// allocation, one read.
+		data = make([]byte, size)
+		if got, err := io.ReadFull(r, data); err != nil {
+			return nil, formatErr("", "data", fmt.Sprintf("truncated: header describes %d bytes, file gave %d (%v)", size, got, err))
+		}
+	} else {
+		// Grow with the bytes that actually arrive rather than trusting the
+		// header for one large allocation.
+		buf := bytes.NewBuffer(make([]byte, 0, min(size, 1<<20)))
+		if _, err := buf.ReadFrom(io.LimitReader(r, size)); err != nil {
+			return nil, fmt.Errorf("reading the data buffer: %w", err)
+		}
+		if int64(buf.Len()) != size {
+			return nil, formatErr("", "data", fmt.Sprintf("truncated: header describes %d bytes, stream has %d", size, buf.Len()))
+		}
+		data = buf.Bytes()
 	}
 	var one [1]byte
 	switch _, err := io.ReadFull(r, one[:]); {
@@ -274,7 +287,7 @@ func read(r io.Reader, lim Limits) (*File, error) {
 	case !errors.Is(err, io.EOF):
 		return nil, fmt.Errorf("checking for trailing bytes: %w", err)
 	}
-	return assemble(hd, buf.Bytes(), false), nil
+	return assemble(hd, data, false), nil
 }
 
 // ReadFile reads and parses the safetensors file at path (see Read).
@@ -285,7 +298,9 @@ func ReadFile(path string, lim Limits) (*File, error) {
 		return nil, fmt.Errorf("read safetensors file: %w", err)
 	}
 	defer fh.Close()
+	fileSize := int64(-1)
 	if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() {
+		fileSize = st.Size()
 		if size := st.Size(); size >= 8 {
 			var prefix [8]byte
 			if _, err := io.ReadFull(fh, prefix[:]); err != nil {
@@ -300,7 +315,7 @@ func ReadFile(path string, lim Limits) (*File, error) {
 			}
 		}
 	}
-	f, err := read(fh, lim)
+	f, err := read(fh, lim, fileSize)
 	if err != nil {
 		return nil, fmt.Errorf("read safetensors file %s: %w", path, err)
 	}
