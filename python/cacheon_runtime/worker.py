@@ -247,6 +247,17 @@ def _private_stdio():
     os.close(r)
     os.close(w)
     sys.stdout = sys.stderr
+    # A process forked from here (multiprocessing, a DataLoader worker,
+    # os.fork) must not be able to answer for the worker: close the
+    # protocol descriptors in every child Python forks.
+    if hasattr(os, "register_at_fork"):
+        def _close_protocol():
+            for fd in (proto_out, proto_in):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        os.register_at_fork(after_in_child=_close_protocol)
     return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
 
 
