@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 )
 
@@ -27,6 +28,8 @@ type fileFacts struct {
 	Attributes []attrFact   `json:"attributes"`
 	Stores     []storeFact  `json:"stores"`
 	Names      []nameFact   `json:"names"`
+	Aliases    []aliasFact  `json:"aliases"`
+	Flows      []flowFact   `json:"flows"`
 }
 
 // parseError is a source that ast.parse rejected.
@@ -38,12 +41,15 @@ type parseError struct {
 
 // importFact is one "import m [as a]" alias or one "from m import ..."
 // statement. Module is "" for "from . import x"; Level counts the dots.
+// Top is set for a statement directly in the module body (not nested in a
+// def, class, if, try, loop or with), which runs before any later line.
 type importFact struct {
 	Module string       `json:"module"`
 	Level  int          `json:"level"`
 	From   bool         `json:"from"`
 	AsName string       `json:"asname"`
 	Names  []importName `json:"names"`
+	Top    bool         `json:"top"`
 	Line   int          `json:"line"`
 	Col    int          `json:"col"`
 }
@@ -55,24 +61,27 @@ type importName struct {
 }
 
 // callFact is a call whose callee is a bare name, f(...). Target is the
-// dotted chain of the first argument when it is a name chain; NameArg is the
+// dotted chain of the first argument when it is a name chain (a
+// getattr(obj, "name") link counts as obj.name); otherwise TargetRoots are
+// the names the first argument's object may come from. NameArg is the
 // second argument when it is a string literal (NameLiteral).
 type callFact struct {
-	Func        string `json:"func"`
-	NArgs       int    `json:"nargs"`
-	NKeywords   int    `json:"nkeywords"`
-	Starred     bool   `json:"starred"`
-	Target      string `json:"target"`
-	NameLiteral bool   `json:"name_literal"`
-	NameArg     string `json:"name_arg"`
-	ModuleLevel bool   `json:"module_level"`
-	Line        int    `json:"line"`
-	Col         int    `json:"col"`
+	Func        string   `json:"func"`
+	NArgs       int      `json:"nargs"`
+	NKeywords   int      `json:"nkeywords"`
+	Starred     bool     `json:"starred"`
+	Target      string   `json:"target"`
+	TargetRoots []string `json:"target_roots"`
+	NameLiteral bool     `json:"name_literal"`
+	NameArg     string   `json:"name_arg"`
+	ModuleLevel bool     `json:"module_level"`
+	Line        int      `json:"line"`
+	Col         int      `json:"col"`
 }
 
 // attrFact is a maximal attribute chain: Base is the root name ("" when the
 // chain starts at a call, subscript or literal) and Attrs the attribute
-// names in source order.
+// names in source order. A getattr(obj, "name") link counts as obj.name.
 type attrFact struct {
 	Base        string   `json:"base"`
 	Attrs       []string `json:"attrs"`
@@ -83,17 +92,22 @@ type attrFact struct {
 }
 
 // storeFact is an attribute or subscript that is assigned, augmented or
-// deleted; Root is the name the target chain starts at ("" if none).
+// deleted; Root is the name the target chain starts at ("" if none), and
+// when there is none, Roots are the names the chain's starting object may
+// come from (a call's callee, a container literal's elements, ...).
 type storeFact struct {
-	Root   string `json:"root"`
-	Target string `json:"target"`
-	Ctx    string `json:"ctx"`
-	Line   int    `json:"line"`
-	Col    int    `json:"col"`
+	Root   string   `json:"root"`
+	Target string   `json:"target"`
+	Roots  []string `json:"roots"`
+	Ctx    string   `json:"ctx"`
+	Line   int      `json:"line"`
+	Col    int      `json:"col"`
 }
 
 // nameFact is a bare name that is neither a callee nor the root of an
-// attribute chain (those are reported by callFact and attrFact).
+// attribute chain (those are reported by callFact and attrFact). Ctx "def"
+// marks a name bound by a def, class, parameter or type parameter, "del"
+// also one unbound at the end of an except handler.
 type nameFact struct {
 	Name string `json:"name"`
 	Ctx  string `json:"ctx"`
@@ -101,11 +115,44 @@ type nameFact struct {
 	Col  int    `json:"col"`
 }
 
+// aliasFact is a name bound, by an assignment, an assignment expression, a
+// for target or a match capture, to what one of Chains holds (dotted name
+// chains, their first component a bare name). Aliases are file-wide: the
+// scanner does not follow scopes or control flow.
+type aliasFact struct {
+	Name   string   `json:"name"`
+	Chains []string `json:"chains"`
+	Line   int      `json:"line"`
+	Col    int      `json:"col"`
+}
+
+// flowFact is a dotted name chain whose object goes where no name follows
+// it; Where says how (see flowPlaces). Callee names the bare-name function
+// the chain is the first positional argument of, if any.
+type flowFact struct {
+	Chain  string `json:"chain"`
+	Where  string `json:"where"`
+	Callee string `json:"callee"`
+	Line   int    `json:"line"`
+	Col    int    `json:"col"`
+}
+
+// flowPlaces describes each place a flow fact may name, for messages.
+var flowPlaces = map[string]string{
+	"container": "is put in a container literal or used as an index",
+	"argument":  "is passed as an argument",
+	"return":    "is returned",
+	"default":   "is a parameter default",
+	"stored":    "is stored in an attribute or item",
+	"match":     "is a match subject",
+}
+
 // Bounds on what the script may claim.
 const (
 	maxPosition   = 1 << 30 // lines and columns
 	maxLevel      = 1 << 10 // relative-import dots
 	maxIdentifier = 4096    // bytes in one name or module
+	maxChain      = 1 << 16 // bytes in one dotted chain of an alias or flow
 	maxMessage    = 4096    // bytes in one parser message
 )
 
@@ -184,7 +231,7 @@ func checkHeader(h *factsHeader) error {
 // names non-empty and bounded, no facts next to a parse error.
 func checkFile(f *fileFacts) error {
 	if f.Error != nil {
-		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names) != 0 {
+		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows) != 0 {
 			return errors.New("facts next to a parse error")
 		}
 		if len(f.Error.Msg) > maxMessage {
@@ -201,8 +248,16 @@ func checkFile(f *fileFacts) error {
 		if err := firstErr(checkIdent(c.Func, false), checkPos(c.Line, c.Col), checkCount(c.NArgs), checkCount(c.NKeywords)); err != nil {
 			return fmt.Errorf("call: %w", err)
 		}
-		if len(c.Target) > maxIdentifier || len(c.NameArg) > maxIdentifier {
+		if len(c.Target) > maxChain || len(c.NameArg) > maxIdentifier {
 			return errors.New("call: argument too long")
+		}
+		if c.Target != "" {
+			if err := checkChain(c.Target); err != nil {
+				return fmt.Errorf("call: %w", err)
+			}
+		}
+		if err := checkNames(c.TargetRoots); err != nil {
+			return fmt.Errorf("call: %w", err)
 		}
 	}
 	for _, a := range f.Attributes {
@@ -235,10 +290,70 @@ func checkFile(f *fileFacts) error {
 				return fmt.Errorf("store: %w", err)
 			}
 		}
+		if err := checkNames(s.Roots); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
 	}
 	for _, n := range f.Names {
-		if err := firstErr(checkIdent(n.Name, false), checkCtx(n.Ctx), checkPos(n.Line, n.Col)); err != nil {
+		ctx := checkCtx(n.Ctx)
+		if n.Ctx == "def" {
+			ctx = nil
+		}
+		if err := firstErr(checkIdent(n.Name, false), ctx, checkPos(n.Line, n.Col)); err != nil {
 			return fmt.Errorf("name: %w", err)
+		}
+	}
+	for _, a := range f.Aliases {
+		if len(a.Chains) == 0 {
+			return errors.New("alias: no chains")
+		}
+		if err := firstErr(checkIdent(a.Name, false), checkPos(a.Line, a.Col)); err != nil {
+			return fmt.Errorf("alias: %w", err)
+		}
+		for _, ch := range a.Chains {
+			if err := checkChain(ch); err != nil {
+				return fmt.Errorf("alias: %w", err)
+			}
+		}
+	}
+	for _, fl := range f.Flows {
+		if _, ok := flowPlaces[fl.Where]; !ok {
+			return fmt.Errorf("flow: unknown place %q", fl.Where)
+		}
+		if err := firstErr(checkChain(fl.Chain), checkPos(fl.Line, fl.Col)); err != nil {
+			return fmt.Errorf("flow: %w", err)
+		}
+		if fl.Callee != "" {
+			if err := checkIdent(fl.Callee, false); err != nil {
+				return fmt.Errorf("flow: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkNames validates a list of bare names.
+func checkNames(names []string) error {
+	for _, n := range names {
+		if err := checkIdent(n, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkChain validates a dotted name chain: like a dotted module name, but
+// it may be longer (an attribute chain can repeat itself, F.torch.nn...).
+func checkChain(s string) error {
+	if len(s) > maxChain {
+		return fmt.Errorf("chain of %d bytes", len(s))
+	}
+	if len(s) <= maxIdentifier {
+		return checkIdent(s, true)
+	}
+	for _, part := range strings.Split(s, ".") {
+		if err := checkIdent(part, false); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -13,7 +13,9 @@ const (
 		`"calls":[{"func":"getattr","nargs":2,"nkeywords":0,"starred":false,"target":"x","name_literal":true,"name_arg":"y","module_level":true,"line":3,"col":1}],` +
 		`"attributes":[{"base":"torch","attrs":["load"],"ctx":"load","module_level":false,"line":4,"col":5}],` +
 		`"stores":[{"root":"torch","target":"torch.x","ctx":"store","line":5,"col":1}],` +
-		`"names":[{"name":"eval","ctx":"load","line":6,"col":3}]}` + "\n"
+		`"names":[{"name":"eval","ctx":"load","line":6,"col":3},{"name":"f","ctx":"def","line":7,"col":1}],` +
+		`"aliases":[{"name":"t","chains":["torch.nn"],"line":8,"col":1}],` +
+		`"flows":[{"chain":"torch","where":"container","callee":"","line":9,"col":2}]}` + "\n"
 	testError = `{"path":"b.py","error":{"line":3,"col":6,"msg":"invalid syntax"},"imports":[],"calls":[],"attributes":[],"stores":[],"names":[]}` + "\n"
 )
 
@@ -47,6 +49,17 @@ func TestParseFacts(t *testing.T) {
 		{name: "facts next to error", out: testHeader + testFile + strings.Replace(testError, `"names":[]`, `"names":[{"name":"x","ctx":"load","line":1,"col":1}]`, 1), wantErr: "next to a parse error"},
 		{name: "plain import with names", out: testHeader + strings.Replace(testFile, `"from":false,"names":[]`, `"from":false,"names":[{"name":"x","asname":""}]`, 1), wantErr: "plain import"},
 		{name: "not json", out: testHeader + "nope\n", wantErr: "decode"},
+		{name: "def ctx on an attribute", out: testHeader + strings.Replace(testFile, `"ctx":"load","module_level":false`, `"ctx":"def","module_level":false`, 1), wantErr: "unknown context"},
+		{name: "bad name ctx", out: testHeader + strings.Replace(testFile, `"ctx":"def"`, `"ctx":"param"`, 1), wantErr: "unknown context"},
+		{name: "alias without chains", out: testHeader + strings.Replace(testFile, `"chains":["torch.nn"]`, `"chains":[]`, 1), wantErr: "no chains"},
+		{name: "alias with a bad chain", out: testHeader + strings.Replace(testFile, `"chains":["torch.nn"]`, `"chains":["torch..nn"]`, 1), wantErr: "bad character"},
+		{name: "alias chain too long", out: testHeader + strings.Replace(testFile, `"chains":["torch.nn"]`, `"chains":["`+strings.Repeat("a.", maxChain)+`a"]`, 1), wantErr: "chain of"},
+		{name: "long alias chain", out: testHeader + strings.Replace(testFile, `"chains":["torch.nn"]`, `"chains":["`+strings.Repeat("torch.", 1000)+`nn"]`, 1), files: 1},
+		{name: "unknown flow place", out: testHeader + strings.Replace(testFile, `"where":"container"`, `"where":"elsewhere"`, 1), wantErr: "unknown place"},
+		{name: "bad flow callee", out: testHeader + strings.Replace(testFile, `"callee":""`, `"callee":"a b"`, 1), wantErr: "bad character"},
+		{name: "bad store roots", out: testHeader + strings.Replace(testFile, `"target":"torch.x"`, `"target":"torch.x","roots":["a.b"]`, 1), wantErr: "bad character"},
+		{name: "bad call target", out: testHeader + strings.Replace(testFile, `"target":"x"`, `"target":"x..y"`, 1), wantErr: "bad character"},
+		{name: "facts next to error (alias)", out: testHeader + testFile + strings.Replace(testError, `"names":[]`, `"names":[],"aliases":[{"name":"x","chains":["y"],"line":1,"col":1}]`, 1), wantErr: "next to a parse error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

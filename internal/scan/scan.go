@@ -5,9 +5,10 @@
 // grammar: one interpreter start per bundle runs the embedded script
 // python/cacheon_runtime/astfacts.py, which receives the sources on stdin,
 // calls ast.parse and reports raw syntax facts (imports, calls, attribute
-// chains, assignment targets, names) as JSON lines. The script never opens a
-// bundle file and never imports or executes candidate code; its output is
-// decoded strictly and bounded like any other hostile input.
+// chains, assignment targets, names, aliases and where module objects flow)
+// as JSON lines. The script never opens a bundle file and never imports or
+// executes candidate code; its output is decoded strictly and bounded like
+// any other hostile input.
 //
 // File rules (links, binaries, undeclared files) come from walking the
 // bundle without following links. Policy violations are findings; Scan

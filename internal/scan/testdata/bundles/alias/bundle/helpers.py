@@ -1,0 +1,4 @@
+import torch
+
+T = torch
+functional = torch.nn.functional
