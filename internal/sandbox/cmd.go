@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -175,15 +176,32 @@ func (c *Cmd) Start() error {
 
 	pidns, pidnsDetail := !c.opts.noPIDNS, "disabled"
 	var cmd *exec.Cmd
-	for {
-		cmd = c.build(spec, statusW, pidns)
-		err = cmd.Start()
-		if err != nil && pidns && isNamespaceRefusal(err) {
-			pidns, pidnsDetail = false, fmt.Sprintf("clone(CLONE_NEWPID|CLONE_NEWNS): %v", err)
-			continue
+	// The parent-death signal fires when the OS *thread* that forked the
+	// child exits, not the process. Go destroys a thread when a goroutine
+	// locked to it returns (NewNetNS does exactly that), and that thread
+	// may earlier have run an ordinary fork. So fork from a thread locked
+	// for this purpose, and keep it locked (alive, running nothing else)
+	// until the child has been waited for.
+	forked := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		for {
+			cmd = c.build(spec, statusW, pidns)
+			err = cmd.Start()
+			if err != nil && pidns && isNamespaceRefusal(err) {
+				pidns, pidnsDetail = false, fmt.Sprintf("clone(CLONE_NEWPID|CLONE_NEWNS): %v", err)
+				continue
+			}
+			break
 		}
-		break
-	}
+		started := err == nil
+		close(forked)
+		if started {
+			<-c.done
+		}
+		runtime.UnlockOSThread()
+	}()
+	<-forked
 	statusW.Close()
 	if err != nil {
 		c.cgroups.remove()

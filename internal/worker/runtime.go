@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -138,10 +140,12 @@ func (PlainStarter) Start(ctx context.Context, argv, env []string, dir string) (
 
 // CmdProcess adapts an exec.Cmd started in its own process group.
 type CmdProcess struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
-	stderr io.ReadCloser
+	cmd      *exec.Cmd
+	done     chan struct{} // closed once the process is reaped
+	doneOnce sync.Once
+	stdin    io.WriteCloser
+	stdout   io.ReadCloser
+	stderr   io.ReadCloser
 }
 
 // StartCmd starts argv in its own process group with pipes. prep may adjust
@@ -164,8 +168,23 @@ func StartCmd(argv, env []string, dir string, prep func(*exec.Cmd) error) (*CmdP
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	outR, errR, err := startWithOwnPipes(func(out, errw *os.File) { cmd.Stdout, cmd.Stderr = out, errw }, cmd.Start)
-	if err != nil {
+	p.done = make(chan struct{})
+	// Fork from a thread locked until the child is reaped: the
+	// parent-death signal is tied to the forking thread, which Go may
+	// otherwise destroy (see sandbox.Cmd.Start).
+	forked := make(chan error, 1)
+	var outR, errR *os.File
+	go func() {
+		runtime.LockOSThread()
+		var err error
+		outR, errR, err = startWithOwnPipes(func(out, errw *os.File) { cmd.Stdout, cmd.Stderr = out, errw }, cmd.Start)
+		forked <- err
+		if err == nil {
+			<-p.done
+		}
+		runtime.UnlockOSThread()
+	}()
+	if err := <-forked; err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	p.stdout, p.stderr = outR, errR
@@ -197,6 +216,7 @@ func (p *CmdProcess) Stderr() io.Reader { return p.stderr }
 // process left in the group, so no orphan survives.
 func (p *CmdProcess) Wait() error {
 	err := p.cmd.Wait()
+	p.doneOnce.Do(func() { close(p.done) })
 	if p.cmd.Process != nil {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	}

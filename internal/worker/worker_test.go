@@ -3,8 +3,10 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +115,34 @@ func TestMaterializeRuntime(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(a, "cacheon_runtime", f)); err != nil {
 			t.Errorf("runtime lacks %s: %v", f, err)
 		}
+	}
+}
+
+// TestChildSurvivesThreadExit: the parent-death signal is tied to the OS
+// thread that forked the child. A goroutine that starts a worker, then
+// locks its thread and returns, destroys the thread it forked from; the
+// child must not die with it.
+func TestChildSurvivesThreadExit(t *testing.T) {
+	hello := `'{"id":"%d","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1}'`
+	script := "read l; echo " + fmt.Sprintf(hello, 1) + "; read l; echo " + fmt.Sprintf(hello, 2)
+	got := make(chan *Client, 1)
+	go func() {
+		c, err := Start(context.Background(), shStarter{script}, Options{Python: "unused", RuntimeParent: "unused", Dir: t.TempDir()})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+		runtime.LockOSThread() // returning now destroys this thread
+	}()
+	c := <-got
+	if c == nil {
+		t.FailNow()
+	}
+	t.Cleanup(c.Kill)
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Hello(ctx); err != nil {
+		t.Fatalf("worker died when the goroutine that started it destroyed its thread: %v", err)
 	}
 }
