@@ -16,9 +16,9 @@ import (
 
 func (a *app) scanCommand() *cobra.Command {
 	var (
-		asJSON bool
-		python string
-		allow  []string
+		asJSON, rules bool
+		python        string
+		allow         []string
 	)
 	cmd := &cobra.Command{
 		Use:   "scan BUNDLE",
@@ -30,10 +30,24 @@ ast.parse: parsing never executes the candidate). Imports are allow-listed;
 dynamic code, dunder access, unsafe loaders, FFI, threads and processes, and
 any assignment to an attribute of an imported module are findings.
 
-Each finding prints "path:line:col rule-id message".
+Each finding prints "path:line:col rule-id message"; --rules lists the rules.
 Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if rules {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if rules {
+				if asJSON {
+					return writeJSON(a.stdout, scan.Rules())
+				}
+				for _, r := range scan.Rules() {
+					fmt.Fprintf(a.stdout, "%-20s %s\n", r.ID, r.Summary)
+				}
+				return nil
+			}
 			pol := scan.DefaultPolicy()
 			pol.AllowedImports = append(pol.AllowedImports, allow...)
 			rep, err := a.scanBundle(a.ctx, args[0], python, pol)
@@ -57,6 +71,7 @@ Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
+	cmd.Flags().BoolVar(&rules, "rules", false, "list the rule ids and what each forbids, then exit")
 	cmd.Flags().StringVar(&python, "python", "", "interpreter used only to parse (default: python3 on PATH)")
 	cmd.Flags().StringSliceVar(&allow, "allow-import", nil, "extra top-level modules the arena policy allows (repeatable)")
 	return cmd

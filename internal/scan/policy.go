@@ -56,8 +56,8 @@ const (
 
 // RuleInfo describes one rule for help output.
 type RuleInfo struct {
-	ID      string
-	Summary string
+	ID      string `json:"id"`
+	Summary string `json:"summary"`
 }
 
 // Rules returns every rule the scanner can report, in a fixed order.
