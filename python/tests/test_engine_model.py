@@ -157,6 +157,16 @@ class Serving(unittest.TestCase):
             check_against_naive(self, eng, reqs, out["results"])
             self.assertEqual(len(eng.pool.free), eng.pool.total, "pages leaked")
 
+    def test_equal_prompts_batched_prefill_matches_naive(self):
+        # Equal fresh prompts packed into one forward take the batched stock
+        # attention path; the result must still be the naive model's.
+        for kind in ("llama", "mixtral"):
+            eng = make(tiny_arena(kind, max_batch=4, prefill_chunk=64))
+            reqs = wave(4, lens=(6,))
+            out = eng.generate({"requests": reqs})
+            check_against_naive(self, eng, reqs, out["results"])
+            self.assertEqual(eng.d.counts["attention.sdpa"]["stock"] % 4, 0)
+
     def test_same_seed_same_tokens(self):
         reqs = wave(4)
         a = make(tiny_arena(seed=5)).generate({"requests": reqs})

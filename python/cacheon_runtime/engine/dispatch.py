@@ -383,6 +383,28 @@ class Dispatch:
                           {"sm_scale": float(sm_scale), "causal": bool(causal)}, {"out": (t, hq, d)},
                           lambda o: stock.attention(q, k, v, o["out"], sm_scale, causal))
 
+    def sdpa_uniform_stock(self, q, k, v, sm_scale, nseq, t):
+        """Stock fast path for nseq fresh sequences of equal length t packed
+        back to back (q (nseq*t,Hq,D)): one batched attention, counted as
+        nseq stock calls. Only valid while no candidate variant is
+        registered for attention.sdpa: a candidate is always called once
+        per sequence, as its ABI says. Returns out (nseq*t,Hq,D)."""
+        if self.variants[SDPA]:
+            raise RuntimeError("sdpa_uniform_stock with a candidate registered")
+        with self.timer.region("slot:" + SDPA):
+            for _ in range(nseq):
+                self._count(SDPA, "stock")
+            n, hq, d = q.shape
+            hkv = k.shape[1]
+            out = torch.empty_like(q)
+            stock.attention_uniform(q.view(nseq, t, hq, d), k.view(nseq, t, hkv, d), v.view(nseq, t, hkv, d),
+                                    out.view(nseq, t, hq, d), sm_scale)
+            return out
+
+    def stock_only(self, slot):
+        """True when no candidate variant is registered for slot."""
+        return not self.variants[slot]
+
     def decode(self, q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         b, hq, d = q.shape
         _p, ps, hkv, _d = k_cache.shape

@@ -167,6 +167,9 @@ class Model:
         hq, hkv, hd = self.hq, self.hkv, self.hd
         need_kv = any(p == 0 for _s, _t, p, _g in b.segs)
         single = len(b.segs) == 1 and b.segs[0][2] == 0
+        uniform = (not single and self.d.stock_only("attention.sdpa")
+                   and all(p == 0 and t == b.segs[0][1] for _s, t, p, _g in b.segs)
+                   and all(s == i * b.segs[0][1] for i, (s, _t, _p, _g) in enumerate(b.segs)))
 
         def attend(li, h, w_qkv):
             kc, vc = self.kc[li], self.vc[li]
@@ -179,6 +182,11 @@ class Model:
             stock.rope_store(qkv, b.positions, b.slots, self.cos, self.sin, q, kc, vc, hq, hkv, k, v)
             if single:
                 return self.d.sdpa(q, k, v, self.scale, True).view(n, hq * hd)
+            if uniform:
+                # Stock attention over equal fresh prompts: one batched
+                # call instead of one per sequence (a candidate is still
+                # called per sequence, as the slot ABI says).
+                return self.d.sdpa_uniform_stock(q, k, v, self.scale, len(b.segs), b.segs[0][1]).view(n, hq * hd)
             out = torch.empty((n, hq, hd), dtype=qkv.dtype, device=qkv.device)
             for s, t, p, g in b.segs:
                 if p == 0:

@@ -95,6 +95,36 @@ def attention(q, k, v, out, sm_scale, causal):
     out.copy_(o.reshape(t, hq, d))
 
 
+def attention_uniform(q, k, v, out, sm_scale):
+    """Causal attention of B fresh sequences of equal length at once:
+    q (B,T,Hq,D), k/v (B,T,Hkv,D) -> out (B,T,Hq,D). With no prefix the
+    bottom-right causal mask is the plain lower triangle. Numerically the
+    same computation as attention() per sequence, in one batched call."""
+    b, t, hq, d = q.shape
+    hkv = k.shape[2]
+    if t == 0 or b == 0:
+        return
+    if _SDPA is not None and _TORCH2 and (q.is_cuda or q.dtype == torch.float32):
+        qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        kw = {"scale": float(sm_scale)}
+        if hq != hkv:
+            if _GQA_KW:
+                kw["enable_gqa"] = True
+            else:
+                g = hq // hkv
+                kh = kh.repeat_interleave(g, dim=1)
+                vh = vh.repeat_interleave(g, dim=1)
+        out.copy_(_SDPA(qh, kh, vh, is_causal=True, **kw).transpose(1, 2))
+        return
+    g = hq // hkv
+    qf = q.float().reshape(b, t, hkv, g, d)
+    scores = torch.einsum("bthgd,bshd->bhgts", qf, k.float()) * sm_scale
+    keep = torch.ones((t, t), dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~keep, float("-inf"))
+    p = torch.softmax(scores, dim=-1)
+    out.copy_(torch.einsum("bhgts,bshd->bthgd", p, v.float()).reshape(b, t, hq, d))
+
+
 # ---------------------------------------------------------------------------
 # paged decode attention
 
