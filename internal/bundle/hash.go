@@ -152,18 +152,11 @@ func ContentHash(dir string) (string, error) {
 // without following a final symlink and must still be the regular file of
 // the size Files saw; a file that changes while being hashed is an error.
 func hashFile(h hash.Hash, root string, f File, buf []byte) error {
-	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(f.Path)))
+	fh, err := openListed(root, f, "hashing")
 	if err != nil {
-		return fmt.Errorf("open %s: %w", f.Path, err)
+		return err
 	}
 	defer fh.Close()
-	info, err := fh.Stat()
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", f.Path, err)
-	}
-	if !info.Mode().IsRegular() || info.Size() != f.Size {
-		return fmt.Errorf("%s changed while hashing", f.Path)
-	}
 	writeFrame(h, f)
 	n, err := io.CopyBuffer(h, io.LimitReader(fh, f.Size), buf)
 	if err != nil {
@@ -212,4 +205,23 @@ func fileSHA256(root, rel string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// openListed opens a file that Files listed, without following a final
+// symlink, and checks it is still the regular file of the listed size.
+func openListed(root string, f File, during string) (*os.File, error) {
+	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(f.Path)))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", f.Path, err)
+	}
+	info, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("stat %s: %w", f.Path, err)
+	}
+	if !info.Mode().IsRegular() || info.Size() != f.Size {
+		fh.Close()
+		return nil, fmt.Errorf("%s changed while %s", f.Path, during)
+	}
+	return fh, nil
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 )
 
@@ -64,18 +63,11 @@ func Package(dir string, w io.Writer) (hash string, err error) {
 // packageFile writes one member and feeds the same bytes into the content
 // hash h.
 func packageFile(tw *tar.Writer, h io.Writer, root string, f File, buf []byte) error {
-	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(f.Path)))
+	fh, err := openListed(root, f, "packaging")
 	if err != nil {
-		return fmt.Errorf("open %s: %w", f.Path, err)
+		return err
 	}
 	defer fh.Close()
-	info, err := fh.Stat()
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", f.Path, err)
-	}
-	if !info.Mode().IsRegular() || info.Size() != f.Size {
-		return fmt.Errorf("%s changed while packaging", f.Path)
-	}
 	hdr := &tar.Header{
 		Typeflag: tar.TypeReg,
 		Name:     f.Path,

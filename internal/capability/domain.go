@@ -11,6 +11,7 @@
 package capability
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -73,7 +74,7 @@ func intersectPred(a, b pred) pred {
 	if a.numeric {
 		switch {
 		case a.isSet && b.isSet:
-			out.isSet, out.ints = true, intersectInts(a.ints, b.ints)
+			out.isSet, out.ints = true, intersectSorted(a.ints, b.ints)
 		case a.isSet:
 			out = a
 			out.hasLo, out.lo, out.hasHi, out.hi = b.hasLo, b.lo, b.hasHi, b.hi
@@ -87,7 +88,7 @@ func intersectPred(a, b pred) pred {
 		return out.normalize()
 	}
 	out.isSet = true
-	out.strs = intersectStrs(a.strs, b.strs)
+	out.strs = intersectSorted(a.strs, b.strs)
 	return out
 }
 
@@ -108,25 +109,9 @@ func maxBound(ha bool, a int64, hb bool, b int64, lower bool) int64 {
 	return 0
 }
 
-func intersectInts(a, b []int64) []int64 {
-	out := []int64{}
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch {
-		case a[i] == b[j]:
-			out = append(out, a[i])
-			i++
-			j++
-		case a[i] < b[j]:
-			i++
-		default:
-			j++
-		}
-	}
-	return out
-}
-
-func intersectStrs(a, b []string) []string {
-	out := []string{}
+// intersectSorted returns the common elements of two ascending slices.
+func intersectSorted[T cmp.Ordered](a, b []T) []T {
+	out := []T{}
 	for i, j := 0, 0; i < len(a) && j < len(b); {
 		switch {
 		case a[i] == b[j]:
