@@ -46,7 +46,7 @@ func CosineScore(expected, got []float64, shape []int, minCos, normGuard float64
 	guardOn := normGuard >= 0
 	dev := math.Abs(ratio - 1)
 	guardOK := !guardOn || dev <= normGuard
-	r := Result{Metric: k.String(), Score: cos, Pass: cosOK && guardOK, Worst: worst}
+	r := Result{Metric: k.String(), Score: cos, Pass: cosOK && guardOK, Worst: worst, Severity: capSeverity(1 - cos)}
 
 	var verdict string
 	switch {

@@ -66,7 +66,7 @@ func AllCloseScore(expected, got []float64, shape []int, tol Tolerance) Result {
 	}
 	n := len(expected)
 	s := scanElements(expected, got, tol, 1)
-	r := Result{Metric: k.String(), Score: float64(s.matched) / float64(n), Worst: s.worst}
+	r := Result{Metric: k.String(), Score: float64(s.matched) / float64(n), Worst: s.worst, Severity: capSeverity(s.worstMul)}
 	r.Pass = s.matched == n
 	diff := math.Abs(got[s.worst] - expected[s.worst])
 	if r.Pass {
@@ -96,7 +96,7 @@ func MatchedRatioScore(expected, got []float64, shape []int, tol Tolerance, minR
 	n := len(expected)
 	s := scanElements(expected, got, tol, outlierMult)
 	ratio := float64(s.matched) / float64(n)
-	r := Result{Metric: k.String(), Score: ratio, Worst: s.worst}
+	r := Result{Metric: k.String(), Score: ratio, Worst: s.worst, Severity: capSeverity(s.worstMul)}
 	ratioOK := ratio >= minRatio
 	boundOK := s.outliers == 0
 	r.Pass = ratioOK && boundOK

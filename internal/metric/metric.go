@@ -142,6 +142,21 @@ type Result struct {
 	// row), or -1 when there is none (empty tensor). For a non-finite
 	// candidate it is the first offending element (topk_overlap: its row).
 	Worst int
+	// Severity orders results of one metric from best to worst (larger is
+	// worse) even when all pass: for allclose and matched_ratio the worst
+	// element's |diff| as a multiple of its tolerance; for cosine and
+	// topk_overlap 1 − Score. It is finite (capped at MaxSeverity).
+	Severity float64
+}
+
+// MaxSeverity caps Severity so that a result always encodes as JSON.
+const MaxSeverity = 1e300
+
+func capSeverity(v float64) float64 {
+	if math.IsNaN(v) || v > MaxSeverity {
+		return MaxSeverity
+	}
+	return v
 }
 
 // Policy describes how one slot output is graded; exactly one metric. Fields

@@ -255,3 +255,24 @@ func TestGradeFlatShapeAndEmpty(t *testing.T) {
 		}
 	}
 }
+
+func TestSeverityOrdersPassingResults(t *testing.T) {
+	tol := metric.Tolerance{Atol: 0.1, Rtol: 0}
+	exp := []float64{1, 2, 3}
+	near := metric.AllCloseScore(exp, []float64{1.01, 2, 3}, nil, tol)
+	far := metric.AllCloseScore(exp, []float64{1.09, 2, 3}, nil, tol)
+	if !near.Pass || !far.Pass || near.Score != far.Score {
+		t.Fatalf("both should pass with equal score: %+v %+v", near, far)
+	}
+	if !(far.Severity > near.Severity) || math.Abs(far.Severity-0.9) > 1e-9 {
+		t.Fatalf("severity near=%v far=%v, want far=0.9 > near", near.Severity, far.Severity)
+	}
+	bad := metric.AllCloseScore(exp, []float64{math.NaN(), 2, 3}, nil, tol)
+	if bad.Pass || bad.Severity > metric.MaxSeverity {
+		t.Fatalf("NaN result %+v", bad)
+	}
+	c := metric.CosineScore(exp, exp, nil, 0.99, -1)
+	if c.Severity > 1e-12 {
+		t.Fatalf("identical cosine severity %v", c.Severity)
+	}
+}

@@ -67,7 +67,7 @@ func TopKOverlapScore(expected, got []float64, shape []int, k int, minOverlap fl
 		}
 	}
 
-	r := Result{Metric: kind.String(), Score: worstOverlap, Pass: failing == 0, Worst: worst}
+	r := Result{Metric: kind.String(), Score: worstOverlap, Pass: failing == 0, Worst: worst, Severity: capSeverity(1 - worstOverlap)}
 	lo, hi := worst*cols, (worst+1)*cols
 	o := sel.rowOverlap(expected[lo:hi], got[lo:hi], k)
 	head := fmt.Sprintf("pass: min overlap %s >= %s over %d rows", fmtVal(worstOverlap), fmtVal(minOverlap), rows)

@@ -95,8 +95,8 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 					st.infra(fmt.Sprintf("%s: grading %s: %v", where, out.Name, err))
 					return
 				}
-				if w := st.row.Worst; w == nil || res.Score < w.Score {
-					st.row.Worst = &Worst{Metric: res.Metric, Score: res.Score, Explain: res.Explain, Where: where + ", output " + out.Name}
+				if w := st.row.Worst; w == nil || res.Score < w.Score || (res.Score == w.Score && res.Severity > w.Severity) {
+					st.row.Worst = &Worst{Metric: res.Metric, Score: res.Score, Severity: res.Severity, Explain: res.Explain, Where: where + ", output " + out.Name}
 				}
 				if !res.Pass {
 					st.fail(fmt.Sprintf("%s, output %s: %s %s", where, out.Name, res.Metric, res.Explain))

@@ -65,10 +65,13 @@ type Options struct {
 
 // Worst is the lowest-scoring graded output of a row.
 type Worst struct {
-	Metric  string  `json:"metric"`
-	Score   float64 `json:"score"`
-	Explain string  `json:"explain"`
-	Where   string  `json:"where"` // shape, call, rank and output
+	Metric string  `json:"metric"`
+	Score  float64 `json:"score"`
+	// Severity is the metric's worse-is-larger measure (for elementwise
+	// metrics the worst element's |diff| in multiples of its tolerance).
+	Severity float64 `json:"severity"`
+	Explain  string  `json:"explain"`
+	Where    string  `json:"where"` // shape, call, rank and output
 }
 
 // Row is one manifest row's result.
