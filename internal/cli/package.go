@@ -51,17 +51,18 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 			if err != nil {
 				return fmt.Errorf("package %s: %w", dir, err)
 			}
+			var payload []byte
+			if url != "" {
+				// Before the archive lands: a refused URL leaves nothing behind.
+				if payload, err = bundle.EncodePayload(hash, url); err != nil {
+					return err
+				}
+			}
 			if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 				return fmt.Errorf("package: %w", err)
 			}
 			if err := os.Rename(tmp.Name(), out); err != nil {
 				return fmt.Errorf("package: %w", err)
-			}
-			var payload []byte
-			if url != "" {
-				if payload, err = bundle.EncodePayload(hash, url); err != nil {
-					return err
-				}
 			}
 			if asJSON {
 				res := map[string]any{"archive": out, "content_hash": hash}
