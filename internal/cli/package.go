@@ -31,7 +31,7 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 			}
 			b, err := bundle.Load(dir, slots)
 			if err != nil {
-				return withCode(ExitFindings, err)
+				return withCode(ExitFindings, fmt.Errorf("bundle %s: %w", dir, err))
 			}
 			if why := b.Manifest.NotCrownableReason(); why != "" {
 				fmt.Fprintf(a.stderr, "warning: %s\n", why)

@@ -102,7 +102,7 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	}
 	b, err := bundle.Load(dir, slots)
 	if err != nil {
-		return withCode(ExitFindings, err)
+		return withCode(ExitFindings, fmt.Errorf("bundle %s: %w", path, err))
 	}
 	python, err := worker.FindPython(ctx, fl.python)
 	if err != nil {
