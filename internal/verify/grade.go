@@ -10,6 +10,7 @@ import (
 	"cacheon/internal/metric"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
 )
 
@@ -166,16 +167,18 @@ func checkIdentity(cf worker.CallFacts, outputs []slot.Output) string {
 		}
 		spans = append(spans, span{o.Name, id.DataPtr, id.DataPtr + uint64(o.Spec.StorageBytes())})
 	}
+	nOut := len(spans)
 	for name, id := range cf.Before {
 		isOut := false
 		for _, o := range outputs {
 			isOut = isOut || o.Name == name
 		}
 		if !isOut {
-			spans = append(spans, span{name, id.DataPtr, id.DataPtr + 1})
+			spans = append(spans, span{name, id.DataPtr, id.DataPtr + extentBytes(id)})
 		}
 	}
-	for i := range spans {
+	// Outputs must be disjoint from each other and from every input.
+	for i := 0; i < nOut; i++ {
 		for j := i + 1; j < len(spans); j++ {
 			a, b := spans[i], spans[j]
 			if a.lo < b.hi && b.lo < a.hi {
@@ -184,6 +187,26 @@ func checkIdentity(cf worker.CallFacts, outputs []slot.Output) string {
 		}
 	}
 	return ""
+}
+
+// extentBytes is the number of bytes a tensor's view reaches from its data
+// pointer (at least 1, so that even an empty view has an address).
+func extentBytes(id worker.Identity) uint64 {
+	dt, err := tensor.ParseDType(id.DType)
+	if err != nil || len(id.Shape) != len(id.Stride) {
+		return 1
+	}
+	last := 0
+	for i, n := range id.Shape {
+		if n == 0 {
+			return 1
+		}
+		if id.Stride[i] < 0 {
+			return 1
+		}
+		last += (n - 1) * id.Stride[i]
+	}
+	return uint64(last+1) * uint64(dt.Size())
 }
 
 func sameStorage(kind string, first, now map[string]worker.Identity) string {
