@@ -128,7 +128,8 @@ type Generated struct {
 	Results []Result `json:"results"`
 	Steps   Steps    `json:"steps"`
 
-	// Wall is the host's monotonic time from send to reply.
+	// Wall is the host's monotonic time from sending the request to
+	// having read the whole reply (before decoding it).
 	Wall time.Duration `json:"-"`
 }
 
@@ -155,7 +156,12 @@ func (e *Engine) Generate(ctx context.Context, reqs []Request, arrivals []int, v
 		err = e.c.Receive(ctx, id, &r)
 	}
 	g := r.Generated
+	// The wave ends when its reply has arrived in full; decoding and
+	// checking it is the validator's own work.
 	g.Wall = time.Since(start)
+	if at := e.c.ReplyAt(); err == nil && at.After(start) {
+		g.Wall = at.Sub(start)
+	}
 	if err != nil {
 		return nil, e.explain("generate", err)
 	}

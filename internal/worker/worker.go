@@ -60,6 +60,10 @@ type Client struct {
 	waitErr  error
 	killOnce sync.Once
 	maxReply int
+
+	// replyAt is when the last reply line had been read in full, before
+	// it was decoded: callers that time a request stop the clock there.
+	replyAt time.Time
 }
 
 // Options configure a worker start.
@@ -193,17 +197,22 @@ func (c *Client) Send(req map[string]any) (string, error) {
 	return id, nil
 }
 
+// ReplyAt is when the last reply received had been read in full, before
+// it was decoded (the zero time before the first reply).
+func (c *Client) ReplyAt() time.Time { return c.replyAt }
+
 // Receive reads the reply to id and decodes it into resp (strictly). A
 // reply with ok=false is returned as *Failure.
 func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 	type result struct {
 		line []byte
 		err  error
+		at   time.Time
 	}
 	ch := make(chan result, 1)
 	go func() {
 		line, err := readLine(c.replies, c.maxReply)
-		ch <- result{line, err}
+		ch <- result{line, err, time.Now()}
 	}()
 	start := time.Now()
 	var r result
@@ -217,6 +226,7 @@ func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 		}
 		return ctx.Err()
 	}
+	c.replyAt = r.at
 	if r.err != nil {
 		// The process may be dying; give it a moment to report status.
 		select {

@@ -146,3 +146,23 @@ func TestChildSurvivesThreadExit(t *testing.T) {
 		t.Fatalf("worker died when the goroutine that started it destroyed its thread: %v", err)
 	}
 }
+
+func TestReplyAtMarksArrivalBeforeDecoding(t *testing.T) {
+	// The reply arrives about 300 ms after the request; ReplyAt must lie
+	// between the send and the return of Receive, and after the delay.
+	c := startFake(t, `read l; sleep 0.3; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1}'`)
+	if !c.ReplyAt().IsZero() {
+		t.Fatal("ReplyAt is set before any reply")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sent := time.Now()
+	if _, err := c.Hello(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := time.Now()
+	at := c.ReplyAt()
+	if at.Before(sent.Add(250*time.Millisecond)) || at.After(done) {
+		t.Fatalf("ReplyAt %v is not within [send+250ms, return] = [%v, %v]", at.Sub(sent), 250*time.Millisecond, done.Sub(sent))
+	}
+}

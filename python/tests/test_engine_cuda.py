@@ -106,6 +106,33 @@ class StockKernels(unittest.TestCase):
             for name, a, b in zip(("q", "k_cache", "v_cache"), res[0], res[1]):
                 close(self, b, a, 0.03, "qkv_rope %s hq=%d" % (name, hq))
 
+    def test_gemv_and_skinny_match_mm(self):
+        # every launch path of the decode GEMMs, with and without the fused
+        # residual add, K splits and programmatic dependent launch
+        for pdl in (True, False):
+            kernels.PDL = pdl
+            try:
+                for m, n, k in ((1, 2048, 2048), (1, 300, 8192), (2, 3072, 2048), (7, 2048, 8192),
+                                (33, 16384, 2048), (64, 2048, 2048), (64, 1000, 4096)):
+                    x = torch.randn(m, k, device="cuda", dtype=self.dt)
+                    w = (torch.randn(n, k, device="cuda") * k ** -0.5).to(self.dt)
+                    base = torch.randn(m, n, device="cuda", dtype=self.dt)
+                    want = x.float() @ w.float().t()
+                    fn = kernels.gemv if m == 1 else kernels.skinny
+                    ok = kernels.gemv_ok if m == 1 else kernels.skinny_ok
+                    self.assertTrue(ok(x, w), "m=%d n=%d k=%d not served" % (m, n, k))
+                    out = torch.empty(m, n, device="cuda", dtype=self.dt)
+                    fn(x, w, out)
+                    close(self, out, want, 0.05, "%s m=%d n=%d k=%d pdl=%s" % (fn.__name__, m, n, k, pdl))
+                    acc = base.clone()
+                    fn(x, w, acc, add=True)
+                    close(self, acc, base.float() + want, 0.08, "%s add m=%d n=%d k=%d" % (fn.__name__, m, n, k))
+                    # a second call re-uses the self-resetting split counters
+                    fn(x, w, out)
+                    close(self, out, want, 0.05, "%s again m=%d" % (fn.__name__, m))
+            finally:
+                kernels.PDL = True
+
     def test_paged_decode(self):
         for b, hq, hkv, d, ps, maxp, npages in ((1, 32, 8, 64, 16, 64, 80), (5, 8, 2, 128, 16, 8, 50),
                                                  (3, 4, 1, 64, 1, 70, 400), (64, 32, 8, 64, 16, 20, 1400),

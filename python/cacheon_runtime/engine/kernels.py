@@ -14,11 +14,24 @@ launch) for the decode step's hot path:
                      log-sum-exp reduce over the splits;
 - moe grouped GEMM   tokens sorted by expert and padded per expert to the
                      block size (sync-free alignment in torch ops), one
-                     expert per row block (fused_moe style).
+                     expert per row block (fused_moe style);
+- gemv / qkv_rope    one-row decode GEMMs (qkv_rope fuses the rotary
+                     embedding and the cache write into the projection);
+- skinny GEMM        2..64-row decode GEMMs, split-K with the last split
+                     of a column block summing the partials.
+
+On sm90+ every kernel here except the MoE GEMM is launched with
+programmatic dependent launch: it waits for the previous kernel in the
+stream before touching memory that kernels write (the GEMVs load their
+first weight tile before waiting), and lets the next kernel's programs
+become resident early. Module switches (PDL, SKINNY, GEMV) exist for
+side-by-side timing in python/bench/.
 
 Every launcher takes the same tensors the torch paths take; callers check
 ``available(t)`` first.
 """
+
+import math
 
 import torch
 
@@ -50,8 +63,30 @@ def _sm_count(dev):
 if HAVE_TRITON:  # pragma: no cover - GPU only
 
     @triton.jit
+    def _gdc_enter(GDC: tl.constexpr):
+        # Programmatic dependent launch (sm90+): wait until the previous
+        # kernel in the stream has finished and flushed its memory (every
+        # kernel launched with PDL waits before it touches memory another
+        # kernel writes), then let the next kernel's programs get resident.
+        if GDC:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
+
+    @triton.jit
+    def _gdc_launch(GDC: tl.constexpr):
+        if GDC:
+            tl.extra.cuda.gdc_launch_dependents()
+
+    @triton.jit
+    def _gdc_wait(GDC: tl.constexpr):
+        if GDC:
+            tl.extra.cuda.gdc_wait()
+
+    @triton.jit
     def _rmsnorm_kernel(x_ptr, w_ptr, o_ptr, stride_x, stride_o, n_cols, eps,
-                        BLOCK: tl.constexpr):
+                        BLOCK: tl.constexpr,
+                        GDC: tl.constexpr):
+        _gdc_enter(GDC)
         row = tl.program_id(0).to(tl.int64)
         offs = tl.arange(0, BLOCK)
         m = offs < n_cols
@@ -61,7 +96,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         tl.store(o_ptr + row * stride_o + offs, (x * r * w).to(o_ptr.dtype.element_ty), mask=m)
 
     @triton.jit
-    def _silu_mul_kernel(x_ptr, o_ptr, stride_x, stride_o, d, BLOCK: tl.constexpr):
+    def _silu_mul_kernel(x_ptr, o_ptr, stride_x, stride_o, d, BLOCK: tl.constexpr,
+                         GDC: tl.constexpr):
+        _gdc_enter(GDC)
         row = tl.program_id(0).to(tl.int64)
         col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         m = col < d
@@ -76,7 +113,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                            PAGE_SIZE: tl.constexpr, FROM_BT: tl.constexpr,
                            HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr,
                            HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, HALF_PAD: tl.constexpr,
-                           WRITE_KV: tl.constexpr):
+                           WRITE_KV: tl.constexpr,
+                           GDC: tl.constexpr):
+        _gdc_enter(GDC)
         t = tl.program_id(0).to(tl.int64)
         pos = tl.load(pos_ptr + t).to(tl.int64)
         if FROM_BT:  # decode: row t's page from its block table
@@ -133,7 +172,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                        PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
                        NUM_SPLITS: tl.constexpr, DIRECT: tl.constexpr,
-                       GROUP_P2: tl.constexpr, SPLIT_PAD: tl.constexpr):
+                       GROUP_P2: tl.constexpr, SPLIT_PAD: tl.constexpr,
+                       GDC: tl.constexpr):
+        _gdc_enter(GDC)
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
         split = tl.program_id(2)
@@ -152,22 +193,28 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         l_i = tl.zeros([GROUP_PAD], tl.float32)
         acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
         offs_n = tl.arange(0, BLOCK_N)
+        # The page numbers of the next tile are loaded while this tile's K
+        # and V are in flight, so the block-table read is off the critical
+        # path; K and V of a tile are requested together.
+        pos = start + offs_n
+        page = tl.load(bt_ptr + b * stride_bt + pos // PAGE_SIZE, mask=pos < end, other=0).to(tl.int64)
         for n0 in range(start, end, BLOCK_N):
             pos = n0 + offs_n
             mn = pos < end
-            page = tl.load(bt_ptr + b * stride_bt + pos // PAGE_SIZE, mask=mn, other=0).to(tl.int64)
             sl = (pos % PAGE_SIZE).to(tl.int64)
             kmask = mn[:, None] & md[None, :]
             k = tl.load(kc_ptr + (page * stride_kp + sl * stride_ks + kvh * stride_kh)[:, None]
                         + offs_d[None, :], mask=kmask, other=0.0)
+            v = tl.load(vc_ptr + (page * stride_vp + sl * stride_vs + kvh * stride_vh)[:, None]
+                        + offs_d[None, :], mask=kmask, other=0.0)
+            nxt = pos + BLOCK_N
+            page = tl.load(bt_ptr + b * stride_bt + nxt // PAGE_SIZE, mask=nxt < end, other=0).to(tl.int64)
             qk = tl.dot(q, tl.trans(k)) * sm_scale
             qk = tl.where(mn[None, :], qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp(m_i - m_new)
             p = tl.exp(qk - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(vc_ptr + (page * stride_vp + sl * stride_vs + kvh * stride_vh)[:, None]
-                        + offs_d[None, :], mask=kmask, other=0.0)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
         omask = mg[:, None] & md[None, :]
@@ -242,19 +289,31 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     @triton.jit
     def _gemv_kernel(x_ptr, w_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                      M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     DOT: tl.constexpr, ADD: tl.constexpr):
+                     DOT: tl.constexpr, ADD: tl.constexpr,
+                     GDC: tl.constexpr):
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows m (decode).
+        # The first weight tile is loaded before waiting on the previous
+        # kernel (no kernel writes weights), so its latency overlaps
+        # that kernel's tail.
+        _gdc_launch(GDC)
         pid = tl.program_id(0)
         offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
         mn = offs_n < N
         offs_m = tl.arange(0, M_PAD)
         mm = offs_m < M
         w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+        offs_k = tl.arange(0, BLOCK_K)
+        mk = offs_k < K
+        w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
+        _gdc_wait(GDC)
         if DOT:
-            acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
+                        mask=mm[:, None] & mk[None, :], other=0.0)
+            acc = tl.dot(x, tl.trans(w), out_dtype=tl.float32)
         else:
-            acc = tl.zeros([BLOCK_N], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
+            acc = tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
+        for k0 in range(BLOCK_K, K, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mk = offs_k < K
             w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
@@ -276,27 +335,89 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
 
     @triton.jit
+    def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                       M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       SPLIT: tl.constexpr, ADD: tl.constexpr,
+                       GDC: tl.constexpr):
+        _gdc_enter(GDC)
+        # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
+        # batch 2..64): one program per (column block, K split). With
+        # SPLIT > 1 each split stores its fp32 partial and the last split of
+        # a column block to finish sums them (acq_rel counter, re-armed).
+        # (Loading the first weight tile before the PDL wait, as gemv does,
+        # measured slower here: it costs a pipeline stage of shared memory.)
+        pn = tl.program_id(0)
+        s = tl.program_id(1)
+        per = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
+        k_lo = s * per
+        k_hi = tl.minimum(k_lo + per, K)
+        offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+        mn = offs_n < N
+        offs_m = tl.arange(0, M_PAD)
+        mm = offs_m < M
+        w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+        x_ptrs = x_ptr + offs_m[:, None] * stride_xm
+        acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mk = offs_k < k_hi
+            w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
+            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
+            acc += tl.dot(x, tl.trans(w))
+        om = mm[:, None] & mn[None, :]
+        o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
+        if SPLIT == 1:
+            if ADD:
+                acc += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
+            tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
+        else:
+            ws = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
+            tl.store(ws + s * (M_PAD * N), acc, mask=om)
+            cnt = cnt_ptr + pn
+            tl.debug_barrier()  # every thread's partial stores precede the release
+            if tl.atomic_add(cnt, 1, sem="acq_rel") == SPLIT - 1:
+                tl.debug_barrier()
+                tot = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+                for j in range(SPLIT):
+                    tot += tl.load(ws + j * (M_PAD * N), mask=om, other=0.0, cache_modifier=".cg")
+                if ADD:
+                    tot += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
+                tl.store(o_ptrs, tot.to(o_ptr.dtype.element_ty), mask=om)
+                tl.atomic_xchg(cnt, 0)
+
+    @triton.jit
     def _qkv_rope_kernel(x_ptr, w_ptr, pos_ptr, bt_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr,
                          K, stride_wn, HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr,
-                         PAGE_SIZE: tl.constexpr, BLOCK_K: tl.constexpr):
-        # One-row decode: the fused q/k/v projection, two rows per program
-        # (the rotate-half pair j, j + D/2 of one head), rotary embedding on
-        # the fp32 accumulators, q to its buffer, k and v into the cache slot.
+                         PAGE_SIZE: tl.constexpr, BLOCK_K: tl.constexpr, PAIRS: tl.constexpr,
+                         GDC: tl.constexpr):
+        # One-row decode: the fused q/k/v projection, PAIRS rotate-half
+        # pairs (rows j and j + D/2 of one head) per program, rotary
+        # embedding on the fp32 accumulators, q to its buffer, k and v into
+        # the cache slot. The first weight tiles precede the PDL wait.
+        _gdc_launch(GDC)
         p = tl.program_id(0)
-        head = p // HALF
-        j = p % HALF
-        sel = tl.arange(0, 2)
-        rows = (head * 2 * HALF + j + sel * HALF).to(tl.int64)
-        w_ptrs = w_ptr + rows[:, None] * stride_wn
-        acc = tl.zeros([2], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+        per_head = HALF // PAIRS
+        head = p // per_head
+        j = (p % per_head) * PAIRS + tl.arange(0, PAIRS)
+        rows = (head * 2 * HALF + j).to(tl.int64)
+        w1_ptrs = w_ptr + rows[:, None] * stride_wn
+        w2_ptrs = w1_ptrs + HALF * stride_wn
+        offs_k = tl.arange(0, BLOCK_K)
+        mk = offs_k < K
+        w1 = tl.load(w1_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
+        w2 = tl.load(w2_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
+        _gdc_wait(GDC)
+        x = tl.load(x_ptr + offs_k, mask=mk, other=0.0).to(tl.float32)[None, :]
+        a1 = tl.sum(w1.to(tl.float32) * x, axis=1)
+        a2 = tl.sum(w2.to(tl.float32) * x, axis=1)
+        for k0 in range(BLOCK_K, K, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mk = offs_k < K
-            w = tl.load(w_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
-            acc += tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
-        a1 = tl.sum(tl.where(sel == 0, acc, 0.0), 0)
-        a2 = tl.sum(tl.where(sel == 1, acc, 0.0), 0)
+            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0).to(tl.float32)[None, :]
+            w1 = tl.load(w1_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
+            w2 = tl.load(w2_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
+            a1 += tl.sum(w1.to(tl.float32) * x, axis=1)
+            a2 += tl.sum(w2.to(tl.float32) * x, axis=1)
         pos = tl.load(pos_ptr).to(tl.int64)
         if head < HQ + HKV:
             c = tl.load(cos_ptr + pos * HALF + j)
@@ -321,7 +442,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 
     @triton.jit
     def _sample_partial_kernel(x_ptr, max_ptr, idx_ptr, sum_ptr, V, stride_x,
-                               CHUNKS: tl.constexpr, BLOCK: tl.constexpr):
+                               CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
+                               GDC: tl.constexpr):
+        _gdc_enter(GDC)
         # Per (row, chunk): max, first argmax and sum(exp(x - max)) of the chunk.
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
@@ -339,7 +462,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     def _sample_final_kernel(max_ptr, idx_ptr, sum_ptr, tok_ptr, lp_ptr,
                              hist_tok_ptr, hist_lp_ptr, ctr_ptr, ids_ptr, pos_ptr, sl_ptr, act_ptr,
                              V, hist_stride,
-                             CHUNKS: tl.constexpr, CPAD: tl.constexpr, ADVANCE: tl.constexpr):
+                             CHUNKS: tl.constexpr, CPAD: tl.constexpr, ADVANCE: tl.constexpr,
+                             GDC: tl.constexpr):
+        _gdc_enter(GDC)
         # Greedy token and its logprob; with ADVANCE also the decode state
         # (history ring at ctr, next input, position and length + active).
         b = tl.program_id(0).to(tl.int64)
@@ -364,15 +489,35 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.store(sl_ptr + b, tl.load(sl_ptr + b) + a)
 
 
+# Programmatic dependent launch for the stock kernels on sm90+ (a developer
+# switch for A/B timing; the kernels are correct either way).
+PDL = True
+_PDL_OK = {}
+
+
+def _pdl(t):
+    """Launch options: GDC and launch_pdl together, on sm90+ CUDA only."""
+    ok = False
+    if PDL and t.is_cuda:
+        i = t.device.index if t.device.index is not None else torch.cuda.current_device()
+        ok = _PDL_OK.get(i)
+        if ok is None:
+            ok = _PDL_OK[i] = torch.cuda.get_device_capability(i)[0] >= 9
+    return {"GDC": ok, "launch_pdl": ok}
+
+
 def _pow2(n):
     return triton.next_power_of_2(int(n))
+
+
+GEMV = True  # developer switch: off sends one-row GEMMs to cuBLAS (profiling by shape)
 
 
 def gemv_ok(x, w):
     """Whether gemv() beats cuBLAS here: one row (batch-1 decode), 16-bit,
     row-major weights (measured on an H200 at Llama-1B shapes: 5-20% faster
     than cuBLAS for one row, slower from four rows on)."""
-    return (available(x) and x.shape[0] == 1 and x.stride(-1) == 1 and w.stride(-1) == 1
+    return (GEMV and available(x) and x.shape[0] == 1 and x.stride(-1) == 1 and w.stride(-1) == 1
             and w.dtype == x.dtype and w.shape[1] >= 256)
 
 
@@ -392,19 +537,64 @@ def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3,
     warps = warps or 4
     _gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
                                         M_PAD=16 if dot else 1, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, ADD=add,
-                                        num_warps=warps, num_stages=stages)
+                                        num_warps=warps, num_stages=stages, **_pdl(x))
 
 
-def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv):
+QKV_ROPE_PAIRS = 1
+SKINNY = True  # developer switch for A/B timing against cuBLAS
+
+
+def skinny_ok(x, w):
+    """Whether skinny() serves x @ w.T: 2..64 rows (decode at batch > 1),
+    16-bit, row-major, K a multiple of 16, at least 256 outputs."""
+    return (SKINNY and available(x) and 2 <= x.shape[0] <= 64 and w.shape[0] >= 256 and x.stride(-1) == 1 and w.stride(-1) == 1
+            and w.dtype == x.dtype and w.shape[1] % 16 == 0 and w.shape[1] >= 256)
+
+
+def skinny_config(m, n, k, sms):
+    """(block_n, block_k, split, warps, stages) for an (m x k) @ (k x n)
+    decode GEMM, from an H200 sweep at the Llama-1B shapes, 16-64 rows
+    (python/bench/kernel_sweep.py): wide outputs stream whole 64-column
+    blocks; deep K splits in four; the rest uses 32-column blocks."""
+    if n >= 8192:
+        return 64, 128, 1, 4, 3
+    if k >= 4096:
+        return 64, 128, max(2, min(8, k // 2048)), 4, 5
+    return 32, 256, 1 if n >= 3072 else 2, 4, 4
+
+
+def skinny(x, w, out, add=False, config=None):
+    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok)."""
+    m, k = x.shape
+    n = w.shape[0]
+    bn, bk, split, warps, stages = config or skinny_config(m, n, k, _sm_count(x.device))
+    m_pad = max(16, _pow2(m))
+    # shared memory of the pipeline's stages
+    while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
+        stages -= 1
+    cols = triton.cdiv(n, bn)
+    ws = torch.empty((split, m_pad, n), dtype=torch.float32, device=x.device) if split > 1 else out
+    cnt = _counters(x.device, cols) if split > 1 else out
+    _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
+                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
+                                  num_warps=warps, num_stages=stages, **_pdl(x))
+
+
+def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv, pairs=None,
+             block_k=None, warps=4, stages=3):
     """One-row decode: q_out (1,HQ,D) <- rope(h @ Wq.T); cache[slot] <- rope(h @ Wk.T),
     h @ Wv.T, the slot from block_table[0] at positions[0] (gemv + rope_store
     in one launch). Callers check gemv_ok(h, w) and k_cache.is_contiguous()."""
     half = cos.shape[1]
     k = h.shape[1]
-    _qkv_rope_kernel[((hq + 2 * hkv) * half,)](h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache,
-                                               k, w.stride(0), HQ=hq, HKV=hkv, HALF=half,
-                                               PAGE_SIZE=k_cache.shape[1],
-                                               BLOCK_K=min(2048, max(256, _pow2(k))), num_warps=8, num_stages=3)
+    pairs = pairs or QKV_ROPE_PAIRS
+    while half % pairs:
+        pairs //= 2
+    bk = block_k or min(1024, max(256, _pow2(k)))
+    _qkv_rope_kernel[((hq + 2 * hkv) * (half // pairs),)](h, w, positions, block_table, cos, sin, q_out, k_cache,
+                                                          v_cache, k, w.stride(0), HQ=hq, HKV=hkv, HALF=half,
+                                                          PAGE_SIZE=k_cache.shape[1], BLOCK_K=bk, PAIRS=pairs,
+                                                          num_warps=warps, num_stages=stages, **_pdl(h))
 
 
 def sample(logits, tok, lp, state=None, rows=None):
@@ -418,15 +608,15 @@ def sample(logits, tok, lp, state=None, rows=None):
     ix = torch.empty((b, chunks), dtype=torch.int32, device=logits.device)
     sm = torch.empty((b, chunks), dtype=torch.float32, device=logits.device)
     _sample_partial_kernel[(b, chunks)](logits, mx, ix, sm, v, logits.stride(0),
-                                        CHUNKS=chunks, BLOCK=block, num_warps=8)
+                                        CHUNKS=chunks, BLOCK=block, num_warps=8, **_pdl(logits))
     if state is None:
         _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, tok, lp, tok, tok, tok, tok, tok, v, 0,
-                                   CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=False, num_warps=1)
+                                   CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=False, num_warps=1, **_pdl(mx))
         return
     st = state
     _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, st.hist_tok, st.hist_lp, st.hist_ctr, st.ids,
                                st.positions, st.seq_lens, st.active, v, st.hist_tok.stride(0),
-                               CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=True, num_warps=1)
+                               CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=True, num_warps=1, **_pdl(mx))
 
 
 def rmsnorm(x, weight, out, eps):
@@ -436,7 +626,7 @@ def rmsnorm(x, weight, out, eps):
     block = _pow2(h)
     warps = max(1, min(16, block // 256))
     _rmsnorm_kernel[(n,)](x, weight, out, x.stride(0), out.stride(0), h, float(eps),
-                          BLOCK=block, num_warps=warps)
+                          BLOCK=block, num_warps=warps, **_pdl(x))
 
 
 def silu_and_mul(x, out):
@@ -445,7 +635,7 @@ def silu_and_mul(x, out):
         return
     block = min(1024, _pow2(d))
     _silu_mul_kernel[(n, triton.cdiv(d, block))](x, out, x.stride(0), out.stride(0), d,
-                                                 BLOCK=block, num_warps=4)
+                                                 BLOCK=block, num_warps=4, **_pdl(x))
 
 
 def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None,
@@ -464,10 +654,16 @@ def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv
                              k_cache, v_cache, qkv.stride(0), block_table.stride(0) if from_bt else 0,
                              PAGE_SIZE=k_cache.shape[1], FROM_BT=from_bt,
                              HQ=hq, HKV=hkv, HALF=half, D=2 * half, HQ_PAD=_pow2(hq), HKV_PAD=_pow2(hkv),
-                             HALF_PAD=_pow2(half), WRITE_KV=write, num_warps=4)
+                             HALF_PAD=_pow2(half), WRITE_KV=write, num_warps=4, **_pdl(qkv))
 
 
-def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
+# Paged-decode launch: programs per SM the split count aims for, KV
+# positions per tile, warps and pipeline stages.
+DECODE_TUNING = {"waves": 0.5, "block_n": None, "warps": 4, "stages": 2}
+
+
+def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out, tuning=None):
+    t = tuning or DECODE_TUNING
     b, hq, d = q.shape
     if b == 0:
         return
@@ -477,12 +673,16 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     progs = b * hkv
     block_d = max(16, _pow2(d))
     cap = max(2, min(64, 16384 // (_pow2(group) * block_d)))  # registers of the merge
-    splits = max(1, min(cap, -(-_sm_count(q.device) // (2 * progs)), -(-max_tokens // 64)))
-    block_n = 64 if block_d <= 64 else 32
+    want = int(math.ceil(_sm_count(q.device) * t["waves"] / progs))
+    splits = t.get("splits") or max(1, min(cap, want, -(-max_tokens // 64)))
+    # tiles of 128 positions when every SM already has a program (H200,
+    # batch 64: 15 us against 17.6 us with 64), else short tiles over
+    # more splits (batch 1: 4.3 us against 4.6 us)
+    block_n = t["block_n"] or (32 if block_d > 64 or progs < _sm_count(q.device) else 128)
     gpad = max(16, _pow2(group))
     common = dict(GROUP=group, GROUP_PAD=gpad, HEAD_DIM=d, BLOCK_D=block_d, PAGE_SIZE=ps,
                   BLOCK_N=block_n, NUM_SPLITS=splits, GROUP_P2=_pow2(group), SPLIT_PAD=_pow2(splits),
-                  num_warps=4, num_stages=2)
+                  num_warps=t["warps"], num_stages=t["stages"], **_pdl(q))
     ks, vs = k_cache.stride(), v_cache.stride()
     if splits == 1:
         _decode_kernel[(b, hkv, 1)](q, k_cache, v_cache, block_table, seq_lens, out, out, float(sm_scale),

@@ -113,10 +113,15 @@ class Model:
 
     @staticmethod
     def _mm(x, w):
-        """x @ w.T (one-row decode: the Triton GEMV, else cuBLAS)."""
+        """x @ w.T (decode: the Triton GEMV for one row, the split-K skinny
+        GEMM for 2..64 rows; else cuBLAS)."""
         if kernels.gemv_ok(x, w):
             out = torch.empty((1, w.shape[0]), dtype=x.dtype, device=x.device)
             kernels.gemv(x, w, out)
+            return out
+        if kernels.skinny_ok(x, w):
+            out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+            kernels.skinny(x, w, out)
             return out
         return torch.mm(x, w.t())
 
@@ -125,6 +130,8 @@ class Model:
         """x += a @ w.T in place (the residual add fused into the GEMM)."""
         if kernels.gemv_ok(a, w):
             kernels.gemv(a, w, x, add=True)
+        elif kernels.skinny_ok(a, w):
+            kernels.skinny(a, w, x, add=True)
         else:
             x.addmm_(a, w.t())
 

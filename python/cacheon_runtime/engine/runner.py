@@ -83,6 +83,13 @@ def _finite(v, bad):
     return v if math.isfinite(v) else bad
 
 
+def _finite_list(vals, bad):
+    """vals, with non-finite entries replaced by bad (a copy only when needed)."""
+    if all(map(math.isfinite, vals)):
+        return vals
+    return [_finite(x, bad) for x in vals]
+
+
 class Engine:
     def __init__(self, req):
         arena = field(req, "arena", dict)
@@ -311,7 +318,7 @@ class Engine:
                     if r.pages:
                         self.pool.release(r.pages)
                         r.pages = []
-        return {"results": [{"rid": r.rid, "tokens": r.tokens, "logprobs": [_finite(x, BAD_LOGPROB) for x in r.logprobs]}
+        return {"results": [{"rid": r.rid, "tokens": r.tokens, "logprobs": _finite_list(r.logprobs, BAD_LOGPROB)}
                             for r in reqs],
                 "steps": dict(self.steps)}
 
@@ -320,6 +327,7 @@ class Engine:
         self.steps = {"prefill": 0, "decode": 0}
         pending = sorted((r for r in reqs if r.max_new > 0), key=lambda r: (r.arrival, r.index))
         running, events = [], []
+        rows = None  # the batch composition of the decode steps, a fresh list when it changes
         self._hist_n = 0
         st.hist_ctr.zero_()
         step, dirty, pf = 0, False, None
@@ -363,7 +371,9 @@ class Engine:
                 self._compose(running, nrows, pf)
                 dirty, pf = False, None
             self._decode(nrows, bucket)
-            events.append(("dec", list(running), self._hist_n))
+            if rows != running:  # identity per element: the same requests in the same order
+                rows = list(running)
+            events.append(("dec", rows, self._hist_n))
             self._hist_n += 1
             step += 1
             for r in running:
@@ -418,22 +428,31 @@ class Engine:
             self.timer.host_add("decode", time.perf_counter() - t0)
 
     def _flush(self, events):
-        """Read the history ring and prefill tokens back and hand them out."""
+        """Read the history ring and prefill tokens back and hand them out
+        (runs of decode steps over one batch composition go column-wise)."""
         st = self.st
         n = self._hist_n
         toks = st.hist_tok[:n].tolist() if n else []
         lps = st.hist_lp[:n].tolist() if n else []
-        for ev in events:
+        k = 0
+        while k < len(events):
+            ev = events[k]
             if ev[0] == "pf":
-                _k, reqs, tok, lp = ev
+                _kind, reqs, tok, lp = ev
                 for r, t, l in zip(reqs, tok.tolist(), lp.tolist()):
                     r.tokens.append(t)
                     r.logprobs.append(l)
-            else:
-                _k, rows, h = ev
-                for i, r in enumerate(rows):
-                    r.tokens.append(toks[h][i])
-                    r.logprobs.append(lps[h][i])
+                k += 1
+                continue
+            rows, h0 = ev[1], ev[2]
+            e = k + 1
+            while e < len(events) and events[e][0] == "dec" and events[e][1] is rows and events[e][2] == h0 + (e - k):
+                e += 1
+            h1 = h0 + (e - k)
+            for r, tcol, lcol in zip(rows, zip(*toks[h0:h1]), zip(*lps[h0:h1])):
+                r.tokens.extend(tcol)
+                r.logprobs.extend(lcol)
+            k = e
         events.clear()
         self._hist_n = 0
         st.hist_ctr.zero_()
@@ -475,7 +494,7 @@ class Engine:
                     for p in pages:
                         self.pool.release(p)
         self.timer.collect()
-        return {"nll": [[_finite(x, BAD_NLL) for x in o] for o in out]}
+        return {"nll": [_finite_list(o, BAD_NLL) for o in out]}
 
     def _score_group(self, items, pages, outs):
         parts = [[] for _ in items]

@@ -1,0 +1,261 @@
+"""Kernel-level profile of the arena runtime (a developer aid, not part of
+the runtime and never believed by Go). Builds the engine in this process
+from an arena file, runs warm-up waves, then profiles one wave with
+torch.profiler and prints the kernels that take the device's time, for the
+whole wave and for a prefill-only wave (max_new_tokens = 1):
+
+    python3 python/bench/profile_kernels.py arenas/h200-dense-1b.toml --batch 64
+
+The decode share is the whole wave minus the prefill-only wave. Graphs are
+off (profiling launches eagerly); kernel durations are the same as under
+graph replay, launch gaps are not.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from cacheon_runtime.engine import kernels, runner  # noqa: E402
+
+
+def load_arena(path):
+    import tomllib
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def wave(batch, prompt, new, seed, vocab):
+    g = torch.Generator().manual_seed(seed)
+    return {"requests": [{"rid": "r%d" % i, "prompt": torch.randint(1, min(1000, vocab), (prompt,), generator=g).tolist(),
+                          "max_new_tokens": new, "ignore_eos": True} for i in range(batch)]}
+
+
+def table(prof, rows):
+    ka = prof.key_averages()
+    key = "self_device_time_total" if hasattr(ka[0], "self_device_time_total") else "self_cuda_time_total"
+    evs = sorted((e for e in ka if getattr(e, key, 0) > 0), key=lambda e: -getattr(e, key))
+    total = sum(getattr(e, key) for e in evs)
+    print("  device total %.2f ms" % (total / 1e3))
+    for e in evs[:rows]:
+        t = getattr(e, key)
+        print("  %6.2f%% %9.3f ms %6d  %s" % (100 * t / total, t / 1e3, e.count, e.key[:110]))
+
+
+def timed(eng, w, reps=3):
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        out = eng.generate(w)
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t)
+    return sorted(ts)[len(ts) // 2], out
+
+
+def ab(arena, batches, prompt, new):
+    """Graphs on; time the stock kernels with programmatic dependent launch
+    and the skinny GEMM switched on and off, each variant in a fresh engine."""
+    v = int(arena["model"]["vocab_size"])
+    first, steps = {}, {}
+    for name, pdl, skinny in VARIANTS:
+        kernels.PDL, kernels.SKINNY = pdl, skinny
+        try:
+            eng = runner.Engine({"arena": arena, "graphs": True})
+            for b in batches:
+                full, pre = wave(b, prompt, new, 1, v), wave(b, prompt, 1, 1, v)
+                for w in (full, pre):
+                    eng.generate(w)
+                tw, out = timed(eng, full, 5)
+                tp, _ = timed(eng, pre, 5)
+                toks = [r["tokens"] for r in out["results"]]
+                same = first.setdefault(b, toks)
+                agree = sum(x == y for a, c in zip(toks, same) for x, y in zip(a, c)) / sum(len(a) for a in toks)
+                steps.setdefault(b, (tw - tp) / (new - 1) * 1e3)
+                print("%-11s batch %2d: wave %7.1f ms (%6.0f tok/s), prefill-only %5.1f ms, decode %.3f ms/step,"
+                      " tokens equal to the first variant %.1f%%"
+                      % (name, b, tw * 1e3, b * new / tw, tp * 1e3, (tw - tp) / (new - 1) * 1e3, 100 * agree))
+                sys.stdout.flush()
+            del eng
+            torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001
+            print("%s failed: %s: %s" % (name, type(e).__name__, str(e)[:300]))
+    kernels.PDL, kernels.SKINNY = True, True
+    return steps
+
+
+# (name, programmatic dependent launch, skinny GEMM); the first is the default.
+VARIANTS = (("pdl+skinny", True, True), ("neither", False, False))
+
+
+def device_by_kind(prof, m):
+    """Device microseconds by (region, part) of one profiled run: Triton
+    kernels by name, cuBLAS GEMMs by their weight shape (aten ops' self
+    device time, so nothing counts twice), copies and the rest as other."""
+    hq, hkv, d, h, inter, vocab = (int(m[k]) for k in ("num_heads", "num_kv_heads", "head_dim", "hidden_size",
+                                                          "intermediate_size", "vocab_size"))
+    names = {"_rmsnorm_kernel": ("norm", "norm.rmsnorm"), "_silu_mul_kernel": ("mlp", "activation.silu_and_mul"),
+             "_decode_kernel": ("attention", "attention.decode"), "_rope_store_kernel": ("attention", "rope"),
+             "_qkv_rope_kernel": ("attention", "qkv+rope"), "_sample_partial_kernel": ("sampling", "greedy"),
+             "_sample_final_kernel": ("sampling", "greedy"), "_gemv_kernel": ("?", "gemv"),
+             "_skinny_kernel": ("?", "skinny")}
+    out = {}
+    for e in prof.key_averages(group_by_input_shape=True):
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = e.self_cuda_time_total
+        if t <= 0:
+            continue
+        key = e.key
+        if key in names:
+            kind = names[key]
+        elif key in ("aten::mm", "aten::addmm_", "aten::addmm"):
+            shp = [x for x in (e.input_shapes or []) if x]
+            n = shp[-1][-1] if shp else -1
+            k = shp[-1][0] if shp else -1
+            if n == (hq + 2 * hkv) * d:
+                kind = ("attention", "qkv projection")
+            elif n == h and k == hq * d:
+                kind = ("attention", "o projection")
+            elif n == 2 * inter:
+                kind = ("mlp", "gate_up projection")
+            elif k == inter:
+                kind = ("mlp", "down projection")
+            elif n == vocab:
+                kind = ("sampling", "lm_head")
+            else:
+                kind = ("other", "gemm %s" % (shp,))
+        elif key.startswith("aten::") and ("attention" in key or "sdpa" in key):
+            kind = ("attention", "attention.sdpa")
+        elif key.startswith("aten::") or key.startswith("Memcpy") or key.startswith("Memset"):
+            kind = ("other", key)
+        else:
+            continue
+        out[kind] = out.get(kind, 0.0) + t
+    return out
+
+
+def split_report(arena, batch, prompt, new, step_ms):
+    """Profile a whole wave and a prefill-only wave with cuBLAS for every
+    GEMM (so each can be told apart by shape) and print the decode step's
+    device time by region and part, and each slot's share of the step."""
+    kernels.SKINNY, kernels.GEMV = False, False
+    v = int(arena["model"]["vocab_size"])
+    eng = runner.Engine({"arena": arena, "graphs": False})
+    full, pre = wave(batch, prompt, new, 1, v), wave(batch, prompt, 1, 1, v)
+    for w in (full, pre):
+        eng.generate(w)
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    res = {}
+    for name, w in (("full", full), ("pre", pre)):
+        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+            eng.generate(w)
+            torch.cuda.synchronize()
+        res[name] = device_by_kind(prof, arena["model"])
+    steps = new - 1
+    dec = {k: (res["full"].get(k, 0.0) - res["pre"].get(k, 0.0)) / steps / 1e3 for k in res["full"]}
+    dec = {k: x for k, x in dec.items() if x > 0.0005}
+    total = sum(dec.values())
+    print("decode step, batch %d: %.3f ms of kernels (eager, cuBLAS GEMMs) against %.3f ms host-timed "
+          "with graphs (stock kernels); launch gaps and host %.3f ms" % (batch, total, step_ms, step_ms - total))
+    regions = {}
+    for (r, part), x in dec.items():
+        regions.setdefault(r, []).append((part, x))
+    for r, parts in sorted(regions.items(), key=lambda kv: -sum(x for _p, x in kv[1])):
+        rt = sum(x for _p, x in parts)
+        detail = ", ".join("%s %.1f%%" % (p_, 100 * x / total) for p_, x in sorted(parts, key=lambda px: -px[1])[:6])
+        print("  %-9s %5.1f%%  %.3f ms  (%s)" % (r, 100 * rt / total, rt, detail))
+    slots = {}
+    for (_r, part), x in dec.items():
+        if part.startswith(("norm.", "activation.", "attention.", "moe.")):
+            slots[part] = slots.get(part, 0.0) + x
+    print("  slot share of the step: " + ", ".join("%s %.1f%%" % (k, 100 * x / total)
+                                                   for k, x in sorted(slots.items(), key=lambda kv: -kv[1])))
+    kernels.SKINNY, kernels.GEMV = True, True
+    del eng
+    torch.cuda.empty_cache()
+
+
+def host_profile(arena, batch, prompt):
+    """Where the host's time goes in a prefill-only wave (graphs on): the
+    functions with the most cumulative time."""
+    import cProfile
+    import pstats
+    v = int(arena["model"]["vocab_size"])
+    eng = runner.Engine({"arena": arena, "graphs": True})
+    pre = wave(batch, prompt, 1, 1, v)
+    for _ in range(3):
+        eng.generate(pre)
+    torch.cuda.synchronize()
+    t, _ = timed(eng, pre, 5)
+    print("prefill-only wave, batch %d x %d tokens: %.2f ms (median of 5)" % (batch, prompt, t * 1e3))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(5):
+        eng.generate(pre)
+    torch.cuda.synchronize()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("arena")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--rows", type=int, default=25)
+    ap.add_argument("--graphs", action="store_true", help="time (not profile) with graphs on as well")
+    ap.add_argument("--ab", default="", help="comma-separated batch sizes: A/B the PDL and skinny-GEMM switches")
+    ap.add_argument("--split", default="", help="comma-separated batch sizes: decode-step split by region and slot")
+    ap.add_argument("--host", type=int, default=0, metavar="BATCH",
+                    help="cProfile the host side of a prefill-only wave at this batch size (graphs on)")
+    a = ap.parse_args()
+    arena = load_arena(a.arena)
+    if a.host:
+        host_profile(arena, a.host, a.prompt)
+        return
+    if a.ab:
+        steps = ab(arena, [int(x) for x in a.ab.split(",")], a.prompt, a.new)
+        for b in [int(x) for x in a.split.split(",")] if a.split else []:
+            split_report(arena, b, a.prompt, a.new, steps.get(b, 0.0))
+        return
+    for graphs in ([False, True] if a.graphs else [False]):
+        eng = runner.Engine({"arena": arena, "graphs": graphs})
+        v = int(arena["model"]["vocab_size"])
+        full, pre = wave(a.batch, a.prompt, a.new, 1, v), wave(a.batch, a.prompt, 1, 1, v)
+        for w in (full, pre, full):
+            eng.generate(w)
+        torch.cuda.synchronize()
+        times = {}
+        for name, w in (("wave", full), ("prefill-only", pre)):
+            ts = []
+            for _ in range(3):
+                t = time.perf_counter()
+                eng.generate(w)
+                torch.cuda.synchronize()
+                ts.append(time.perf_counter() - t)
+            times[name] = sorted(ts)[1]
+        dec = times["wave"] - times["prefill-only"]
+        steps = a.new - 1
+        print("graphs=%s batch=%d: wave %.1f ms, prefill-only %.1f ms, decode %.3f ms/step, %.0f tok/s whole wave"
+              % (graphs, a.batch, times["wave"] * 1e3, times["prefill-only"] * 1e3, dec / steps * 1e3,
+                 a.batch * a.new / times["wave"]))
+        if graphs:
+            continue
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        for name, w in (("prefill-only wave", pre), ("whole wave", full)):
+            with torch.profiler.profile(activities=acts) as prof:
+                eng.generate(w)
+                torch.cuda.synchronize()
+            print("%s (eager):" % name)
+            table(prof, a.rows)
+        del eng
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
