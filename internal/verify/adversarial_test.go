@@ -98,6 +98,11 @@ func adversarialCases() []adversarialCase {
 
 		// Collectives.
 		{name: "all_reduce_local_only", verify: firstCall + `, output out: matched_ratio ratio below minimum`},
+		// Terminal selection: rank 1 raises while rank 0 waits in the
+		// all_reduce; the failure must stop every rank at once and be
+		// blamed on rank 1 (waiting for rank 0 would end in its timeout).
+		{name: "raises_on_rank1", timeout: 20 * time.Second,
+			verify: `first call, rank 1: candidate raised RuntimeError: deliberate failure on rank 1 only; all 2 ranks stopped \(no rank-local fallback\)`},
 
 		// Runaway candidates.
 		{name: "infinite_loop", timeout: 5 * time.Second, verify: `rank 0: timeout: worker did not answer within`},

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -131,23 +132,31 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 			}
 		}
 		for i, pc := range batch {
-			replies := make([]*worker.RunReply, len(clients))
-			for r, c := range clients {
-				rctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
-				rep, err := c.ReceiveRun(rctx, ids[i][r])
-				cancel()
-				if err != nil {
-					reason, infra := failureReason(err, c.Stderr())
-					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
-					if infra {
-						st.infra(reason)
-					} else {
-						st.fail(reason)
+			replies, r, err := receiveRanks(ctx, clients, ids[i], o.CallTimeout)
+			if err != nil {
+				var reason string
+				infra := false
+				var ce *rankCallError
+				if errors.As(err, &ce) {
+					label := fmt.Sprintf("call %d", ce.call)
+					if ce.call >= 0 && ce.call < len(pc.calls) {
+						label = pc.calls[ce.call].label
 					}
-					st.row.Stderr = tail(c.Stderr())
-					return torch
+					reason = fmt.Sprintf("%s, %s, rank %d: candidate raised %s: %s", pc.label, label, r, ce.f.Type, oneLine(ce.f.Message))
+				} else {
+					reason, infra = failureReason(err, clients[r].Stderr())
+					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
 				}
-				replies[r] = rep
+				if len(clients) > 1 {
+					reason += fmt.Sprintf("; all %d ranks stopped (no rank-local fallback)", len(clients))
+				}
+				if infra {
+					st.infra(reason)
+				} else {
+					st.fail(reason)
+				}
+				st.row.Stderr = tail(clients[r].Stderr())
+				return torch
 			}
 			gradeCase(pc, replies, spec, o, st)
 			if st.failed {
@@ -197,6 +206,72 @@ func initGroup(ctx context.Context, clients []*worker.Client, o Options) (reason
 		}
 	}
 	return "", false
+}
+
+// rankCallError is a rank's reply that reports the candidate raising in
+// one of its calls.
+type rankCallError struct {
+	call int
+	f    *worker.Failure
+}
+
+func (e *rankCallError) Error() string {
+	return fmt.Sprintf("call %d: candidate raised %s: %s", e.call, e.f.Type, e.f.Message)
+}
+
+// receiveRanks waits for every rank's reply to its request at once. With
+// several ranks, once all of them have selected the candidate a failure
+// anywhere is terminal: the first rank to fail (the candidate raising, an
+// error reply, death, its own timeout) ends the call on every rank, the
+// others are killed rather than left blocked in a collective the failed
+// rank never joins, and that rank and its error (*rankCallError when the
+// candidate raised) are returned. A rank killed that way reports nothing.
+// One rank's replies are returned as they are, for grading in order.
+func receiveRanks(ctx context.Context, clients []*worker.Client, ids []string, timeout time.Duration) ([]*worker.RunReply, int, error) {
+	type result struct {
+		rank int
+		rep  *worker.RunReply
+		err  error
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ch := make(chan result, len(clients))
+	for r, c := range clients {
+		go func() {
+			rep, err := c.ReceiveRun(rctx, ids[r])
+			ch <- result{r, rep, err}
+		}()
+	}
+	replies := make([]*worker.RunReply, len(clients))
+	failed := -1
+	var ferr error
+	for range clients {
+		res := <-ch
+		if res.err == nil && len(clients) > 1 {
+			for _, cf := range res.rep.Calls {
+				if cf.Error != nil {
+					res.err = &rankCallError{call: cf.Call, f: cf.Error}
+					break
+				}
+			}
+		}
+		if res.err == nil {
+			replies[res.rank] = res.rep
+			continue
+		}
+		if failed < 0 {
+			failed, ferr = res.rank, res.err
+			for r, c := range clients {
+				if r != res.rank {
+					c.Kill()
+				}
+			}
+		}
+	}
+	if failed >= 0 {
+		return nil, failed, ferr
+	}
+	return replies, 0, nil
 }
 
 // freePort asks the kernel for an unused loopback TCP port. The ranks run
