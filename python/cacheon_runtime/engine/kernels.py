@@ -495,15 +495,26 @@ PDL = True
 _PDL_OK = {}
 
 
+def _triton_has_pdl():
+    """Whether this Triton can launch with PDL (gdc_* and launch_pdl came together)."""
+    try:
+        from triton.language.extra import cuda as tl_cuda
+    except Exception:  # noqa: BLE001 - an older or non-CUDA Triton
+        return False
+    return hasattr(tl_cuda, "gdc_wait") and hasattr(tl_cuda, "gdc_launch_dependents")
+
+
 def _pdl(t):
-    """Launch options: GDC and launch_pdl together, on sm90+ CUDA only."""
+    """Launch options: GDC and launch_pdl together on sm90+ CUDA with a
+    Triton that has them; GDC=False alone (no launch_pdl keyword an older
+    Triton would refuse) everywhere else."""
     ok = False
     if PDL and t.is_cuda:
         i = t.device.index if t.device.index is not None else torch.cuda.current_device()
         ok = _PDL_OK.get(i)
         if ok is None:
-            ok = _PDL_OK[i] = torch.cuda.get_device_capability(i)[0] >= 9
-    return {"GDC": ok, "launch_pdl": ok}
+            ok = _PDL_OK[i] = torch.cuda.get_device_capability(i)[0] >= 9 and _triton_has_pdl()
+    return {"GDC": True, "launch_pdl": True} if ok else {"GDC": False}
 
 
 def _pow2(n):
