@@ -104,9 +104,8 @@ def str_list(req, key, required=False):
 
 
 def int_list(v, what):
-    """Check that v is a list of non-negative ints."""
-    if not isinstance(v, list) or not all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+    """Check that v is a list of non-negative ints (exactly int: no bools)."""
+    if not isinstance(v, list) or (v and (not set(map(type, v)) <= {int} or min(v) < 0)):
         raise bad("%s must be a list of non-negative integers" % what)
     return v
 

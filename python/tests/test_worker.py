@@ -830,3 +830,15 @@ class CudaWorkerTest(CpuWorkerTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IntListTest(unittest.TestCase):
+    """wire.int_list: token lists from JSON requests."""
+
+    def test_cases(self):
+        from cacheon_runtime import wire
+        for v in ([], [0], [0, 1, 2], [5] * 1000):
+            self.assertIs(wire.int_list(v, "v"), v)
+        for v in ([1, True], [False], [1, -1], [1, 2.0], [None], [[1]], "x", None, (1, 2)):
+            with self.assertRaises(wire.Failure, msg=repr(v)):
+                wire.int_list(v, "v")

@@ -219,27 +219,41 @@ class Engine:
             dst.copy_(t)
 
     def _dev(self, values, dtype=torch.long):
-        t = torch.tensor(values, dtype=dtype)
+        return self._to_dev(torch.tensor(values, dtype=dtype))
+
+    def _to_dev(self, t):
+        """A host tensor on the engine's device (pinned, asynchronous on CUDA)."""
         if self.cuda:
             return t.pin_memory().to(self.device, non_blocking=True)
         return t
 
     # -- prefill -------------------------------------------------------------
 
-    def _slot(self, pages, p):
-        ps = self.ecfg.page_size
-        return pages[p // ps] * ps + p % ps
-
     def _forwards(self, seqs):
         """Pack prompt chunks of seqs [(tokens, pages)] into forwards of at
         most prefill_chunk tokens; yields (x, segs) with segs
-        [(j, start, length, flat_offset)] after running each forward."""
+        [(j, start, length, flat_offset)] after running each forward. Ids,
+        positions and cache slots are built with tensor ops and go to the
+        device in one copy."""
         done = [0] * len(seqs)
-        chunk = self.ecfg.prefill_chunk
+        chunk, ps = self.ecfg.prefill_chunk, self.ecfg.page_size
+        host = {}
+
+        def parts(j):
+            if j not in host:
+                toks, pages = seqs[j]
+                host[j] = (torch.tensor(toks, dtype=torch.long), torch.tensor(pages, dtype=torch.long))
+            return host[j]
+
+        def slots_of(pages, lo, hi):
+            p = torch.arange(lo, hi, dtype=torch.long)
+            return pages[torch.div(p, ps, rounding_mode="floor")] * ps + torch.remainder(p, ps)
+
         while any(done[j] < len(s[0]) for j, s in enumerate(seqs)):
             budget = chunk
             segs, ids, pos, slots, msegs = [], [], [], [], []
-            for j, (toks, pages) in enumerate(seqs):
+            off = 0
+            for j, (toks, _pages) in enumerate(seqs):
                 rem = len(toks) - done[j]
                 if rem <= 0:
                     continue
@@ -247,16 +261,18 @@ class Engine:
                     break
                 t = min(rem, budget)
                 s0 = done[j]
-                off = len(ids)
-                ids.extend(toks[s0:s0 + t])
-                pos.extend(range(s0, s0 + t))
-                slots.extend(self._slot(pages, p) for p in range(s0, s0 + t))
-                gather = self._dev([self._slot(pages, p) for p in range(s0 + t)]) if s0 else None
+                tt, pt = parts(j)
+                ids.append(tt[s0:s0 + t])
+                pos.append(torch.arange(s0, s0 + t, dtype=torch.long))
+                slots.append(slots_of(pt, s0, s0 + t))
+                gather = self._to_dev(slots_of(pt, 0, s0 + t)) if s0 else None
                 msegs.append((off, t, s0, gather))
                 segs.append((j, s0, t, off))
+                off += t
                 done[j] += t
                 budget -= t
-            b = PrefillBatch(self._dev(ids), self._dev(pos), self._dev(slots), msegs)
+            packed = self._to_dev(torch.stack([torch.cat(ids), torch.cat(pos), torch.cat(slots)]))
+            b = PrefillBatch(packed[0], packed[1], packed[2], msegs)
             self.steps["prefill"] += 1
             t0 = time.perf_counter()
             with self.timer.region("step"):
@@ -303,7 +319,7 @@ class Engine:
         for r in reqs:
             if not r.prompt:
                 raise bad("request %s has an empty prompt" % r.rid)
-            if any(t >= v for t in r.prompt):
+            if max(r.prompt) >= v:
                 raise bad("request %s has a token outside the vocabulary (%d)" % (r.rid, v))
             if len(r.prompt) + r.max_new > limit:
                 raise bad("request %s needs %d positions; the engine holds %d"
@@ -472,7 +488,7 @@ class Engine:
             k = froms[j] if froms is not None else 1
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise bad("from[%d] must be an integer >= 1" % j)
-            if any(t >= v for t in s):
+            if s and max(s) >= v:
                 raise bad("sequences[%d] has a token outside the vocabulary (%d)" % (j, v))
             if len(s) > limit or -(-len(s) // ps) > self.pool.total:
                 raise bad("sequences[%d] is longer than the engine holds" % j)
