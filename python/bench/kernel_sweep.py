@@ -98,7 +98,7 @@ def sweep_gemm(m, prior=None):
                 c2 = cfg[:4] + (st,)
                 try_time("skinny %s" % (c2,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add, config=c2)
                                                for o, w in zip(outs, ws)], res)
-        auto = kernels.skinny_config(m, n, k, torch.cuda.get_device_properties(DEV).multi_processor_count)
+        auto = kernels.skinny_config(n, k)
         try_time("skinny auto %s" % (auto,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add)
                                               for o, w in zip(outs, ws)], res)
         found[name] = [eval(r[0].split(" ", 1)[1]) for r in sorted(  # noqa: S307

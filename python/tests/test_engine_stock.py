@@ -148,3 +148,24 @@ class UniformPrefill(unittest.TestCase):
                 ref = torch.empty(t, hq, d)
                 stock.attention(q[i], k[i], v[i], ref, 0.25, True)
                 self.assertTrue(torch.allclose(out[i], ref, atol=1e-5, rtol=1e-5), (hq, hkv, i))
+
+
+class DecodeGemmChoice(unittest.TestCase):
+    """The decode GEMM routing: Triton paths only for CUDA 16-bit tensors,
+    and the sweep-derived launch table for the Llama-1B shapes."""
+
+    def test_cpu_never_takes_triton(self):
+        from cacheon_runtime.engine import kernels
+        for m in (1, 2, 64):
+            x = torch.randn(m, 2048, dtype=torch.bfloat16)
+            w = torch.randn(3072, 2048, dtype=torch.bfloat16)
+            self.assertFalse(kernels.gemv_ok(x, w))
+            self.assertFalse(kernels.skinny_ok(x, w))
+
+    def test_skinny_table(self):
+        from cacheon_runtime.engine import kernels
+        cases = {(3072, 2048): (32, 256, 1, 4, 4), (2048, 2048): (32, 256, 2, 4, 4),
+                 (16384, 2048): (64, 128, 1, 4, 3), (2048, 8192): (64, 128, 4, 4, 5),
+                 (6144, 4096): (64, 128, 2, 4, 5), (4096, 65536): (64, 128, 8, 4, 5)}
+        for (n, k), want in cases.items():
+            self.assertEqual(kernels.skinny_config(n, k), want, "n=%d k=%d" % (n, k))

@@ -562,8 +562,8 @@ def skinny_ok(x, w):
             and w.dtype == x.dtype and w.shape[1] % 16 == 0 and w.shape[1] >= 256)
 
 
-def skinny_config(m, n, k, sms):
-    """(block_n, block_k, split, warps, stages) for an (m x k) @ (k x n)
+def skinny_config(n, k):
+    """(block_n, block_k, split, warps, stages) for a (rows x k) @ (k x n)
     decode GEMM, from an H200 sweep at the Llama-1B shapes, 16-64 rows
     (python/bench/kernel_sweep.py): wide outputs stream whole 64-column
     blocks; deep K splits in four; the rest uses 32-column blocks."""
@@ -578,7 +578,7 @@ def skinny(x, w, out, add=False, config=None):
     """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok)."""
     m, k = x.shape
     n = w.shape[0]
-    bn, bk, split, warps, stages = config or skinny_config(m, n, k, _sm_count(x.device))
+    bn, bk, split, warps, stages = config or skinny_config(n, k)
     m_pad = max(16, _pow2(m))
     # shared memory of the pipeline's stages
     while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
@@ -688,7 +688,7 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out, 
     splits = t.get("splits") or max(1, min(cap, want, -(-max_tokens // 64)))
     # tiles of 128 positions when every SM already has a program (H200,
     # batch 64: 15 us against 17.6 us with 64), else short tiles over
-    # more splits (batch 1: 4.3 us against 4.6 us)
+    # more splits (batch 1: 4.3 us against over 4.8 us)
     block_n = t["block_n"] or (32 if block_d > 64 or progs < _sm_count(q.device) else 128)
     gpad = max(16, _pow2(group))
     common = dict(GROUP=group, GROUP_PAD=gpad, HEAD_DIM=d, BLOCK_D=block_d, PAGE_SIZE=ps,
