@@ -42,7 +42,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		}
 	}()
 	env := []string{
-		"NCCL_NVLS_ENABLE=0", "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+		"NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
 		"TRITON_CACHE_DIR=" + filepath.Join(jobRoot, "triton-cache"),
 		"HOME=" + jobRoot, "TMPDIR=" + jobRoot, "OMP_NUM_THREADS=2",
 	}

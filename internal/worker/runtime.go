@@ -155,7 +155,7 @@ func StartCmd(argv, env []string, dir string, prep func(*exec.Cmd) error) (*CmdP
 		return nil, errors.New("empty command")
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(minimalEnv(), env...)
+	cmd.Env = workerEnv(env)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if prep != nil {
@@ -192,15 +192,37 @@ func StartCmd(argv, env []string, dir string, prep func(*exec.Cmd) error) (*CmdP
 }
 
 // minimalEnv is the environment every worker starts from: nothing of the
-// validator's own environment leaks except what a Python needs to run.
+// validator's own environment leaks except what a Python needs to run, and
+// NVLink multicast is off in NCCL, PyTorch and NVSHMEM whatever the host
+// says (a process that uses it can put shared GPUs out of service).
 func minimalEnv() []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent"}
-	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE"} {
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
-	return env
+	return append(env, "NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1")
+}
+
+// workerEnv is minimalEnv with extra appended, one entry per name, the
+// last value of a name winning. (A raw exec with duplicate names leaves the
+// choice to the reader: glibc's getenv and Python's os.environ both take
+// the first.)
+func workerEnv(extra []string) []string {
+	all := append(minimalEnv(), extra...)
+	at := make(map[string]int, len(all))
+	out := make([]string, 0, len(all))
+	for _, kv := range all {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := at[k]; ok {
+			out[i] = kv
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
 }
 
 // Stdin implements Process.

@@ -28,7 +28,7 @@ func (s *SandboxStarter) Start(ctx context.Context, argv, env []string, dir stri
 	p := s.Base
 	p.Dir = dir
 	p.ReadWrite = append(append([]string(nil), s.Base.ReadWrite...), dir)
-	p.Env = append(minimalEnv(), env...)
+	p.Env = workerEnv(env)
 	cmd, err := sandbox.Command(ctx, p, argv[0], argv[1:]...)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)

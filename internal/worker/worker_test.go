@@ -166,3 +166,23 @@ func TestReplyAtMarksArrivalBeforeDecoding(t *testing.T) {
 		t.Fatalf("ReplyAt %v is not within [send+250ms, return] = [%v, %v]", at.Sub(sent), 250*time.Millisecond, done.Sub(sent))
 	}
 }
+
+func TestWorkerEnv(t *testing.T) {
+	t.Setenv("NCCL_NVLS_ENABLE", "1") // the host's value never reaches a worker
+	env := workerEnv([]string{"HOME=/job", "X=1", "X=2", "NCCL_CUMEM_ENABLE=0"})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Errorf("%s appears twice in %q", k, env)
+		}
+		got[k] = v
+	}
+	want := map[string]string{"HOME": "/job", "X": "2", "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0",
+		"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1", "LANG": "C.UTF-8"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (env %q)", k, got[k], v, env)
+		}
+	}
+}
