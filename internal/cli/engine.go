@@ -545,6 +545,10 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	if len(b.RuntimeProfile) > 0 {
 		fmt.Fprintf(w, "\nruntime self-reported profile (untrusted, diagnostic only; graphs off while profiling):\n")
 		printProfile(w, b.RuntimeProfile)
+		if r.Device == "cuda" {
+			fmt.Fprintf(w, "  (on CUDA an eager step is bound by kernel launches, so this split mostly times the host;\n"+
+				"   python/bench/profile_kernels.py --split gives the kernel time of a decode step by region and slot)\n")
+		}
 	}
 	if len(r.Audit) > 0 {
 		fmt.Fprintln(w)
