@@ -20,7 +20,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--new", type=int, default=256)
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=5, help="timed runs after one warm-up; the median is reported")
     a = ap.parse_args()
     cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
                       num_key_value_heads=8, head_dim=64, intermediate_size=8192, rms_norm_eps=1e-5,
