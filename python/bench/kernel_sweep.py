@@ -133,10 +133,10 @@ def sweep_attn(b):
     outs = [torch.empty(b, hq, d, device=DEV, dtype=BF) for _ in range(LAYERS)]
     nbytes = int(lens.sum()) * hkv * d * 2 * 2
     res = []
-    for splits, bn, stages, warps in itertools.product([2, 4, 8, 12, 16] if b == 1 else [1, 2, 3, 4],
-                                                       [32, 64, 128], [2, 3] if b == 1 else [2, 3, 4], [4]):
-        if b == 1 and splits < 2:
-            continue
+    for splits, bn, stages, warps in itertools.product([2, 4, 8, 9, 12, 16] if b == 1 else [1, 2, 3, 4],
+                                                       [32, 64, 128], [2, 3] if b == 1 else [2, 3, 4], [4, 8]):
+        if warps == 8 and (b == 1 or bn < 128):
+            continue  # eight warps only pay off on the largest tiles
         t = {"waves": 0.5, "block_n": bn, "warps": warps, "stages": stages, "splits": splits}
         try_time("decode %s" % (t,), [lambda o=o, kc=kc, vc=vc, t=t: kernels.attention_decode(q, kc, vc, bt, sl, 0.125, o, t)
                                       for o, kc, vc in zip(outs, kcs, vcs)], res)
