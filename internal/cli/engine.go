@@ -330,8 +330,9 @@ func (a *app) engineBenchCommand() *cobra.Command {
 		Short: "Time an arena's workload on the arena runtime (host-timed waves)",
 		Long: `bench runs the arena's workload: warm-up waves, then for every timed wave a
 prefill-only pass (max_new_tokens = 1) and the full wave, each timed on the
-host around its request. It prints per-wave and median tokens/s, the prefill
-and decode splits, and the slot counters. The scored rate of a read is the
+host from sending its request to having read the whole reply. It prints
+per-wave and median tokens/s, the prefill and decode splits, and the slot
+counters. The scored rate of a read is the
 median over timed waves of generated tokens per second.
 
 With --audit-every or --audit-share, sampled candidate calls are dumped
