@@ -332,8 +332,8 @@ func (a *app) engineBenchCommand() *cobra.Command {
 prefill-only pass (max_new_tokens = 1) and the full wave, each timed on the
 host from sending its request to having read the whole reply. It prints
 per-wave and median tokens/s, the prefill and decode splits, and the slot
-counters. The scored rate of a read is the
-median over timed waves of generated tokens per second.
+counters. The scored rate of a read is the median over timed waves of
+generated tokens per second.
 
 With --audit-every or --audit-share, sampled candidate calls are dumped
 (eagerly: graphs are off while auditing) and regraded in Go against the
