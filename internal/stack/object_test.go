@@ -273,3 +273,27 @@ func TestDecodeLenientReview(t *testing.T) {
 		})
 	}
 }
+
+func TestSourceSkip(t *testing.T) {
+	tests := []struct {
+		rel   string
+		isDir bool
+		skip  bool
+	}{
+		{".git", true, true},
+		{"a/__pycache__", true, true},
+		{"._meta", true, false}, // only files named "._*" are resource forks
+		{"src", true, false},
+		{"kernel.py", false, false},
+		{"a/kernel.pyc", false, true},
+		{"a/kernel.pyo", false, true},
+		{".pyc", false, false}, // no suffix: pathlib's rule
+		{"a/._kernel.py", false, true},
+		{"._meta/kernel.py", false, false},
+	}
+	for _, tt := range tests {
+		if got := stack.SourceSkip(tt.rel, tt.isDir); got != tt.skip {
+			t.Errorf("SourceSkip(%q, dir=%t) = %t, want %t", tt.rel, tt.isDir, got, tt.skip)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"cacheon/internal/bundle"
 	"cacheon/internal/canon"
 )
 
@@ -33,27 +34,15 @@ type FileEntry struct {
 }
 
 // SourceSkip is the skip rule for reviewed source trees: the same entries a
-// bundle's content hash leaves out (DESIGN.md §4) — any ".git" or
-// "__pycache__" component, names starting with "._", and ".pyc"/".pyo"
-// files.
+// bundle's content hash leaves out (bundle.Excluded, DESIGN.md §4). Walks
+// do not descend skipped directories, so a directory is judged by its own
+// name and a file by bundle's whole-path rule.
 func SourceSkip(rel string, isDir bool) bool {
-	name := rel[strings.LastIndexByte(rel, '/')+1:]
-	if name == ".git" || name == "__pycache__" {
-		return true
-	}
 	if isDir {
-		return false
+		name := rel[strings.LastIndexByte(rel, '/')+1:]
+		return name == ".git" || name == "__pycache__"
 	}
-	if strings.HasPrefix(name, "._") {
-		return true
-	}
-	if i := strings.LastIndexByte(name, '.'); i > 0 && i < len(name)-1 {
-		switch name[i:] {
-		case ".pyc", ".pyo":
-			return true
-		}
-	}
-	return false
+	return bundle.Excluded(rel)
 }
 
 // ScanTree lists the regular files under dir, hashing each one. skip, when

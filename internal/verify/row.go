@@ -53,6 +53,16 @@ func (s *rowState) infra(reason string) {
 	}
 }
 
+// failOrInfra records reason as an infrastructure failure when infra is
+// set (failureReason's verdict), else as the candidate's failure.
+func (s *rowState) failOrInfra(reason string, infra bool) {
+	if infra {
+		s.infra(reason)
+	} else {
+		s.fail(reason)
+	}
+}
+
 // verifyContext fields that offline verification cannot know; predicates on
 // them are the live binding's to decide.
 func unknownContext(device string) []string {

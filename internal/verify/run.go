@@ -77,11 +77,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 	}
 	if spec.Kind == slot.Collective {
 		if reason, infra := initGroup(ctx, clients, o); reason != "" {
-			if infra {
-				st.infra(reason)
-			} else {
-				st.fail(reason)
-			}
+			st.failOrInfra(reason, infra)
 			return torch
 		}
 	}
@@ -91,11 +87,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		cancel()
 		if err != nil {
 			reason, infra := failureReason(err, c.Stderr())
-			if infra {
-				st.infra(reason)
-			} else {
-				st.fail(reason)
-			}
+			st.failOrInfra(reason, infra)
 			st.row.Stderr = tail(c.Stderr())
 			return torch
 		}
@@ -121,11 +113,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				id, err := c.SendRun(pc.req[r])
 				if err != nil {
 					reason, infra := failureReason(err, c.Stderr())
-					if infra {
-						st.infra(reason)
-					} else {
-						st.fail(reason)
-					}
+					st.failOrInfra(reason, infra)
 					return torch
 				}
 				ids[i] = append(ids[i], id)
@@ -150,11 +138,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				if len(clients) > 1 {
 					reason += fmt.Sprintf("; all %d ranks stopped (no rank-local fallback)", len(clients))
 				}
-				if infra {
-					st.infra(reason)
-				} else {
-					st.fail(reason)
-				}
+				st.failOrInfra(reason, infra)
 				st.row.Stderr = tail(clients[r].Stderr())
 				return torch
 			}

@@ -51,15 +51,16 @@ def graph_us(calls, reps=20):
 def report(title, nbytes, results, top=5):
     results = sorted(results, key=lambda r: r[1])
     print("%s (%.1f MB):" % (title, nbytes / 1e6))
-    for name, us in results[:top]:
+    for name, us, _cfg in results[:top]:
         print("  %8.2f us %7.0f GB/s  %s" % (us, nbytes / us / 1e3, name))
     sys.stdout.flush()
     return results
 
 
-def try_time(name, calls, out):
+def try_time(name, calls, out, cfg=None):
+    """Append (name, microseconds per call, cfg) to out; say so if it fails."""
     try:
-        out.append((name, graph_us(calls)))
+        out.append((name, graph_us(calls), cfg))
     except Exception as e:  # noqa: BLE001
         print("  %s failed: %s" % (name, str(e).splitlines()[0][:120]))
 
@@ -90,19 +91,17 @@ def sweep_gemm(m, prior=None):
             cands.append((bn, bk, split, warps, 4))
         for cfg in prior[name] if prior else cands:
             try_time("skinny %s" % (cfg,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add, config=cfg)
-                                            for o, w in zip(outs, ws)], res)
-        best = sorted((r for r in res if r[0].startswith("skinny")), key=lambda r: r[1])[:3]
-        for bname, _us in [] if prior else best:
-            cfg = eval(bname.split(" ", 1)[1])  # noqa: S307 - our own tuple repr
+                                            for o, w in zip(outs, ws)], res, cfg)
+        best = sorted((r for r in res if r[2] is not None), key=lambda r: r[1])[:3]
+        for _name, _us, cfg in [] if prior else best:
             for st in (3, 5, 6):
                 c2 = cfg[:4] + (st,)
-                try_time("skinny %s" % (c2,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add, config=c2)
-                                               for o, w in zip(outs, ws)], res)
+                try_time("skinny %s" % (c2,), [lambda o=o, w=w, c2=c2: kernels.skinny(x, w, o, add=add, config=c2)
+                                               for o, w in zip(outs, ws)], res, c2)
         auto = kernels.skinny_config(n, k)
         try_time("skinny auto %s" % (auto,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add)
                                               for o, w in zip(outs, ws)], res)
-        found[name] = [eval(r[0].split(" ", 1)[1]) for r in sorted(  # noqa: S307
-            (r for r in res if r[0].startswith("skinny (")), key=lambda r: r[1])[:4]]
+        found[name] = [r[2] for r in sorted((r for r in res if r[2] is not None), key=lambda r: r[1])[:4]]
         report("gemm %s M=%d N=%d K=%d add=%s" % (name, m, n, k, add), nbytes, res, top=6)
         # correctness of the automatic choice
         o = torch.zeros(m, n, device=DEV, dtype=BF)
@@ -139,13 +138,13 @@ def sweep_attn(b):
             continue  # eight warps only pay off on the largest tiles
         t = {"waves": 0.5, "block_n": bn, "warps": warps, "stages": stages, "splits": splits}
         try_time("decode %s" % (t,), [lambda o=o, kc=kc, vc=vc, t=t: kernels.attention_decode(q, kc, vc, bt, sl, 0.125, o, t)
-                                      for o, kc, vc in zip(outs, kcs, vcs)], res)
+                                      for o, kc, vc in zip(outs, kcs, vcs)], res, t)
     try_time("decode default", [lambda o=o, kc=kc, vc=vc: kernels.attention_decode(q, kc, vc, bt, sl, 0.125, o)
                                 for o, kc, vc in zip(outs, kcs, vcs)], res)
     report("paged decode B=%d mean len %.0f" % (b, lens.float().mean()), nbytes, res, top=8)
     o = torch.empty(b, hq, d, device=DEV, dtype=BF)
     ref = torch.empty(b, hq, d, device=DEV, dtype=BF)
-    best = eval(sorted(res, key=lambda r: r[1])[0][0].split(" ", 1)[1]) if res else None  # noqa: S307
+    best = sorted(res, key=lambda r: r[1])[0][2] if res else None
     if isinstance(best, dict):
         kernels.attention_decode(q, kcs[0], vcs[0], bt, sl, 0.125, o, best)
         stock.attention_decode(q, kcs[0], vcs[0], bt, sl, 0.125, ref)
