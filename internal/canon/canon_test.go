@@ -183,6 +183,14 @@ func TestDecimal(t *testing.T) {
 		{in: "1 ", err: "not a decimal"},
 		{in: "NaN", err: "not a decimal"},
 		{in: "Inf", err: "not a decimal"},
+		{in: "1e-9999999", err: "exponent -9999999 is outside"},
+		{in: "1e400", want: "1" + strings.Repeat("0", 400)},
+		{in: "1e401", err: "exponent 401 is outside"},
+		{in: "1e", err: "not a decimal"},
+		{in: "1e+", err: "not a decimal"},
+		{in: strings.Repeat("1", 1025), err: "longer than 1024 bytes"},
+		{in: strings.Repeat("1", 400) + "e-400", err: "longer than 400 bytes with an exponent"},
+		{in: strings.Repeat("9", 395) + "e400", want: strings.Repeat("9", 395) + strings.Repeat("0", 400)},
 	}
 	for _, tt := range tests {
 		got, err := ParseDecimal(tt.in)
@@ -298,6 +306,30 @@ func FuzzDecode(f *testing.F) {
 		}
 		if string(b) != string(data) {
 			t.Fatalf("accepted %q but re-encodes as %q", data, b)
+		}
+	})
+}
+
+// FuzzParseDecimal: whatever ParseDecimal accepts comes back canonical, is
+// a fixed point, and converts to a float; no input runs long (the bounds).
+func FuzzParseDecimal(f *testing.F) {
+	for _, s := range []string{"1e-5", "0.00001", "-1.25", "010.500", "1e400", "1e-9999999", "1/3", "+3", "-0.0", "9e-400"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDecimal(s)
+		if err != nil {
+			return
+		}
+		if err := d.CheckCanonical(); err != nil {
+			t.Fatalf("ParseDecimal(%q) = %q, not canonical: %v", s, d, err)
+		}
+		again, err := ParseDecimal(string(d))
+		if err != nil || again != d {
+			t.Fatalf("ParseDecimal(%q) = %q, then %q, %v", s, d, again, err)
+		}
+		if _, err := d.Float64(); err != nil {
+			t.Fatalf("%q: Float64: %v", d, err)
 		}
 	})
 }

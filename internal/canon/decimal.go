@@ -3,6 +3,7 @@ package canon
 import (
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -16,16 +17,42 @@ type Decimal string
 // "1e-5") and returns its canonical form. Values that are not exactly
 // representable as a terminating decimal are impossible here because the
 // input is itself decimal.
+//
+// Inputs are bounded, since the work grows with the exponent and the
+// length: at most MaxDecimalLen bytes, and with an exponent at most
+// MaxDecimalExponent bytes and an exponent within ±MaxDecimalExponent (so
+// every canonical form fits MaxDecimalLen again).
 func ParseDecimal(s string) (Decimal, error) {
 	if s == "" || strings.ContainsAny(s, " \t\n_") {
-		return "", fmt.Errorf("decimal %q: not a decimal number", s)
+		return "", fmt.Errorf("decimal %q: not a decimal number", clip(s))
+	}
+	if len(s) > MaxDecimalLen {
+		return "", fmt.Errorf("decimal %q: longer than %d bytes", clip(s), MaxDecimalLen)
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			return "", fmt.Errorf("decimal %q: not a decimal number", clip(s))
+		}
+		if e > MaxDecimalExponent || e < -MaxDecimalExponent {
+			return "", fmt.Errorf("decimal %q: exponent %d is outside ±%d", clip(s), e, MaxDecimalExponent)
+		}
+		if len(s) > MaxDecimalExponent {
+			return "", fmt.Errorf("decimal %q: longer than %d bytes with an exponent", clip(s), MaxDecimalExponent)
+		}
 	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok || strings.ContainsAny(s, "/") {
-		return "", fmt.Errorf("decimal %q: not a decimal number", s)
+		return "", fmt.Errorf("decimal %q: not a decimal number", clip(s))
 	}
 	return formatRat(r), nil
 }
+
+// Bounds on ParseDecimal's input.
+const (
+	MaxDecimalLen      = 1024
+	MaxDecimalExponent = 400
+)
 
 // MustDecimal is ParseDecimal for compile-time constants; it panics on a bad
 // literal, so use it only with literals written in the source.
