@@ -173,3 +173,27 @@ func TestParsePayloadRejects(t *testing.T) {
 		t.Fatalf("http URL rejected: %v", err)
 	}
 }
+
+// FuzzParsePayload: a payload ParsePayload accepts re-encodes to exactly the
+// bytes it came from (the chain payload is canonical, so there is one
+// spelling of each), and nothing panics.
+func FuzzParsePayload(f *testing.F) {
+	h := strings.Repeat("ab", 32)
+	f.Add([]byte(`{"h":"` + h + `","u":"https://example.com/b/` + h + `.tar.gz","v":1}`))
+	f.Add([]byte(`{"h":"` + h + `","u":"http://x","v":2}`))
+	f.Add([]byte(`{"v":1}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePayload(b)
+		if err != nil {
+			return
+		}
+		again, err := EncodePayload(p.H, p.U)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot encode it again: %v", b, err)
+		}
+		if string(again) != string(b) {
+			t.Fatalf("accepted %q, which encodes as %q", b, again)
+		}
+	})
+}

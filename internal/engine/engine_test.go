@@ -332,3 +332,31 @@ func TestStackFile(t *testing.T) {
 		t.Fatalf("check stack: %v", err)
 	}
 }
+
+// FuzzParseStackFile: a stack file either fails with an error naming the
+// file, or gives one spec per slot, sorted, each with a non-empty slot name
+// and an absolute bundle path.
+func FuzzParseStackFile(f *testing.F) {
+	f.Add("s.toml", []byte("[slots.\"activation.silu_and_mul\"]\nbundle = \"../examples/silu_torch\"\nvariant = \"default\"\n"))
+	f.Add("s.json", []byte(`{"slots":{"norm.rmsnorm":{"bundle":"/abs/b"}}}`))
+	f.Add("s.toml", []byte("[slots]\n"))
+	f.Add("s.toml", []byte("[slots.x]\nbundle = 3\n"))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		path := filepath.Join("/stacks", filepath.Base("x"+name))
+		specs, err := parseStackFile(path, data)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name %s", err, path)
+			}
+			return
+		}
+		for i, s := range specs {
+			if !filepath.IsAbs(s.Bundle) {
+				t.Fatalf("spec %d: bundle %q is not absolute", i, s.Bundle)
+			}
+			if i > 0 && specs[i-1].Slot >= s.Slot {
+				t.Fatalf("specs not sorted by slot: %q then %q", specs[i-1].Slot, s.Slot)
+			}
+		}
+	})
+}

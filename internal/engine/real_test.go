@@ -135,6 +135,9 @@ func TestRealArenas(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	if digests["stock"] == "" || digests["good"] == "" || digests["broken"] == "" {
+		t.Skip("not every arena ran (see the skipped subtests)")
+	}
 	// The example kernel computes what stock computes: same greedy tokens;
 	// the broken one changes them.
 	if digests["good"] != digests["stock"] || digests["broken"] == digests["stock"] {

@@ -71,7 +71,14 @@ func LoadStackFile(path string) ([]StackSpec, error) {
 	if len(data) > 1<<20 {
 		return nil, fmt.Errorf("stack file %s: larger than 1 MiB", path)
 	}
+	return parseStackFile(path, data)
+}
+
+// parseStackFile decodes a stack file's bytes (JSON when path ends in
+// .json, else TOML); relative bundle paths are taken from path's directory.
+func parseStackFile(path string, data []byte) ([]StackSpec, error) {
 	var sf stackFile
+	var err error
 	if strings.HasSuffix(path, ".json") {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()

@@ -114,8 +114,14 @@ func TestAcceptance1_RemovingChainAccessAndMinerHostingDoesNotPreventRebuildingO
 		t.Fatalf("rebuild from retained artifacts: %v", err)
 	}
 	for _, f := range []string{release.DescriptorFile, release.TarFile, release.TreeFile, release.SBOMFile} {
-		a, _ := os.ReadFile(filepath.Join(s.out, f))
-		b, _ := os.ReadFile(filepath.Join(rebuilt, f))
+		a, err := os.ReadFile(filepath.Join(s.out, f))
+		if err != nil {
+			t.Fatalf("released %s: %v", f, err)
+		}
+		b, err := os.ReadFile(filepath.Join(rebuilt, f))
+		if err != nil {
+			t.Fatalf("rebuilt %s: %v", f, err)
+		}
 		if !bytes.Equal(a, b) {
 			t.Fatalf("rebuilt %s differs from the released one", f)
 		}
@@ -388,7 +394,7 @@ func TestAcceptance6_UpdatingEvaluationIncumbentAndPublishingReleaseAreIndepende
 	if _, err := release.Build(s.inputs(filepath.Join(t.TempDir(), "new"))); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := stack.Digest(&s.genesis); d != stackBefore {
+	if d, err := stack.Digest(&s.genesis); err != nil || d != stackBefore {
 		t.Fatal("building a release changed the evaluation stack")
 	}
 	// Each transition needs its own authorization: a crown without two

@@ -239,14 +239,20 @@ func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 		}
 		return fmt.Errorf("read reply: %w", r.err)
 	}
+	return decodeReply(r.line, id, resp)
+}
+
+// decodeReply checks one reply line against the request id and decodes it
+// strictly into resp (nil: only the head is checked). A reply with
+// ok=false is returned as *Failure.
+func decodeReply(line []byte, id string, resp any) error {
 	var head struct {
-		ID    string          `json:"id"`
-		OK    *bool           `json:"ok"`
-		Error *Failure        `json:"error"`
-		Rest  json.RawMessage `json:"-"`
+		ID    string   `json:"id"`
+		OK    *bool    `json:"ok"`
+		Error *Failure `json:"error"`
 	}
-	if err := json.Unmarshal(r.line, &head); err != nil {
-		return fmt.Errorf("decode reply: %w (line starts %q)", err, clipBytes(r.line, 120))
+	if err := json.Unmarshal(line, &head); err != nil {
+		return fmt.Errorf("decode reply: %w (line starts %q)", err, clipBytes(line, 120))
 	}
 	if head.ID != id {
 		return fmt.Errorf("reply id %q does not match request id %q", head.ID, id)
@@ -263,7 +269,7 @@ func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 	if resp == nil {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(r.line))
+	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(resp); err != nil {
 		return fmt.Errorf("decode reply %s: %w", id, err)

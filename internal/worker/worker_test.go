@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -185,4 +187,30 @@ func TestWorkerEnv(t *testing.T) {
 			t.Errorf("%s = %q, want %q (env %q)", k, got[k], v, env)
 		}
 	}
+}
+
+// FuzzReplyLine: whatever a worker (candidate code in its process) writes,
+// reading and decoding a reply line never panics, never returns more than
+// the line limit, and an accepted reply carries the request's id.
+func FuzzReplyLine(f *testing.F) {
+	f.Add([]byte(`{"id":"1","ok":true,"calls":[{"call":0,"phase":"eager","file":"c0.safetensors","before":{},"after":{},"error":null}]}`+"\n"), 256)
+	f.Add([]byte(`{"id":"1","ok":false,"error":{"class":"exception","type":"ValueError","message":"x"}}`+"\n"), 64)
+	f.Add([]byte(`{"id":"2","ok":true}`), 8)
+	f.Add([]byte("\n\n"), 1)
+	f.Fuzz(func(t *testing.T, data []byte, limit int) {
+		if limit < 1 || limit > 1<<16 {
+			limit = 1 << 10
+		}
+		line, err := readLine(bufio.NewReaderSize(bytes.NewReader(data), 16), limit)
+		if err != nil {
+			return
+		}
+		if len(line) > limit {
+			t.Fatalf("line of %d bytes past the %d-byte limit", len(line), limit)
+		}
+		var rr RunReply
+		if err := decodeReply(line, "1", &rr); err == nil && rr.ID != "1" {
+			t.Fatalf("accepted a reply for id %q", rr.ID)
+		}
+	})
 }

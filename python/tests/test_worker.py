@@ -620,10 +620,11 @@ class CpuWorkerTest(WorkerTestBase):
             self.assertTrue(rep["ok"], rep)
             self.assertEqual(len(rep["calls"]), 21)
             best = dt if best is None else min(best, dt)
-        per_call_ms = best / 21 * 1000
+        # Informational only: the measured figure comes from the Go
+        # benchmark (go test -bench ProtocolRoundTrip ./internal/worker),
+        # never from a timed assertion on a shared machine.
         sys.stderr.write("\n[worker] per-call overhead, 1 MiB in + 1 MiB out: %.2f ms "
-                         "(including the test's own file writes)\n" % per_call_ms)
-        self.assertLess(per_call_ms, 50)
+                         "(including the test's own file writes)\n" % (best / 21 * 1000))
 
 
 class PatchedTorchTest(WorkerTestBase):
@@ -828,10 +829,6 @@ class CudaWorkerTest(CpuWorkerTest):
         self.assertTrue(self.w.request({"op": "hello"})["ok"])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class IntListTest(unittest.TestCase):
     """wire.int_list: token lists from JSON requests."""
 
@@ -842,3 +839,7 @@ class IntListTest(unittest.TestCase):
         for v in ([1, True], [False], [1, -1], [1, 2.0], [None], [[1]], "x", None, (1, 2)):
             with self.assertRaises(wire.Failure, msg=repr(v)):
                 wire.int_list(v, "v")
+
+
+if __name__ == "__main__":
+    unittest.main()
