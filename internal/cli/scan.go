@@ -72,7 +72,7 @@ Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
 	cmd.Flags().BoolVar(&rules, "rules", false, "list the rule ids and what each forbids, then exit")
-	cmd.Flags().StringVar(&python, "python", "", "interpreter used only to parse (default: python3 on PATH)")
+	cmd.Flags().StringVar(&python, "python", "", "interpreter used only to parse (default: $CACHEON_PYTHON, else /usr/bin/python3, else python3 on PATH)")
 	cmd.Flags().StringSliceVar(&allow, "allow-import", nil, "extra top-level modules the arena policy allows (repeatable)")
 	return cmd
 }
