@@ -336,7 +336,7 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 	e := Engine{
 		PageSize: c.intIn("engine.page_size", r.PageSize, 1, 4096),
 		MaxBatch: c.intIn("engine.max_batch", r.MaxBatch, 1, 4096),
-		KVPages:  c.intIn("engine.kv_pages", r.KVPages, 1, 1<<24),
+		KVPages:  c.intIn("engine.kv_pages", r.KVPages, 2, 1<<24),
 		Graphs:   device == "cuda",
 	}
 	if r.Graphs != nil {
@@ -417,9 +417,10 @@ func (c *checker) capacity(a *Arena) {
 			return
 		}
 		live := min(w.Requests, a.Engine.MaxBatch)
-		need := live * ((seq + a.Engine.PageSize - 1) / a.Engine.PageSize)
+		// Page 0 is the runtime's scratch page (padding rows of a graph).
+		need := live*((seq+a.Engine.PageSize-1)/a.Engine.PageSize) + 1
 		if need > a.Engine.KVPages {
-			c.fail("engine.kv_pages", "%d pages cannot hold %d concurrent sequences of up to %d tokens (%s needs %d pages of %d)",
+			c.fail("engine.kv_pages", "%d pages cannot hold %d concurrent sequences of up to %d tokens (%s needs %d pages of %d, the scratch page included)",
 				a.Engine.KVPages, live, seq, field, need, a.Engine.PageSize)
 			return
 		}
