@@ -1,16 +1,14 @@
 """CUDA checks of the arena runtime (skipped without a GPU).
 
 The stock CUDA paths (Triton kernels, torch SDPA) against the CPU torch
-paths, CUDA graphs against eager decoding, and, with CACHEON_BENCH=1, a
-decode-throughput probe at Llama-3.2-1B shapes (batch 1 and 64) against the
-measured device copy bandwidth. Run:
+paths, CUDA graphs against eager decoding. (Throughput is measured by
+`cacheon engine bench` and python/bench/, never here.) Run:
 
     python3 -m unittest discover -s python/tests -p 'test_engine_cuda.py'
 """
 
 import os
 import sys
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -291,135 +289,6 @@ class CandidatesCUDA(unittest.TestCase):
             self.assertTrue(any("graph capture failed" in r["reason"] for r in st["receipts"]), st["receipts"])
         finally:
             b.tmp.cleanup()
-
-
-def _copy_bandwidth():
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(20):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    return 2 * x.numel() * 20 / (time.perf_counter() - t)
-
-
-ARENA_1B = {"name": "h200-dense-1b", "dtype": "bfloat16", "device": "cuda",
-            "model": {"kind": "llama", "vocab_size": 128256, "hidden_size": 2048, "num_layers": 16,
-                      "num_heads": 32, "num_kv_heads": 8, "head_dim": 64, "intermediate_size": 8192,
-                      "rms_norm_eps": "0.00001", "rope_theta": 500000, "max_position": 8192, "weights_seed": 1},
-            "engine": {"page_size": 16, "max_batch": 64, "kv_pages": 4096,
-                       "graph_buckets": [1, 2, 4, 8, 16, 32, 48, 64]}}
-
-
-def bench_decode(e, bsz, prompt=128, new=256):
-    """(seconds per decode step, ideal seconds per step at the copy
-    bandwidth) of a wave of bsz requests, prefill subtracted."""
-    bw = _copy_bandwidth()
-    m = e.mcfg
-    kv_tok = 2 * m.num_layers * m.num_kv_heads * m.head_dim * 2
-    wbytes = (e.w.params() - m.vocab_size * m.hidden_size) * 2  # the embedding is gathered, not read
-    reqs = [{"rid": "r%d" % i, "prompt": [(7 * i + j) % 1000 for j in range(prompt)],
-             "max_new_tokens": new, "ignore_eos": True} for i in range(bsz)]
-    e.generate({"requests": reqs})  # warm
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    e.generate({"requests": [dict(r, max_new_tokens=1) for r in reqs]})
-    t_pf = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    e.generate({"requests": reqs})
-    t = time.perf_counter() - t0 - t_pf
-    step = t / (new - 1)
-    ideal = (wbytes + bsz * kv_tok * (prompt + new / 2)) / bw
-    return step, ideal, bw
-
-
-
-def _time_graph(fn, reps=20):
-    """Microseconds per fn() call, captured 20 times in a CUDA graph."""
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(reps):
-            fn(i)
-    g.replay()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(10):
-        g.replay()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) * 1e3 / (10 * reps)
-
-
-def gemv_sweep(ms=(1, 4)):
-    """Print cuBLAS vs Triton GEMV configs at the 1B decode shapes (weights
-    rotated through > 256 MB so they come from HBM, not L2)."""
-    shapes = {"qkv": (3072, 2048), "o": (2048, 2048), "gate_up": (16384, 2048), "down": (2048, 8192)}
-    elem = [(4, 2048, 8, 3), (8, 2048, 8, 3), (8, 2048, 8, 2), (8, 1024, 8, 4), (8, 1024, 16, 3),
-            (16, 1024, 8, 3), (16, 1024, 16, 3), (4, 1024, 8, 3), (4, 2048, 16, 3), (16, 512, 8, 4),
-            (32, 512, 8, 3), (8, 1024, 8, 3), (16, 256, 4, 4), (2, 2048, 8, 3), (8, 512, 8, 4), (16, 2048, 16, 2)]
-    dot = [(16, 128, 4, 3), (16, 256, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 4, 3), (16, 512, 8, 3)]
-    for m in ms:
-        for name, (n, k) in shapes.items():
-            copies = max(2, (256 << 20) // (n * k * 2) + 1)
-            ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5 for _ in range(copies)]
-            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            ref = x.float() @ ws[0].float().t()
-            gb = n * k * 2 / 1e3
-            t = _time_graph(lambda i=0: torch.mm(x, ws[i % copies].t(), out=out))
-            res = [("cublas", t)]
-            for cfgs, is_dot in ((elem, False), (dot, True)):
-                if m > 1 and not is_dot:
-                    continue
-                for bn, bk, wp, st in cfgs:
-                    kw = dict(block_n=bn, block_k=bk, warps=wp, stages=st, dot=is_dot)
-                    kernels.gemv(x, ws[0], out, **kw)
-                    err = (out.float() - ref).abs().max().item()
-                    if err > 0.05:
-                        res.append(("BAD %s err %.3g" % (kw, err), 1e9))
-                        continue
-                    t = _time_graph(lambda i=0, kw=kw: kernels.gemv(x, ws[i % copies], out, **kw))
-                    res.append((str((bn, bk, wp, st, is_dot)), t))
-            res.sort(key=lambda r: r[1])
-            print("M=%d %s %dx%d: " % (m, name, n, k) + "; ".join(
-                "%s %.2fus %.0fGB/s" % (c, t, gb / t) for c, t in res[:4]) +
-                "; cublas %.2fus" % dict(res)["cublas"], file=sys.stderr)
-
-ARENA_MOE = {"name": "h200-moe", "dtype": "bfloat16", "device": "cuda",
-             "model": {"kind": "mixtral", "vocab_size": 32000, "hidden_size": 4096, "num_layers": 8,
-                       "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 14336,
-                       "rms_norm_eps": "0.00001", "rope_theta": 1000000, "max_position": 8192,
-                       "num_experts": 8, "top_k": 2, "weights_seed": 3},
-             "engine": {"page_size": 16, "max_batch": 64, "kv_pages": 2048,
-                        "graph_buckets": [1, 2, 4, 8, 16, 32, 48, 64]}}
-
-
-@unittest.skipUnless(CUDA and os.environ.get("CACHEON_BENCH"), "set CACHEON_BENCH=1 on a GPU")
-class Bench(unittest.TestCase):
-    """Decode step time against the roofline (weights read once per step,
-    the embedding table excluded, plus the KV cache, over the measured copy
-    bandwidth). For the MoE arena the roofline counts every expert, so at
-    batch 1 (2 of 8 experts read) it is not a bound."""
-
-    def run_arena(self, arena):
-        e = runner.Engine({"arena": arena, "graphs": os.environ.get("CACHEON_BENCH_GRAPHS", "1") == "1"})
-        for bsz in (1, 64):
-            step, ideal, bw = bench_decode(e, bsz)
-            print("\n%s batch %d: step %.3f ms, ideal %.3f ms (copy bw %.0f GB/s) -> %.1f%% of roofline, "
-                  "%.0f tok/s" % (arena["name"], bsz, step * 1e3, ideal * 1e3, bw / 1e9, 100 * ideal / step,
-                                  bsz / step), file=sys.stderr)
-
-    def test_dense_1b(self):
-        self.run_arena(ARENA_1B)
-
-    def test_moe(self):
-        self.run_arena(ARENA_MOE)
 
 
 if __name__ == "__main__":
