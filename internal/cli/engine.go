@@ -181,7 +181,11 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 	if err != nil {
 		return fail(err)
 	}
-	launcher, err := newLauncher(stackRoot, runtimeParent, s.python, ar.Device)
+	var readOnly []string
+	if checkpoint != "" {
+		readOnly = append(readOnly, checkpoint)
+	}
+	launcher, err := newLauncher(stackRoot, runtimeParent, s.python, ar.Device, readOnly...)
 	if err != nil {
 		return fail(withCode(ExitInfra, err))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/engine"
+	"cacheon/internal/safetensors"
+	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
 )
 
@@ -121,5 +124,70 @@ func TestPrintEngineBench(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestEngineCheckpointInSandbox loads an arena checkpoint through the
+// sandboxed runtime (the sandbox must let it read the file). The
+// checkpoint's embedding (tied to lm_head) is all zeros, so every logit is
+// 0: greedy picks token 0 with logprob -ln(vocab) — values random weights
+// would not give.
+func TestEngineCheckpointInSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the arena runtime")
+	}
+	const v, h, layers, heads, kvHeads, d, inter = 512, 128, 2, 4, 2, 32, 256
+	ts := map[string]*tensor.Tensor{}
+	put := func(name string, fill float64, shape ...int) {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = fill * float64((i*7919)%13-6) / 6
+		}
+		x, err := tensor.FromFloat64(tensor.F32, shape, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[name] = x
+	}
+	put("model.embed_tokens.weight", 0, v, h)
+	put("model.norm.weight", 1, h)
+	for li := 0; li < layers; li++ {
+		p := fmt.Sprintf("model.layers.%d.", li)
+		put(p+"input_layernorm.weight", 1, h)
+		put(p+"post_attention_layernorm.weight", 1, h)
+		put(p+"self_attn.q_proj.weight", 0.05, heads*d, h)
+		put(p+"self_attn.k_proj.weight", 0.05, kvHeads*d, h)
+		put(p+"self_attn.v_proj.weight", 0.05, kvHeads*d, h)
+		put(p+"self_attn.o_proj.weight", 0.05, h, heads*d)
+		put(p+"mlp.gate_proj.weight", 0.05, inter, h)
+		put(p+"mlp.up_proj.weight", 0.05, inter, h)
+		put(p+"mlp.down_proj.weight", 0.05, h, inter)
+	}
+	dir := t.TempDir()
+	if err := safetensors.WriteFile(filepath.Join(dir, "ckpt.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../../arenas/cpu-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml := strings.Replace(strings.Replace(string(src), `name = "cpu-tiny"`, `name = "cpu-ckpt"`, 1),
+		"weights_seed = 1\n", "weights_seed = 1\ncheckpoint = \"ckpt.safetensors\"\n", 1)
+	arenaFile := filepath.Join(dir, "cpu-ckpt.toml")
+	if err := os.WriteFile(arenaFile, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"engine", "generate", "--arena", arenaFile, "--prompt", "5,6,7", "--max-new", "3"},
+		strings.NewReader(""), &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "tokens:   [0 0 0]") || !strings.Contains(out.String(), "logprobs: [-6.2383 -6.2383 -6.2383]") {
+		t.Fatalf("the checkpoint's weights were not used:\n%s", out.String())
 	}
 }

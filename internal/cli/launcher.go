@@ -6,7 +6,8 @@ import (
 )
 
 // newLauncher wires the sandboxed worker launcher for verify and the
-// engine: candidate code never runs outside it.
-func newLauncher(bundleDir, runtimeParent, python, device string) (verify.Launcher, error) {
-	return worker.NewSandboxLauncher(bundleDir, runtimeParent, python, device)
+// engine: candidate code never runs outside it. readOnly adds paths the
+// worker may read besides the bundle and the runtime.
+func newLauncher(bundleDir, runtimeParent, python, device string, readOnly ...string) (verify.Launcher, error) {
+	return worker.NewSandboxLauncher(bundleDir, runtimeParent, python, device, readOnly...)
 }

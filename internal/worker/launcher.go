@@ -23,10 +23,11 @@ type SandboxLauncher struct {
 }
 
 // NewSandboxLauncher builds the launcher for workers that run candidate
-// code from bundleDir with the runtime package in runtimeParent. The binary
-// running this must call sandbox.MaybeRunChild first thing in main (or in
-// TestMain for tests).
-func NewSandboxLauncher(bundleDir, runtimeParent, python, device string) (*SandboxLauncher, error) {
+// code from bundleDir with the runtime package in runtimeParent; readOnly
+// names further files or directories they may read (an arena checkpoint).
+// The binary running this must call sandbox.MaybeRunChild first thing in
+// main (or in TestMain for tests).
+func NewSandboxLauncher(bundleDir, runtimeParent, python, device string, readOnly ...string) (*SandboxLauncher, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	exec, err := sandbox.PythonPaths(ctx, python)
@@ -34,7 +35,7 @@ func NewSandboxLauncher(bundleDir, runtimeParent, python, device string) (*Sandb
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	p := sandbox.Policy{
-		ReadOnly: []string{bundleDir, runtimeParent},
+		ReadOnly: append([]string{bundleDir, runtimeParent}, readOnly...),
 		Exec:     exec,
 		CUDA:     device == "cuda",
 		Require:  []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
