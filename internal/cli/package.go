@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +27,12 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				if err == nil {
+					err = errors.New("not a directory")
+				}
+				return withCode(ExitUsage, fmt.Errorf("package: bundle %s: %w", dir, err))
+			}
 			slots, _, err := catalogs()
 			if err != nil {
 				return err
@@ -39,9 +47,12 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 			if out == "" {
 				out = filepath.Base(filepath.Clean(dir)) + ".tar.gz"
 			}
+			if err := checkArchiveOut(dir, out); err != nil {
+				return withCode(ExitUsage, fmt.Errorf("package: --output %s: %w", out, err))
+			}
 			tmp, err := os.CreateTemp(filepath.Dir(out), ".package-*")
 			if err != nil {
-				return fmt.Errorf("package: %w", err)
+				return fmt.Errorf("package: --output %s: %w", out, err)
 			}
 			defer os.Remove(tmp.Name())
 			hash, err := bundle.Package(dir, tmp)
@@ -62,7 +73,7 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 				return fmt.Errorf("package: %w", err)
 			}
 			if err := os.Rename(tmp.Name(), out); err != nil {
-				return fmt.Errorf("package: %w", err)
+				return fmt.Errorf("package: --output %s: %w", out, err)
 			}
 			if asJSON {
 				res := map[string]any{"archive": out, "content_hash": hash}
@@ -84,4 +95,24 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 	cmd.Flags().StringVar(&url, "url", "", "where the archive will be hosted (for the chain payload)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// checkArchiveOut refuses an archive path inside the bundle (the archive
+// would pack its own temporary file) or naming a directory.
+func checkArchiveOut(dir, out string) error {
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return errors.New("is a directory; name the archive file")
+	}
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	o, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(d, o); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("is inside the bundle %s; write the archive elsewhere", dir)
+	}
+	return nil
 }
