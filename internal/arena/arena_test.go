@@ -95,6 +95,7 @@ func TestParseErrors(t *testing.T) {
 		{"string int", "vocab_size", `vocab_size = "512"`, `model.vocab_size: wrong type: got a TOML string, want an integer`},
 		{"device", "device", `device = "tpu"`, `^t.toml:2:1: device: "tpu": want cpu or cuda`},
 		{"dtype", "dtype", `dtype = "int8"`, `dtype: "int8": want bfloat16`},
+		{"float16 on cpu", "dtype", `dtype = "float16"`, `dtype: float16 needs device = "cuda"`},
 		{"name", "name", `name = "Bad Name"`, `name: "Bad Name" is not a name`},
 		{"kind", "kind", `kind = "gpt"`, `model.kind: "gpt": want llama or mixtral`},
 		{"kv heads divide", "num_kv_heads", "num_kv_heads = 3", `:11:1: model.num_kv_heads: 3 does not divide num_heads = 4`},

@@ -241,6 +241,9 @@ func (c *checker) arena(r *rawArena) *Arena {
 	default:
 		c.fail("dtype", "%q: want bfloat16, float16 or float32", r.DType)
 	}
+	if r.DType == "float16" && r.Device == "cpu" {
+		c.fail("dtype", "float16 needs device = \"cuda\" (torch's CPU matmuls have no float16 on every supported version)")
+	}
 	a.Model = c.model(&r.Model)
 	a.Engine = c.engine(&r.Engine, a.Device)
 	a.Work = c.workload("workload", &r.Workload, a)

@@ -42,6 +42,8 @@ every wave on the host. The runtime's own timing is never believed.
   variant = "default"               # optional when the bundle has one row
 
 Stack bundles are snapshotted, loaded and scanned exactly as verify does.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(a.engineBenchCommand(), a.engineGenerateCommand())
 	return cmd
@@ -123,6 +125,12 @@ func resolveArena(arg string) (*arena.Arena, error) {
 // calls into the job directory (always writable inside the sandbox). The
 // caller closes the session.
 func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audit, prog *progress) (*engineSession, error) {
+	if fl.loadTimeout <= 0 {
+		return nil, fmt.Errorf("--load-timeout %v: want a positive duration", fl.loadTimeout)
+	}
+	if fl.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: want a positive duration", fl.timeout)
+	}
 	ar, err := resolveArena(fl.arena)
 	if err != nil {
 		return nil, err
@@ -278,7 +286,7 @@ func (a *app) loadEngineStack(ctx context.Context, specs []engine.StackSpec, s *
 		}
 		entry, err := engine.SlotFromBundle(b, sp.Slot, sp.Variant)
 		if err != nil {
-			return nil, "", withCode(ExitFindings, fmt.Errorf("stack slot %s: %w", sp.Slot, err))
+			return nil, "", withCode(ExitFindings, fmt.Errorf("stack slot %s (%s): %w", sp.Slot, sp.Bundle, err))
 		}
 		out[sp.Slot] = entry
 		s.stack = append(s.stack, stackRow{Slot: sp.Slot, Bundle: sp.Bundle, ContentHash: hash, Variant: entry.Variant, Source: entry.Source, Entry: entry.Entry})
@@ -420,6 +428,9 @@ func (a *app) runEngineBench(fl engineFlags, bf benchFlags) error {
 		auditing = true
 	}
 	if bf.auditDir != "" {
+		if st, err := os.Stat(bf.auditDir); err == nil && !st.IsDir() {
+			return fmt.Errorf("--audit-dir %s is not a directory", bf.auditDir)
+		}
 		if ents, err := os.ReadDir(bf.auditDir); err == nil && len(ents) > 0 {
 			return fmt.Errorf("--audit-dir %s is not empty", bf.auditDir)
 		}

@@ -81,6 +81,9 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	if err != nil || (dt != tensor.BF16 && dt != tensor.F16 && dt != tensor.F32) {
 		return fmt.Errorf("--dtype %q: want bfloat16, float16 or float32", fl.dtype)
 	}
+	if fl.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: want a positive duration", fl.timeout)
+	}
 	if fl.worldSize < 1 || fl.worldSize > 64 {
 		return fmt.Errorf("--world-size %d: want 1..64", fl.worldSize)
 	}

@@ -130,10 +130,11 @@ func stackDecodeError(err error) error {
 // SlotFromBundle picks the bundle's row for slot (and variant, "" when the
 // bundle has exactly one row for it) and returns the stack entry the runtime
 // loads. The bundle must already have passed bundle.Load and the scan.
+// Errors do not name b.Dir (often a snapshot): the caller names the bundle.
 func SlotFromBundle(b *bundle.Bundle, slotName, variant string) (SlotEntry, error) {
 	rows := b.Rows(slotName)
 	if len(rows) == 0 {
-		return SlotEntry{}, fmt.Errorf("bundle %s has no [[ops]] row for slot %s", b.Dir, slotName)
+		return SlotEntry{}, fmt.Errorf("the bundle has no [[ops]] row for slot %s", slotName)
 	}
 	var pick *bundle.Op
 	var have []string
@@ -145,9 +146,9 @@ func SlotFromBundle(b *bundle.Bundle, slotName, variant string) (SlotEntry, erro
 	}
 	if pick == nil {
 		if variant == "" {
-			return SlotEntry{}, fmt.Errorf("bundle %s has variants %s for slot %s: name one (variant = ...)", b.Dir, strings.Join(have, ", "), slotName)
+			return SlotEntry{}, fmt.Errorf("the bundle has variants %s for slot %s: name one (variant = ...)", strings.Join(have, ", "), slotName)
 		}
-		return SlotEntry{}, fmt.Errorf("bundle %s has no variant %q for slot %s (has %s)", b.Dir, variant, slotName, strings.Join(have, ", "))
+		return SlotEntry{}, fmt.Errorf("the bundle has no variant %q for slot %s (has %s)", variant, slotName, strings.Join(have, ", "))
 	}
 	return SlotEntry{Bundle: b.Dir, Source: pick.Source, Entry: pick.Entry, Prepare: pick.Prepare,
 		Variant: pick.Variant, Domain: pick.Domain.Canonical()}, nil
