@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -93,8 +94,9 @@ type findingJSON struct {
 	Message string `json:"message"`
 }
 
-// scanBundle loads the manifest (when there is one) and scans the tree.
-// An invalid manifest is reported as a finding of rule "manifest".
+// scanBundle loads the manifest and scans the tree. A missing or invalid
+// manifest is reported as a finding of rule "manifest" (the tree is still
+// scanned).
 func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Policy) (*scanReport, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -105,6 +107,10 @@ func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Polic
 	}
 	in := scan.Input{Root: dir, Python: parserPython(python)}
 	rep := &scanReport{Bundle: dir}
+	if _, err := os.Lstat(filepath.Join(dir, "manifest.toml")); errors.Is(err, fs.ErrNotExist) {
+		rep.Findings = append(rep.Findings, scan.Finding{Path: "manifest.toml", Rule: "manifest",
+			Message: "missing: a bundle has a manifest.toml at its root (is " + dir + " a bundle?)"})
+	}
 	if _, err := os.Lstat(filepath.Join(dir, "manifest.toml")); err == nil {
 		slots, _, err := catalogs()
 		if err != nil {
