@@ -230,6 +230,9 @@ one). The key file must not be readable by group or others.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release sign: %w", err))
 			}
+			if err := releaseDirArg(args[0]); err != nil {
+				return withCode(ExitUsage, fmt.Errorf("release sign: %w", err))
+			}
 			rep, err := release.Sign(args[0], priv)
 			if err != nil {
 				var f *release.Failure
@@ -267,6 +270,9 @@ wrong when anything differs.`,
 			}
 			key, err := release.ReadPublicKey(pub)
 			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
+			}
+			if err := releaseDirArg(args[0]); err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
 			}
 			rep, err := release.Verify(args[0], key)
@@ -363,5 +369,17 @@ func (a *app) writeReleaseObject(what string, o stack.Object, path string) error
 		return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
 	}
 	fmt.Fprintf(a.stdout, "%s %s -> %s\n", what, d, path)
+	return nil
+}
+
+// releaseDirArg checks that the RELEASE argument names a directory.
+func releaseDirArg(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("release directory %s: %w", dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("release directory %s: not a directory", dir)
+	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package release
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -47,6 +49,9 @@ func Keygen(opts KeygenOptions) (ed25519.PublicKey, error) {
 	if err := CheckKeyLocation(opts.Private, opts.Forbidden); err != nil {
 		return nil, fmt.Errorf("keygen: %w", err)
 	}
+	if filepath.Clean(opts.Private) == filepath.Clean(opts.Public) {
+		return nil, errors.New("keygen: the private and the public key file are the same path")
+	}
 	pub, priv, err := ed25519.GenerateKey(opts.Rand)
 	if err != nil {
 		return nil, fmt.Errorf("keygen: generate: %w", err)
@@ -63,6 +68,9 @@ func Keygen(opts KeygenOptions) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("keygen: private key: %w", err)
 	}
 	if err := writeNew(opts.Public, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
+		// No half pair: the private key without its public key would
+		// block the next try (files are never overwritten).
+		os.Remove(opts.Private)
 		return nil, fmt.Errorf("keygen: public key: %w", err)
 	}
 	return pub, nil
@@ -140,14 +148,20 @@ func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private key: %w", err)
 	}
-	if runtime.GOOS != "windows" && info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("private key %s: mode %v lets others read it; chmod 600 it", path, info.Mode().Perm())
+	if info.IsDir() {
+		return nil, fmt.Errorf("private key %s: is a directory, not a key file", path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("private key: %w", err)
 	}
 	b, _ := pem.Decode(data)
+	if b != nil && b.Type == "PUBLIC KEY" {
+		return nil, fmt.Errorf("private key %s: this is a public key; sign with the private key keygen wrote (--out)", path)
+	}
+	if runtime.GOOS != "windows" && info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("private key %s: mode %v lets others read it; chmod 600 it", path, info.Mode().Perm())
+	}
 	if b == nil || b.Type != "PRIVATE KEY" {
 		return nil, fmt.Errorf("private key %s: not a PEM \"PRIVATE KEY\" block", path)
 	}
@@ -157,7 +171,14 @@ func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("private key %s: %T is not an ed25519 key", path, k)
+		kind := "a non-ed25519"
+		switch k.(type) {
+		case *rsa.PrivateKey:
+			kind = "an RSA"
+		case *ecdsa.PrivateKey:
+			kind = "an ECDSA"
+		}
+		return nil, fmt.Errorf("private key %s: %s key; release keys are ed25519 (cacheon release keygen)", path, kind)
 	}
 	return priv, nil
 }

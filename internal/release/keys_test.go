@@ -133,3 +133,20 @@ func TestEnvelope(t *testing.T) {
 		})
 	}
 }
+
+func TestKeygenLeavesNoHalfPair(t *testing.T) {
+	dir := t.TempDir()
+	priv := filepath.Join(dir, "o.key")
+	for _, pub := range []string{filepath.Join(dir, "missing", "o.pub"), priv} {
+		if _, err := release.Keygen(release.KeygenOptions{Private: priv, Public: pub}); err == nil {
+			t.Fatalf("public key %s: no error", pub)
+		}
+		if _, err := os.Stat(priv); !os.IsNotExist(err) {
+			t.Fatalf("public key %s failed but the private key was left behind (%v)", pub, err)
+		}
+	}
+	// and the same --out works once the public key path is right
+	if _, err := release.Keygen(release.KeygenOptions{Private: priv, Public: priv + ".pub"}); err != nil {
+		t.Fatal(err)
+	}
+}
