@@ -13,6 +13,7 @@ import (
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/scan"
+	"cacheon/internal/worker"
 )
 
 func (a *app) scanCommand() *cobra.Command {
@@ -168,10 +169,10 @@ func (a *app) scanFindings(ctx context.Context, b *bundle.Bundle, python string)
 // which cost a process start of their own.
 func parserPython(explicit string) string {
 	if explicit != "" {
-		return explicit
+		return worker.AbsCommand(explicit)
 	}
 	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
-		return env
+		return worker.AbsCommand(env)
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		return "/usr/bin/python3"

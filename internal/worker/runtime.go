@@ -91,9 +91,11 @@ func MaterializeRuntime(cacheDir string) (string, error) {
 // torch, then /usr/bin/python3 if it imports torch.
 func FindPython(ctx context.Context, explicit string) (string, error) {
 	if explicit != "" {
+		explicit = AbsCommand(explicit)
 		return explicit, checkTorch(ctx, explicit)
 	}
 	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
+		env = AbsCommand(env)
 		return env, checkTorch(ctx, env)
 	}
 	var tried []string
@@ -112,6 +114,23 @@ func FindPython(ctx context.Context, explicit string) (string, error) {
 	}
 	tried = append(tried, "/usr/bin/python3")
 	return "", fmt.Errorf("no python3 that imports torch (tried %s); install python3-torch or pass --python / set CACHEON_PYTHON", strings.Join(tried, ", "))
+}
+
+// AbsCommand makes an interpreter path independent of the working
+// directory (workers run in their job directory): a path with a separator
+// becomes absolute, a bare name is looked up on PATH. What cannot be
+// resolved is returned as given, for the start to report.
+func AbsCommand(p string) string {
+	if strings.ContainsRune(p, os.PathSeparator) {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+		return p
+	}
+	if abs, err := exec.LookPath(p); err == nil && filepath.IsAbs(abs) {
+		return abs
+	}
+	return p
 }
 
 func checkTorch(ctx context.Context, python string) error {

@@ -214,3 +214,22 @@ func FuzzReplyLine(f *testing.F) {
 		}
 	})
 }
+
+func TestAbsCommand(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AbsCommand("./py3"); got != filepath.Join(wd, "py3") {
+		t.Errorf("AbsCommand(./py3) = %q", got)
+	}
+	if got := AbsCommand("/usr/bin/python3"); got != "/usr/bin/python3" {
+		t.Errorf("absolute path changed: %q", got)
+	}
+	if got := AbsCommand("sh"); !filepath.IsAbs(got) {
+		t.Errorf("AbsCommand(sh) = %q, want a PATH lookup", got)
+	}
+	if got := AbsCommand("no-such-interpreter-xyz"); got != "no-such-interpreter-xyz" {
+		t.Errorf("unresolvable name changed: %q", got)
+	}
+}
