@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -50,6 +51,11 @@ Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.
 				}
 				return nil
 			}
+			for _, m := range allow {
+				if !moduleNameRE.MatchString(m) {
+					return fmt.Errorf("--allow-import %q: want a top-level module name (no dots: allowing a module allows its submodules)", m)
+				}
+			}
 			pol := scan.DefaultPolicy()
 			pol.AllowedImports = append(pol.AllowedImports, allow...)
 			rep, err := a.scanBundle(a.ctx, args[0], python, pol)
@@ -78,6 +84,9 @@ Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.
 	cmd.Flags().StringSliceVar(&allow, "allow-import", nil, "extra top-level modules the arena policy allows (repeatable)")
 	return cmd
 }
+
+// moduleNameRE matches a top-level Python module name.
+var moduleNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // scanReport is the JSON shape of a scan.
 type scanReport struct {
