@@ -106,6 +106,11 @@ SOURCES = {
                     acc[t] += float(topk_weights[t, j]) * (w2[e].float() @ a)
             out.copy_(acc)
     """,
+    "silu_importfails": """
+        import cacheon_no_such_module_xyz
+        def silu_and_mul(x, out):
+            pass
+    """,
     "moe_prepare_raises": """
         def prepare(w13, w2):
             raise ValueError("cannot repack")
@@ -217,6 +222,29 @@ class DispatchTests(unittest.TestCase):
         self.assertEqual((rc["slot"], rc["variant"], rc["count"]), ("activation.silu_and_mul", "default",
                                                                      c["fallback"]))
         self.assertIn("RuntimeError: boom", rc["reason"])
+
+    def test_load_failure(self):
+        # strict: the engine does not start; non-strict: the slot stays on
+        # stock with a receipt, and tokens are stock's
+        with self.assertRaises(Failure) as cm:
+            self.engine("llama", self.b.stack("silu_importfails"), strict=True)
+        self.assertEqual(cm.exception.error["class"], "import_error")
+        eng = self.engine("llama", self.b.stack("silu_importfails"), strict=False)
+        self.assertEqual(tokens(eng.generate({"requests": self.reqs})), tokens(self.stock["llama"]))
+        st = eng.stats()
+        self.assertEqual(st["slots"]["activation.silu_and_mul"]["selected"], 0)
+        self.assertEqual(len(st["receipts"]), 1, st["receipts"])
+        rc = st["receipts"][0]
+        self.assertEqual((rc["slot"], rc["variant"], rc["count"]), ("activation.silu_and_mul", "default", 1))
+        self.assertIn("load failed: import_error", rc["reason"])
+        self.assertIn("cacheon_no_such_module_xyz", rc["reason"])
+        # a missing entry is a load failure too; a malformed row is not
+        _s, row = self.b.row("silu_good")
+        eng = self.engine("llama", {"activation.silu_and_mul": dict(row, entry="nope")}, strict=False)
+        self.assertIn("missing_entry", eng.stats()["receipts"][0]["reason"])
+        with self.assertRaises(Failure):
+            self.engine("llama", {"activation.silu_and_mul": dict(row, domain={"capabilities": {"colour": {}}})},
+                        strict=False)
 
     def test_identity_violation(self):
         eng = self.engine("llama", self.b.stack("silu_rebinds"), strict=False)

@@ -147,6 +147,11 @@ class Domain:
 # Stack rows
 
 
+# Load failures of a candidate itself (not of the request), which
+# non-strict mode turns into a stock slot with a receipt.
+LOAD_FAILURES = ("import_error", "missing_entry")
+
+
 class Variant:
     """One candidate implementation of a slot, loaded from its bundle."""
 
@@ -308,7 +313,17 @@ class Dispatch:
                 raise bad("bundle %r must be an absolute path" % bundle)
             with _bundle_namespace(bundle, [r.get("source") for _s, _i, r in rows]):
                 for slot, i, row in rows:
-                    loaded[(slot, i)] = Variant(slot, i, row, self.loader, module_ids)
+                    try:
+                        loaded[(slot, i)] = Variant(slot, i, row, self.loader, module_ids)
+                    except Failure as e:
+                        # Non-strict: a candidate that cannot even load
+                        # leaves its slot on stock, with a receipt.
+                        if self.strict or e.error.get("class") not in LOAD_FAILURES:
+                            raise
+                        err = e.error
+                        name = row.get("variant") if isinstance(row.get("variant"), str) else ""
+                        self._receipt(slot, name or "default", "load failed: %s: %s: %s"
+                                      % (err.get("class"), err.get("type", ""), err.get("message", "")))
         for key in sorted(loaded):
             self.variants[key[0]].append(loaded[key])
 
