@@ -224,11 +224,17 @@ func (a *app) openEngine(ctx context.Context, fl engineFlags, audit *engine.Audi
 
 // engineExit picks the exit code of an engine failure: candidate failures
 // (and load failures with candidates in the stack) are findings, the rest
-// infrastructure.
+// infrastructure. A timeout with candidates in the stack says that a
+// candidate that never returns ends this way, but stays infrastructure:
+// a slow machine looks the same.
 func engineExit(err error, candidates bool) error {
 	var f *worker.Failure
 	if engine.IsCandidateFailure(err) || (candidates && errors.As(err, &f) && f.Class == engine.ClassLoad) {
 		return withCode(ExitFindings, err)
+	}
+	var te *worker.TimeoutError
+	if candidates && errors.As(err, &te) {
+		err = fmt.Errorf("%w (the stack has candidates: one that never returns ends this way; run the stack's bundles through cacheon verify)", err)
 	}
 	return withCode(ExitInfra, err)
 }
