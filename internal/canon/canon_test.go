@@ -137,6 +137,9 @@ func TestDecodeStrict(t *testing.T) {
 		{name: "duplicate", in: `{"items":[],"name":"x","name":"y","tags":{}}`, err: "duplicate key"},
 		{name: "empty optional written", in: `{"items":[{"n":1,"s":""}],"name":"x","tags":{}}`, err: "re-encodes differently"},
 		{name: "wrong type", in: `{"items":{},"name":"x","tags":{}}`, err: "want an array"},
+		{name: "number for a string", in: `{"items":[],"name":3,"tags":{}}`, err: "$.name: want a string, got a number"},
+		{name: "string for an integer", in: `{"items":[{"n":"1"}],"name":"x","tags":{}}`, err: "$.items[0].n: want an integer, got a string"},
+		{name: "null for a string", in: `{"items":[],"name":null,"tags":{}}`, err: "$.name: want a string, got null"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -169,6 +169,43 @@ func checkShape(n node, t reflect.Type, path string) error {
 				return err
 			}
 		}
+	case reflect.String:
+		if _, ok := n.(string); !ok && !implementsUnmarshaler(t) {
+			return fmt.Errorf("canon: %s: want a string, got %s", path, nodeKind(n))
+		}
+	case reflect.Bool:
+		if _, ok := n.(bool); !ok && !implementsUnmarshaler(t) {
+			return fmt.Errorf("canon: %s: want true or false, got %s", path, nodeKind(n))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if _, ok := n.(json.Number); !ok && !implementsUnmarshaler(t) {
+			return fmt.Errorf("canon: %s: want an integer, got %s", path, nodeKind(n))
+		}
 	}
 	return nil
+}
+
+func implementsUnmarshaler(t reflect.Type) bool {
+	_, ok := reflect.New(t).Interface().(json.Unmarshaler)
+	return ok
+}
+
+// nodeKind names a parsed JSON value's kind for error messages.
+func nodeKind(n node) string {
+	switch n.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []node:
+		return "an array"
+	case *object:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", n)
 }

@@ -319,6 +319,9 @@ func TestStackFile(t *testing.T) {
 		{"empty.toml", "", "no [slots"},
 		{"nob.toml", "[slots.\"norm.rmsnorm\"]\nvariant = \"x\"\n", "bundle is required"},
 		{"bad.json", `{"slots":{},"x":1}`, "unknown field"},
+		{"int.toml", "[slots.\"norm.rmsnorm\"]\nbundle = 5\n", `2:10: slots."norm.rmsnorm".bundle: want a string, got a number`},
+		{"slots.toml", "slots = 3\n", `slots: want a table of [slots."NAME"] tables, got a number`},
+		{"int.json", `{"slots":{"a":{"bundle":5}}}`, `slots."a".bundle: want a string, got a number`},
 	} {
 		if _, err := LoadStackFile(write(tc.name, tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)

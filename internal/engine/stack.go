@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,7 +88,7 @@ func parseStackFile(path string, data []byte) ([]StackSpec, error) {
 		err = toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&sf)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stack file %s: %w", path, stackDecodeError(err))
+		return nil, fmt.Errorf("stack file %s: %w", path, stackDecodeError(err, path, data))
 	}
 	if len(sf.Slots) == 0 {
 		return nil, fmt.Errorf("stack file %s: no [slots.\"NAME\"] entries", path)
@@ -112,12 +113,22 @@ func parseStackFile(path string, data []byte) ([]StackSpec, error) {
 	return out, nil
 }
 
-func stackDecodeError(err error) error {
+func stackDecodeError(err error, path string, data []byte) error {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		de := &strict.Errors[0]
 		line, col := de.Position()
 		return fmt.Errorf("%d:%d: unknown field %s (a stack file has [slots.\"NAME\"] tables with bundle and variant)", line, col, strings.Join(de.Key(), "."))
+	}
+	// A value of the wrong type: the decoders name Go types; say which
+	// key wants what instead.
+	if msg := stackTypeError(path, data); msg != "" {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, col := de.Position()
+			return fmt.Errorf("%d:%d: %s", line, col, msg)
+		}
+		return errors.New(msg)
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
@@ -125,6 +136,64 @@ func stackDecodeError(err error) error {
 		return fmt.Errorf("%d:%d: %s", line, col, strings.TrimPrefix(de.Error(), "toml: "))
 	}
 	return err
+}
+
+// stackTypeError decodes the file untyped and names the first key whose
+// value has the wrong type ("" when there is none, or the file does not
+// even parse).
+func stackTypeError(path string, data []byte) string {
+	var top map[string]any
+	var err error
+	if strings.HasSuffix(path, ".json") {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		err = dec.Decode(&top)
+	} else {
+		err = toml.Unmarshal(data, &top)
+	}
+	if err != nil {
+		return ""
+	}
+	slots, ok := top["slots"]
+	if !ok {
+		return ""
+	}
+	tables, ok := slots.(map[string]any)
+	if !ok {
+		return "slots: want a table of [slots.\"NAME\"] tables, got " + kindOf(slots)
+	}
+	for _, name := range slices.Sorted(maps.Keys(tables)) {
+		tbl, ok := tables[name].(map[string]any)
+		if !ok {
+			return fmt.Sprintf("slots.%q: want a table with bundle and variant, got %s", name, kindOf(tables[name]))
+		}
+		for _, key := range []string{"bundle", "variant"} {
+			if v, ok := tbl[key]; ok {
+				if _, isStr := v.(string); !isStr {
+					return fmt.Sprintf("slots.%q.%s: want a string, got %s", name, key, kindOf(v))
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "a table"
+	case []any:
+		return "an array"
+	case json.Number, int64, float64:
+		return "a number"
+	}
+	return fmt.Sprintf("a %T", v)
 }
 
 // SlotFromBundle picks the bundle's row for slot (and variant, "" when the
