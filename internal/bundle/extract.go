@@ -381,12 +381,12 @@ func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
 	case tar.TypeDir:
 		name = strings.TrimSuffix(name, "/")
 		if err := checkMemberName(name); err != nil {
-			return &ExtractError{Kind: ExtractUnsafe, Member: hdr.Name, Msg: err.Error()}
+			return &ExtractError{Kind: ExtractUnsafe, Member: hdr.Name, Msg: err.Error(), Hint: nameHint(name)}
 		}
 		return x.dir(name, explicitDir)
 	case tar.TypeReg, tar.TypeRegA:
 		if err := checkMemberName(name); err != nil {
-			return &ExtractError{Kind: ExtractUnsafe, Member: name, Msg: err.Error()}
+			return &ExtractError{Kind: ExtractUnsafe, Member: name, Msg: err.Error(), Hint: nameHint(name)}
 		}
 		if Excluded(name) {
 			return &ExtractError{Kind: ExtractUnsafe, Member: name, Msg: "path is not covered by the content hash (.git, __pycache__, *.pyc, *.pyo, ._*)",
@@ -400,6 +400,15 @@ func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
 	}
 	return &ExtractError{Kind: ExtractUnsafe, Member: name, Msg: fmt.Sprintf("member type %q is not allowed", hdr.Typeflag),
 		Hint: "bundles hold regular files and directories only"}
+}
+
+// nameHint explains the common way to get a "." component: archives made
+// with `tar -C DIR .` name every member "./...".
+func nameHint(name string) string {
+	if name == "." || strings.HasPrefix(name, "./") {
+		return "`tar -C DIR .` writes ./ names; make the archive with `cacheon package DIR`"
+	}
+	return ""
 }
 
 // checkMemberName validates a member path (directories without their

@@ -141,7 +141,7 @@ func TestExtractRejects(t *testing.T) {
 		{"absolute path", func(t *testing.T) []byte { return tgz(t, file("/etc/cron.d/x", "x")) }, ExtractLimits{}, ExtractUnsafe, "absolute path"},
 		{"dotdot", func(t *testing.T) []byte { return tgz(t, file("../escape", "x")) }, ExtractLimits{}, ExtractUnsafe, `path component ".." is not allowed`},
 		{"inner dotdot", func(t *testing.T) []byte { return tgz(t, file("a/../../escape", "x")) }, ExtractLimits{}, ExtractUnsafe, `".." is not allowed`},
-		{"dot component", func(t *testing.T) []byte { return tgz(t, file("./a", "x")) }, ExtractLimits{}, ExtractUnsafe, `"." is not allowed`},
+		{"dot component", func(t *testing.T) []byte { return tgz(t, file("./a", "x")) }, ExtractLimits{}, ExtractUnsafe, `"." is not allowed (hint: ` + "`tar -C DIR .` writes ./ names; make the archive with `cacheon package DIR`)"},
 		{"backslash", func(t *testing.T) []byte { return tgz(t, file(`a\..\b`, "x")) }, ExtractLimits{}, ExtractUnsafe, "backslash"},
 		{"control character", func(t *testing.T) []byte { return tgz(t, file("a\nb", "x")) }, ExtractLimits{}, ExtractUnsafe, "control character"},
 		{"C1 control character", func(t *testing.T) []byte { return tgz(t, file("a\u0085b", "x")) }, ExtractLimits{}, ExtractUnsafe, "control character"},

@@ -114,7 +114,11 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	if n, err := a.scanFindings(ctx, b, python); err != nil {
 		return withCode(ExitInfra, err)
 	} else if n > 0 {
-		return withCode(ExitFindings, fmt.Errorf("%d scan finding(s): verify does not run a bundle that fails the scan (see cacheon scan %s)", n, path))
+		see := "see cacheon scan " + path
+		if st, err := os.Stat(path); err != nil || !st.IsDir() {
+			see = "cacheon scan takes the extracted bundle directory"
+		}
+		return withCode(ExitFindings, fmt.Errorf("%d scan finding(s): verify does not run a bundle that fails the scan (%s)", n, see))
 	}
 	device := fl.device
 	switch device {
@@ -211,7 +215,7 @@ func bundleDir(ctx context.Context, path, scratch string) (string, error) {
 	defer f.Close()
 	dest := filepath.Join(scratch, "bundle")
 	if _, err := bundle.Extract(ctx, f, dest, bundle.DefaultExtractLimits(), ""); err != nil {
-		return "", withCode(ExitFindings, fmt.Errorf("extract %s: %w", path, err))
+		return "", withCode(ExitFindings, fmt.Errorf("bundle %s: %w", path, err))
 	}
 	return dest, nil
 }
