@@ -117,6 +117,9 @@ func resolveArena(arg string) (*arena.Arena, error) {
 		}
 		return a, nil
 	}
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("--arena %q: is a directory; want an arena .toml file or a shipped arena name (%s)", arg, strings.Join(arenas.Names(), ", "))
+	}
 	return nil, fmt.Errorf("--arena %q: no such file and no shipped arena of that name (shipped: %s)", arg, strings.Join(arenas.Names(), ", "))
 }
 

@@ -3,7 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +34,9 @@ and no release.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if source == "" || review == "" {
 				return withCode(ExitUsage, errors.New("integrate: --source DIR and --review FILE are required"))
+			}
+			if prefix != "" && (path.IsAbs(prefix) || !fs.ValidPath(strings.TrimSuffix(prefix, "/"))) {
+				return withCode(ExitUsage, fmt.Errorf("integrate: --prefix %q: want a slash-separated directory inside the source tree (no leading /, no . or ..)", prefix))
 			}
 			data, err := os.ReadFile(args[0])
 			if err != nil {
