@@ -54,6 +54,8 @@ func TestAllCloseScore(t *testing.T) {
 			[]string{"[0,5]", "tol 0"}},
 		{"NaN", exp, with(with(exp, 40, math.NaN()), 90, math.NaN()), bf16(), false, 126.0 / 128, 40,
 			[]string{"got[1,8] is NaN", "2/128 elements non-finite"}},
+		{"all NaN: unwritten", exp, allNaNLike(exp), bf16(), false, 0, 0,
+			[]string{"128/128 elements non-finite", "an output never written keeps its poison"}},
 		{"+Inf", exp, with(exp, 7, inf), bf16(), false, 127.0 / 128, 7, []string{"got[0,7] is +Inf"}},
 		{"-Inf", exp, with(exp, 33, -inf), bf16(), false, 127.0 / 128, 33, []string{"got[1,1] is -Inf"}},
 		{"NaN with huge tolerance", exp, with(exp, 0, math.NaN()), metric.Tolerance{Atol: 1e300, Rtol: 1e300}, false, 127.0 / 128, 0,
@@ -147,4 +149,12 @@ func TestMatchedRatioScoreEdges(t *testing.T) {
 			}
 		})
 	}
+}
+
+func allNaNLike(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	return out
 }

@@ -387,8 +387,22 @@ func firstNonFinite(got []float64) (first, count int) {
 
 // nonFiniteExplain describes a candidate holding non-finite values.
 func nonFiniteExplain(got []float64, shape []int, first, count int) string {
-	return fmt.Sprintf("got%s is %s (%d/%d elements non-finite)",
+	s := fmt.Sprintf("got%s is %s (%d/%d elements non-finite)",
 		FormatIndex(first, shape), fmtVal(got[first]), count, len(got))
+	if count == len(got) && allNaN(got) {
+		// verify and the engine audit poison outputs with NaN before the call
+		s += "; every element is NaN, as an output never written keeps its poison (write into the given output, do not return a new tensor)"
+	}
+	return s
+}
+
+func allNaN(v []float64) bool {
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // badReferenceResult is the fail-closed Result of a *Score function handed
