@@ -229,6 +229,7 @@ func TestLoadRejects(t *testing.T) {
 		want     string
 	}{
 		{"invalid TOML", "bundle_id = \n", "manifest.toml:1:"},
+		{"byte-order mark", "\ufeff" + head + silu, "manifest.toml:1:1: the file starts with a UTF-8 byte-order mark (hint: save it as UTF-8 without a BOM)"},
 		{"duplicate key", head + "bundle_id = \"u\"\n" + silu, "manifest.toml:3:1: bundle_id: key bundle_id is already defined"},
 		{"unknown top-level key", head + "setup = \"x\"\n" + silu, "manifest.toml:3:1: setup: unknown key"},
 		{"unknown row key", head + silu + "setup = \"engine\"\n", "manifest.toml:7:1: ops[0].setup: unknown key"},

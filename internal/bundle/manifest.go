@@ -182,6 +182,10 @@ func decodeManifest(data []byte) (*rawManifest, *manifestParser, error) {
 	if len(data) > maxManifestBytes {
 		return nil, nil, &ManifestError{File: ManifestName, Msg: fmt.Sprintf("file is %d bytes, more than %d", len(data), maxManifestBytes)}
 	}
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return nil, nil, &ManifestError{File: ManifestName, Line: 1, Col: 1, Msg: "the file starts with a UTF-8 byte-order mark",
+			Hint: "save it as UTF-8 without a BOM"}
+	}
 	var raw rawManifest
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
