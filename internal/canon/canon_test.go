@@ -191,6 +191,15 @@ func TestDecimal(t *testing.T) {
 		{in: "1e401", err: "exponent 401 is outside"},
 		{in: "1e", err: "not a decimal"},
 		{in: "1e+", err: "not a decimal"},
+		{in: "1p10000", err: "not a decimal"},
+		{in: "0x1p10", err: "not a decimal"},
+		{in: "0x10", err: "not a decimal"},
+		{in: "1_000", err: "not a decimal"},
+		{in: ".", err: "not a decimal"},
+		{in: "-.5", want: "-0.5"},
+		{in: "5.", want: "5"},
+		{in: "1e-1.5", err: "not a decimal"},
+		{in: "--1", err: "not a decimal"},
 		{in: strings.Repeat("1", 1025), err: "longer than 1024 bytes"},
 		{in: strings.Repeat("1", 400) + "e-400", err: "longer than 400 bytes with an exponent"},
 		{in: strings.Repeat("9", 395) + "e400", want: strings.Repeat("9", 395) + strings.Repeat("0", 400)},
@@ -316,7 +325,7 @@ func FuzzDecode(f *testing.F) {
 // FuzzParseDecimal: whatever ParseDecimal accepts comes back canonical, is
 // a fixed point, and converts to a float; no input runs long (the bounds).
 func FuzzParseDecimal(f *testing.F) {
-	for _, s := range []string{"1e-5", "0.00001", "-1.25", "010.500", "1e400", "1e-9999999", "1/3", "+3", "-0.0", "9e-400"} {
+	for _, s := range []string{"1e-5", "0.00001", "-1.25", "010.500", "1e400", "1e-9999999", "1/3", "+3", "-0.0", "9e-400", "1p10000", "0x1.8p3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -23,7 +23,7 @@ type Decimal string
 // MaxDecimalExponent bytes and an exponent within ±MaxDecimalExponent (so
 // every canonical form fits MaxDecimalLen again).
 func ParseDecimal(s string) (Decimal, error) {
-	if s == "" || strings.ContainsAny(s, " \t\n_") {
+	if !decimalSyntax(s) {
 		return "", fmt.Errorf("decimal %q: not a decimal number", clip(s))
 	}
 	if len(s) > MaxDecimalLen {
@@ -42,10 +42,47 @@ func ParseDecimal(s string) (Decimal, error) {
 		}
 	}
 	r, ok := new(big.Rat).SetString(s)
-	if !ok || strings.ContainsAny(s, "/") {
+	if !ok {
 		return "", fmt.Errorf("decimal %q: not a decimal number", clip(s))
 	}
 	return formatRat(r), nil
+}
+
+// decimalSyntax reports whether s is [+-]digits[.digits][(e|E)[+-]digits],
+// where either side of the point may be empty but not both. big.Rat alone
+// would also take fractions ("1/3"), hex and binary exponents ("0x1p10",
+// "1p10000"), and underscores, none of which is a decimal literal.
+func decimalSyntax(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	n := digits()
+	if i < len(s) && s[i] == '.' {
+		i++
+		n += digits()
+	}
+	if n == 0 {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 // Bounds on ParseDecimal's input.
