@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -190,4 +191,24 @@ func TestEngineCheckpointInSandbox(t *testing.T) {
 	if !strings.Contains(out.String(), "tokens:   [0 0 0]") || !strings.Contains(out.String(), "logprobs: [-6.2383 -6.2383 -6.2383]") {
 		t.Fatalf("the checkpoint's weights were not used:\n%s", out.String())
 	}
+}
+
+// FuzzPrintProfile: the profile comes from the runtime's reply, so any JSON
+// (or none) prints without a panic, and a well-formed phase prints its line.
+func FuzzPrintProfile(f *testing.F) {
+	f.Add([]byte(`{"decode":{"count":4,"device_ms":2,"split_ms":{"mlp":1,"attention":0.5},"slots_ms":{"norm.rmsnorm":0.1}}}`))
+	f.Add([]byte(`{"prefill":{"count":0,"device_ms":0}}`))
+	f.Add([]byte(`[1,2]`))
+	f.Add([]byte(`{"decode":{"count":1e400}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var buf bytes.Buffer
+		printProfile(&buf, raw)
+		var phases map[string]profilePhase
+		if json.Unmarshal(raw, &phases) != nil {
+			return
+		}
+		if p, ok := phases["decode"]; ok && p.Count > 0 && p.DeviceMS > 0 && !strings.Contains(buf.String(), "decode:") {
+			t.Fatalf("a valid decode phase %+v printed no line:\n%s", p, buf.String())
+		}
+	})
 }

@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"testing"
@@ -105,6 +106,32 @@ func FuzzParsePublicKey(f *testing.F) {
 		pub, err := release.ParsePublicKey(data)
 		if err == nil && len(pub) != 32 {
 			t.Fatalf("accepted a %d-byte ed25519 key", len(pub))
+		}
+	})
+}
+
+func FuzzParsePrivateKey(f *testing.F) {
+	_, _, privPath, pubPath := keys(f)
+	for _, p := range []string{privPath, pubPath} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		priv, err := release.ParsePrivateKey(data)
+		if err != nil {
+			return
+		}
+		if len(priv) != ed25519.PrivateKeySize {
+			t.Fatalf("accepted a %d-byte ed25519 private key", len(priv))
+		}
+		// An accepted key must sign what its own public half verifies.
+		msg := []byte("cacheon")
+		if !ed25519.Verify(priv.Public().(ed25519.PublicKey), msg, ed25519.Sign(priv, msg)) {
+			t.Fatal("accepted a private key whose public half does not verify its signatures")
 		}
 	})
 }

@@ -155,19 +155,35 @@ func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private key: %w", err)
 	}
-	b, _ := pem.Decode(data)
-	if b != nil && b.Type == "PUBLIC KEY" {
-		return nil, fmt.Errorf("private key %s: this is a public key; sign with the private key keygen wrote (--out)", path)
+	priv, err := ParsePrivateKey(data)
+	if errors.Is(err, errPublicKey) {
+		return nil, fmt.Errorf("private key %s: %w", path, err)
 	}
+	// The mode is checked before the contents are judged, so a readable
+	// key is reported as such even when it is also malformed.
 	if runtime.GOOS != "windows" && info.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("private key %s: mode %v lets others read it; chmod 600 it", path, info.Mode().Perm())
 	}
+	if err != nil {
+		return nil, fmt.Errorf("private key %s: %w", path, err)
+	}
+	return priv, nil
+}
+
+var errPublicKey = errors.New("this is a public key; sign with the private key keygen wrote (--out)")
+
+// ParsePrivateKey parses a PKCS#8 PEM ed25519 private key.
+func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
+	b, _ := pem.Decode(data)
+	if b != nil && b.Type == "PUBLIC KEY" {
+		return nil, errPublicKey
+	}
 	if b == nil || b.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("private key %s: not a PEM \"PRIVATE KEY\" block", path)
+		return nil, errors.New("not a PEM \"PRIVATE KEY\" block")
 	}
 	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("private key %s: %w", path, err)
+		return nil, err
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
@@ -178,7 +194,7 @@ func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
 		case *ecdsa.PrivateKey:
 			kind = "an ECDSA"
 		}
-		return nil, fmt.Errorf("private key %s: %s key; release keys are ed25519 (cacheon release keygen)", path, kind)
+		return nil, fmt.Errorf("%s key; release keys are ed25519 (cacheon release keygen)", kind)
 	}
 	return priv, nil
 }

@@ -123,6 +123,8 @@ def parse_header(raw):
         raise
     except ValueError as e:
         raise FormatError("header is not valid JSON: %s" % e) from None
+    except RecursionError:
+        raise FormatError("header nests too deeply") from None
     if not isinstance(obj, dict):
         raise FormatError("header is not a JSON object")
     metadata = None

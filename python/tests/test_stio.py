@@ -186,5 +186,50 @@ class Rejects(unittest.TestCase):
             stio.dumps({"__metadata__": torch.zeros(2)})
 
 
+class Mutations(unittest.TestCase):
+    """A seeded stand-in for fuzzing: corrupted files either load or raise
+    FormatError, never another exception (the worker would die with a
+    traceback instead of reporting a bad file)."""
+
+    def test_mutated_files_raise_format_error_only(self):
+        import random
+        rnd = random.Random(20261129)
+        base = bytes(stio.dumps({"a": torch.ones(2, 3), "b": torch.arange(4, dtype=torch.int64)},
+                                {"k": "v"}))
+        n = int.from_bytes(base[:8], "little")
+        tokens = [b"[", b"]", b"{", b"}", b'"', b",", b":", b"-1", b"1e999", b"NaN", b"\xff",
+                  b"null", b"true", b"99999999999999999999999", b"\\u0000"]
+        for i in range(3000):
+            # Mostly mutate the header and keep the length prefix right, so
+            # the JSON and layout checks are reached, not only the prefix's.
+            hdr, body = bytearray(base[8:8 + n]), bytearray(base[8 + n:])
+            for _ in range(rnd.randint(1, 4)):
+                a, b = sorted((rnd.randrange(len(hdr) + 1), rnd.randrange(len(hdr) + 1)))
+                op = rnd.randrange(4)
+                if op == 0 and hdr:
+                    hdr[min(a, len(hdr) - 1)] = rnd.randrange(256)
+                elif op == 1:
+                    hdr[a:b] = rnd.choice(tokens)
+                elif op == 2:
+                    hdr[a:b] = b""
+                else:
+                    body = body[:rnd.randrange(len(body) + 1)]
+            raw = bytearray(len(hdr).to_bytes(8, "little")) + hdr + body
+            if rnd.random() < 0.2:
+                raw = raw[:rnd.randrange(len(raw) + 1)]
+            if rnd.random() < 0.1 and raw:
+                raw[rnd.randrange(len(raw))] = rnd.randrange(256)
+            try:
+                stio.loads(bytes(raw))
+            except stio.FormatError:
+                pass
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                self.fail("mutation %d: %r raised %s: %s" % (i, bytes(raw)[:200], type(e).__name__, e))
+
+    def test_deeply_nested_header(self):
+        with self.assertRaises(stio.FormatError):
+            stio.loads(raw_file("{" + '"x":' + "[" * 100000 + "]" * 100000 + "}"))
+
+
 if __name__ == "__main__":
     unittest.main()
