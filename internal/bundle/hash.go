@@ -55,11 +55,25 @@ func Excluded(rel string) bool {
 // non-regular files are skipped, never followed. A file name that is not
 // valid UTF-8 is an error.
 func Files(dir string) ([]File, error) {
+	files, _, err := listFiles(dir)
+	return files, err
+}
+
+// LeftOut lists what Files skips that a user may have meant to ship:
+// symlinks and other non-regular files (not the Excluded caches), each as
+// "path (symlink)" and the like, sorted.
+func LeftOut(dir string) ([]string, error) {
+	_, left, err := listFiles(dir)
+	return left, err
+}
+
+func listFiles(dir string) ([]File, []string, error) {
 	root, err := resolveRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []File
+	var left []string
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("walk: %w", err)
@@ -81,9 +95,11 @@ func Files(dir string) ([]File, error) {
 				return filepath.SkipDir
 			}
 			return nil
-		case !d.Type().IsRegular():
-			return nil // symlinks, fifos, sockets, devices: not part of the bundle
 		case Excluded(rel):
+			return nil
+		case !d.Type().IsRegular():
+			// symlinks, fifos, sockets, devices: not part of the bundle
+			left = append(left, fmt.Sprintf("%s (%s)", rel, kindOf(d.Type())))
 			return nil
 		}
 		info, err := d.Info()
@@ -94,10 +110,26 @@ func Files(dir string) ([]File, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list bundle files in %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("list bundle files in %s: %w", dir, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	sort.Strings(left)
+	return out, left, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	default:
+		return "not a regular file"
+	}
 }
 
 // resolveRoot returns dir with any symlinks in the given path itself

@@ -120,6 +120,24 @@ func TestContentHashGolden(t *testing.T) {
 	}
 }
 
+// TestLeftOut names the links the hash skips, but not the caches and
+// dot-files it excludes on purpose.
+func TestLeftOut(t *testing.T) {
+	dir := copyTree(t, filepath.Join("testdata", "hashtree"))
+	if left, err := LeftOut(dir); err != nil || len(left) != 0 {
+		t.Fatalf("clean tree: LeftOut = %q, %v", left, err)
+	}
+	addNoise(t, dir)
+	left, err := LeftOut(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"link (symlink)", "linkdir (symlink)", "outside (symlink)"}
+	if strings.Join(left, "|") != strings.Join(want, "|") {
+		t.Fatalf("LeftOut = %q, want %q", left, want)
+	}
+}
+
 // TestContentHashByHand recomputes one vector from a literal byte layout,
 // independently of the implementation.
 func TestContentHashByHand(t *testing.T) {

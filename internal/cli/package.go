@@ -62,6 +62,10 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 			if err != nil {
 				return fmt.Errorf("package %s: %w", dir, err)
 			}
+			if left, err := bundle.LeftOut(dir); err == nil && len(left) > 0 {
+				fmt.Fprintf(a.stderr, "warning: left out of the archive and the content hash (only regular files ship): %s\n",
+					strings.Join(left, ", "))
+			}
 			var payload []byte
 			if url != "" {
 				// Before the archive lands: a refused URL leaves nothing behind.
