@@ -548,13 +548,23 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 		fmt.Fprintf(w, "stack: %-26s %s/%s:%s  (%s, %.12s)\n", s.Slot, s.Bundle, s.Source, s.Entry, s.Variant, s.ContentHash)
 	}
 	fmt.Fprintf(w, "\n%-7s %8s %7s %7s %9s %10s %10s %14s %9s %13s\n", "wave", "requests", "prompt", "tokens", "seconds", "tok/s", "prefill s", "prefill tok/s", "decode s", "decode tok/s")
+	unresolved := 0
 	for _, x := range b.Waves {
-		fmt.Fprintf(w, "%-7d %8d %7d %7d %9.4f %10.1f %10.4f %14.1f %9.4f %13.1f\n", x.Index+1, x.Requests, x.PromptTokens, x.Generated,
-			x.Seconds, x.TokensPerSec, x.PrefillSeconds, x.PrefillTokensPerSec, x.DecodeSeconds, x.DecodeTokensPerSec)
+		ds, dr := fmt.Sprintf("%.4f", x.DecodeSeconds), fmt.Sprintf("%.1f", x.DecodeTokensPerSec)
+		if x.DecodeUnresolved() {
+			ds, dr = "-", "-"
+			unresolved++
+		}
+		fmt.Fprintf(w, "%-7d %8d %7d %7d %9.4f %10.1f %10.4f %14.1f %9s %13s\n", x.Index+1, x.Requests, x.PromptTokens, x.Generated,
+			x.Seconds, x.TokensPerSec, x.PrefillSeconds, x.PrefillTokensPerSec, ds, dr)
 	}
 	m := b.Median
 	fmt.Fprintf(w, "%-7s %8s %7s %7s %9.4f %10.1f %10s %14.1f %9s %13.1f\n", "median", "", "", "", m.Seconds, m.TokensPerSec, "", m.PrefillTokensPerSec, "", m.DecodeTokensPerSec)
 	fmt.Fprintf(w, "(host-timed; %d warm-up wave(s) not scored; decode = full wave - prefill-only wave)\n", b.Warmup)
+	if unresolved > 0 {
+		fmt.Fprintf(w, "(-: %d wave(s) whose prefill-only wave took as long as the whole wave: decode is within timing noise\n"+
+			"   and left out of the decode median; give the workload longer outputs to measure it)\n", unresolved)
+	}
 	fmt.Fprintf(w, "\nslot calls since load (warm-up and prefill-only waves included):\n")
 	fmt.Fprintf(w, "\n%-28s %9s %9s %9s %10s %8s %8s\n", "slot", "selected", "completed", "fallback", "ineligible", "audited", "stock")
 	for _, name := range sortedKeys(b.Slots) {

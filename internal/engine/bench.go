@@ -173,6 +173,13 @@ func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.
 	return wr, nil
 }
 
+// DecodeUnresolved reports a wave that generated past the first token of
+// its requests yet whose prefill-only wave took as long as the whole wave:
+// its decode time is within timing noise, not zero.
+func (w WaveResult) DecodeUnresolved() bool {
+	return w.DecodeSeconds <= 0 && w.Generated > w.Requests
+}
+
 func rate(n int, seconds float64) float64 {
 	if seconds <= 0 || n <= 0 {
 		return 0
@@ -188,10 +195,18 @@ func summarize(ws []WaveResult) Summary {
 		}
 		return Median(v)
 	}
+	// A wave whose decode time is lost in the noise has no decode rate;
+	// it is left out of that median rather than counted as zero.
+	var decode []float64
+	for _, w := range ws {
+		if !w.DecodeUnresolved() {
+			decode = append(decode, w.DecodeTokensPerSec)
+		}
+	}
 	return Summary{
 		TokensPerSec:        pick(func(w WaveResult) float64 { return w.TokensPerSec }),
 		PrefillTokensPerSec: pick(func(w WaveResult) float64 { return w.PrefillTokensPerSec }),
-		DecodeTokensPerSec:  pick(func(w WaveResult) float64 { return w.DecodeTokensPerSec }),
+		DecodeTokensPerSec:  Median(decode),
 		Seconds:             pick(func(w WaveResult) float64 { return w.Seconds }),
 	}
 }

@@ -293,6 +293,23 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+// A wave whose decode time is lost in timing noise has no decode rate: it
+// leaves the decode median instead of pulling it towards zero.
+func TestSummarizeUnresolvedDecode(t *testing.T) {
+	ws := []WaveResult{
+		{Requests: 1, Generated: 9, Seconds: 1, TokensPerSec: 9, DecodeSeconds: 0.5, DecodeTokensPerSec: 16},
+		{Requests: 1, Generated: 9, Seconds: 1, TokensPerSec: 9, DecodeSeconds: 0.4, DecodeTokensPerSec: 20},
+		{Requests: 1, Generated: 9, Seconds: 1, TokensPerSec: 9},                        // unresolved
+		{Requests: 1, Generated: 1, Seconds: 1, TokensPerSec: 1, DecodeTokensPerSec: 0}, // nothing to decode
+	}
+	if !ws[2].DecodeUnresolved() || ws[0].DecodeUnresolved() || ws[3].DecodeUnresolved() {
+		t.Fatal("DecodeUnresolved misclassifies")
+	}
+	if got := summarize(ws).DecodeTokensPerSec; got != 16 {
+		t.Fatalf("decode median = %v, want 16 (the median of 16, 20 and 0)", got)
+	}
+}
+
 func TestStackFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
