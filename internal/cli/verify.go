@@ -221,7 +221,11 @@ func bundleDir(ctx context.Context, path, scratch string) (string, error) {
 }
 
 func printVerify(w io.Writer, rep *verify.Report) {
-	fmt.Fprintf(w, "python %s, torch %s\nsandbox:\n", rep.Python, rep.Torch)
+	torch := rep.Torch
+	if torch == "" {
+		torch = "(not started)"
+	}
+	fmt.Fprintf(w, "python %s, torch %s\nsandbox:\n", rep.Python, torch)
 	for _, l := range rep.Sandbox {
 		fmt.Fprintf(w, "  %s\n", l)
 	}

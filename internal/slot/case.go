@@ -1,9 +1,11 @@
 package slot
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"cacheon/internal/reference"
 	"cacheon/internal/tensor"
@@ -95,6 +97,9 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 	}
 	if s.Kind == Collective {
 		dims["WS"] = ws
+		if err := s.checkShards(dims); err != nil {
+			return nil, err
+		}
 	}
 	c := &Case{
 		Spec: s, Shape: p.Shape.Name, Dims: dims, DType: p.DType, Dist: p.Dist,
@@ -126,6 +131,29 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 		}
 	}
 	return c, nil
+}
+
+// ErrWorldSize marks a case whose shape cannot be split across the run's
+// world size: a per-rank dimension (an expression over WS) is not whole.
+// Such a shape does not apply at that world size; it is not a failure.
+var ErrWorldSize = errors.New("the shape does not split across the world size")
+
+// checkShards evaluates every dimension that depends on the world size.
+func (s *Spec) checkShards(dims Dims) error {
+	for _, args := range [][]Arg{s.Args, s.PrepareArgs} {
+		for _, a := range args {
+			for _, e := range a.Shape {
+				if !strings.Contains(e, "WS") {
+					continue
+				}
+				if _, err := EvalDim(e, dims); err != nil {
+					return fmt.Errorf("%w: %s's dimension %s is not whole at world size %d (%v)",
+						ErrWorldSize, a.Name, e, dims["WS"], errors.Unwrap(err))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Refresh regenerates every graph-dynamic input in place for replay number

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -202,6 +203,26 @@ func TestCollectivePerRankInputs(t *testing.T) {
 	}
 	if got := rc.Ranks[1]["w13"].Shape; got[1] != 2*r.Shapes[0].Dims["I"]/2 {
 		t.Fatalf("w13 shard shape %v", got)
+	}
+}
+
+// A sharded dimension that the world size does not divide makes the shape
+// inapplicable (ErrWorldSize), not a generator failure.
+func TestWorldSizeThatDoesNotSplit(t *testing.T) {
+	c := catalog(t)
+	r, _ := c.Lookup("moe.fused_experts_reduce")
+	sh := r.Shapes[0]
+	_, err := r.NewCase(CaseParams{Seed: 3, Shape: sh, DType: tensor.F32, WorldSize: 3})
+	if !errors.Is(err, ErrWorldSize) || !strings.Contains(err.Error(), "not whole at world size 3") {
+		t.Fatalf("I=%d at world size 3: err = %v, want ErrWorldSize", sh.Dims["I"], err)
+	}
+	if _, err := r.NewCase(CaseParams{Seed: 3, Shape: sh, DType: tensor.F32, WorldSize: 4}); err != nil {
+		t.Fatalf("I=%d at world size 4: %v", sh.Dims["I"], err)
+	}
+	// all_reduce has no sharded dimension: any world size applies.
+	a, _ := c.Lookup("collective.all_reduce")
+	if _, err := a.NewCase(CaseParams{Seed: 3, Shape: a.Shapes[0], DType: tensor.F32, WorldSize: 3}); err != nil {
+		t.Fatalf("all_reduce at world size 3: %v", err)
 	}
 }
 

@@ -98,10 +98,16 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	// Plan every case before starting any worker: shapes out of the
 	// variant's domain are N/A, decided by Go.
 	var cases []*plannedCase
+	unsplit := 0
 	for i, sh := range spec.Shapes {
 		js := slot.JitterShape(spec.Name, sh, o.Seed, i)
 		dist := slot.Distributions()[i%len(slot.Distributions())]
 		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: o.DType, Dist: dist, Index: i, WorldSize: ws})
+		if errors.Is(err, slot.ErrWorldSize) {
+			row.NAShapes = append(row.NAShapes, js.Name+": "+err.Error())
+			unsplit++
+			continue
+		}
 		if err != nil {
 			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
 			return row, ""
@@ -126,6 +132,11 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	}
 	if len(cases) == 0 {
 		row.Outcome, row.Reason = NotApplicable, "no registered shape is inside the variant's capability domain"
+		if unsplit == len(spec.Shapes) {
+			row.Reason = fmt.Sprintf("no registered shape splits across --world-size %d", ws)
+		} else if unsplit > 0 {
+			row.Reason = fmt.Sprintf("no registered shape applies: %d do not split across --world-size %d, the others are outside the variant's capability domain", unsplit, ws)
+		}
 		return row, ""
 	}
 	if spec.Kind == slot.Collective {
