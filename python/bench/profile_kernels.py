@@ -10,8 +10,9 @@ The decode share is the whole wave minus the prefill-only wave. Graphs are
 off (profiling launches eagerly); kernel durations are the same as under
 graph replay, launch gaps are not. Other modes:
 
-    --ab 1,64       graphs on: decode ms/step with the PDL and skinny-GEMM
-                    switches on and off, each variant in a fresh engine
+    --ab 1,64       graphs on: decode ms/step of each VARIANTS entry (the
+                    kernels module's PDL, SKINNY and FUSE_SILU switches),
+                    each variant in a fresh engine
     --split 1,64    the --ab timing, then each batch's decode-step kernel
                     time by region (attention, mlp, norm, sampling, other)
                     and each slot's share of the step
@@ -67,8 +68,10 @@ def ab(arena, batches, prompt, new):
     and the skinny GEMM switched on and off, each variant in a fresh engine."""
     v = int(arena["model"]["vocab_size"])
     first, steps = {}, {}
-    for name, pdl, skinny in VARIANTS:
-        kernels.PDL, kernels.SKINNY = pdl, skinny
+    defaults = {k: getattr(kernels, k) for k in SWITCHES}
+    for name, switches in VARIANTS:
+        for k in SWITCHES:
+            setattr(kernels, k, switches.get(k, defaults[k]))
         try:
             eng = runner.Engine({"arena": arena, "graphs": True})
             for b in batches:
@@ -81,7 +84,7 @@ def ab(arena, batches, prompt, new):
                 same = first.setdefault(b, toks)
                 agree = sum(x == y for a, c in zip(toks, same) for x, y in zip(a, c)) / sum(len(a) for a in toks)
                 steps.setdefault(b, (tw - tp) / (new - 1) * 1e3)
-                print("%-11s batch %2d: wave %7.1f ms (%6.0f tok/s), prefill-only %5.1f ms, decode %.3f ms/step,"
+                print("%-20s batch %2d: wave %7.1f ms (%6.0f tok/s), prefill-only %5.1f ms, decode %.3f ms/step,"
                       " tokens equal to the first variant %.1f%%"
                       % (name, b, tw * 1e3, b * new / tw, tp * 1e3, (tw - tp) / (new - 1) * 1e3, 100 * agree))
                 sys.stdout.flush()
@@ -89,12 +92,20 @@ def ab(arena, batches, prompt, new):
             torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001
             print("%s failed: %s: %s" % (name, type(e).__name__, str(e)[:300]))
-    kernels.PDL, kernels.SKINNY = True, True
+    for k, v in defaults.items():
+        setattr(kernels, k, v)
     return steps
 
 
-# (name, programmatic dependent launch, skinny GEMM); the first is the default.
-VARIANTS = (("pdl+skinny", True, True), ("neither", False, False))
+# Developer switches of the kernels module that --ab varies: programmatic
+# dependent launch, the skinny split-K GEMM, the stock silu_and_mul fused
+# into the down projection (off by default until measured).
+SWITCHES = ("PDL", "SKINNY", "FUSE_SILU")
+# (name, switches that differ from the module's defaults); the first is the
+# default configuration, whose step time --split reads.
+VARIANTS = (("default", {}),
+            ("+fuse_silu", {"FUSE_SILU": True}),
+            ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
 
 
 def device_by_kind(prof, m):

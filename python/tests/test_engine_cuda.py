@@ -131,6 +131,33 @@ class StockKernels(unittest.TestCase):
             finally:
                 kernels.PDL = True
 
+    def test_fused_silu_down_matches_unfused(self):
+        # kernels.FUSE_SILU: the down projection applying the stock
+        # silu_and_mul while loading its operand equals the stock activation
+        # kernel followed by the plain GEMM (same fp32 math, one rounding)
+        saved = kernels.FUSE_SILU
+        kernels.FUSE_SILU = True
+        try:
+            for m, n, k in ((1, 2048, 8192), (1, 300, 512), (2, 2048, 8192), (17, 2048, 8192),
+                            (64, 2048, 8192), (64, 1000, 4096)):
+                gu = torch.randn(m, 2 * k, device="cuda", dtype=self.dt) * 2
+                w = (torch.randn(n, k, device="cuda") * k ** -0.5).to(self.dt)
+                base = torch.randn(m, n, device="cuda", dtype=self.dt)
+                self.assertTrue(kernels.act_ok(gu, w), "m=%d n=%d k=%d not served" % (m, n, k))
+                a = torch.empty(m, k, device="cuda", dtype=self.dt)
+                kernels.silu_and_mul(gu, a)
+                want = base.clone()
+                (kernels.gemv if m == 1 else kernels.skinny)(a, w, want, add=True)
+                got = base.clone()
+                kernels.add_act_mm(got, gu, w)
+                close(self, got, want, 0.02, "fused silu+down m=%d n=%d k=%d" % (m, n, k))
+                ref = base.float() + a.float() @ w.float().t()
+                close(self, got, ref, 0.08, "fused silu+down vs fp32 m=%d" % m)
+            self.assertFalse(kernels.act_ok(torch.randn(65, 1024, device="cuda", dtype=self.dt),
+                                            torch.randn(300, 512, device="cuda", dtype=self.dt)))
+        finally:
+            kernels.FUSE_SILU = saved
+
     def test_paged_decode(self):
         for b, hq, hkv, d, ps, maxp, npages in ((1, 32, 8, 64, 16, 64, 80), (5, 8, 2, 128, 16, 8, 50),
                                                  (3, 4, 1, 64, 1, 70, 400), (64, 32, 8, 64, 16, 20, 1400),
@@ -213,6 +240,27 @@ class EngineCUDA(unittest.TestCase):
             # the first tokens of every request come from identical math
             self.assertEqual(ra["tokens"][:2], rb["tokens"][:2])
         return stats
+
+    def test_fused_silu_engine_matches(self):
+        # the same engine with the stock activation fused into the down
+        # projection: same tokens, same slot counters
+        runs = []
+        saved = kernels.FUSE_SILU
+        try:
+            for fuse in (False, True):
+                kernels.FUSE_SILU = fuse
+                eng = runner.Engine({"arena": tiny_arena("llama", "bfloat16"), "graphs": True})
+                runs.append((eng.generate(wave()), eng.stats()))
+                del eng
+        finally:
+            kernels.FUSE_SILU = saved
+        (a, sa), (b, sb) = runs
+        same = sum(x == y for ra, rb in zip(a["results"], b["results"]) for x, y in zip(ra["tokens"], rb["tokens"]))
+        total = sum(len(r["tokens"]) for r in a["results"])
+        self.assertGreaterEqual(same / total, 0.9, "fused vs unfused tokens: %d/%d equal" % (same, total))
+        for ra, rb in zip(a["results"], b["results"]):
+            self.assertEqual(ra["tokens"][:2], rb["tokens"][:2])
+        self.assertEqual(sa["slots"]["activation.silu_and_mul"], sb["slots"]["activation.silu_and_mul"])
 
     def test_dense_graphs_match_eager(self):
         st = self.run_pair("llama", "bfloat16")

@@ -287,9 +287,24 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 
 
     @triton.jit
+    def _load_x(ptrs, K, mask, ACT: tl.constexpr):
+        # A tile of a decode GEMM's left operand. With ACT the operand is
+        # silu(gate) * up of a [gate | up] row of width 2K, computed as the
+        # stock activation.silu_and_mul kernel does (fp32, one rounding to
+        # the storage dtype), so the fused result equals the unfused one.
+        if ACT:
+            g = tl.load(ptrs, mask=mask, other=0.0)
+            u = tl.load(ptrs + K, mask=mask, other=0.0)
+            gf = g.to(tl.float32)
+            x = (gf / (1.0 + tl.exp(-gf)) * u.to(tl.float32)).to(g.dtype)
+        else:
+            x = tl.load(ptrs, mask=mask, other=0.0)
+        return x
+
+    @triton.jit
     def _gemv_kernel(x_ptr, w_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                      M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     DOT: tl.constexpr, ADD: tl.constexpr,
+                     DOT: tl.constexpr, ADD: tl.constexpr, ACT: tl.constexpr,
                      GDC: tl.constexpr):
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows m (decode).
         # The first weight tile is loaded before waiting on the previous
@@ -307,22 +322,22 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
         _gdc_wait(GDC)
         if DOT:
-            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
-                        mask=mm[:, None] & mk[None, :], other=0.0)
+            x = _load_x(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], K,
+                        mm[:, None] & mk[None, :], ACT)
             acc = tl.dot(x, tl.trans(w), out_dtype=tl.float32)
         else:
-            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
+            x = _load_x(x_ptr + offs_k, K, mk, ACT)
             acc = tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
         for k0 in range(BLOCK_K, K, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mk = offs_k < K
             w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
             if DOT:
-                x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
-                            mask=mm[:, None] & mk[None, :], other=0.0)
+                x = _load_x(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], K,
+                            mm[:, None] & mk[None, :], ACT)
                 acc += tl.dot(x, tl.trans(w))
             else:
-                x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
+                x = _load_x(x_ptr + offs_k, K, mk, ACT)
                 acc += tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
         if DOT:
             o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
@@ -337,7 +352,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     @triton.jit
     def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                        M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, ADD: tl.constexpr,
+                       SPLIT: tl.constexpr, ADD: tl.constexpr, ACT: tl.constexpr,
                        GDC: tl.constexpr):
         _gdc_enter(GDC)
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
@@ -362,7 +377,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mk = offs_k < k_hi
             w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
-            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
+            x = _load_x(x_ptrs + offs_k[None, :], K, mm[:, None] & mk[None, :], ACT)
             acc += tl.dot(x, tl.trans(w))
         om = mm[:, None] & mn[None, :]
         o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
@@ -532,9 +547,10 @@ def gemv_ok(x, w):
             and w.dtype == x.dtype and w.shape[1] >= 256)
 
 
-def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3, dot=None):
-    """out (+)= x @ w.T for a few rows of x (decode); w (N, K) row-major."""
-    m, k = x.shape
+def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3, dot=None, act=False):
+    """out (+)= x @ w.T for a few rows of x (decode); w (N, K) row-major.
+    With act, x is (M, 2K) [gate | up] and the operand is silu(gate) * up."""
+    m, k = x.shape[0], w.shape[1]
     n = w.shape[0]
     if dot is None:
         dot = m > 1
@@ -548,7 +564,7 @@ def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3,
     warps = warps or 4
     _gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
                                         M_PAD=16 if dot else 1, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, ADD=add,
-                                        num_warps=warps, num_stages=stages, **_pdl(x))
+                                        ACT=act, num_warps=warps, num_stages=stages, **_pdl(x))
 
 
 QKV_ROPE_PAIRS = 1
@@ -574,9 +590,10 @@ def skinny_config(n, k):
     return 32, 256, 1 if n >= 3072 else 2, 4, 4
 
 
-def skinny(x, w, out, add=False, config=None):
-    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok)."""
-    m, k = x.shape
+def skinny(x, w, out, add=False, config=None, act=False):
+    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok).
+    With act, x is (M, 2K) [gate | up] and the operand is silu(gate) * up."""
+    m, k = x.shape[0], w.shape[1]
     n = w.shape[0]
     bn, bk, split, warps, stages = config or skinny_config(n, k)
     m_pad = max(16, _pow2(m))
@@ -587,8 +604,32 @@ def skinny(x, w, out, add=False, config=None):
     ws = torch.empty((split, m_pad, n), dtype=torch.float32, device=x.device) if split > 1 else out
     cnt = _counters(x.device, cols) if split > 1 else out
     _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
-                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
+                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add, ACT=act,
                                   num_warps=warps, num_stages=stages, **_pdl(x))
+
+
+# Developer switch, off until measured on a GPU: the decode down projection
+# reads [gate | up] and applies the stock silu_and_mul itself (one kernel
+# less per layer) while activation.silu_and_mul has no candidate.
+FUSE_SILU = False
+
+
+def act_ok(gu, w):
+    """Whether add_act_mm() serves this down projection: gu (M, 2K) with
+    1..64 rows, w (N, K), on the gemv or skinny path."""
+    if not FUSE_SILU or gu.dim() != 2 or gu.shape[1] != 2 * w.shape[1]:
+        return False
+    a = gu[:, :w.shape[1]]
+    return gemv_ok(a, w) or skinny_ok(a, w)
+
+
+def add_act_mm(out, gu, w):
+    """out += (silu(gate) * up) @ w.T with gu = [gate | up] (callers check
+    act_ok): the stock activation fused into the GEMM's operand load."""
+    if gu.shape[0] == 1:
+        gemv(gu, w, out, add=True, act=True)
+    else:
+        skinny(gu, w, out, add=True, act=True)
 
 
 def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv, pairs=None,

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels, stock
+from .dispatch import SILU
 
 
 def rope_tables(cfg, max_len, device):
@@ -147,7 +148,13 @@ class Model:
         with r("mlp"):
             if ly.experts is None:
                 gu = self._mm(h, ly.gate_up)
-                self._add_mm(x, d.silu_and_mul(gu), ly.down)
+                if kernels.act_ok(gu, ly.down) and d.stock_only(SILU):
+                    # stock activation fused into the down projection
+                    # (counted as a stock call of the slot)
+                    d.fused_stock(SILU)
+                    kernels.add_act_mm(x, gu, ly.down)
+                else:
+                    self._add_mm(x, d.silu_and_mul(gu), ly.down)
             else:
                 probs = torch.softmax(self._mm(h, ly.router).float(), dim=-1)
                 tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
