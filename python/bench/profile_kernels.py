@@ -11,7 +11,8 @@ off (profiling launches eagerly); kernel durations are the same as under
 graph replay, launch gaps are not. Other modes:
 
     --ab 1,64       graphs on: decode ms/step of each VARIANTS entry (the
-                    kernels module's PDL, SKINNY and FUSE_SILU switches),
+                    kernels module's PDL, SKINNY, FUSE_SILU and FUSE_QKV_ROPE
+                    switches),
                     each variant in a fresh engine
     --split 1,64    the --ab timing, then each batch's decode-step kernel
                     time by region (attention, mlp, norm, sampling, other)
@@ -99,12 +100,15 @@ def ab(arena, batches, prompt, new):
 
 # Developer switches of the kernels module that --ab varies: programmatic
 # dependent launch, the skinny split-K GEMM, the stock silu_and_mul fused
-# into the down projection (off by default until measured).
-SWITCHES = ("PDL", "SKINNY", "FUSE_SILU")
+# into the down projection and q/k/v+rope in one kernel for 2..64 rows
+# (the two fusions are off by default until measured).
+SWITCHES = ("PDL", "SKINNY", "FUSE_SILU", "FUSE_QKV_ROPE")
 # (name, switches that differ from the module's defaults); the first is the
 # default configuration, whose step time --split reads.
 VARIANTS = (("default", {}),
             ("+fuse_silu", {"FUSE_SILU": True}),
+            ("+fuse_qkv_rope", {"FUSE_QKV_ROPE": True}),
+            ("+both fusions", {"FUSE_SILU": True, "FUSE_QKV_ROPE": True}),
             ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
 
 
@@ -118,7 +122,7 @@ def device_by_kind(prof, m):
              "_decode_kernel": ("attention", "attention.decode"), "_rope_store_kernel": ("attention", "rope"),
              "_qkv_rope_kernel": ("attention", "qkv+rope"), "_sample_partial_kernel": ("sampling", "greedy"),
              "_sample_final_kernel": ("sampling", "greedy"), "_gemv_kernel": ("?", "gemv"),
-             "_skinny_kernel": ("?", "skinny")}
+             "_skinny_kernel": ("?", "skinny"), "_skinny_qkv_rope_kernel": ("attention", "qkv+rope")}
     out = {}
     for e in prof.key_averages(group_by_input_shape=True):
         t = getattr(e, "self_device_time_total", None)

@@ -104,6 +104,42 @@ class StockKernels(unittest.TestCase):
             for name, a, b in zip(("q", "k_cache", "v_cache"), res[0], res[1]):
                 close(self, b, a, 0.03, "qkv_rope %s hq=%d" % (name, hq))
 
+    def test_skinny_qkv_rope_matches_mm_then_rope(self):
+        # kernels.FUSE_QKV_ROPE: decode at 2..64 rows, each row its own
+        # position and block table, against the GEMM then rope_store
+        from cacheon_runtime.engine.config import ModelConfig
+        from cacheon_runtime.engine.model import rope_tables
+        saved = kernels.FUSE_QKV_ROPE
+        kernels.FUSE_QKV_ROPE = True
+        try:
+            for m, (hq, hkv, d, h) in ((2, (32, 8, 64, 2048)), (17, (8, 2, 128, 1024)), (64, (32, 8, 64, 2048)),
+                                       (5, (8, 2, 32, 256))):
+                cfg = ModelConfig({"model": {"vocab_size": 8, "hidden_size": h, "num_layers": 1, "num_heads": hq,
+                                             "num_kv_heads": hkv, "head_dim": d, "intermediate_size": 8}})
+                cos, sin = rope_tables(cfg, 512, "cuda")
+                x = torch.randn(m, h, device="cuda", dtype=self.dt)
+                w = (torch.randn((hq + 2 * hkv) * d, h, device="cuda") * h ** -0.5).to(self.dt)
+                pos = torch.randint(0, 320, (m,), device="cuda")
+                # distinct pages for every (row, page index): no two rows share a slot
+                bt = torch.randperm(m * 20, device="cuda").to(torch.int32).view(m, 20)
+                res = []
+                for fused in (False, True):
+                    q = torch.empty(m, hq, d, dtype=self.dt, device="cuda")
+                    kc = torch.zeros(m * 20, 16, hkv, d, dtype=self.dt, device="cuda")
+                    vc = torch.zeros_like(kc)
+                    if fused:
+                        self.assertTrue(kernels.skinny_qkv_rope_ok(x, w, cos, kc, vc), "m=%d not served" % m)
+                        kernels.skinny_qkv_rope(x, w, pos, bt, cos, sin, q, kc, vc, hq, hkv)
+                    else:
+                        stock.rope_store(torch.mm(x, w.t()), pos, None, cos, sin, q, kc, vc, hq, hkv,
+                                         block_table=bt)
+                    res.append((q, kc, vc))
+                self.assertGreater(res[0][1].abs().sum().item(), 0)
+                for name, a, b in zip(("q", "k_cache", "v_cache"), res[0], res[1]):
+                    close(self, b, a, 0.03, "skinny_qkv_rope %s m=%d hq=%d d=%d" % (name, m, hq, d))
+        finally:
+            kernels.FUSE_QKV_ROPE = saved
+
     def test_gemv_and_skinny_match_mm(self):
         # every launch path of the decode GEMMs, with and without the fused
         # residual add, K splits and programmatic dependent launch
@@ -241,19 +277,20 @@ class EngineCUDA(unittest.TestCase):
             self.assertEqual(ra["tokens"][:2], rb["tokens"][:2])
         return stats
 
-    def test_fused_silu_engine_matches(self):
+    def test_fusions_engine_matches(self):
         # the same engine with the stock activation fused into the down
-        # projection: same tokens, same slot counters
+        # projection and q/k/v+rope fused for 2..64 rows: (nearly) the same
+        # tokens, the same slot counters
         runs = []
-        saved = kernels.FUSE_SILU
+        saved = kernels.FUSE_SILU, kernels.FUSE_QKV_ROPE
         try:
             for fuse in (False, True):
-                kernels.FUSE_SILU = fuse
+                kernels.FUSE_SILU = kernels.FUSE_QKV_ROPE = fuse
                 eng = runner.Engine({"arena": tiny_arena("llama", "bfloat16"), "graphs": True})
                 runs.append((eng.generate(wave()), eng.stats()))
                 del eng
         finally:
-            kernels.FUSE_SILU = saved
+            kernels.FUSE_SILU, kernels.FUSE_QKV_ROPE = saved
         (a, sa), (b, sb) = runs
         same = sum(x == y for ra, rb in zip(a["results"], b["results"]) for x, y in zip(ra["tokens"], rb["tokens"]))
         total = sum(len(r["tokens"]) for r in a["results"])

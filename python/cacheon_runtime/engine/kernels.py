@@ -456,6 +456,61 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.store(dst + HALF, o2.to(kc_ptr.dtype.element_ty))
 
     @triton.jit
+    def _skinny_qkv_rope_kernel(x_ptr, w_ptr, pos_ptr, bt_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr,
+                                M, K, stride_xm, stride_wn, stride_bt,
+                                HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr,
+                                PAGE_SIZE: tl.constexpr, M_PAD: tl.constexpr, BLOCK_J: tl.constexpr,
+                                BLOCK_K: tl.constexpr,
+                                GDC: tl.constexpr):
+        # Decode at 2..64 rows: the fused q/k/v projection of BLOCK_J
+        # rotate-half pairs (rows j and j + D/2 of one head) per program,
+        # the rotary embedding on the fp32 accumulators, q to its buffer,
+        # k and v into each row's cache slot (qkv_rope for many rows).
+        _gdc_enter(GDC)
+        p = tl.program_id(0)
+        per_head = HALF // BLOCK_J
+        head = p // per_head
+        j = (p % per_head) * BLOCK_J + tl.arange(0, BLOCK_J)
+        rows = (head * 2 * HALF + j).to(tl.int64)
+        w1_ptrs = w_ptr + rows[:, None] * stride_wn
+        w2_ptrs = w1_ptrs + HALF * stride_wn
+        offs_m = tl.arange(0, M_PAD)
+        mm = offs_m < M
+        x_ptrs = x_ptr + offs_m[:, None] * stride_xm
+        a1 = tl.zeros([M_PAD, BLOCK_J], tl.float32)
+        a2 = tl.zeros([M_PAD, BLOCK_J], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mk = offs_k < K
+            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
+            w1 = tl.load(w1_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
+            w2 = tl.load(w2_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
+            a1 += tl.dot(x, tl.trans(w1))
+            a2 += tl.dot(x, tl.trans(w2))
+        pos = tl.load(pos_ptr + offs_m, mask=mm, other=0).to(tl.int64)
+        if head < HQ + HKV:
+            c = tl.load(cos_ptr + pos[:, None] * HALF + j[None, :], mask=mm[:, None], other=0.0)
+            s = tl.load(sin_ptr + pos[:, None] * HALF + j[None, :], mask=mm[:, None], other=0.0)
+            o1 = a1 * c - a2 * s
+            o2 = a2 * c + a1 * s
+        else:
+            o1 = a1
+            o2 = a2
+        if head < HQ:
+            dst = q_ptr + offs_m[:, None] * (HQ * 2 * HALF) + head * 2 * HALF + j[None, :]
+            tl.store(dst, o1.to(q_ptr.dtype.element_ty), mask=mm[:, None])
+            tl.store(dst + HALF, o2.to(q_ptr.dtype.element_ty), mask=mm[:, None])
+        else:
+            page = tl.load(bt_ptr + offs_m.to(tl.int64) * stride_bt + pos // PAGE_SIZE, mask=mm, other=0)
+            slot = page.to(tl.int64) * PAGE_SIZE + pos % PAGE_SIZE
+            if head < HQ + HKV:
+                dst = kc_ptr + slot[:, None] * (HKV * 2 * HALF) + (head - HQ) * 2 * HALF + j[None, :]
+            else:
+                dst = vc_ptr + slot[:, None] * (HKV * 2 * HALF) + (head - HQ - HKV) * 2 * HALF + j[None, :]
+            tl.store(dst, o1.to(kc_ptr.dtype.element_ty), mask=mm[:, None])
+            tl.store(dst + HALF, o2.to(kc_ptr.dtype.element_ty), mask=mm[:, None])
+
+    @triton.jit
     def _sample_partial_kernel(x_ptr, max_ptr, idx_ptr, sum_ptr, V, stride_x,
                                CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
                                GDC: tl.constexpr):
@@ -647,6 +702,35 @@ def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq
                                                           v_cache, k, w.stride(0), HQ=hq, HKV=hkv, HALF=half,
                                                           PAGE_SIZE=k_cache.shape[1], BLOCK_K=bk, PAIRS=pairs,
                                                           num_warps=warps, num_stages=stages, **_pdl(h))
+
+
+# Developer switch, off until measured on a GPU: decode at 2..64 rows runs
+# the q/k/v projection and the rotary embedding in one kernel.
+FUSE_QKV_ROPE = False
+
+
+def skinny_qkv_rope_ok(h, w, cos, k_cache, v_cache):
+    """Whether skinny_qkv_rope() serves this decode projection."""
+    half = cos.shape[1]
+    return (FUSE_QKV_ROPE and skinny_ok(h, w) and half % 16 == 0 and k_cache.is_contiguous()
+            and v_cache.is_contiguous())
+
+
+def skinny_qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv,
+                    block_j=16, block_k=256, warps=4, stages=4):
+    """Decode at 2..64 rows: q_out (M,HQ,D) <- rope(h @ Wq.T); for each row
+    m, cache[slot of positions[m] in block_table[m]] <- rope(h @ Wk.T),
+    h @ Wv.T (the skinny GEMM and rope_store in one launch). Callers check
+    skinny_qkv_rope_ok()."""
+    m, k = h.shape
+    half = cos.shape[1]
+    m_pad = max(16, _pow2(m))
+    while stages > 2 and stages * (m_pad + 2 * block_j) * block_k * h.element_size() > 200 * 1024:
+        stages -= 1
+    _skinny_qkv_rope_kernel[((hq + 2 * hkv) * (half // block_j),)](
+        h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, m, k, h.stride(0), w.stride(0),
+        block_table.stride(0), HQ=hq, HKV=hkv, HALF=half, PAGE_SIZE=k_cache.shape[1], M_PAD=m_pad,
+        BLOCK_J=block_j, BLOCK_K=block_k, num_warps=warps, num_stages=stages, **_pdl(h))
 
 
 def sample(logits, tok, lp, state=None, rows=None):

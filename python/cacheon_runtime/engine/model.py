@@ -234,6 +234,8 @@ class Model:
             q = torch.empty((bsz, hq, hd), dtype=h.dtype, device=h.device)
             if bsz == 1 and kernels.gemv_ok(h, w_qkv) and kc.is_contiguous() and vc.is_contiguous():
                 kernels.qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
+            elif kernels.skinny_qkv_rope_ok(h, w_qkv, self.cos, kc, vc):
+                kernels.skinny_qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
             else:
                 qkv = self._mm(h, w_qkv)
                 stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)
