@@ -652,8 +652,8 @@ def skinny(x, w, out, add=False, config=None, act=False):
     n = w.shape[0]
     bn, bk, split, warps, stages = config or skinny_config(n, k)
     m_pad = max(16, _pow2(m))
-    # shared memory of the pipeline's stages
-    while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
+    # shared memory of the pipeline's stages (with act, two operand tiles)
+    while stages > 2 and stages * ((2 if act else 1) * m_pad + bn) * bk * x.element_size() > 200 * 1024:
         stages -= 1
     cols = triton.cdiv(n, bn)
     ws = torch.empty((split, m_pad, n), dtype=torch.float32, device=x.device) if split > 1 else out
