@@ -551,7 +551,7 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	unresolved := 0
 	for _, x := range b.Waves {
 		ds, dr := fmt.Sprintf("%.4f", x.DecodeSeconds), fmt.Sprintf("%.1f", x.DecodeTokensPerSec)
-		if x.DecodeUnresolved() {
+		if x.DecodeWithinNoise {
 			ds, dr = "-", "-"
 			unresolved++
 		}

@@ -98,7 +98,7 @@ func TestPrintEngineBench(t *testing.T) {
 			Waves: []engine.WaveResult{{Index: 0, Requests: 8, PromptTokens: 124, Generated: 128, Seconds: 0.1, TokensPerSec: 1280,
 				PrefillSeconds: 0.02, PrefillTokensPerSec: 6200, DecodeSeconds: 0.08, DecodeTokensPerSec: 1500},
 				{Index: 1, Requests: 1, PromptTokens: 4, Generated: 2, Seconds: 0.005, TokensPerSec: 400,
-					PrefillSeconds: 0.006, PrefillTokensPerSec: 666}},
+					PrefillSeconds: 0.006, PrefillTokensPerSec: 666, DecodeWithinNoise: true}},
 			Median:         engine.Summary{TokensPerSec: 1280, PrefillTokensPerSec: 6200, DecodeTokensPerSec: 1500, Seconds: 0.1},
 			TokensDigest:   strings.Repeat("d", 64),
 			Slots:          map[string]engine.SlotCounters{"activation.silu_and_mul": {Selected: 3, Completed: 2, Fallback: 1}},

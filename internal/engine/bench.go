@@ -41,6 +41,11 @@ type WaveResult struct {
 	// over it (0 when there is no decode time left).
 	DecodeSeconds      float64 `json:"decode_seconds"`
 	DecodeTokensPerSec float64 `json:"decode_tokens_per_s"`
+	// DecodeWithinNoise marks a wave that generated past the first token
+	// of its requests yet whose prefill-only wave took as long as the
+	// whole wave: its decode time is lost in timing noise, not zero, and
+	// it is left out of the median decode rate.
+	DecodeWithinNoise bool `json:"decode_within_noise,omitempty"`
 	// Steps are the runtime's step counts (untrusted).
 	Steps        Steps  `json:"runtime_steps"`
 	TokensDigest string `json:"tokens_digest"`
@@ -164,20 +169,20 @@ func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.
 	if wr.TokensDigest, err = canon.Digest(TokensDomain, 1, tokens); err != nil {
 		return nil, fmt.Errorf("%s: %w", label, err)
 	}
-	wr.Seconds = full.Wall.Seconds()
-	wr.PrefillSeconds = pre.Wall.Seconds()
+	wr.split(full.Wall, pre.Wall)
+	return wr, nil
+}
+
+// split fills in the rates from the wall times of the full wave and of the
+// prefill-only wave (Requests, PromptTokens and Generated already set).
+func (wr *WaveResult) split(full, prefill time.Duration) {
+	wr.Seconds = full.Seconds()
+	wr.PrefillSeconds = prefill.Seconds()
 	wr.TokensPerSec = rate(wr.Generated, wr.Seconds)
 	wr.PrefillTokensPerSec = rate(wr.PromptTokens, wr.PrefillSeconds)
 	wr.DecodeSeconds = max(0, wr.Seconds-wr.PrefillSeconds)
 	wr.DecodeTokensPerSec = rate(wr.Generated-wr.Requests, wr.DecodeSeconds)
-	return wr, nil
-}
-
-// DecodeUnresolved reports a wave that generated past the first token of
-// its requests yet whose prefill-only wave took as long as the whole wave:
-// its decode time is within timing noise, not zero.
-func (w WaveResult) DecodeUnresolved() bool {
-	return w.DecodeSeconds <= 0 && w.Generated > w.Requests
+	wr.DecodeWithinNoise = wr.DecodeSeconds <= 0 && wr.Generated > wr.Requests
 }
 
 func rate(n int, seconds float64) float64 {
@@ -199,7 +204,7 @@ func summarize(ws []WaveResult) Summary {
 	// it is left out of that median rather than counted as zero.
 	var decode []float64
 	for _, w := range ws {
-		if !w.DecodeUnresolved() {
+		if !w.DecodeWithinNoise {
 			decode = append(decode, w.DecodeTokensPerSec)
 		}
 	}
