@@ -22,7 +22,8 @@ func (a *app) packageCommand() *cobra.Command {
 		Short: "Write a bundle's deterministic tar.gz and print its content hash and chain payload",
 		Long: `package writes the bundle directory as a byte-for-byte reproducible
 tar.gz (sorted paths, fixed modes, zero times; exactly the files the content
-hash covers) and prints the content hash a miner commits. With --url it also
+hash covers; symlinks and other non-regular files are left out, with a
+warning naming them) and prints the content hash a miner commits. With --url it also
 prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 bytes).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

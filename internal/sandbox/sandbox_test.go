@@ -183,18 +183,7 @@ attempt("read-self", lambda: open("/proc/self/status").read())
 		"read-ro": "ok", "write-ro": "denied", "write-outside": "denied", "write-tmp": "denied",
 		"write-job": "ok", "rename-in-job": "ok", "read-self": "ok",
 	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
-	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok {
-			got[k] = v
-		}
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: got %q, want %q", k, got[k], v)
-		}
-	}
+	got := probeResults(t, res, want)
 	if hp := got["read-host-proc"]; hp != "denied" && hp != "hidden" {
 		t.Errorf("read-host-proc: %q: the sandbox read this test's /proc entry", hp)
 	}
@@ -265,18 +254,7 @@ print("pid", os.getpid())
 	if l, _ := res.report.Layer(LayerPIDNamespace); l.Applied {
 		want["pid"] = "1"
 	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
-	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok {
-			got[k] = v
-		}
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: got %q, want %q", k, got[k], v)
-		}
-	}
+	probeResults(t, res, want)
 }
 
 func TestLoopbackNetworkSharedNamespace(t *testing.T) {
@@ -617,4 +595,23 @@ dist.destroy_process_group()
 			t.Errorf("rank %d output %q, want %q", rank, outs[rank], want)
 		}
 	}
+}
+
+// probeResults reads a probe script's "name result" lines, reports every
+// name whose result differs from want, and returns all of them.
+func probeResults(t *testing.T, res result, want map[string]string) map[string]string {
+	t.Helper()
+	t.Logf("stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+	return got
 }

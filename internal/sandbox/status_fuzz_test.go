@@ -6,8 +6,8 @@ import (
 )
 
 // FuzzReadStatus: the status pipe's bytes come from the child before it
-// execs the target; whatever they are, readStatus returns a report or an
-// error, and never a report together with a claim that it is missing.
+// execs the target; whatever they are, readStatus returns without a panic,
+// and it never reports success for input with no JSON line at all.
 func FuzzReadStatus(f *testing.F) {
 	for _, s := range []string{
 		`{"report":{"layers":[{"name":"landlock","applied":true}]}}` + "\n",
@@ -20,14 +20,9 @@ func FuzzReadStatus(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := readStatus(bytes.NewReader(data))
-		if err != nil && len(r.Layers) != 0 && !bytes.Contains(data, []byte(`"report"`)) {
-			t.Fatalf("layers %v without a report line, err %v", r.Layers, err)
-		}
-		for _, l := range r.Missing() {
-			if l.Applied {
-				t.Fatalf("Missing returned an applied layer %+v", l)
-			}
+		_, err := readStatus(bytes.NewReader(data))
+		if err == nil && !bytes.Contains(data, []byte("{")) {
+			t.Fatalf("success from %q, which has no JSON object", data)
 		}
 	})
 }

@@ -69,27 +69,36 @@ def _getattr_literal(node):
     return None
 
 
-def _chain(node):
-    """Dotted name of a Name/Attribute chain rooted at a Name, else "".
-
-    A ``getattr(obj, "name")`` link counts as ``obj.name``.
-    """
-    parts = []
+def _unchain(node, consumed=None):
+    """Follow a chain of Attribute links and ``getattr(obj, "name")`` calls
+    down to its root: returns (root, attrs) with attrs root-side first.
+    With consumed, every Attribute node walked is added to it by id."""
+    attrs = []
     while True:
         if isinstance(node, ast.Attribute):
-            parts.append(node.attr)
+            if consumed is not None:
+                consumed.add(id(node))
+            attrs.append(node.attr)
             node = node.value
             continue
         lit = _getattr_literal(node)
         if lit is None:
             break
         node, attr = lit
-        parts.append(attr)
-    if not isinstance(node, ast.Name):
+        attrs.append(attr)
+    attrs.reverse()
+    return node, attrs
+
+
+def _chain(node):
+    """Dotted name of a Name/Attribute chain rooted at a Name, else "".
+
+    A ``getattr(obj, "name")`` link counts as ``obj.name``.
+    """
+    root, attrs = _unchain(node)
+    if not isinstance(root, ast.Name):
         return ""
-    parts.append(node.id)
-    parts.reverse()
-    return ".".join(parts)
+    return ".".join([root.id] + attrs)
 
 
 def _leaves(node):
@@ -459,24 +468,11 @@ def _facts(tree):
                 calls.append(_call(node, module_level))
         elif isinstance(node, ast.Attribute):
             if id(node) not in consumed:
-                attrs = [node.attr]
-                inner = node.value
-                while True:
-                    if isinstance(inner, ast.Attribute):
-                        consumed.add(id(inner))
-                        attrs.append(inner.attr)
-                        inner = inner.value
-                        continue
-                    lit = _getattr_literal(inner)
-                    if lit is None:
-                        break
-                    inner, attr = lit
-                    attrs.append(attr)
+                inner, attrs = _unchain(node, consumed)
                 base = ""
                 if isinstance(inner, ast.Name):
                     consumed.add(id(inner))
                     base = inner.id
-                attrs.reverse()
                 attributes.append({
                     "base": base, "attrs": attrs, "ctx": _ctx(node),
                     "module_level": module_level, "line": line, "col": col,
