@@ -540,6 +540,9 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	}
 	if l := r.Loaded; l != nil {
 		fmt.Fprintf(w, "model: %d layers, %s params on %s, %d KV pages, graph buckets %v\n", l.Layers, humanCount(l.Params), l.Device, l.KVPages, l.GraphBuckets)
+		if len(l.PrefillGraphTokens) > 0 {
+			fmt.Fprintf(w, "prefill graphs: a single prompt padded to %v tokens\n", l.PrefillGraphTokens)
+		}
 	}
 	if len(r.Stack) == 0 {
 		fmt.Fprintln(w, "stack: all stock")

@@ -71,6 +71,9 @@ type Loaded struct {
 	DType        string `json:"dtype"`
 	KVPages      int    `json:"kv_pages"`
 	GraphBuckets []int  `json:"graph_buckets"`
+	// PrefillGraphTokens are the token buckets of the single-prompt
+	// prefill graphs (dense models on CUDA).
+	PrefillGraphTokens []int `json:"prefill_graph_tokens"`
 }
 
 // Load builds the model and the engine stack.

@@ -10,10 +10,9 @@ The decode share is the whole wave minus the prefill-only wave. Graphs are
 off (profiling launches eagerly); kernel durations are the same as under
 graph replay, launch gaps are not. Other modes:
 
-    --ab 1,64       graphs on: decode ms/step of each VARIANTS entry (the
-                    kernels module's PDL, SKINNY, FUSE_SILU and FUSE_QKV_ROPE
-                    switches),
-                    each variant in a fresh engine
+    --ab 1,64       graphs on: decode ms/step of each VARIANTS entry (PDL,
+                    the skinny GEMM, prefill graphs), each variant in a
+                    fresh engine
     --split 1,64    the --ab timing, then each batch's decode-step kernel
                     time by region (attention, mlp, norm, sampling, other)
                     and each slot's share of the step
@@ -28,6 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from cacheon_runtime import wire  # noqa: E402
 from cacheon_runtime.engine import kernels, runner  # noqa: E402
 
 
@@ -69,10 +69,10 @@ def ab(arena, batches, prompt, new):
     and the skinny GEMM switched on and off, each variant in a fresh engine."""
     v = int(arena["model"]["vocab_size"])
     first, steps = {}, {}
-    defaults = {k: getattr(kernels, k) for k in SWITCHES}
+    defaults = {k: getattr(mod, k) for k, mod in SWITCHES.items()}
     for name, switches in VARIANTS:
-        for k in SWITCHES:
-            setattr(kernels, k, switches.get(k, defaults[k]))
+        for k, mod in SWITCHES.items():
+            setattr(mod, k, switches.get(k, defaults[k]))
         try:
             eng = runner.Engine({"arena": arena, "graphs": True})
             for b in batches:
@@ -82,33 +82,35 @@ def ab(arena, batches, prompt, new):
                 tw, out = timed(eng, full, 5)
                 tp, _ = timed(eng, pre, 5)
                 toks = [r["tokens"] for r in out["results"]]
+                with open(os.devnull, "wb") as null:
+                    t0 = time.perf_counter()
+                    wire.send_line(null.fileno(), dict(out, id="x", ok=True))
+                    enc = time.perf_counter() - t0
                 same = first.setdefault(b, toks)
                 agree = sum(x == y for a, c in zip(toks, same) for x, y in zip(a, c)) / sum(len(a) for a in toks)
                 steps.setdefault(b, (tw - tp) / (new - 1) * 1e3)
                 print("%-20s batch %2d: wave %7.1f ms (%6.0f tok/s), prefill-only %5.1f ms, decode %.3f ms/step,"
-                      " tokens equal to the first variant %.1f%%"
-                      % (name, b, tw * 1e3, b * new / tw, tp * 1e3, (tw - tp) / (new - 1) * 1e3, 100 * agree))
+                      " reply line %.1f ms, tokens equal to the first variant %.1f%%"
+                      % (name, b, tw * 1e3, b * new / tw, tp * 1e3, (tw - tp) / (new - 1) * 1e3, enc * 1e3,
+                         100 * agree))
                 sys.stdout.flush()
             del eng
             torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001
             print("%s failed: %s: %s" % (name, type(e).__name__, str(e)[:300]))
     for k, v in defaults.items():
-        setattr(kernels, k, v)
+        setattr(SWITCHES[k], k, v)
     return steps
 
 
-# Developer switches of the kernels module that --ab varies: programmatic
-# dependent launch, the skinny split-K GEMM, the stock silu_and_mul fused
-# into the down projection and q/k/v+rope in one kernel for 2..64 rows
-# (the two fusions are off by default until measured).
-SWITCHES = ("PDL", "SKINNY", "FUSE_SILU", "FUSE_QKV_ROPE")
+# Developer switches that --ab varies (name: its module): programmatic
+# dependent launch, the skinny split-K GEMM, the single-prompt prefill
+# graphs' token buckets.
+SWITCHES = {"PDL": kernels, "SKINNY": kernels, "PREFILL_GRAPH_TOKENS": runner}
 # (name, switches that differ from the module's defaults); the first is the
 # default configuration, whose step time --split reads.
 VARIANTS = (("default", {}),
-            ("+fuse_silu", {"FUSE_SILU": True}),
-            ("+fuse_qkv_rope", {"FUSE_QKV_ROPE": True}),
-            ("+both fusions", {"FUSE_SILU": True, "FUSE_QKV_ROPE": True}),
+            ("no prefill graphs", {"PREFILL_GRAPH_TOKENS": ()}),
             ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
 
 
@@ -122,7 +124,7 @@ def device_by_kind(prof, m):
              "_decode_kernel": ("attention", "attention.decode"), "_rope_store_kernel": ("attention", "rope"),
              "_qkv_rope_kernel": ("attention", "qkv+rope"), "_sample_partial_kernel": ("sampling", "greedy"),
              "_sample_final_kernel": ("sampling", "greedy"), "_gemv_kernel": ("?", "gemv"),
-             "_skinny_kernel": ("?", "skinny"), "_skinny_qkv_rope_kernel": ("attention", "qkv+rope")}
+             "_skinny_kernel": ("?", "skinny")}
     out = {}
     for e in prof.key_averages(group_by_input_shape=True):
         t = getattr(e, "self_device_time_total", None)

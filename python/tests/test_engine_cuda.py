@@ -104,42 +104,6 @@ class StockKernels(unittest.TestCase):
             for name, a, b in zip(("q", "k_cache", "v_cache"), res[0], res[1]):
                 close(self, b, a, 0.03, "qkv_rope %s hq=%d" % (name, hq))
 
-    def test_skinny_qkv_rope_matches_mm_then_rope(self):
-        # kernels.FUSE_QKV_ROPE: decode at 2..64 rows, each row its own
-        # position and block table, against the GEMM then rope_store
-        from cacheon_runtime.engine.config import ModelConfig
-        from cacheon_runtime.engine.model import rope_tables
-        saved = kernels.FUSE_QKV_ROPE
-        kernels.FUSE_QKV_ROPE = True
-        try:
-            for m, (hq, hkv, d, h) in ((2, (32, 8, 64, 2048)), (17, (8, 2, 128, 1024)), (64, (32, 8, 64, 2048)),
-                                       (5, (8, 2, 32, 256))):
-                cfg = ModelConfig({"model": {"vocab_size": 8, "hidden_size": h, "num_layers": 1, "num_heads": hq,
-                                             "num_kv_heads": hkv, "head_dim": d, "intermediate_size": 8}})
-                cos, sin = rope_tables(cfg, 512, "cuda")
-                x = torch.randn(m, h, device="cuda", dtype=self.dt)
-                w = (torch.randn((hq + 2 * hkv) * d, h, device="cuda") * h ** -0.5).to(self.dt)
-                pos = torch.randint(0, 320, (m,), device="cuda")
-                # distinct pages for every (row, page index): no two rows share a slot
-                bt = torch.randperm(m * 20, device="cuda").to(torch.int32).view(m, 20)
-                res = []
-                for fused in (False, True):
-                    q = torch.empty(m, hq, d, dtype=self.dt, device="cuda")
-                    kc = torch.zeros(m * 20, 16, hkv, d, dtype=self.dt, device="cuda")
-                    vc = torch.zeros_like(kc)
-                    if fused:
-                        self.assertTrue(kernels.skinny_qkv_rope_ok(x, w, cos, kc, vc), "m=%d not served" % m)
-                        kernels.skinny_qkv_rope(x, w, pos, bt, cos, sin, q, kc, vc, hq, hkv)
-                    else:
-                        stock.rope_store(torch.mm(x, w.t()), pos, None, cos, sin, q, kc, vc, hq, hkv,
-                                         block_table=bt)
-                    res.append((q, kc, vc))
-                self.assertGreater(res[0][1].abs().sum().item(), 0)
-                for name, a, b in zip(("q", "k_cache", "v_cache"), res[0], res[1]):
-                    close(self, b, a, 0.03, "skinny_qkv_rope %s m=%d hq=%d d=%d" % (name, m, hq, d))
-        finally:
-            kernels.FUSE_QKV_ROPE = saved
-
     def test_gemv_and_skinny_match_mm(self):
         # every launch path of the decode GEMMs, with and without the fused
         # residual add, K splits and programmatic dependent launch
@@ -166,33 +130,6 @@ class StockKernels(unittest.TestCase):
                     close(self, out, want, 0.05, "%s again m=%d" % (fn.__name__, m))
             finally:
                 kernels.PDL = True
-
-    def test_fused_silu_down_matches_unfused(self):
-        # kernels.FUSE_SILU: the down projection applying the stock
-        # silu_and_mul while loading its operand equals the stock activation
-        # kernel followed by the plain GEMM (same fp32 math, one rounding)
-        saved = kernels.FUSE_SILU
-        kernels.FUSE_SILU = True
-        try:
-            for m, n, k in ((1, 2048, 8192), (1, 300, 512), (2, 2048, 8192), (17, 2048, 8192),
-                            (64, 2048, 8192), (64, 1000, 4096)):
-                gu = torch.randn(m, 2 * k, device="cuda", dtype=self.dt) * 2
-                w = (torch.randn(n, k, device="cuda") * k ** -0.5).to(self.dt)
-                base = torch.randn(m, n, device="cuda", dtype=self.dt)
-                self.assertTrue(kernels.act_ok(gu, w), "m=%d n=%d k=%d not served" % (m, n, k))
-                a = torch.empty(m, k, device="cuda", dtype=self.dt)
-                kernels.silu_and_mul(gu, a)
-                want = base.clone()
-                (kernels.gemv if m == 1 else kernels.skinny)(a, w, want, add=True)
-                got = base.clone()
-                kernels.add_act_mm(got, gu, w)
-                close(self, got, want, 0.02, "fused silu+down m=%d n=%d k=%d" % (m, n, k))
-                ref = base.float() + a.float() @ w.float().t()
-                close(self, got, ref, 0.08, "fused silu+down vs fp32 m=%d" % m)
-            self.assertFalse(kernels.act_ok(torch.randn(65, 1024, device="cuda", dtype=self.dt),
-                                            torch.randn(300, 512, device="cuda", dtype=self.dt)))
-        finally:
-            kernels.FUSE_SILU = saved
 
     def test_paged_decode(self):
         for b, hq, hkv, d, ps, maxp, npages in ((1, 32, 8, 64, 16, 64, 80), (5, 8, 2, 128, 16, 8, 50),
@@ -277,31 +214,40 @@ class EngineCUDA(unittest.TestCase):
             self.assertEqual(ra["tokens"][:2], rb["tokens"][:2])
         return stats
 
-    def test_fusions_engine_matches(self):
-        # the same engine with the stock activation fused into the down
-        # projection and q/k/v+rope fused for 2..64 rows: (nearly) the same
-        # tokens, the same slot counters
-        runs = []
-        saved = kernels.FUSE_SILU, kernels.FUSE_QKV_ROPE
-        try:
-            for fuse in (False, True):
-                kernels.FUSE_SILU = kernels.FUSE_QKV_ROPE = fuse
-                eng = runner.Engine({"arena": tiny_arena("llama", "bfloat16"), "graphs": True})
-                runs.append((eng.generate(wave()), eng.stats()))
-                del eng
-        finally:
-            kernels.FUSE_SILU, kernels.FUSE_QKV_ROPE = saved
-        (a, sa), (b, sb) = runs
-        same = sum(x == y for ra, rb in zip(a["results"], b["results"]) for x, y in zip(ra["tokens"], rb["tokens"]))
-        total = sum(len(r["tokens"]) for r in a["results"])
-        self.assertGreaterEqual(same / total, 0.9, "fused vs unfused tokens: %d/%d equal" % (same, total))
-        for ra, rb in zip(a["results"], b["results"]):
-            self.assertEqual(ra["tokens"][:2], rb["tokens"][:2])
-        self.assertEqual(sa["slots"]["activation.silu_and_mul"], sb["slots"]["activation.silu_and_mul"])
-
     def test_dense_graphs_match_eager(self):
         st = self.run_pair("llama", "bfloat16")
         self.assertGreater(st["slots"]["attention.decode"]["stock"], 0)
+
+    def test_prefill_graphs_match_eager(self):
+        # A single fresh prompt is prefilled by the graph of the smallest
+        # token bucket that holds it (padded at its end): the same first
+        # token and logprob as the eager prefill, the same slot counters,
+        # and one prompt too long for every bucket stays eager.
+        arena = tiny_arena("llama", "bfloat16")
+        eager = runner.Engine({"arena": arena, "graphs": False})
+        graph = runner.Engine({"arena": arena, "graphs": True})
+        self.assertEqual(sorted(graph.pf_graphs), [32, 64, 128, 256, 512])
+        self.assertEqual(graph.load_reply()["prefill_graph_tokens"], [32, 64, 128, 256, 512])
+        self.assertEqual(runner.Engine({"arena": tiny_arena("mixtral", "bfloat16")}).pf_graphs, {})
+        g = torch.Generator().manual_seed(5)
+        for n in (1, 31, 32, 33, 200, 500):
+            req = {"requests": [{"rid": "p%d" % n, "prompt": torch.randint(0, 512, (n,), generator=g).tolist(),
+                                 "max_new_tokens": 4, "ignore_eos": True}]}
+            a, b = eager.generate(req), graph.generate(req)
+            self.assertEqual(a["results"][0]["tokens"][:2], b["results"][0]["tokens"][:2], "prompt of %d" % n)
+            self.assertAlmostEqual(a["results"][0]["logprobs"][0], b["results"][0]["logprobs"][0], delta=0.05)
+        se, sg = eager.stats()["slots"], graph.stats()["slots"]
+        for slot in ("norm.rmsnorm", "activation.silu_and_mul", "attention.sdpa", "attention.decode"):
+            self.assertEqual(se[slot], sg[slot], slot)
+        self.assertGreater(sg["attention.sdpa"]["stock"], 0)
+        # the graph serves one prompt of up to 512 tokens, never two
+        used = []
+        orig = graph._prefill_replay
+        graph._prefill_replay = lambda r, t: used.append(t) or orig(r, t)
+        graph.generate({"requests": [{"rid": "x", "prompt": [1] * 40, "max_new_tokens": 2}]})
+        graph.generate({"requests": [{"rid": "y", "prompt": [1] * 40, "max_new_tokens": 2},
+                                     {"rid": "z", "prompt": [2] * 9, "max_new_tokens": 2}]})
+        self.assertEqual(used, [64])
 
     def test_moe_graphs_match_eager(self):
         st = self.run_pair("mixtral", "bfloat16")

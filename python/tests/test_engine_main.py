@@ -73,7 +73,7 @@ class Server(unittest.TestCase):
                            "graphs": True, "strict": True, "audit": AUDIT_OFF, "profile": True})
             self.assertTrue(load["ok"], load)
             self.assertEqual(set(load), {"id", "ok", "params", "layers", "device", "dtype", "kv_pages",
-                                         "graph_buckets"})
+                                         "graph_buckets", "prefill_graph_tokens"})
             reqs = wave(3)
             g = p.call({"op": "generate", "requests": reqs, "arrivals": [0, 2, 2]})
             self.assertTrue(g["ok"], g)

@@ -130,7 +130,8 @@ class Config(unittest.TestCase):
                             "graphs": False}}
         e = make(arena)
         self.assertEqual(e.load_reply(), {"params": e.w.params(), "layers": 2, "device": "cpu",
-                                          "dtype": "float32", "kv_pages": 64, "graph_buckets": []})
+                                          "dtype": "float32", "kv_pages": 64, "graph_buckets": [],
+                                          "prefill_graph_tokens": []})
         self.assertAlmostEqual(e.mcfg.rms_norm_eps, 1e-5)
         self.assertEqual(e.mcfg.name, "cpu-tiny")
 

@@ -420,14 +420,6 @@ class Dispatch:
         """True when no candidate variant is registered for slot."""
         return not self.variants[slot]
 
-    def fused_stock(self, slot):
-        """Count one stock call of slot whose stock math the model ran fused
-        into a neighbouring kernel. Only valid while no candidate variant
-        is registered for slot: a candidate is always called."""
-        if self.variants[slot]:
-            raise RuntimeError("fused_stock(%s) with a candidate registered" % slot)
-        self._count(slot, "stock")
-
     def decode(self, q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         b, hq, d = q.shape
         _p, ps, hkv, _d = k_cache.shape

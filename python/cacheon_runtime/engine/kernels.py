@@ -287,24 +287,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 
 
     @triton.jit
-    def _load_x(ptrs, K, mask, ACT: tl.constexpr):
-        # A tile of a decode GEMM's left operand. With ACT the operand is
-        # silu(gate) * up of a [gate | up] row of width 2K, computed as the
-        # stock activation.silu_and_mul kernel does (fp32, one rounding to
-        # the storage dtype), so the fused result equals the unfused one.
-        if ACT:
-            g = tl.load(ptrs, mask=mask, other=0.0)
-            u = tl.load(ptrs + K, mask=mask, other=0.0)
-            gf = g.to(tl.float32)
-            x = (gf / (1.0 + tl.exp(-gf)) * u.to(tl.float32)).to(g.dtype)
-        else:
-            x = tl.load(ptrs, mask=mask, other=0.0)
-        return x
-
-    @triton.jit
     def _gemv_kernel(x_ptr, w_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                      M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     DOT: tl.constexpr, ADD: tl.constexpr, ACT: tl.constexpr,
+                     DOT: tl.constexpr, ADD: tl.constexpr,
                      GDC: tl.constexpr):
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows m (decode).
         # The first weight tile is loaded before waiting on the previous
@@ -322,22 +307,22 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
         _gdc_wait(GDC)
         if DOT:
-            x = _load_x(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], K,
-                        mm[:, None] & mk[None, :], ACT)
+            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
+                        mask=mm[:, None] & mk[None, :], other=0.0)
             acc = tl.dot(x, tl.trans(w), out_dtype=tl.float32)
         else:
-            x = _load_x(x_ptr + offs_k, K, mk, ACT)
+            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
             acc = tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
         for k0 in range(BLOCK_K, K, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mk = offs_k < K
             w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
             if DOT:
-                x = _load_x(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], K,
-                            mm[:, None] & mk[None, :], ACT)
+                x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
+                            mask=mm[:, None] & mk[None, :], other=0.0)
                 acc += tl.dot(x, tl.trans(w))
             else:
-                x = _load_x(x_ptr + offs_k, K, mk, ACT)
+                x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
                 acc += tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
         if DOT:
             o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
@@ -352,7 +337,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     @triton.jit
     def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                        M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, ADD: tl.constexpr, ACT: tl.constexpr,
+                       SPLIT: tl.constexpr, ADD: tl.constexpr,
                        GDC: tl.constexpr):
         _gdc_enter(GDC)
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
@@ -377,7 +362,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mk = offs_k < k_hi
             w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
-            x = _load_x(x_ptrs + offs_k[None, :], K, mm[:, None] & mk[None, :], ACT)
+            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
             acc += tl.dot(x, tl.trans(w))
         om = mm[:, None] & mn[None, :]
         o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
@@ -454,61 +439,6 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                 dst = vc_ptr + slot * (HKV * 2 * HALF) + (head - HQ - HKV) * 2 * HALF + j
             tl.store(dst, o1.to(kc_ptr.dtype.element_ty))
             tl.store(dst + HALF, o2.to(kc_ptr.dtype.element_ty))
-
-    @triton.jit
-    def _skinny_qkv_rope_kernel(x_ptr, w_ptr, pos_ptr, bt_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr,
-                                M, K, stride_xm, stride_wn, stride_bt,
-                                HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr,
-                                PAGE_SIZE: tl.constexpr, M_PAD: tl.constexpr, BLOCK_J: tl.constexpr,
-                                BLOCK_K: tl.constexpr,
-                                GDC: tl.constexpr):
-        # Decode at 2..64 rows: the fused q/k/v projection of BLOCK_J
-        # rotate-half pairs (rows j and j + D/2 of one head) per program,
-        # the rotary embedding on the fp32 accumulators, q to its buffer,
-        # k and v into each row's cache slot (qkv_rope for many rows).
-        _gdc_enter(GDC)
-        p = tl.program_id(0)
-        per_head = HALF // BLOCK_J
-        head = p // per_head
-        j = (p % per_head) * BLOCK_J + tl.arange(0, BLOCK_J)
-        rows = (head * 2 * HALF + j).to(tl.int64)
-        w1_ptrs = w_ptr + rows[:, None] * stride_wn
-        w2_ptrs = w1_ptrs + HALF * stride_wn
-        offs_m = tl.arange(0, M_PAD)
-        mm = offs_m < M
-        x_ptrs = x_ptr + offs_m[:, None] * stride_xm
-        a1 = tl.zeros([M_PAD, BLOCK_J], tl.float32)
-        a2 = tl.zeros([M_PAD, BLOCK_J], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            mk = offs_k < K
-            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
-            w1 = tl.load(w1_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-            w2 = tl.load(w2_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-            a1 += tl.dot(x, tl.trans(w1))
-            a2 += tl.dot(x, tl.trans(w2))
-        pos = tl.load(pos_ptr + offs_m, mask=mm, other=0).to(tl.int64)
-        if head < HQ + HKV:
-            c = tl.load(cos_ptr + pos[:, None] * HALF + j[None, :], mask=mm[:, None], other=0.0)
-            s = tl.load(sin_ptr + pos[:, None] * HALF + j[None, :], mask=mm[:, None], other=0.0)
-            o1 = a1 * c - a2 * s
-            o2 = a2 * c + a1 * s
-        else:
-            o1 = a1
-            o2 = a2
-        if head < HQ:
-            dst = q_ptr + offs_m[:, None] * (HQ * 2 * HALF) + head * 2 * HALF + j[None, :]
-            tl.store(dst, o1.to(q_ptr.dtype.element_ty), mask=mm[:, None])
-            tl.store(dst + HALF, o2.to(q_ptr.dtype.element_ty), mask=mm[:, None])
-        else:
-            page = tl.load(bt_ptr + offs_m.to(tl.int64) * stride_bt + pos // PAGE_SIZE, mask=mm, other=0)
-            slot = page.to(tl.int64) * PAGE_SIZE + pos % PAGE_SIZE
-            if head < HQ + HKV:
-                dst = kc_ptr + slot[:, None] * (HKV * 2 * HALF) + (head - HQ) * 2 * HALF + j[None, :]
-            else:
-                dst = vc_ptr + slot[:, None] * (HKV * 2 * HALF) + (head - HQ - HKV) * 2 * HALF + j[None, :]
-            tl.store(dst, o1.to(kc_ptr.dtype.element_ty), mask=mm[:, None])
-            tl.store(dst + HALF, o2.to(kc_ptr.dtype.element_ty), mask=mm[:, None])
 
     @triton.jit
     def _sample_partial_kernel(x_ptr, max_ptr, idx_ptr, sum_ptr, V, stride_x,
@@ -602,10 +532,9 @@ def gemv_ok(x, w):
             and w.dtype == x.dtype and w.shape[1] >= 256)
 
 
-def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3, dot=None, act=False):
-    """out (+)= x @ w.T for a few rows of x (decode); w (N, K) row-major.
-    With act, x is (M, 2K) [gate | up] and the operand is silu(gate) * up."""
-    m, k = x.shape[0], w.shape[1]
+def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3, dot=None):
+    """out (+)= x @ w.T for a few rows of x (decode); w (N, K) row-major."""
+    m, k = x.shape
     n = w.shape[0]
     if dot is None:
         dot = m > 1
@@ -619,7 +548,7 @@ def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3,
     warps = warps or 4
     _gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
                                         M_PAD=16 if dot else 1, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, ADD=add,
-                                        ACT=act, num_warps=warps, num_stages=stages, **_pdl(x))
+                                        num_warps=warps, num_stages=stages, **_pdl(x))
 
 
 QKV_ROPE_PAIRS = 1
@@ -645,46 +574,21 @@ def skinny_config(n, k):
     return 32, 256, 1 if n >= 3072 else 2, 4, 4
 
 
-def skinny(x, w, out, add=False, config=None, act=False):
-    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok).
-    With act, x is (M, 2K) [gate | up] and the operand is silu(gate) * up."""
-    m, k = x.shape[0], w.shape[1]
+def skinny(x, w, out, add=False, config=None):
+    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok)."""
+    m, k = x.shape
     n = w.shape[0]
     bn, bk, split, warps, stages = config or skinny_config(n, k)
     m_pad = max(16, _pow2(m))
-    # shared memory of the pipeline's stages (with act, two operand tiles)
-    while stages > 2 and stages * ((2 if act else 1) * m_pad + bn) * bk * x.element_size() > 200 * 1024:
+    # shared memory of the pipeline's stages
+    while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
         stages -= 1
     cols = triton.cdiv(n, bn)
     ws = torch.empty((split, m_pad, n), dtype=torch.float32, device=x.device) if split > 1 else out
     cnt = _counters(x.device, cols) if split > 1 else out
     _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
-                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add, ACT=act,
+                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
                                   num_warps=warps, num_stages=stages, **_pdl(x))
-
-
-# Developer switch, off until measured on a GPU: the decode down projection
-# reads [gate | up] and applies the stock silu_and_mul itself (one kernel
-# less per layer) while activation.silu_and_mul has no candidate.
-FUSE_SILU = False
-
-
-def act_ok(gu, w):
-    """Whether add_act_mm() serves this down projection: gu (M, 2K) with
-    1..64 rows, w (N, K), on the gemv or skinny path."""
-    if not FUSE_SILU or gu.dim() != 2 or gu.shape[1] != 2 * w.shape[1]:
-        return False
-    a = gu[:, :w.shape[1]]
-    return gemv_ok(a, w) or skinny_ok(a, w)
-
-
-def add_act_mm(out, gu, w):
-    """out += (silu(gate) * up) @ w.T with gu = [gate | up] (callers check
-    act_ok): the stock activation fused into the GEMM's operand load."""
-    if gu.shape[0] == 1:
-        gemv(gu, w, out, add=True, act=True)
-    else:
-        skinny(gu, w, out, add=True, act=True)
 
 
 def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv, pairs=None,
@@ -702,35 +606,6 @@ def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq
                                                           v_cache, k, w.stride(0), HQ=hq, HKV=hkv, HALF=half,
                                                           PAGE_SIZE=k_cache.shape[1], BLOCK_K=bk, PAIRS=pairs,
                                                           num_warps=warps, num_stages=stages, **_pdl(h))
-
-
-# Developer switch, off until measured on a GPU: decode at 2..64 rows runs
-# the q/k/v projection and the rotary embedding in one kernel.
-FUSE_QKV_ROPE = False
-
-
-def skinny_qkv_rope_ok(h, w, cos, k_cache, v_cache):
-    """Whether skinny_qkv_rope() serves this decode projection."""
-    half = cos.shape[1]
-    return (FUSE_QKV_ROPE and skinny_ok(h, w) and half % 16 == 0 and k_cache.is_contiguous()
-            and v_cache.is_contiguous())
-
-
-def skinny_qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv,
-                    block_j=16, block_k=256, warps=4, stages=4):
-    """Decode at 2..64 rows: q_out (M,HQ,D) <- rope(h @ Wq.T); for each row
-    m, cache[slot of positions[m] in block_table[m]] <- rope(h @ Wk.T),
-    h @ Wv.T (the skinny GEMM and rope_store in one launch). Callers check
-    skinny_qkv_rope_ok()."""
-    m, k = h.shape
-    half = cos.shape[1]
-    m_pad = max(16, _pow2(m))
-    while stages > 2 and stages * (m_pad + 2 * block_j) * block_k * h.element_size() > 200 * 1024:
-        stages -= 1
-    _skinny_qkv_rope_kernel[((hq + 2 * hkv) * (half // block_j),)](
-        h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, m, k, h.stride(0), w.stride(0),
-        block_table.stride(0), HQ=hq, HKV=hkv, HALF=half, PAGE_SIZE=k_cache.shape[1], M_PAD=m_pad,
-        BLOCK_J=block_j, BLOCK_K=block_k, num_warps=warps, num_stages=stages, **_pdl(h))
 
 
 def sample(logits, tok, lp, state=None, rows=None):

@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels, stock
-from .dispatch import SILU
 
 
 def rope_tables(cfg, max_len, device):
@@ -147,14 +146,7 @@ class Model:
             h = d.rmsnorm(x, ly.mlp_norm, self.eps)
         with r("mlp"):
             if ly.experts is None:
-                gu = self._mm(h, ly.gate_up)
-                if kernels.act_ok(gu, ly.down) and d.stock_only(SILU):
-                    # stock activation fused into the down projection
-                    # (counted as a stock call of the slot)
-                    d.fused_stock(SILU)
-                    kernels.add_act_mm(x, gu, ly.down)
-                else:
-                    self._add_mm(x, d.silu_and_mul(gu), ly.down)
+                self._add_mm(x, d.silu_and_mul(self._mm(h, ly.gate_up)), ly.down)
             else:
                 probs = torch.softmax(self._mm(h, ly.router).float(), dim=-1)
                 tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
@@ -234,8 +226,6 @@ class Model:
             q = torch.empty((bsz, hq, hd), dtype=h.dtype, device=h.device)
             if bsz == 1 and kernels.gemv_ok(h, w_qkv) and kc.is_contiguous() and vc.is_contiguous():
                 kernels.qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
-            elif kernels.skinny_qkv_rope_ok(h, w_qkv, self.cos, kc, vc):
-                kernels.skinny_qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
             else:
                 qkv = self._mm(h, w_qkv)
                 stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)

@@ -34,6 +34,10 @@ from .model import DecodeState, Model, PrefillBatch, sample
 from .timing import Timer
 
 
+# Token buckets of the single-prompt prefill graphs (dense models, CUDA).
+PREFILL_GRAPH_TOKENS = (32, 64, 128, 256, 512)
+
+
 class PagePool:
     """KV pages 1..P-1 (page 0 is the scratch page of padding rows)."""
 
@@ -132,7 +136,7 @@ class Engine:
         self.use_graphs = want_graphs and self.cuda and not self.d.auditing and not profile
         if self.use_graphs and mcfg.kind == "mixtral" and self.dtype == torch.float32:
             self.use_graphs = False  # the fp32 MoE stock path synchronises (no Triton GEMM)
-        self.graphs = {}
+        self.graphs, self.pf_graphs = {}, {}
         self.steps = {"prefill": 0, "decode": 0}
         if self.use_graphs:
             with torch.no_grad():
@@ -141,7 +145,8 @@ class Engine:
     def load_reply(self):
         return {"params": int(self.w.params()), "layers": self.mcfg.num_layers, "device": str(self.device),
                 "dtype": self.ecfg.dtype, "kv_pages": self.num_pages,
-                "graph_buckets": sorted(self.graphs) if self.use_graphs else []}
+                "graph_buckets": sorted(self.graphs) if self.use_graphs else [],
+                "prefill_graph_tokens": sorted(self.pf_graphs)}
 
     def _kv_pages(self):
         e, m = self.ecfg, self.mcfg
@@ -160,46 +165,129 @@ class Engine:
 
     # -- CUDA graphs -------------------------------------------------------
 
+    def _graph(self, fn, pool, reset):
+        """Warm fn up twice on a side stream (slot calls not counted), reset,
+        then capture one call of fn into a CUDA graph whose slot calls are
+        counted into a log. Returns (graph, log, fn's result)."""
+        s = torch.cuda.Stream(device=self.device)
+        s.wait_stream(torch.cuda.current_stream(self.device))
+        self.d.counting = False
+        try:
+            with torch.cuda.stream(s):
+                for _ in range(2):
+                    fn()
+        finally:
+            self.d.counting = True
+        torch.cuda.current_stream(self.device).wait_stream(s)
+        torch.cuda.synchronize(self.device)
+        reset()
+        g = torch.cuda.CUDAGraph()
+        self.d.begin_capture()
+        try:
+            with torch.cuda.graph(g, pool=pool):
+                out = fn()
+        finally:
+            log = self.d.end_capture()
+        return g, log, out
+
+    def _capture_failed(self, e, what):
+        """A capture raised e. Without candidates, or in strict mode (as a
+        CandidateAbort), it propagates; in non-strict mode the reason is
+        returned for the caller to fall back on."""
+        if isinstance(e, dispatch_mod.CandidateAbort) or not self.d.has_candidates() or self.d.graph_disabled:
+            raise e  # (with graphs already disabled for candidates, stock itself failed)
+        torch.cuda.synchronize(self.device)
+        err = wire.exc_error("candidate_error", e)
+        reason = "%s graph capture failed with candidates: %s: %s" % (what, err["type"], err["message"])
+        if self.d.strict:
+            raise dispatch_mod.CandidateAbort("graph", "capture", reason, err["traceback"]) from e
+        return reason
+
     def _capture_all(self):
         st = self.st
         pool = None
         for b in sorted(self.ecfg.graph_buckets, reverse=True):
             self.d.set_mode("decode", True)
-            s = torch.cuda.Stream(device=self.device)
-            s.wait_stream(torch.cuda.current_stream(self.device))
-            self.d.counting = False
             try:
-                with torch.cuda.stream(s):
-                    for _ in range(2):
-                        self.model.decode_step(st, b)
-            finally:
-                self.d.counting = True
-            torch.cuda.current_stream(self.device).wait_stream(s)
-            torch.cuda.synchronize(self.device)
-            st.hist_ctr.zero_()
-            g = torch.cuda.CUDAGraph()
-            self.d.begin_capture()
-            try:
-                with torch.cuda.graph(g, pool=pool):
-                    self.model.decode_step(st, b)
-            except dispatch_mod.CandidateAbort:
-                raise
+                g, log, _ = self._graph(lambda: self.model.decode_step(st, b), pool, st.hist_ctr.zero_)
             except Exception as e:  # noqa: BLE001
-                self.d.end_capture()
-                if not self.d.has_candidates():
-                    raise
-                torch.cuda.synchronize(self.device)
-                err = wire.exc_error("candidate_error", e)
-                reason = "decode graph capture failed with candidates: %s: %s" % (err["type"], err["message"])
-                if self.d.strict:
-                    raise dispatch_mod.CandidateAbort("graph", "capture", reason, err["traceback"])
-                self.d.disable_in_graphs(reason)
+                self.d.disable_in_graphs(self._capture_failed(e, "decode"))
+                self.graphs = {}
                 return self._capture_all()
-            log = self.d.end_capture()
             pool = g.pool()
             self.graphs[b] = (g, log)
         torch.cuda.synchronize(self.device)
         st.hist_ctr.zero_()
+        self._capture_prefill()
+
+    def _capture_prefill(self):
+        """Dense models: one graph per PREFILL_GRAPH_TOKENS bucket T for the
+        prefill of a single fresh prompt of at most T tokens (a batch-1
+        workload's prefill is otherwise bound by Python launching ~25
+        kernels per layer). The prompt is padded at its end to T tokens,
+        which a causal prefill cannot see; the padding's K/V go to the
+        scratch page 0. Slots are called as in the eager single-prompt
+        prefill, with num_tokens = T. A capture that fails with candidates
+        leaves prefill eager (non-strict) or aborts (strict)."""
+        e = self.ecfg
+        tokens = [t for t in PREFILL_GRAPH_TOKENS if t <= min(e.prefill_chunk, e.max_seq_len)]
+        if self.mcfg.kind != "llama" or not tokens or self.d.graph_disabled:
+            return
+        tmax = max(tokens)
+        # rows: ids, positions, cache slots, and the last prompt index in [3, 0]
+        self.pf_in = torch.zeros((4, tmax), dtype=torch.long, device=self.device)
+        pool = None
+        self.d.set_mode("prefill", True)
+        for t in sorted(tokens, reverse=True):
+            def run(t=t):
+                v = self.pf_in
+                x = self.model.prefill(PrefillBatch(v[0, :t], v[1, :t], v[2, :t], [(0, t, 0, None)]))
+                h = self.model.final_norm(x.index_select(0, v[3, :1]))
+                return sample(self.model.logits(h))
+
+            def reset(t=t):
+                self.pf_in.zero_()
+                self.pf_in[1, :t] = torch.arange(t, device=self.device)
+                self.pf_in[2, :t] = torch.remainder(self.pf_in[1, :t], e.page_size)
+
+            reset()
+            try:
+                g, log, out = self._graph(run, pool, reset)
+            except Exception as err:  # noqa: BLE001
+                self._capture_failed(err, "prefill")
+                self.pf_graphs = {}
+                break
+            pool = g.pool()
+            self.pf_graphs[t] = (g, log, out)
+        torch.cuda.synchronize(self.device)
+
+    def _prefill_graph(self, reqs):
+        """The smallest prefill graph bucket that holds reqs, or None."""
+        if len(reqs) != 1 or not self.pf_graphs:
+            return None
+        n = len(reqs[0].prompt)
+        fits = [t for t in self.pf_graphs if t >= n]
+        return min(fits) if fits else None
+
+    def _prefill_replay(self, r, t):
+        """Prefill the single prompt of r with the graph of bucket t;
+        returns fresh (tokens, logprobs) of its first generated token."""
+        g, log, (tok, lp) = self.pf_graphs[t]
+        n, ps = len(r.prompt), self.ecfg.page_size
+        pos = torch.arange(t, dtype=torch.long)
+        pages = torch.tensor(r.pages, dtype=torch.long)
+        real = pages[torch.div(pos[:n], ps, rounding_mode="floor")] * ps + torch.remainder(pos[:n], ps)
+        host = torch.zeros((4, t), dtype=torch.long)
+        host[0, :n] = torch.tensor(r.prompt, dtype=torch.long)
+        host[1] = pos
+        host[2, :n] = real
+        host[2, n:] = torch.remainder(pos[n:], ps)  # padding: the scratch page
+        host[3, 0] = n - 1
+        self.pf_in[:, :t].copy_(host.pin_memory(), non_blocking=True)
+        self.steps["prefill"] += 1
+        g.replay()
+        self.d.add_log(log)
+        return tok.clone(), lp.clone()
 
     def _bucket(self, n):
         if not self.use_graphs:
@@ -284,8 +372,11 @@ class Engine:
     def _prefill(self, reqs):
         """Prefill reqs; returns device (tokens, logprobs) of their first
         generated token, in reqs order."""
-        self.d.set_mode("prefill", False)
         self.timer.phase = "prefill"
+        t = self._prefill_graph(reqs)
+        if t is not None:
+            return self._prefill_replay(reqs[0], t)
+        self.d.set_mode("prefill", False)
         toks, lps, order = [], [], []
         for x, segs in self._forwards([(r.prompt, r.pages) for r in reqs]):
             last = [(j, off + t - 1) for j, s0, t, off in segs if s0 + t == len(reqs[j].prompt)]
