@@ -3,10 +3,13 @@ package engine
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -152,12 +155,12 @@ func (f *fakeEngine) generate(req map[string]any, vocab int, short bool) ([]map[
 		for _, t := range rm["prompt"].([]any) {
 			sum += int(t.(float64))
 		}
-		toks, lps := make([]int, n), make([]float64, n)
+		toks, lps := make([]int, n), make([]byte, 4*n)
 		for j := range toks {
 			toks[j] = (sum + 7*j) % vocab
-			lps[j] = -0.5
+			binary.LittleEndian.PutUint32(lps[4*j:], math.Float32bits(-0.5))
 		}
-		results = append(results, map[string]any{"rid": rm["rid"], "tokens": toks, "logprobs": lps})
+		results = append(results, map[string]any{"rid": rm["rid"], "tokens": toks, "logprobs_f32": base64.StdEncoding.EncodeToString(lps)})
 	}
 	time.Sleep(time.Duration(longest) * f.perToken)
 	return results, map[string]int{"prefill": 1, "decode": longest - 1}

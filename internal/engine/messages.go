@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -112,11 +114,53 @@ type Request struct {
 	IgnoreEOS    bool   `json:"ignore_eos"`
 }
 
-// Result is one request's generated tokens and their logprobs.
+// Result is one request's generated tokens and their logprobs. On the
+// wire the runtime sends the logprobs as logprobs_f32 (see UnmarshalJSON);
+// Result marshals them as plain numbers.
 type Result struct {
 	RID      string    `json:"rid"`
 	Tokens   []int     `json:"tokens"`
 	Logprobs []float64 `json:"logprobs"`
+}
+
+// UnmarshalJSON reads a result line of the protocol: rid, tokens and
+// logprobs_f32, the logprobs as base64 of little-endian float32 values
+// (docs/engine-protocol.md).
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var w struct {
+		RID         string  `json:"rid"`
+		Tokens      []int   `json:"tokens"`
+		LogprobsF32 *string `json:"logprobs_f32"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.LogprobsF32 == nil {
+		return fmt.Errorf("result %q has no logprobs_f32", w.RID)
+	}
+	lps, err := DecodeF32(*w.LogprobsF32)
+	if err != nil {
+		return fmt.Errorf("result %q: logprobs_f32: %w", w.RID, err)
+	}
+	*r = Result{RID: w.RID, Tokens: w.Tokens, Logprobs: lps}
+	return nil
+}
+
+// DecodeF32 decodes base64 (standard alphabet, padded) of little-endian
+// IEEE float32 values into float64s (exact).
+func DecodeF32(s string) ([]float64, error) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not base64: %w", err)
+	}
+	if len(raw)%4 != 0 {
+		return nil, fmt.Errorf("%d bytes is not a whole number of float32 values", len(raw))
+	}
+	out := make([]float64, len(raw)/4)
+	for i := range out {
+		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+	}
+	return out, nil
 }
 
 // Steps are the runtime's (untrusted) step counts for one generate.

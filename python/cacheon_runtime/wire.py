@@ -4,6 +4,7 @@ Shared by the verify worker's modules. Standard library only.
 """
 
 import os
+import sys
 import traceback
 
 MAX_TEXT_BYTES = 4096
@@ -108,6 +109,18 @@ def int_list(v, what):
     if not isinstance(v, list) or (v and (not set(map(type, v)) <= {int} or min(v) < 0)):
         raise bad("%s must be a list of non-negative integers" % what)
     return v
+
+
+def f32_base64(values):
+    """values as little-endian IEEE float32, base64 (standard alphabet,
+    padded): a wave's logprobs travel in ~1/15 of the time and a third of
+    the bytes of JSON numbers, with the fp32 values exact."""
+    import array
+    import base64
+    a = array.array("f", values)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return base64.b64encode(a.tobytes()).decode("ascii")
 
 
 def send_line(fd, obj):

@@ -4,6 +4,8 @@ started as Go starts it, on the CPU.
 Run: python3 -m unittest discover -s python/tests -p 'test_engine*.py'
 """
 
+import array
+import base64
 import json
 import os
 import subprocess
@@ -80,6 +82,8 @@ class Server(unittest.TestCase):
             self.assertEqual([r["rid"] for r in g["results"]], [q["rid"] for q in reqs])
             for q, r in zip(reqs, g["results"]):
                 self.assertEqual(len(r["tokens"]), q["max_new_tokens"])
+                r["logprobs"] = array.array("f", base64.b64decode(r.pop("logprobs_f32"))).tolist()
+                self.assertEqual(len(r["logprobs"]), q["max_new_tokens"])
                 self.assertTrue(all(lp <= 0 for lp in r["logprobs"]))
             self.assertGreater(g["steps"]["decode"], 0)
             seq = reqs[0]["prompt"] + g["results"][0]["tokens"]

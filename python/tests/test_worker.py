@@ -841,5 +841,21 @@ class IntListTest(unittest.TestCase):
                 wire.int_list(v, "v")
 
 
+class F32Base64Test(unittest.TestCase):
+    """wire.f32_base64: little-endian float32, base64 (Go decodes it)."""
+
+    def test_cases(self):
+        from cacheon_runtime import wire
+        cases = [([], ""), ([0.0], "AAAAAA=="), ([1.0], "AACAPw=="), ([-2.0, 1.0], "AAAAwAAAgD8=")]
+        for vals, want in cases:
+            self.assertEqual(wire.f32_base64(vals), want, vals)
+        # an fp32 value comes back exactly; a double rounds to the nearest fp32
+        import array
+        import base64
+        for v in (-0.1234567, -17.25, -1e-30):
+            got = array.array("f", base64.b64decode(wire.f32_base64([v])))[0]
+            self.assertEqual(got, array.array("f", [v])[0])
+
+
 if __name__ == "__main__":
     unittest.main()

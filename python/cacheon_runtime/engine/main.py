@@ -84,7 +84,10 @@ class Server:
         return self.engine
 
     def op_generate(self, req):
-        return self._need().generate(req)
+        out = self._need().generate(req)
+        for r in out["results"]:
+            r["logprobs_f32"] = wire.f32_base64(r.pop("logprobs"))
+        return out
 
     def op_score(self, req):
         return self._need().score(req)

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestDecodeF32(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []float64
+		wantErr string
+	}{
+		{in: "", want: []float64{}},
+		{in: "AAAAAA==", want: []float64{0}},
+		{in: "AACAPw==", want: []float64{1}},
+		{in: "AAAAwAAAgD8=", want: []float64{-2, 1}},
+		{in: "AAAA", wantErr: "3 bytes is not a whole number"},
+		{in: "AACAPw", wantErr: "not base64"},
+		{in: "!!!!", wantErr: "not base64"},
+	}
+	for _, tt := range tests {
+		got, err := DecodeF32(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("DecodeF32(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tt.want) {
+			t.Fatalf("DecodeF32(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("DecodeF32(%q)[%d] = %v, want %v", tt.in, i, got[i], tt.want[i])
+			}
+		}
+	}
+}
+
+func TestResultUnmarshal(t *testing.T) {
+	var r Result
+	if err := json.Unmarshal([]byte(`{"rid":"r0","tokens":[5,6],"logprobs_f32":"AAAAwAAAgD8="}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.RID != "r0" || len(r.Tokens) != 2 || r.Logprobs[0] != -2 || r.Logprobs[1] != 1 {
+		t.Errorf("got %+v", r)
+	}
+	for _, bad := range []string{
+		`{"rid":"r0","tokens":[5],"logprobs":[-1]}`, // the old form: no logprobs_f32
+		`{"rid":"r0","tokens":[5],"logprobs_f32":"AAA="}`,
+		`{"rid":"r0","tokens":[5],"logprobs_f32":7}`,
+		`{"rid":5}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &r); err == nil {
+			t.Errorf("Unmarshal(%s) succeeded", bad)
+		}
+	}
+	// What Result marshals (bench --json, generate --json) is plain numbers.
+	out, err := json.Marshal(Result{RID: "a", Tokens: []int{1}, Logprobs: []float64{-0.5}})
+	if err != nil || string(out) != `{"rid":"a","tokens":[1],"logprobs":[-0.5]}` {
+		t.Errorf("Marshal = %s, %v", out, err)
+	}
+}
+
+// FuzzDecodeF32: decoding never panics; what decodes re-encodes to the
+// same float32 bits, one value per four bytes.
+func FuzzDecodeF32(f *testing.F) {
+	for _, s := range []string{"", "AAAAAA==", "AAAAwAAAgD8=", "AAAA", "////fw==", "AADAfw=="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		vals, err := DecodeF32(s)
+		if err != nil {
+			return
+		}
+		raw, _ := base64.StdEncoding.DecodeString(s)
+		if len(vals)*4 != len(raw) {
+			t.Fatalf("%d values from %d bytes", len(vals), len(raw))
+		}
+		for i, v := range vals {
+			want := binary.LittleEndian.Uint32(raw[4*i:])
+			got := math.Float32bits(float32(v))
+			if math.IsNaN(v) {
+				if !math.IsNaN(float64(math.Float32frombits(want))) {
+					t.Fatalf("value %d: NaN from non-NaN bits %#x", i, want)
+				}
+				continue
+			}
+			if got != want {
+				t.Fatalf("value %d: bits %#x, want %#x", i, got, want)
+			}
+		}
+	})
+}
