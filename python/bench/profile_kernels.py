@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from cacheon_runtime import wire  # noqa: E402
-from cacheon_runtime.engine import kernels, runner  # noqa: E402
+from cacheon_runtime.engine import kernels, main as engine_main, runner  # noqa: E402
 
 
 def load_arena(path):
@@ -84,7 +84,9 @@ def ab(arena, batches, prompt, new):
                 toks = [r["tokens"] for r in out["results"]]
                 with open(os.devnull, "wb") as null:
                     t0 = time.perf_counter()
-                    wire.send_line(null.fileno(), dict(out, id="x", ok=True))
+                    rep = engine_main.generate_reply({"results": [dict(r) for r in out["results"]],
+                                                      "steps": out["steps"]})
+                    wire.send_line(null.fileno(), dict(rep, id="x", ok=True))
                     enc = time.perf_counter() - t0
                 same = first.setdefault(b, toks)
                 agree = sum(x == y for a, c in zip(toks, same) for x, y in zip(a, c)) / sum(len(a) for a in toks)

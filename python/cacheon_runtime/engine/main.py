@@ -84,16 +84,21 @@ class Server:
         return self.engine
 
     def op_generate(self, req):
-        out = self._need().generate(req)
-        for r in out["results"]:
-            r["logprobs_f32"] = wire.f32_base64(r.pop("logprobs"))
-        return out
+        return generate_reply(self._need().generate(req))
 
     def op_score(self, req):
         return self._need().score(req)
 
     def op_stats(self, req):
         return self._need().stats()
+
+
+def generate_reply(out):
+    """The generate reply of runner output: each result's logprobs as
+    logprobs_f32 (base64 of little-endian float32, docs/engine-protocol.md)."""
+    for r in out["results"]:
+        r["logprobs_f32"] = wire.f32_base64(r.pop("logprobs"))
+    return out
 
 
 def main():
