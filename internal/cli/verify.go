@@ -42,6 +42,12 @@ output of every call (eager, each replay, each CUDA-graph replay, each rank).
 
 The bundle is scanned first; a bundle with scan findings is not run.
 
+Collective slots run --world-size ranks in one loopback-only network
+namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
+environment's NCCL_* settings except NVLink multicast (always off) and
+NCCL_CUMEM_ENABLE; NCCL_P2P_DISABLE defaults to 1, because NCCL's
+peer-to-peer transport fails inside the sandbox (docs/verify.md).
+
 Outcomes per row: PASS, NUMERICAL_PASS (all calls pass; CUDA graphs cannot be
 checked on cpu), FAIL (with the reason), N/A (outside the variant's
 capability domain), INFRA (the run could not be established).
@@ -151,7 +157,7 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	rep, err := verify.Run(ctx, b, slots, verify.Options{
 		Device: device, DType: dt, Seed: seed, WorldSize: fl.worldSize, Replays: fl.replays,
 		Python: python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: fl.timeout,
-		Launcher: launcher, Progress: prog.line,
+		Launcher: launcher, Progress: prog.line, NCCLEnv: verify.NCCLEnv(os.Environ()),
 	})
 	prog.done()
 	if err != nil {

@@ -46,6 +46,9 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		"TRITON_CACHE_DIR=" + filepath.Join(jobRoot, "triton-cache"),
 		"HOME=" + jobRoot, "TMPDIR=" + jobRoot, "OMP_NUM_THREADS=2",
 	}
+	if spec.Kind == slot.Collective {
+		env = append(env, collectiveEnv(o.NCCLEnv)...)
+	}
 	for r := 0; r < ws; r++ {
 		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: jobRoot,
 			Env: append(env, fmt.Sprintf("CACHEON_RANK=%d", r))})

@@ -15,6 +15,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"cacheon/internal/bundle"
@@ -59,6 +60,9 @@ type Options struct {
 	WorkDir       string        // scratch root for job directories
 	CallTimeout   time.Duration // wall-clock bound for one run request
 	Launcher      Launcher
+	// NCCLEnv are NCCL_* settings passed to collective ranks (e.g. the
+	// operator's NCCL_DEBUG or transport choices); see NCCLEnv.
+	NCCLEnv []string
 	// Progress receives one short line per step; may be nil.
 	Progress func(line string)
 }
@@ -174,4 +178,35 @@ func (o Options) progress(format string, a ...any) {
 	if o.Progress != nil {
 		o.Progress(fmt.Sprintf(format, a...))
 	}
+}
+
+// collectiveEnv is the NCCL environment of collective ranks: the
+// operator's NCCL_* settings (NCCLEnv), and NCCL_P2P_DISABLE=1 unless they
+// set it. On two H200s NCCL's peer-to-peer transport fails inside the
+// sandbox ("unhandled cuda error" at the first collective; each rank has
+// its own PID namespace and capability set) while the shared-memory
+// transport passes every example (docs/verify.md).
+func collectiveEnv(environ []string) []string {
+	env := NCCLEnv(environ)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NCCL_P2P_DISABLE=") {
+			return env
+		}
+	}
+	return append(env, "NCCL_P2P_DISABLE=1")
+}
+
+// NCCLEnv picks the NCCL_* entries of environ (KEY=VALUE) that collective
+// ranks may inherit: everything but NVLink multicast (NCCL_NVLS_*, always
+// off) and NCCL_CUMEM_ENABLE (verify sets it).
+func NCCLEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "NCCL_") || strings.HasPrefix(k, "NCCL_NVLS") || k == "NCCL_CUMEM_ENABLE" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
