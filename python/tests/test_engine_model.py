@@ -249,6 +249,78 @@ class Serving(unittest.TestCase):
         check_against_naive(self, eng, reqs, out)
 
 
+class ReplayByRerun:
+    """CPU stand-in for a captured CUDA graph: replay runs the captured
+    function again (its slot calls uncounted, as a real replay makes none)
+    and copies its results into the outputs the capture returned."""
+
+    def __init__(self, eng, fn, out):
+        self.eng, self.fn, self.out = eng, fn, out
+
+    def replay(self):
+        self.eng.d.counting = False
+        try:
+            for dst, src in zip(self.out, self.fn()):
+                dst.copy_(src)
+        finally:
+            self.eng.d.counting = True
+
+    def pool(self):
+        return None
+
+
+def rerun_graph(eng):
+    """A capture function for Engine._capture_prefill that works on CPU:
+    the same warm-up, reset and counted capture as Engine._graph."""
+    def graph(fn, pool, reset):
+        eng.d.counting = False
+        try:
+            fn()
+        finally:
+            eng.d.counting = True
+        reset()
+        eng.d.begin_capture()
+        try:
+            out = fn()
+        finally:
+            log = eng.d.end_capture()
+        return ReplayByRerun(eng, fn, out), log, out
+    return graph
+
+
+class PrefillGraphs(unittest.TestCase):
+    """The single-prompt prefill graphs' padding (CUDA-only in the runtime;
+    here captured by re-running on CPU): a prompt padded at its end to its
+    bucket gives the tokens, logprobs, KV cache and slot counters of the
+    eager prefill."""
+
+    def test_padded_prefill_matches_eager(self):
+        arena = tiny_arena(prefill_chunk=128)
+        eager = make(arena)
+        eng = make(arena)
+        self.assertEqual(eng.pf_graphs, {})  # no graphs on CPU
+        eng._capture_prefill(graph=rerun_graph(eng))
+        self.assertEqual(sorted(eng.pf_graphs), [32, 64, 128])  # no bucket beyond a prefill chunk
+        used = []
+        replay = eng._prefill_replay
+        eng._prefill_replay = lambda r, t: used.append(t) or replay(r, t)
+        g = torch.Generator().manual_seed(4)
+        for n in (1, 5, 31, 32, 33, 100, 128):
+            req = {"requests": [{"rid": "p%d" % n, "prompt": torch.randint(1, 96, (n,), generator=g).tolist(),
+                                 "max_new_tokens": 7, "ignore_eos": True}]}
+            a, b = eager.generate(req)["results"][0], eng.generate(req)["results"][0]
+            self.assertEqual(a["tokens"], b["tokens"], "prompt of %d" % n)
+            for x, y in zip(a["logprobs"], b["logprobs"]):
+                self.assertAlmostEqual(x, y, delta=1e-4)
+        self.assertEqual(used, [32, 32, 32, 32, 64, 128, 128])
+        self.assertEqual(eager.stats()["slots"], eng.stats()["slots"])
+        # two prompts at once, and a prompt longer than every bucket, prefill eagerly
+        eng.generate({"requests": wave(2)})
+        eng.generate({"requests": [{"rid": "long", "prompt": [3] * 129, "max_new_tokens": 2}]})
+        self.assertEqual(len(used), 7)
+        self.assertEqual(len(eng.pool.free), eng.pool.total, "pages leaked")
+
+
 class Checkpoint(unittest.TestCase):
     def test_round_trip(self):
         for kind in ("llama", "mixtral"):

@@ -196,7 +196,8 @@ class Engine:
         returned for the caller to fall back on."""
         if isinstance(e, dispatch_mod.CandidateAbort) or not self.d.has_candidates() or self.d.graph_disabled:
             raise e  # (with graphs already disabled for candidates, stock itself failed)
-        torch.cuda.synchronize(self.device)
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
         err = wire.exc_error("candidate_error", e)
         reason = "%s graph capture failed with candidates: %s: %s" % (what, err["type"], err["message"])
         if self.d.strict:
@@ -220,7 +221,7 @@ class Engine:
         st.hist_ctr.zero_()
         self._capture_prefill()
 
-    def _capture_prefill(self):
+    def _capture_prefill(self, graph=None):
         """Dense models: one graph per PREFILL_GRAPH_TOKENS bucket T for the
         prefill of a single fresh prompt of at most T tokens (a batch-1
         workload's prefill is otherwise bound by Python launching ~25
@@ -228,7 +229,9 @@ class Engine:
         which a causal prefill cannot see; the padding's K/V go to the
         scratch page 0. Slots are called as in the eager single-prompt
         prefill, with num_tokens = T. A capture that fails with candidates
-        leaves prefill eager (non-strict) or aborts (strict)."""
+        leaves prefill eager (non-strict) or aborts (strict). graph is the
+        capture function (self._graph; tests pass a CPU stand-in)."""
+        graph = graph or self._graph
         e = self.ecfg
         tokens = [t for t in PREFILL_GRAPH_TOKENS if t <= min(e.prefill_chunk, e.max_seq_len)]
         if self.mcfg.kind != "llama" or not tokens or self.d.graph_disabled:
@@ -252,14 +255,15 @@ class Engine:
 
             reset()
             try:
-                g, log, out = self._graph(run, pool, reset)
+                g, log, out = graph(run, pool, reset)
             except Exception as err:  # noqa: BLE001
                 self._capture_failed(err, "prefill")
                 self.pf_graphs = {}
                 break
             pool = g.pool()
             self.pf_graphs[t] = (g, log, out)
-        torch.cuda.synchronize(self.device)
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
 
     def _prefill_graph(self, reqs):
         """The smallest prefill graph bucket that holds reqs, or None."""
@@ -283,7 +287,7 @@ class Engine:
         host[2, :n] = real
         host[2, n:] = torch.remainder(pos[n:], ps)  # padding: the scratch page
         host[3, 0] = n - 1
-        self.pf_in[:, :t].copy_(host.pin_memory(), non_blocking=True)
+        self.pf_in[:, :t].copy_(host.pin_memory() if self.cuda else host, non_blocking=self.cuda)
         self.steps["prefill"] += 1
         g.replay()
         self.d.add_log(log)
