@@ -130,6 +130,15 @@ func TestPrintEngineBench(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "prefill graphs") {
+		t.Errorf("a runtime without prefill graphs printed a prefill graphs line:\n%s", out)
+	}
+	rep.Loaded.PrefillGraphTokens = []int{32, 64}
+	b.Reset()
+	printEngineBench(&b, rep)
+	if want := "prefill graphs: a single prompt padded to [32 64] tokens\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
 }
 
 // TestEngineCheckpointInSandbox loads an arena checkpoint through the
