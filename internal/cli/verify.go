@@ -157,7 +157,7 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	rep, err := verify.Run(ctx, b, slots, verify.Options{
 		Device: device, DType: dt, Seed: seed, WorldSize: fl.worldSize, Replays: fl.replays,
 		Python: python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: fl.timeout,
-		Launcher: launcher, Progress: prog.line, NCCLEnv: verify.NCCLEnv(os.Environ()),
+		Launcher: launcher, Progress: prog.line, Environ: os.Environ(),
 	})
 	prog.done()
 	if err != nil {

@@ -47,7 +47,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		"HOME=" + jobRoot, "TMPDIR=" + jobRoot, "OMP_NUM_THREADS=2",
 	}
 	if spec.Kind == slot.Collective {
-		env = append(env, collectiveEnv(o.NCCLEnv)...)
+		env = append(env, collectiveEnv(o.Environ)...)
 	}
 	for r := 0; r < ws; r++ {
 		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: jobRoot,

@@ -60,9 +60,10 @@ type Options struct {
 	WorkDir       string        // scratch root for job directories
 	CallTimeout   time.Duration // wall-clock bound for one run request
 	Launcher      Launcher
-	// NCCLEnv are NCCL_* settings passed to collective ranks (e.g. the
-	// operator's NCCL_DEBUG or transport choices); see NCCLEnv.
-	NCCLEnv []string
+	// Environ is the validator's environment (KEY=VALUE): collective ranks
+	// take the operator's NCCL_* settings from it (NCCL_DEBUG, transport
+	// choices); see collectiveEnv. Nothing else in it reaches a worker.
+	Environ []string
 	// Progress receives one short line per step; may be nil.
 	Progress func(line string)
 }
@@ -181,13 +182,13 @@ func (o Options) progress(format string, a ...any) {
 }
 
 // collectiveEnv is the NCCL environment of collective ranks: the
-// operator's NCCL_* settings (NCCLEnv), and NCCL_P2P_DISABLE=1 unless they
+// operator's NCCL_* settings (ncclEnv), and NCCL_P2P_DISABLE=1 unless they
 // set it. On two H200s NCCL's peer-to-peer transport fails inside the
 // sandbox ("unhandled cuda error" at the first collective; each rank has
 // its own PID namespace and capability set) while the shared-memory
 // transport passes every example (docs/verify.md).
 func collectiveEnv(environ []string) []string {
-	env := NCCLEnv(environ)
+	env := ncclEnv(environ)
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "NCCL_P2P_DISABLE=") {
 			return env
@@ -196,10 +197,10 @@ func collectiveEnv(environ []string) []string {
 	return append(env, "NCCL_P2P_DISABLE=1")
 }
 
-// NCCLEnv picks the NCCL_* entries of environ (KEY=VALUE) that collective
+// ncclEnv picks the NCCL_* entries of environ (KEY=VALUE) that collective
 // ranks may inherit: everything but NVLink multicast (NCCL_NVLS_*, always
 // off) and NCCL_CUMEM_ENABLE (verify sets it).
-func NCCLEnv(environ []string) []string {
+func ncclEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, ok := strings.Cut(kv, "=")

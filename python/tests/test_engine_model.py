@@ -320,6 +320,35 @@ class PrefillGraphs(unittest.TestCase):
         self.assertEqual(len(used), 7)
         self.assertEqual(len(eng.pool.free), eng.pool.total, "pages leaked")
 
+    def test_capture_failure(self):
+        # A prefill graph capture that raises: without candidates the error
+        # propagates; with one, strict mode aborts and non-strict mode keeps
+        # prefill eager with a receipt.
+        from cacheon_runtime.engine import dispatch
+        from test_engine_dispatch import Bundles
+
+        def broken(fn, pool, reset):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+        with self.assertRaisesRegex(RuntimeError, "not permitted"):
+            make(tiny_arena())._capture_prefill(graph=broken)
+        b = Bundles()
+        try:
+            stack = b.stack("rms_good")
+            with self.assertRaises(dispatch.CandidateAbort):
+                make(tiny_arena(), stack=stack, strict=True)._capture_prefill(graph=broken)
+            eng = make(tiny_arena(), stack=stack, strict=False)
+            eng._capture_prefill(graph=broken)
+            self.assertEqual(eng.pf_graphs, {})
+            self.assertEqual(eng.load_reply()["prefill_graph_tokens"], [])
+            rc = eng.stats()["receipts"]
+            self.assertEqual([(r["slot"], r["variant"]) for r in rc], [("prefill graphs", "capture")], rc)
+            self.assertIn("prefill graph capture failed with candidates: RuntimeError", rc[0]["reason"])
+            out = eng.generate({"requests": [{"rid": "a", "prompt": [1, 2, 3], "max_new_tokens": 3}]})
+            self.assertEqual(len(out["results"][0]["tokens"]), 3)
+        finally:
+            b.tmp.cleanup()
+
 
 class Checkpoint(unittest.TestCase):
     def test_round_trip(self):

@@ -357,6 +357,11 @@ class Dispatch:
         elif self.counting:
             self.counts[slot][key] += 1
 
+    def prefill_graphs_off(self, reason):
+        """Non-strict: candidates broke the capture of the prefill graphs;
+        prefill runs eagerly, and one receipt says why."""
+        self._receipt("prefill graphs", "capture", reason)
+
     def _receipt(self, slot, variant, reason):
         key = (slot, variant, wire.clip(reason, 512))
         if key in self.receipts or len(self.receipts) < MAX_RECEIPTS:

@@ -17,9 +17,12 @@ Tokens and logprobs go to a device history ring that the host reads once
 per ``DecodeState.HISTORY`` steps and at the end of the wave. The host
 synchronises every step only while some running request can stop at EOS.
 
-CUDA graphs: one graph per padded batch bucket, captured at load time from
-the static buffers (padding rows point at the scratch page 0 and stay
-inactive); a batch larger than the largest bucket runs eagerly.
+CUDA graphs: one decode graph per padded batch bucket, captured at load time
+from the static buffers (padding rows point at the scratch page 0 and stay
+inactive); a batch larger than the largest bucket runs eagerly. Dense
+models also capture prefill graphs for a single fresh prompt, padded at its
+end to a token bucket (PREFILL_GRAPH_TOKENS); several prompts, a longer one
+or a resumed chunk prefill eagerly.
 """
 
 import math
@@ -229,8 +232,9 @@ class Engine:
         which a causal prefill cannot see; the padding's K/V go to the
         scratch page 0. Slots are called as in the eager single-prompt
         prefill, with num_tokens = T. A capture that fails with candidates
-        leaves prefill eager (non-strict) or aborts (strict). graph is the
-        capture function (self._graph; tests pass a CPU stand-in)."""
+        leaves prefill eager with a receipt (non-strict) or aborts
+        (strict). graph is the capture function (self._graph; tests pass a
+        CPU stand-in)."""
         graph = graph or self._graph
         e = self.ecfg
         tokens = [t for t in PREFILL_GRAPH_TOKENS if t <= min(e.prefill_chunk, e.max_seq_len)]
@@ -257,7 +261,7 @@ class Engine:
             try:
                 g, log, out = graph(run, pool, reset)
             except Exception as err:  # noqa: BLE001
-                self._capture_failed(err, "prefill")
+                self.d.prefill_graphs_off(self._capture_failed(err, "prefill"))
                 self.pf_graphs = {}
                 break
             pool = g.pool()
