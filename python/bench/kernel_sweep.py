@@ -3,7 +3,7 @@ developer aid; not part of the runtime). Every candidate is timed inside a
 CUDA graph over 16 per-layer copies of its operands, so the weights do not
 sit in L2 and launch gaps are those of graph replay:
 
-    python3 python/bench/kernel_sweep.py [gemm|attn|gemv|qkv ...]
+    python3 python/bench/kernel_sweep.py [gemm|attn|uniform|prefetch|pfgemm|lm_head|gemv|qkv ...]
 
 Prints, per shape, cuBLAS (where it applies) and the fastest configurations
 in microseconds per call and GB/s of compulsory traffic.
@@ -113,7 +113,12 @@ def sweep_gemm(m, prior=None):
     return found
 
 
-def sweep_attn(b):
+def attn_case(b, uniform=0):
+    """A 16-layer paged-decode case at batch b: caches, block table (pages
+    in random order), lengths (129..384), q, outs.
+    uniform=L: every sequence has L positions and the pages lie as the
+    engine's allocator leaves them after 128-token prompts (each prompt's 8
+    pages in a row, later pages taken in turn by the rows)."""
     ps, hkv, hq, d, pages = 16, 8, 32, 64, 4096
     kcs = [torch.randn(pages, ps, hkv, d, device=DEV, dtype=BF) for _ in range(LAYERS)]
     vcs = [torch.randn(pages, ps, hkv, d, device=DEV, dtype=BF) for _ in range(LAYERS)]
@@ -127,10 +132,21 @@ def sweep_attn(b):
         np_ = -(-int(lens[i]) // ps)
         bt[i, :np_] = perm[used:used + np_].to(torch.int32)
         used += np_
+    if uniform:
+        lens = torch.full((b,), uniform)
+        np_ = -(-uniform // ps)
+        for i in range(b):
+            for j in range(np_):
+                bt[i, j] = 1 + (i * 8 + j if j < 8 else b * 8 + (j - 8) * b + i)
     bt, sl = bt.to(DEV), lens.to(torch.int32).to(DEV)
     q = torch.randn(b, hq, d, device=DEV, dtype=BF)
     outs = [torch.empty(b, hq, d, device=DEV, dtype=BF) for _ in range(LAYERS)]
     nbytes = int(lens.sum()) * hkv * d * 2 * 2
+    return kcs, vcs, bt, sl, q, outs, nbytes, lens
+
+
+def sweep_attn(b):
+    kcs, vcs, bt, sl, q, outs, nbytes, lens = attn_case(b)
     res = []
     for splits, bn, stages, warps in itertools.product([2, 4, 8, 9, 12, 16] if b == 1 else [1, 2, 3, 4],
                                                        [32, 64, 128], [2, 3] if b == 1 else [2, 3, 4], [4, 8]):
@@ -149,6 +165,100 @@ def sweep_attn(b):
         kernels.attention_decode(q, kcs[0], vcs[0], bt, sl, 0.125, o, best)
         stock.attention_decode(q, kcs[0], vcs[0], bt, sl, 0.125, ref)
         print("  best vs stock max abs diff %.3g" % (o.float() - ref.float()).abs().max().item())
+
+
+def torch_decode(q, kc, vc, bt, sl, scale):
+    """fp32 reference of paged decode (one sequence at a time)."""
+    b, hq, d = q.shape
+    ps, hkv = kc.shape[1], kc.shape[2]
+    out = torch.empty(b, hq, d, device=q.device, dtype=torch.float32)
+    for i in range(b):
+        n = int(sl[i])
+        pages = bt[i, :-(-n // ps)].long()
+        k = kc[pages].reshape(-1, hkv, d)[:n].float().repeat_interleave(hq // hkv, 1)
+        v = vc[pages].reshape(-1, hkv, d)[:n].float().repeat_interleave(hq // hkv, 1)
+        s = torch.einsum("hd,nhd->hn", q[i].float(), k) * scale
+        out[i] = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v)
+    return out
+
+
+def sweep_prefetch():
+    """The skinny GEMM's L2 prefetch (0, 1, 2, 4 tiles) at the decode shapes."""
+    for m in (64, 16):
+        for name, (n, k, add) in GEMMS.items():
+            ws = [torch.randn(n, k, device=DEV, dtype=BF) * 0.02 for _ in range(LAYERS)]
+            x = torch.randn(m, k, device=DEV, dtype=BF)
+            outs = [torch.zeros(m, n, device=DEV, dtype=BF) for _ in range(LAYERS)]
+            res = []
+            for pf in (0, 1, 2, 4, 0, 1, 2):
+                try_time("skinny auto prefetch=%s" % pf, [lambda o=o, w=w, pf=pf: kernels.skinny(x, w, o, add=add, prefetch=pf)
+                                                         for o, w in zip(outs, ws)], res)
+            report("gemm %s M=%d N=%d K=%d" % (name, m, n, k), n * k * 2, res, top=7)
+            del ws, outs
+
+
+def sweep_lm_head(m=64):
+    """lm_head at m rows: cuBLAS against the skinny GEMM (two weight copies)."""
+    n, k = 128256, 2048
+    ws = [torch.randn(n, k, device=DEV, dtype=BF) * 0.02 for _ in range(2)]
+    x = torch.randn(m, k, device=DEV, dtype=BF)
+    outs = [torch.zeros(m, n, device=DEV, dtype=BF) for _ in range(2)]
+    res = []
+    try_time("cublas mm", [lambda o=o, w=w: torch.mm(x, w.t(), out=o) for o, w in zip(outs, ws)], res)
+    for cfg, pf in itertools.product([(64, 128, 1, 4, 3), (64, 128, 1, 4, 4), (128, 128, 1, 8, 3), (128, 64, 1, 4, 4),
+                                      (64, 256, 1, 4, 3), (128, 128, 1, 4, 3), (256, 64, 1, 8, 3)], (0, 1)):
+        try_time("skinny %s prefetch=%d" % (cfg, pf), [lambda o=o, w=w, c=cfg, pf=pf: kernels.skinny(
+            x, w, o, config=c, prefetch=pf) for o, w in zip(outs, ws)], res, cfg)
+    report("lm_head M=%d N=%d K=%d" % (m, n, k), n * k * 2, res, top=8)
+    del ws, outs
+    torch.cuda.empty_cache()
+
+
+def sweep_pf_gemm(m=64):
+    """Skinny configurations near the automatic ones, with 0, 1 and 2 tiles prefetched."""
+    near = {"qkv": [(32, 256, 1, 4, 4), (32, 128, 1, 4, 4), (32, 128, 2, 4, 4), (64, 128, 1, 4, 4), (16, 256, 1, 4, 4),
+                    (32, 256, 2, 4, 4), (64, 256, 2, 4, 3)],
+            "o": [(32, 256, 2, 4, 4), (32, 128, 2, 4, 4), (32, 128, 4, 4, 4), (64, 128, 2, 4, 4), (16, 256, 2, 4, 4),
+                  (32, 256, 4, 4, 3), (64, 128, 4, 4, 3)],
+            "gate_up": [(64, 128, 1, 4, 3), (64, 128, 1, 4, 4), (128, 128, 1, 8, 3), (64, 256, 1, 4, 3),
+                        (32, 256, 1, 4, 4)],
+            "down": [(64, 128, 4, 4, 5), (64, 128, 8, 4, 4), (32, 256, 4, 4, 4), (64, 256, 4, 4, 3), (32, 128, 8, 4, 5),
+                     (128, 128, 4, 8, 3), (64, 128, 2, 4, 5)]}
+    for name, (n, k, add) in GEMMS.items():
+        ws = [torch.randn(n, k, device=DEV, dtype=BF) * 0.02 for _ in range(LAYERS)]
+        x = torch.randn(m, k, device=DEV, dtype=BF)
+        outs = [torch.zeros(m, n, device=DEV, dtype=BF) for _ in range(LAYERS)]
+        res = []
+        for cfg, pf in itertools.product(near[name], (0, 1, 2)):
+            try_time("skinny %s prefetch=%d" % (cfg, pf), [lambda o=o, w=w, c=cfg, pf=pf: kernels.skinny(
+                x, w, o, add=add, config=c, prefetch=pf) for o, w in zip(outs, ws)], res, cfg)
+        report("gemm %s M=%d N=%d K=%d" % (name, m, n, k), n * k * 2, res, top=6)
+        del ws, outs
+        torch.cuda.empty_cache()
+
+
+def sweep_attn_uniform(b=64, length=256):
+    """Paged decode at engine-like equal lengths and page layout (the
+    launch configurations of sweep_attn plus the default)."""
+    kcs, vcs, bt, sl, q, outs, nbytes, lens = attn_case(b, uniform=length)
+    want = torch_decode(q, kcs[0], vcs[0], bt, sl, 0.125)
+    res = []
+    try_time("decode default", [lambda o=o, kc=kc, vc=vc: kernels.attention_decode(q, kc, vc, bt, sl, 0.125, o)
+                                for o, kc, vc in zip(outs, kcs, vcs)], res)
+    for splits, bn, stages, warps in itertools.product([1, 2, 3, 4], [32, 64, 128], [2, 3], [4, 8]):
+        if warps == 8 and bn < 128:
+            continue
+        t = {"waves": 0.5, "block_n": bn, "warps": warps, "stages": stages, "splits": splits}
+        kernels.attention_decode(q, kcs[0], vcs[0], bt, sl, 0.125, outs[0], t)
+        err = (outs[0].float() - want).abs().max().item()
+        if err > 0.03:
+            print("  %s WRONG: max abs err %.3g" % (t, err))
+            continue
+        try_time("decode %s" % (t,), [lambda o=o, kc=kc, vc=vc, t=t: kernels.attention_decode(
+            q, kc, vc, bt, sl, 0.125, o, t) for o, kc, vc in zip(outs, kcs, vcs)], res, t)
+    report("paged decode B=%d, every length %d, engine page layout" % (b, length), nbytes, res, top=10)
+    del kcs, vcs
+    torch.cuda.empty_cache()
 
 
 GEMV = {"o": (2048, 2048, True), "gate_up": (16384, 2048, False), "down": (2048, 8192, True),
@@ -211,6 +321,16 @@ def main():
     if "attn" in what:
         for b in (64, 1):
             sweep_attn(b)
+    if "uniform" in what:
+        sweep_attn_uniform(64, 256)
+        sweep_attn_uniform(64, 384)
+    if "lm_head" in what:
+        sweep_lm_head()
+    if "pfgemm" in what:
+        sweep_pf_gemm(64)
+        sweep_pf_gemm(32)
+    if "prefetch" in what:
+        sweep_prefetch()
     if "gemv" in what:
         sweep_gemv()
     if "qkv" in what:

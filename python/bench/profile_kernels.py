@@ -16,6 +16,8 @@ graph replay, launch gaps are not. Other modes:
     --split 1,64    the --ab timing, then each batch's decode-step kernel
                     time by region (attention, mlp, norm, sampling, other)
                     and each slot's share of the step
+    --ab 64 --ablate  the --ab timing with each stock Triton kernel of the
+                    step left out in turn: what it costs in the graph
     --host 1        cProfile of the host side of a prefill-only wave
 """
 import argparse
@@ -64,13 +66,15 @@ def timed(eng, w, reps=3):
     return sorted(ts)[len(ts) // 2], out
 
 
-def ab(arena, batches, prompt, new):
+def ab(arena, batches, prompt, new, only=None, variants=None):
     """Graphs on; time the stock kernels with programmatic dependent launch
     and the skinny GEMM switched on and off, each variant in a fresh engine."""
     v = int(arena["model"]["vocab_size"])
     first, steps = {}, {}
     defaults = {k: getattr(mod, k) for k, mod in SWITCHES.items()}
-    for name, switches in VARIANTS:
+    for name, switches in variants or VARIANTS:
+        if only and name not in only and name != "default":
+            continue
         for k, mod in SWITCHES.items():
             setattr(mod, k, switches.get(k, defaults[k]))
         try:
@@ -108,12 +112,28 @@ def ab(arena, batches, prompt, new):
 # Developer switches that --ab varies (name: its module): programmatic
 # dependent launch, the skinny split-K GEMM, the single-prompt prefill
 # graphs' token buckets.
-SWITCHES = {"PDL": kernels, "SKINNY": kernels, "PREFILL_GRAPH_TOKENS": runner}
+SWITCHES = {"PDL": kernels, "SKINNY": kernels, "PREFETCH": kernels, "PREFILL_GRAPH_TOKENS": runner,
+            "rmsnorm": kernels, "silu_and_mul": kernels, "rope_store": kernels, "attention_decode": kernels}
 # (name, switches that differ from the module's defaults); the first is the
 # default configuration, whose step time --split reads.
 VARIANTS = (("default", {}),
+            ("no L2 prefetch", {"PREFETCH": False}),
             ("no prefill graphs", {"PREFILL_GRAPH_TOKENS": ()}),
             ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
+
+
+def _skip(*_args, **_kw):
+    return None
+
+
+# --ablate: each stock Triton kernel of the step left out in turn (its
+# output is whatever the buffer held; the tokens are garbage, the timing is
+# what the chain costs without that kernel).
+ABLATIONS = (("default", {}),
+             ("without rmsnorm", {"rmsnorm": _skip}),
+             ("without silu_and_mul", {"silu_and_mul": _skip}),
+             ("without rope_store", {"rope_store": _skip}),
+             ("without decode attention", {"attention_decode": _skip}))
 
 
 def device_by_kind(prof, m):
@@ -241,6 +261,8 @@ def main():
     ap.add_argument("--rows", type=int, default=25)
     ap.add_argument("--graphs", action="store_true", help="time (not profile) with graphs on as well")
     ap.add_argument("--ab", default="", help="comma-separated batch sizes: A/B the PDL and skinny-GEMM switches")
+    ap.add_argument("--ablate", action="store_true", help="--ab over ABLATIONS (each stock kernel left out in turn)")
+    ap.add_argument("--only", default="", help="comma-separated variant names --ab runs besides the default")
     ap.add_argument("--split", default="", help="comma-separated batch sizes: decode-step split by region and slot")
     ap.add_argument("--host", type=int, default=0, metavar="BATCH",
                     help="cProfile the host side of a prefill-only wave at this batch size (graphs on)")
@@ -251,7 +273,8 @@ def main():
         return
     if a.ab or a.split:
         splits = [int(x) for x in a.split.split(",")] if a.split else []
-        steps = ab(arena, [int(x) for x in a.ab.split(",")] if a.ab else splits, a.prompt, a.new)
+        steps = ab(arena, [int(x) for x in a.ab.split(",")] if a.ab else splits, a.prompt, a.new,
+                   [x for x in a.only.split(",") if x], ABLATIONS if a.ablate else None)
         for b in splits:
             split_report(arena, b, a.prompt, a.new, steps.get(b, 0.0))
         return

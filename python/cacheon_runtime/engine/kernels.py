@@ -83,6 +83,15 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.extra.cuda.gdc_wait()
 
     @triton.jit
+    def _prefetch_l2(ptrs):
+        # A hint: ask L2 for the 128-byte lines at ptrs (no registers held,
+        # nothing waited on). Kernels issue it before their PDL wait for
+        # memory the previous kernel does not write (weights, cached K/V),
+        # so those reads start during the previous kernel's tail.
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+    @triton.jit
     def _rmsnorm_kernel(x_ptr, w_ptr, o_ptr, stride_x, stride_o, n_cols, eps,
                         BLOCK: tl.constexpr,
                         GDC: tl.constexpr):
@@ -338,14 +347,17 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                        M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        SPLIT: tl.constexpr, ADD: tl.constexpr,
+                       PF_LINES: tl.constexpr, PF_STEP: tl.constexpr,
                        GDC: tl.constexpr):
-        _gdc_enter(GDC)
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
         # batch 2..64): one program per (column block, K split). With
         # SPLIT > 1 each split stores its fp32 partial and the last split of
         # a column block to finish sums them (acq_rel counter, re-armed).
-        # (Loading the first weight tile before the PDL wait, as gemv does,
-        # measured slower here: it costs a pipeline stage of shared memory.)
+        # Loading the first weight tile before the PDL wait, as gemv does,
+        # measured slower here (it costs a pipeline stage of shared memory);
+        # with PF_LINES > 0 the first PF_LINES lines (of PF_STEP elements)
+        # of each weight row of the program's slice are prefetched into L2
+        # before the wait instead, which holds nothing.
         pn = tl.program_id(0)
         s = tl.program_id(1)
         per = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
@@ -353,6 +365,11 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         k_hi = tl.minimum(k_lo + per, K)
         offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
         mn = offs_n < N
+        if PF_LINES > 0:
+            offs_l = k_lo + tl.arange(0, PF_LINES) * PF_STEP
+            ok = mn[:, None] & (offs_l < k_hi)[None, :]
+            _prefetch_l2(w_ptr + tl.where(ok, offs_n.to(tl.int64)[:, None] * stride_wn + offs_l[None, :], 0))
+        _gdc_enter(GDC)
         offs_m = tl.arange(0, M_PAD)
         mm = offs_m < M
         w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
@@ -492,6 +509,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 # Programmatic dependent launch for the stock kernels on sm90+ (a developer
 # switch for A/B timing; the kernels are correct either way).
 PDL = True
+PREFETCH = True  # developer switch: the skinny GEMM's L2 prefetch of weights before the PDL wait
 _PDL_OK = {}
 
 
@@ -574,8 +592,23 @@ def skinny_config(n, k):
     return 32, 256, 1 if n >= 3072 else 2, 4, 4
 
 
-def skinny(x, w, out, add=False, config=None):
-    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok)."""
+def skinny_prefetch(m, n, k, split):
+    """Weight tiles (of block_k) a skinny program prefetches into L2 before
+    its PDL wait. From an H200 sweep at the Llama-1B shapes, in 16-layer
+    graphs (python/bench/kernel_sweep.py pfgemm): one tile took 0.2-0.5 us
+    off each q/k/v and o projection at 16-64 rows; the 33-67 MB MLP
+    weights gained only at 64 rows (one tile, two for a split K) and lost
+    up to 0.9 us at 16 and 32, where their programs fill the GPU without it."""
+    if n * k * 2 <= 16 << 20:
+        return 1
+    if m <= 32:
+        return 0
+    return 2 if split > 1 else 1
+
+
+def skinny(x, w, out, add=False, config=None, prefetch=None):
+    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok);
+    prefetch overrides skinny_prefetch's tile count."""
     m, k = x.shape
     n = w.shape[0]
     bn, bk, split, warps, stages = config or skinny_config(n, k)
@@ -586,9 +619,15 @@ def skinny(x, w, out, add=False, config=None):
     cols = triton.cdiv(n, bn)
     ws = torch.empty((split, m_pad, n), dtype=torch.float32, device=x.device) if split > 1 else out
     cnt = _counters(x.device, cols) if split > 1 else out
+    pdl = _pdl(x)
+    tiles = (skinny_prefetch(m, n, k, split) if prefetch is None else prefetch) if PREFETCH and pdl["GDC"] else 0
+    step = 128 // w.element_size()  # elements of a 128-byte line
+    per = triton.cdiv(triton.cdiv(k, split), bk) * bk
+    lines = _pow2(triton.cdiv(min(per, tiles * bk), step)) if tiles else 0
     _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
                                   M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
-                                  num_warps=warps, num_stages=stages, **_pdl(x))
+                                  PF_LINES=lines, PF_STEP=step,
+                                  num_warps=warps, num_stages=stages, **pdl)
 
 
 def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv, pairs=None,
