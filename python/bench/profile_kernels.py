@@ -110,14 +110,17 @@ def ab(arena, batches, prompt, new, only=None, variants=None):
 
 
 # Developer switches that --ab varies (name: its module): programmatic
-# dependent launch, the skinny split-K GEMM, the single-prompt prefill
-# graphs' token buckets.
-SWITCHES = {"PDL": kernels, "SKINNY": kernels, "PREFETCH": kernels, "PREFILL_GRAPH_TOKENS": runner,
+# dependent launch, the skinny split-K GEMM, its L2 weight prefetch, the
+# lm_head GEMM doing sampling's first pass, the single-prompt prefill
+# graphs' token buckets; --ablate also swaps stock kernels for no-ops.
+SWITCHES = {"PDL": kernels, "SKINNY": kernels, "PREFETCH": kernels, "SAMPLE_IN_GEMM": kernels,
+            "PREFILL_GRAPH_TOKENS": runner,
             "rmsnorm": kernels, "silu_and_mul": kernels, "rope_store": kernels, "attention_decode": kernels}
 # (name, switches that differ from the module's defaults); the first is the
 # default configuration, whose step time --split reads.
 VARIANTS = (("default", {}),
             ("no L2 prefetch", {"PREFETCH": False}),
+            ("sampling after lm_head", {"SAMPLE_IN_GEMM": False}),
             ("no prefill graphs", {"PREFILL_GRAPH_TOKENS": ()}),
             ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
 

@@ -111,7 +111,7 @@ class StockKernels(unittest.TestCase):
             kernels.PDL = pdl
             try:
                 for m, n, k in ((1, 2048, 2048), (1, 300, 8192), (2, 3072, 2048), (7, 2048, 8192),
-                                (33, 16384, 2048), (64, 2048, 2048), (64, 1000, 4096)):
+                                (33, 16384, 2048), (64, 2048, 2048), (64, 1000, 4096), (64, 2048, 8192)):
                     x = torch.randn(m, k, device="cuda", dtype=self.dt)
                     w = (torch.randn(n, k, device="cuda") * k ** -0.5).to(self.dt)
                     base = torch.randn(m, n, device="cuda", dtype=self.dt)
@@ -130,6 +130,29 @@ class StockKernels(unittest.TestCase):
                     close(self, out, want, 0.05, "%s again m=%d" % (fn.__name__, m))
             finally:
                 kernels.PDL = True
+
+    def test_lm_head_sample_matches_logits_then_sample(self):
+        # the lm_head GEMM's own sampling pass against logits then sample():
+        # the same first argmax (a tie across column blocks included, and a
+        # vocabulary that is not a whole number of blocks) and logprob
+        for m, v in ((2, 50000), (64, 128256), (17, 1000)):
+            h = torch.randn(m, 2048, device="cuda", dtype=self.dt)
+            w = (torch.randn(v, 2048, device="cuda") * 2048 ** -0.5).to(self.dt)
+            w[7] = w[v - 3] = (h[0].float() * 0.05).to(self.dt)  # row 0: a tie at 7 and v-3
+            self.assertTrue(kernels.skinny_ok(h, w))
+            logits = torch.empty(m, v, device="cuda", dtype=self.dt)
+            kernels.skinny(h, w, logits)
+            want_tok = torch.empty(m, dtype=torch.long, device="cuda")
+            want_lp = torch.empty(m, dtype=torch.float32, device="cuda")
+            kernels.sample(logits, want_tok, want_lp)
+            tok = torch.full((m,), -1, dtype=torch.long, device="cuda")
+            lp = torch.full((m,), float("nan"), dtype=torch.float32, device="cuda")
+            kernels.lm_head_sample(h, w, tok, lp)
+            self.assertEqual(int(tok[0]), 7, "m=%d v=%d: the tie goes to the first index" % (m, v))
+            self.assertTrue(torch.equal(tok, want_tok), "m=%d v=%d: tokens differ" % (m, v))
+            close(self, lp, want_lp, 1e-4, "lm_head_sample logprob m=%d v=%d" % (m, v))
+            ref = torch.log_softmax(logits.float(), -1).gather(1, tok[:, None]).squeeze(1)
+            close(self, lp, ref, 1e-3, "lm_head_sample logprob vs log_softmax m=%d" % m)
 
     def test_paged_decode(self):
         for b, hq, hkv, d, ps, maxp, npages in ((1, 32, 8, 64, 16, 64, 80), (5, 8, 2, 128, 16, 8, 50),

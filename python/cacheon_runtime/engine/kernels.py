@@ -345,8 +345,9 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 
     @triton.jit
     def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                       max_ptr, idx_ptr, sum_ptr, stride_s,
                        M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, ADD: tl.constexpr,
+                       SPLIT: tl.constexpr, ADD: tl.constexpr, SAMPLE: tl.constexpr,
                        PF_LINES: tl.constexpr, PF_STEP: tl.constexpr,
                        GDC: tl.constexpr):
         # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
@@ -383,7 +384,20 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             acc += tl.dot(x, tl.trans(w))
         om = mm[:, None] & mn[None, :]
         o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
-        if SPLIT == 1:
+        if SAMPLE:
+            # lm_head with greedy sampling's first pass (SPLIT == 1): per
+            # (row, column block) the max, first argmax and sum(exp(x - max))
+            # of the logits as the model dtype rounds them; the logits
+            # themselves are never stored.
+            lg = acc.to(x_ptr.dtype.element_ty).to(tl.float32)
+            lg = tl.where(mn[None, :], lg, float("-inf"))
+            mx = tl.max(lg, 1)
+            ix = tl.min(tl.where(lg == mx[:, None], offs_n[None, :], 2147483647), 1)
+            sm = tl.sum(tl.where(mn[None, :], tl.exp(lg - mx[:, None]), 0.0), 1)
+            tl.store(max_ptr + offs_m * stride_s + pn, mx, mask=mm)
+            tl.store(idx_ptr + offs_m * stride_s + pn, ix, mask=mm)
+            tl.store(sum_ptr + offs_m * stride_s + pn, sm, mask=mm)
+        elif SPLIT == 1:
             if ADD:
                 acc += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
             tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
@@ -571,6 +585,7 @@ def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3,
 
 QKV_ROPE_PAIRS = 1
 SKINNY = True  # developer switch for A/B timing against cuBLAS
+SAMPLE_IN_GEMM = True  # developer switch: decode's lm_head GEMM does sampling's first pass
 
 
 def skinny_ok(x, w):
@@ -606,12 +621,16 @@ def skinny_prefetch(m, n, k, split):
     return 2 if split > 1 else 1
 
 
-def skinny(x, w, out, add=False, config=None, prefetch=None):
+def skinny(x, w, out, add=False, config=None, prefetch=None, sample=None):
     """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok);
-    prefetch overrides skinny_prefetch's tile count."""
+    prefetch overrides skinny_prefetch's tile count. With sample (max,
+    idx, sum), each (rows, column blocks), out is not written: the blocks'
+    sampling partials are (see lm_head_sample)."""
     m, k = x.shape
     n = w.shape[0]
     bn, bk, split, warps, stages = config or skinny_config(n, k)
+    if sample is not None:
+        split = 1
     m_pad = max(16, _pow2(m))
     # shared memory of the pipeline's stages
     while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
@@ -624,8 +643,11 @@ def skinny(x, w, out, add=False, config=None, prefetch=None):
     step = 128 // w.element_size()  # elements of a 128-byte line
     per = triton.cdiv(triton.cdiv(k, split), bk) * bk
     lines = _pow2(triton.cdiv(min(per, tiles * bk), step)) if tiles else 0
+    smax, sidx, ssum = sample if sample is not None else (out, out, out)
     _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
+                                  smax, sidx, ssum, smax.stride(0) if sample is not None else 0,
                                   M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
+                                  SAMPLE=sample is not None,
                                   PF_LINES=lines, PF_STEP=step,
                                   num_warps=warps, num_stages=stages, **pdl)
 
@@ -647,6 +669,22 @@ def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq
                                                           num_warps=warps, num_stages=stages, **_pdl(h))
 
 
+def lm_head_sample(h, w, tok, lp, state=None):
+    """Greedy tok (B,) int64 and its logprob lp (B,) fp32 of the logits
+    h @ w.T for 2..64 rows (callers check skinny_ok(h, w)), without
+    materialising the logits: the skinny GEMM reduces each column block to
+    sampling partials and sample()'s second pass finishes; with state as in
+    sample(). Same tokens and logprobs as skinny() then sample()."""
+    b = h.shape[0]
+    bn = skinny_config(w.shape[0], w.shape[1])[0]
+    chunks = triton.cdiv(w.shape[0], bn)
+    mx = torch.empty((b, chunks), dtype=torch.float32, device=h.device)
+    ix = torch.empty((b, chunks), dtype=torch.int32, device=h.device)
+    sm = torch.empty((b, chunks), dtype=torch.float32, device=h.device)
+    skinny(h, w, h, sample=(mx, ix, sm))
+    _sample_final(mx, ix, sm, tok, lp, w.shape[0], chunks, state)
+
+
 def sample(logits, tok, lp, state=None, rows=None):
     """Greedy tok (B,) int64 and its logprob lp (B,) fp32 from logits (B, V)
     (any float dtype) in two launches; with state (a DecodeState) also
@@ -659,14 +697,20 @@ def sample(logits, tok, lp, state=None, rows=None):
     sm = torch.empty((b, chunks), dtype=torch.float32, device=logits.device)
     _sample_partial_kernel[(b, chunks)](logits, mx, ix, sm, v, logits.stride(0),
                                         CHUNKS=chunks, BLOCK=block, num_warps=8, **_pdl(logits))
+    _sample_final(mx, ix, sm, tok, lp, v, chunks, state)
+
+
+def _sample_final(mx, ix, sm, tok, lp, v, chunks, state):
+    b = mx.shape[0]
+    warps = max(1, min(8, _pow2(chunks) // 256))
     if state is None:
         _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, tok, lp, tok, tok, tok, tok, tok, v, 0,
-                                   CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=False, num_warps=1, **_pdl(mx))
+                                   CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=False, num_warps=warps, **_pdl(mx))
         return
     st = state
     _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, st.hist_tok, st.hist_lp, st.hist_ctr, st.ids,
                                st.positions, st.seq_lens, st.active, v, st.hist_tok.stride(0),
-                               CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=True, num_warps=1, **_pdl(mx))
+                               CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=True, num_warps=warps, **_pdl(mx))
 
 
 def rmsnorm(x, weight, out, eps):

@@ -235,14 +235,19 @@ class Model:
             x = self._layer(li, x, attend)
         h = self.final_norm(x)
         with r("sampling"):
-            if kernels.skinny_ok(h, self.w.lm_head):
-                # 2..64 rows: the skinny GEMM keeps the PDL chain unbroken
-                # into sampling and beat cuBLAS on the H200 (135 vs 140+ us
-                # at 64 rows of Llama-1B's lm_head); one row stays on cuBLAS.
+            if not kernels.skinny_ok(h, self.w.lm_head):
+                logits = torch.mm(h, self.w.lm_head.t())
+            elif kernels.SAMPLE_IN_GEMM:
+                # 2..64 rows: the skinny GEMM (135 against cuBLAS's 140+ us
+                # at 64 rows of Llama-1B's lm_head on the H200, and the PDL
+                # chain stays unbroken) reduces its logits to sampling
+                # partials instead of storing them.
+                kernels.lm_head_sample(h, self.w.lm_head, st.out_tok[:bsz], st.out_lp[:bsz], state=st)
+                st.hist_ctr.add_(1)
+                return
+            else:
                 logits = torch.empty((bsz, self.w.lm_head.shape[0]), dtype=h.dtype, device=h.device)
                 kernels.skinny(h, self.w.lm_head, logits)
-            else:
-                logits = torch.mm(h, self.w.lm_head.t())
             if kernels.available(logits):
                 kernels.sample(logits, st.out_tok[:bsz], st.out_lp[:bsz], state=st)
                 st.hist_ctr.add_(1)
