@@ -78,6 +78,9 @@ type Engine struct {
 	KVPages      int   `json:"kv_pages"`
 	GraphBuckets []int `json:"graph_buckets"`
 	Graphs       bool  `json:"graphs"`
+	// PrefillChunk is the most prompt tokens one prefill forward packs;
+	// 0 leaves it to the runtime (4096 on CUDA, 512 on the CPU).
+	PrefillChunk int `json:"prefill_chunk,omitempty"`
 }
 
 // Workload is the validator-owned request stream ([workload]).

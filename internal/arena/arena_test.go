@@ -115,6 +115,7 @@ func TestParseErrors(t *testing.T) {
 		{"kv capacity", "kv_pages", "kv_pages = 8", `engine.kv_pages: 8 pages cannot hold 8 concurrent sequences of up to 40 tokens`},
 		{"kv capacity scratch page", "kv_pages", "kv_pages = 24", `engine.kv_pages: 24 pages cannot hold .* needs 25 pages of 16, the scratch page included`},
 		{"kv pages minimum", "kv_pages", "kv_pages = 1", `engine.kv_pages: 1 is not in \[2, 16777216\]`},
+		{"prefill chunk", "+kv_pages = 64", "prefill_chunk = 0", `engine.prefill_chunk: 0 is not in \[1, 1048576\]`},
 		{"max position", "max_position", "max_position = 32", `workload.output_len: prompt_len max \+ output_len max = 40 exceeds model.max_position = 32`},
 		{"waves", "waves", "waves = 0", `workload.waves: 0 is not in`},
 		{"checkpoint", "+weights_seed = 1", `checkpoint = "model.bin"`, `model.checkpoint: "model.bin": want the path of a .safetensors file`},

@@ -115,6 +115,7 @@ type rawEngine struct {
 	KVPages      int64   `toml:"kv_pages"`
 	GraphBuckets []int64 `toml:"graph_buckets"`
 	Graphs       *bool   `toml:"graphs"`
+	PrefillChunk *int64  `toml:"prefill_chunk"`
 }
 
 type rawWorkload struct {
@@ -344,6 +345,9 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 	}
 	if r.Graphs != nil {
 		e.Graphs = *r.Graphs
+	}
+	if r.PrefillChunk != nil {
+		e.PrefillChunk = c.intIn("engine.prefill_chunk", *r.PrefillChunk, 1, 1<<20)
 	}
 	if e.Graphs && device != "cuda" {
 		c.fail("engine.graphs", "CUDA graphs need device = \"cuda\"")
