@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from cacheon_runtime.engine import kernels, stock  # noqa: E402
+from cacheon_runtime.engine import decode_gemm, kernels, stock  # noqa: E402
 
 DEV = torch.device("cuda")
 BF = torch.bfloat16
@@ -90,22 +90,22 @@ def sweep_gemm(m, prior=None):
                 continue
             cands.append((bn, bk, split, warps, 4))
         for cfg in prior[name] if prior else cands:
-            try_time("skinny %s" % (cfg,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add, config=cfg)
+            try_time("skinny %s" % (cfg,), [lambda o=o, w=w: decode_gemm.skinny(x, w, o, add=add, config=cfg)
                                             for o, w in zip(outs, ws)], res, cfg)
         best = sorted((r for r in res if r[2] is not None), key=lambda r: r[1])[:3]
         for _name, _us, cfg in [] if prior else best:
             for st in (3, 5, 6):
                 c2 = cfg[:4] + (st,)
-                try_time("skinny %s" % (c2,), [lambda o=o, w=w, c2=c2: kernels.skinny(x, w, o, add=add, config=c2)
+                try_time("skinny %s" % (c2,), [lambda o=o, w=w, c2=c2: decode_gemm.skinny(x, w, o, add=add, config=c2)
                                                for o, w in zip(outs, ws)], res, c2)
-        auto = kernels.skinny_config(n, k)
-        try_time("skinny auto %s" % (auto,), [lambda o=o, w=w: kernels.skinny(x, w, o, add=add)
+        auto = decode_gemm.skinny_config(n, k)
+        try_time("skinny auto %s" % (auto,), [lambda o=o, w=w: decode_gemm.skinny(x, w, o, add=add)
                                               for o, w in zip(outs, ws)], res)
         found[name] = [r[2] for r in sorted((r for r in res if r[2] is not None), key=lambda r: r[1])[:4]]
         report("gemm %s M=%d N=%d K=%d add=%s" % (name, m, n, k, add), nbytes, res, top=6)
         # correctness of the automatic choice
         o = torch.zeros(m, n, device=DEV, dtype=BF)
-        kernels.skinny(x, ws[0], o, add=False)
+        decode_gemm.skinny(x, ws[0], o, add=False)
         ref = (x.float() @ ws[0].float().t())
         print("  auto max abs err %.3g (ref max %.3g)" % ((o.float() - ref).abs().max().item(), ref.abs().max().item()))
         del ws, outs
@@ -191,7 +191,7 @@ def sweep_prefetch():
             outs = [torch.zeros(m, n, device=DEV, dtype=BF) for _ in range(LAYERS)]
             res = []
             for pf in (0, 1, 2, 4, 0, 1, 2):
-                try_time("skinny auto prefetch=%s" % pf, [lambda o=o, w=w, pf=pf: kernels.skinny(x, w, o, add=add, prefetch=pf)
+                try_time("skinny auto prefetch=%s" % pf, [lambda o=o, w=w, pf=pf: decode_gemm.skinny(x, w, o, add=add, prefetch=pf)
                                                          for o, w in zip(outs, ws)], res)
             report("gemm %s M=%d N=%d K=%d" % (name, m, n, k), n * k * 2, res, top=7)
             del ws, outs
@@ -207,7 +207,7 @@ def sweep_lm_head(m=64):
     try_time("cublas mm", [lambda o=o, w=w: torch.mm(x, w.t(), out=o) for o, w in zip(outs, ws)], res)
     for cfg, pf in itertools.product([(64, 128, 1, 4, 3), (64, 128, 1, 4, 4), (128, 128, 1, 8, 3), (128, 64, 1, 4, 4),
                                       (64, 256, 1, 4, 3), (128, 128, 1, 4, 3), (256, 64, 1, 8, 3)], (0, 1)):
-        try_time("skinny %s prefetch=%d" % (cfg, pf), [lambda o=o, w=w, c=cfg, pf=pf: kernels.skinny(
+        try_time("skinny %s prefetch=%d" % (cfg, pf), [lambda o=o, w=w, c=cfg, pf=pf: decode_gemm.skinny(
             x, w, o, config=c, prefetch=pf) for o, w in zip(outs, ws)], res, cfg)
     report("lm_head M=%d N=%d K=%d" % (m, n, k), n * k * 2, res, top=8)
     del ws, outs
@@ -230,7 +230,7 @@ def sweep_pf_gemm(m=64):
         outs = [torch.zeros(m, n, device=DEV, dtype=BF) for _ in range(LAYERS)]
         res = []
         for cfg, pf in itertools.product(near[name], (0, 1, 2)):
-            try_time("skinny %s prefetch=%d" % (cfg, pf), [lambda o=o, w=w, c=cfg, pf=pf: kernels.skinny(
+            try_time("skinny %s prefetch=%d" % (cfg, pf), [lambda o=o, w=w, c=cfg, pf=pf: decode_gemm.skinny(
                 x, w, o, add=add, config=c, prefetch=pf) for o, w in zip(outs, ws)], res, cfg)
         report("gemm %s M=%d N=%d K=%d" % (name, m, n, k), n * k * 2, res, top=6)
         del ws, outs
@@ -278,7 +278,7 @@ def sweep_gemv():
                                       (8, 1024, 8, 3), (2, 1024, 4, 3), (1, 2048, 8, 3), (4, 512, 4, 4),
                                       (16, 256, 4, 4), (2, 2048, 8, 2), (2, 2048, 8, 4), (4, 1024, 4, 4)]:
             try_time("gemv %s" % ((bn, bk, warps, stages),),
-                     [lambda o=o, w=w, c=(bn, bk, warps, stages): kernels.gemv(x, w, o, add=add, block_n=c[0], block_k=c[1],
+                     [lambda o=o, w=w, c=(bn, bk, warps, stages): decode_gemm.gemv(x, w, o, add=add, block_n=c[0], block_k=c[1],
                                                                               warps=c[2], stages=c[3], dot=False)
                       for o, w in zip(outs, ws)], res)
         report("gemv %s N=%d K=%d" % (name, n, k), n * k * 2, res, top=5)
@@ -301,11 +301,11 @@ def sweep_qkv():
     res = []
     for pairs, bk, warps, stages in itertools.product([1, 2, 4, 8], [1024, 2048], [4, 8], [3]):
         try_time("qkv_rope pairs=%d bk=%d warps=%d" % (pairs, bk, warps),
-                 [lambda w=w, kc=kc, vc=vc, c=(pairs, bk, warps, stages): kernels.qkv_rope(
+                 [lambda w=w, kc=kc, vc=vc, c=(pairs, bk, warps, stages): decode_gemm.qkv_rope(
                      h, w, pos, bt, cos, sin, q, kc, vc, hq, hkv, pairs=c[0], block_k=c[1], warps=c[2], stages=c[3])
                   for w, kc, vc in zip(ws, kcs, vcs)], res)
     qkv = torch.empty(1, n, device=DEV, dtype=BF)
-    try_time("gemv + rope_store", [lambda w=w, kc=kc, vc=vc: (kernels.gemv(h, w, qkv), kernels.rope_store(
+    try_time("gemv + rope_store", [lambda w=w, kc=kc, vc=vc: (decode_gemm.gemv(h, w, qkv), kernels.rope_store(
         qkv, pos, None, cos, sin, q, kc, vc, hq, hkv, block_table=bt)) for w, kc, vc in zip(ws, kcs, vcs)], res)
     report("qkv_rope N=%d K=%d" % (n, k), n * k * 2, res, top=6)
 

@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from cacheon_runtime import wire  # noqa: E402
-from cacheon_runtime.engine import kernels, main as engine_main, runner  # noqa: E402
+from cacheon_runtime.engine import decode_gemm, kernels, main as engine_main, runner  # noqa: E402
 
 
 def load_arena(path):
@@ -113,7 +113,7 @@ def ab(arena, batches, prompt, new, only=None, variants=None):
 # dependent launch, the skinny split-K GEMM, its L2 weight prefetch, the
 # lm_head GEMM doing sampling's first pass, the single-prompt prefill
 # graphs' token buckets; --ablate also swaps stock kernels for no-ops.
-SWITCHES = {"PDL": kernels, "SKINNY": kernels, "PREFETCH": kernels, "SAMPLE_IN_GEMM": kernels,
+SWITCHES = {"PDL": kernels, "SKINNY": decode_gemm, "PREFETCH": decode_gemm, "SAMPLE_IN_GEMM": decode_gemm,
             "PREFILL_GRAPH_TOKENS": runner,
             "rmsnorm": kernels, "silu_and_mul": kernels, "rope_store": kernels, "attention_decode": kernels}
 # (name, switches that differ from the module's defaults); the first is the
@@ -194,7 +194,7 @@ def split_report(arena, batch, prompt, new, step_ms):
     full, pre = wave(batch, prompt, new, 1, v), wave(batch, prompt, 1, 1, v)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     res = {}
-    kernels.SKINNY, kernels.GEMV = False, False
+    decode_gemm.SKINNY, decode_gemm.GEMV = False, False
     try:
         eng = runner.Engine({"arena": arena, "graphs": False})
         for w in (full, pre):
@@ -207,7 +207,7 @@ def split_report(arena, batch, prompt, new, step_ms):
             res[name] = device_by_kind(prof, arena["model"])
         del eng
     finally:
-        kernels.SKINNY, kernels.GEMV = True, True
+        decode_gemm.SKINNY, decode_gemm.GEMV = True, True
     steps = new - 1
     dec = {k: (res["full"].get(k, 0.0) - res["pre"].get(k, 0.0)) / steps / 1e3 for k in res["full"]}
     dec = {k: x for k, x in dec.items() if x > 0.0005}

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import torch  # noqa: E402
 
-from cacheon_runtime.engine import kernels, runner, stock  # noqa: E402
+from cacheon_runtime.engine import decode_gemm, kernels, runner, stock  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 
@@ -96,7 +96,7 @@ class StockKernels(unittest.TestCase):
                 kc = torch.zeros(24, 16, hkv, d, dtype=self.dt, device="cuda")
                 vc = torch.zeros_like(kc)
                 if fused:
-                    kernels.qkv_rope(x, w, pos, bt, cos, sin, q, kc, vc, hq, hkv)
+                    decode_gemm.qkv_rope(x, w, pos, bt, cos, sin, q, kc, vc, hq, hkv)
                 else:
                     stock.rope_store(torch.mm(x, w.t()), pos, None, cos, sin, q, kc, vc, hq, hkv, block_table=bt)
                 res.append((q, kc, vc))
@@ -116,8 +116,8 @@ class StockKernels(unittest.TestCase):
                     w = (torch.randn(n, k, device="cuda") * k ** -0.5).to(self.dt)
                     base = torch.randn(m, n, device="cuda", dtype=self.dt)
                     want = x.float() @ w.float().t()
-                    fn = kernels.gemv if m == 1 else kernels.skinny
-                    ok = kernels.gemv_ok if m == 1 else kernels.skinny_ok
+                    fn = decode_gemm.gemv if m == 1 else decode_gemm.skinny
+                    ok = decode_gemm.gemv_ok if m == 1 else decode_gemm.skinny_ok
                     self.assertTrue(ok(x, w), "m=%d n=%d k=%d not served" % (m, n, k))
                     out = torch.empty(m, n, device="cuda", dtype=self.dt)
                     fn(x, w, out)
@@ -139,15 +139,15 @@ class StockKernels(unittest.TestCase):
             h = torch.randn(m, 2048, device="cuda", dtype=self.dt)
             w = (torch.randn(v, 2048, device="cuda") * 2048 ** -0.5).to(self.dt)
             w[7] = w[v - 3] = (h[0].float() * 0.05).to(self.dt)  # row 0: a tie at 7 and v-3
-            self.assertTrue(kernels.skinny_ok(h, w))
+            self.assertTrue(decode_gemm.skinny_ok(h, w))
             logits = torch.empty(m, v, device="cuda", dtype=self.dt)
-            kernels.skinny(h, w, logits)
+            decode_gemm.skinny(h, w, logits)
             want_tok = torch.empty(m, dtype=torch.long, device="cuda")
             want_lp = torch.empty(m, dtype=torch.float32, device="cuda")
             kernels.sample(logits, want_tok, want_lp)
             tok = torch.full((m,), -1, dtype=torch.long, device="cuda")
             lp = torch.full((m,), float("nan"), dtype=torch.float32, device="cuda")
-            kernels.lm_head_sample(h, w, tok, lp)
+            decode_gemm.lm_head_sample(h, w, tok, lp)
             self.assertEqual(int(tok[0]), 7, "m=%d v=%d: the tie goes to the first index" % (m, v))
             self.assertTrue(torch.equal(tok, want_tok), "m=%d v=%d: tokens differ" % (m, v))
             close(self, lp, want_lp, 1e-4, "lm_head_sample logprob m=%d v=%d" % (m, v))

@@ -155,17 +155,23 @@ class DecodeGemmChoice(unittest.TestCase):
     and the sweep-derived launch table for the Llama-1B shapes."""
 
     def test_cpu_never_takes_triton(self):
-        from cacheon_runtime.engine import kernels
+        from cacheon_runtime.engine import decode_gemm
         for m in (1, 2, 64):
             x = torch.randn(m, 2048, dtype=torch.bfloat16)
             w = torch.randn(3072, 2048, dtype=torch.bfloat16)
-            self.assertFalse(kernels.gemv_ok(x, w))
-            self.assertFalse(kernels.skinny_ok(x, w))
+            self.assertFalse(decode_gemm.gemv_ok(x, w))
+            self.assertFalse(decode_gemm.skinny_ok(x, w))
 
     def test_skinny_table(self):
-        from cacheon_runtime.engine import kernels
+        from cacheon_runtime.engine import decode_gemm
         cases = {(3072, 2048): (32, 256, 1, 4, 4), (2048, 2048): (32, 256, 2, 4, 4),
                  (16384, 2048): (64, 128, 1, 4, 3), (2048, 8192): (64, 128, 4, 4, 5),
                  (6144, 4096): (64, 128, 2, 4, 5), (4096, 65536): (64, 128, 8, 4, 5)}
         for (n, k), want in cases.items():
-            self.assertEqual(kernels.skinny_config(n, k), want, "n=%d k=%d" % (n, k))
+            self.assertEqual(decode_gemm.skinny_config(n, k), want, "n=%d k=%d" % (n, k))
+        # L2 prefetch: q/k/v and o always, the MLP only above 32 rows (two
+        # tiles when K is split), as measured
+        for (m, n, k, split), want in {(2, 3072, 2048, 1): 1, (16, 2048, 2048, 2): 1, (32, 16384, 2048, 1): 0,
+                                       (64, 16384, 2048, 1): 1, (32, 2048, 8192, 4): 0,
+                                       (64, 2048, 8192, 4): 2}.items():
+            self.assertEqual(decode_gemm.skinny_prefetch(m, n, k, split), want, (m, n, k, split))

@@ -1,7 +1,8 @@
-"""kernels: Triton kernels of the stock CUDA path (imported only with Triton).
+"""kernels: Triton kernels of the stock CUDA path (imported only with Triton)
+and the helpers every Triton kernel of the runtime shares.
 
 Small, graph-safe kernels (no host synchronisation, shapes fixed by the
-launch) for the decode step's hot path:
+launch) for the hot path:
 
 - rmsnorm            one program per row, fp32 accumulation;
 - silu_and_mul       silu(x[:, :d]) * x[:, d:], fp32 math;
@@ -15,17 +16,13 @@ launch) for the decode step's hot path:
 - moe grouped GEMM   tokens sorted by expert and padded per expert to the
                      block size (sync-free alignment in torch ops), one
                      expert per row block (fused_moe style);
-- gemv / qkv_rope    one-row decode GEMMs (qkv_rope fuses the rotary
-                     embedding and the cache write into the projection);
-- skinny GEMM        2..64-row decode GEMMs, split-K with the last split
-                     of a column block summing the partials.
+- sampling           greedy token and its logprob in two passes.
 
-On sm90+ every kernel here except the MoE GEMM is launched with
-programmatic dependent launch: it waits for the previous kernel in the
-stream before touching memory that kernels write (the GEMVs load their
-first weight tile before waiting), and lets the next kernel's programs
-become resident early. Module switches (PDL, SKINNY, GEMV) exist for
-side-by-side timing in python/bench/.
+The decode GEMMs live in decode_gemm. On sm90+ every kernel except the MoE
+GEMM is launched with programmatic dependent launch (pdl_options): it waits
+for the previous kernel in the stream before touching memory that kernels
+write, and lets the next kernel's programs become resident early. The PDL
+switch exists for side-by-side timing in python/bench/.
 
 Every launcher takes the same tensors the torch paths take; callers check
 ``available(t)`` first.
@@ -63,7 +60,7 @@ def _sm_count(dev):
 if HAVE_TRITON:  # pragma: no cover - GPU only
 
     @triton.jit
-    def _gdc_enter(GDC: tl.constexpr):
+    def gdc_enter(GDC: tl.constexpr):
         # Programmatic dependent launch (sm90+): wait until the previous
         # kernel in the stream has finished and flushed its memory (every
         # kernel launched with PDL waits before it touches memory another
@@ -73,17 +70,17 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.extra.cuda.gdc_launch_dependents()
 
     @triton.jit
-    def _gdc_launch(GDC: tl.constexpr):
+    def gdc_launch(GDC: tl.constexpr):
         if GDC:
             tl.extra.cuda.gdc_launch_dependents()
 
     @triton.jit
-    def _gdc_wait(GDC: tl.constexpr):
+    def gdc_wait(GDC: tl.constexpr):
         if GDC:
             tl.extra.cuda.gdc_wait()
 
     @triton.jit
-    def _prefetch_l2(ptrs):
+    def prefetch_l2(ptrs):
         # A hint: ask L2 for the 128-byte lines at ptrs (no registers held,
         # nothing waited on). Kernels issue it before their PDL wait for
         # memory the previous kernel does not write (weights, cached K/V),
@@ -95,7 +92,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     def _rmsnorm_kernel(x_ptr, w_ptr, o_ptr, stride_x, stride_o, n_cols, eps,
                         BLOCK: tl.constexpr,
                         GDC: tl.constexpr):
-        _gdc_enter(GDC)
+        gdc_enter(GDC)
         row = tl.program_id(0).to(tl.int64)
         offs = tl.arange(0, BLOCK)
         m = offs < n_cols
@@ -107,7 +104,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
     @triton.jit
     def _silu_mul_kernel(x_ptr, o_ptr, stride_x, stride_o, d, BLOCK: tl.constexpr,
                          GDC: tl.constexpr):
-        _gdc_enter(GDC)
+        gdc_enter(GDC)
         row = tl.program_id(0).to(tl.int64)
         col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         m = col < d
@@ -124,7 +121,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                            HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, HALF_PAD: tl.constexpr,
                            WRITE_KV: tl.constexpr,
                            GDC: tl.constexpr):
-        _gdc_enter(GDC)
+        gdc_enter(GDC)
         t = tl.program_id(0).to(tl.int64)
         pos = tl.load(pos_ptr + t).to(tl.int64)
         if FROM_BT:  # decode: row t's page from its block table
@@ -183,7 +180,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                        NUM_SPLITS: tl.constexpr, DIRECT: tl.constexpr,
                        GROUP_P2: tl.constexpr, SPLIT_PAD: tl.constexpr,
                        GDC: tl.constexpr):
-        _gdc_enter(GDC)
+        gdc_enter(GDC)
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
         split = tl.program_id(2)
@@ -296,186 +293,10 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 
 
     @triton.jit
-    def _gemv_kernel(x_ptr, w_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     DOT: tl.constexpr, ADD: tl.constexpr,
-                     GDC: tl.constexpr):
-        # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows m (decode).
-        # The first weight tile is loaded before waiting on the previous
-        # kernel (no kernel writes weights), so its latency overlaps
-        # that kernel's tail.
-        _gdc_launch(GDC)
-        pid = tl.program_id(0)
-        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        mn = offs_n < N
-        offs_m = tl.arange(0, M_PAD)
-        mm = offs_m < M
-        w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
-        offs_k = tl.arange(0, BLOCK_K)
-        mk = offs_k < K
-        w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
-        _gdc_wait(GDC)
-        if DOT:
-            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
-                        mask=mm[:, None] & mk[None, :], other=0.0)
-            acc = tl.dot(x, tl.trans(w), out_dtype=tl.float32)
-        else:
-            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
-            acc = tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
-        for k0 in range(BLOCK_K, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            mk = offs_k < K
-            w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
-            if DOT:
-                x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
-                            mask=mm[:, None] & mk[None, :], other=0.0)
-                acc += tl.dot(x, tl.trans(w))
-            else:
-                x = tl.load(x_ptr + offs_k, mask=mk, other=0.0)
-                acc += tl.sum(w.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
-        if DOT:
-            o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
-            om = mm[:, None] & mn[None, :]
-        else:
-            o_ptrs = o_ptr + offs_n
-            om = mn
-        if ADD:
-            acc += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
-        tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
-
-    @triton.jit
-    def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                       max_ptr, idx_ptr, sum_ptr, stride_s,
-                       M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, ADD: tl.constexpr, SAMPLE: tl.constexpr,
-                       PF_LINES: tl.constexpr, PF_STEP: tl.constexpr,
-                       GDC: tl.constexpr):
-        # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
-        # batch 2..64): one program per (column block, K split). With
-        # SPLIT > 1 each split stores its fp32 partial and the last split of
-        # a column block to finish sums them (acq_rel counter, re-armed).
-        # Loading the first weight tile before the PDL wait, as gemv does,
-        # measured slower here (it costs a pipeline stage of shared memory);
-        # with PF_LINES > 0 the first PF_LINES lines (of PF_STEP elements)
-        # of each weight row of the program's slice are prefetched into L2
-        # before the wait instead, which holds nothing.
-        pn = tl.program_id(0)
-        s = tl.program_id(1)
-        per = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
-        k_lo = s * per
-        k_hi = tl.minimum(k_lo + per, K)
-        offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-        mn = offs_n < N
-        if PF_LINES > 0:
-            offs_l = k_lo + tl.arange(0, PF_LINES) * PF_STEP
-            ok = mn[:, None] & (offs_l < k_hi)[None, :]
-            _prefetch_l2(w_ptr + tl.where(ok, offs_n.to(tl.int64)[:, None] * stride_wn + offs_l[None, :], 0))
-        _gdc_enter(GDC)
-        offs_m = tl.arange(0, M_PAD)
-        mm = offs_m < M
-        w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
-        x_ptrs = x_ptr + offs_m[:, None] * stride_xm
-        acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
-        for k0 in range(k_lo, k_hi, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            mk = offs_k < k_hi
-            w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
-            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
-            acc += tl.dot(x, tl.trans(w))
-        om = mm[:, None] & mn[None, :]
-        o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
-        if SAMPLE:
-            # lm_head with greedy sampling's first pass (SPLIT == 1): per
-            # (row, column block) the max, first argmax and sum(exp(x - max))
-            # of the logits as the model dtype rounds them; the logits
-            # themselves are never stored.
-            lg = acc.to(x_ptr.dtype.element_ty).to(tl.float32)
-            lg = tl.where(mn[None, :], lg, float("-inf"))
-            mx = tl.max(lg, 1)
-            ix = tl.min(tl.where(lg == mx[:, None], offs_n[None, :], 2147483647), 1)
-            sm = tl.sum(tl.where(mn[None, :], tl.exp(lg - mx[:, None]), 0.0), 1)
-            tl.store(max_ptr + offs_m * stride_s + pn, mx, mask=mm)
-            tl.store(idx_ptr + offs_m * stride_s + pn, ix, mask=mm)
-            tl.store(sum_ptr + offs_m * stride_s + pn, sm, mask=mm)
-        elif SPLIT == 1:
-            if ADD:
-                acc += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
-            tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
-        else:
-            ws = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
-            tl.store(ws + s * (M_PAD * N), acc, mask=om)
-            cnt = cnt_ptr + pn
-            tl.debug_barrier()  # every thread's partial stores precede the release
-            if tl.atomic_add(cnt, 1, sem="acq_rel") == SPLIT - 1:
-                tl.debug_barrier()
-                tot = tl.zeros([M_PAD, BLOCK_N], tl.float32)
-                for j in range(SPLIT):
-                    tot += tl.load(ws + j * (M_PAD * N), mask=om, other=0.0, cache_modifier=".cg")
-                if ADD:
-                    tot += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
-                tl.store(o_ptrs, tot.to(o_ptr.dtype.element_ty), mask=om)
-                tl.atomic_xchg(cnt, 0)
-
-    @triton.jit
-    def _qkv_rope_kernel(x_ptr, w_ptr, pos_ptr, bt_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr,
-                         K, stride_wn, HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr,
-                         PAGE_SIZE: tl.constexpr, BLOCK_K: tl.constexpr, PAIRS: tl.constexpr,
-                         GDC: tl.constexpr):
-        # One-row decode: the fused q/k/v projection, PAIRS rotate-half
-        # pairs (rows j and j + D/2 of one head) per program, rotary
-        # embedding on the fp32 accumulators, q to its buffer, k and v into
-        # the cache slot. The first weight tiles precede the PDL wait.
-        _gdc_launch(GDC)
-        p = tl.program_id(0)
-        per_head = HALF // PAIRS
-        head = p // per_head
-        j = (p % per_head) * PAIRS + tl.arange(0, PAIRS)
-        rows = (head * 2 * HALF + j).to(tl.int64)
-        w1_ptrs = w_ptr + rows[:, None] * stride_wn
-        w2_ptrs = w1_ptrs + HALF * stride_wn
-        offs_k = tl.arange(0, BLOCK_K)
-        mk = offs_k < K
-        w1 = tl.load(w1_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-        w2 = tl.load(w2_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-        _gdc_wait(GDC)
-        x = tl.load(x_ptr + offs_k, mask=mk, other=0.0).to(tl.float32)[None, :]
-        a1 = tl.sum(w1.to(tl.float32) * x, axis=1)
-        a2 = tl.sum(w2.to(tl.float32) * x, axis=1)
-        for k0 in range(BLOCK_K, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            mk = offs_k < K
-            x = tl.load(x_ptr + offs_k, mask=mk, other=0.0).to(tl.float32)[None, :]
-            w1 = tl.load(w1_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-            w2 = tl.load(w2_ptrs + offs_k[None, :], mask=mk[None, :], other=0.0)
-            a1 += tl.sum(w1.to(tl.float32) * x, axis=1)
-            a2 += tl.sum(w2.to(tl.float32) * x, axis=1)
-        pos = tl.load(pos_ptr).to(tl.int64)
-        if head < HQ + HKV:
-            c = tl.load(cos_ptr + pos * HALF + j)
-            s = tl.load(sin_ptr + pos * HALF + j)
-            o1 = a1 * c - a2 * s
-            o2 = a2 * c + a1 * s
-        else:
-            o1 = a1
-            o2 = a2
-        if head < HQ:
-            dst = q_ptr + head * 2 * HALF + j
-            tl.store(dst, o1.to(q_ptr.dtype.element_ty))
-            tl.store(dst + HALF, o2.to(q_ptr.dtype.element_ty))
-        else:
-            slot = tl.load(bt_ptr + pos // PAGE_SIZE).to(tl.int64) * PAGE_SIZE + pos % PAGE_SIZE
-            if head < HQ + HKV:
-                dst = kc_ptr + slot * (HKV * 2 * HALF) + (head - HQ) * 2 * HALF + j
-            else:
-                dst = vc_ptr + slot * (HKV * 2 * HALF) + (head - HQ - HKV) * 2 * HALF + j
-            tl.store(dst, o1.to(kc_ptr.dtype.element_ty))
-            tl.store(dst + HALF, o2.to(kc_ptr.dtype.element_ty))
-
-    @triton.jit
     def _sample_partial_kernel(x_ptr, max_ptr, idx_ptr, sum_ptr, V, stride_x,
                                CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
                                GDC: tl.constexpr):
-        _gdc_enter(GDC)
+        gdc_enter(GDC)
         # Per (row, chunk): max, first argmax and sum(exp(x - max)) of the chunk.
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
@@ -495,7 +316,7 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                              V, hist_stride,
                              CHUNKS: tl.constexpr, CPAD: tl.constexpr, ADVANCE: tl.constexpr,
                              GDC: tl.constexpr):
-        _gdc_enter(GDC)
+        gdc_enter(GDC)
         # Greedy token and its logprob; with ADVANCE also the decode state
         # (history ring at ctr, next input, position and length + active).
         b = tl.program_id(0).to(tl.int64)
@@ -523,7 +344,6 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 # Programmatic dependent launch for the stock kernels on sm90+ (a developer
 # switch for A/B timing; the kernels are correct either way).
 PDL = True
-PREFETCH = True  # developer switch: the skinny GEMM's L2 prefetch of weights before the PDL wait
 _PDL_OK = {}
 
 
@@ -536,7 +356,7 @@ def _triton_has_pdl():
     return hasattr(tl_cuda, "gdc_wait") and hasattr(tl_cuda, "gdc_launch_dependents")
 
 
-def _pdl(t):
+def pdl_options(t):
     """Launch options: GDC and launch_pdl together on sm90+ CUDA with a
     Triton that has them; GDC=False alone (no launch_pdl keyword an older
     Triton would refuse) everywhere else."""
@@ -549,140 +369,8 @@ def _pdl(t):
     return {"GDC": True, "launch_pdl": True} if ok else {"GDC": False}
 
 
-def _pow2(n):
+def pow2(n):
     return triton.next_power_of_2(int(n))
-
-
-GEMV = True  # developer switch: off sends one-row GEMMs to cuBLAS (profiling by shape)
-
-
-def gemv_ok(x, w):
-    """Whether gemv() beats cuBLAS here: one row (batch-1 decode), 16-bit,
-    row-major weights (measured on an H200 at Llama-1B shapes: 5-20% faster
-    than cuBLAS for one row, slower from four rows on)."""
-    return (GEMV and available(x) and x.shape[0] == 1 and x.stride(-1) == 1 and w.stride(-1) == 1
-            and w.dtype == x.dtype and w.shape[1] >= 256)
-
-
-def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3, dot=None):
-    """out (+)= x @ w.T for a few rows of x (decode); w (N, K) row-major."""
-    m, k = x.shape
-    n = w.shape[0]
-    if dot is None:
-        dot = m > 1
-    if block_n is None and not dot:
-        # One row: two weight rows x 2048 columns per program, 8 warps (an
-        # H200 sweep at the Llama-1B shapes: 3.3-3.9 TB/s for the 8-67 MB
-        # matrices, 5-25% faster than cuBLAS).
-        block_n, block_k, warps, stages = 2, min(2048, max(256, _pow2(k))), 8, 3
-    bn = block_n or (16 if dot else 8)
-    bk = block_k or (128 if dot else 512)
-    warps = warps or 4
-    _gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
-                                        M_PAD=16 if dot else 1, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, ADD=add,
-                                        num_warps=warps, num_stages=stages, **_pdl(x))
-
-
-QKV_ROPE_PAIRS = 1
-SKINNY = True  # developer switch for A/B timing against cuBLAS
-SAMPLE_IN_GEMM = True  # developer switch: decode's lm_head GEMM does sampling's first pass
-
-
-def skinny_ok(x, w):
-    """Whether skinny() serves x @ w.T: 2..64 rows (decode at batch > 1),
-    16-bit, row-major, K a multiple of 16, at least 256 outputs."""
-    return (SKINNY and available(x) and 2 <= x.shape[0] <= 64 and w.shape[0] >= 256 and x.stride(-1) == 1 and w.stride(-1) == 1
-            and w.dtype == x.dtype and w.shape[1] % 16 == 0 and w.shape[1] >= 256)
-
-
-def skinny_config(n, k):
-    """(block_n, block_k, split, warps, stages) for a (rows x k) @ (k x n)
-    decode GEMM, from an H200 sweep at the Llama-1B shapes, 16-64 rows
-    (python/bench/kernel_sweep.py): wide outputs stream whole 64-column
-    blocks; deep K splits in four; the rest uses 32-column blocks."""
-    if n >= 8192:
-        return 64, 128, 1, 4, 3
-    if k >= 4096:
-        return 64, 128, max(2, min(8, k // 2048)), 4, 5
-    return 32, 256, 1 if n >= 3072 else 2, 4, 4
-
-
-def skinny_prefetch(m, n, k, split):
-    """Weight tiles (of block_k) a skinny program prefetches into L2 before
-    its PDL wait. From an H200 sweep at the Llama-1B shapes, in 16-layer
-    graphs (python/bench/kernel_sweep.py pfgemm): one tile took 0.2-0.5 us
-    off each q/k/v and o projection at 16-64 rows; the 33-67 MB MLP
-    weights gained only at 64 rows (one tile, two for a split K) and lost
-    up to 0.9 us at 16 and 32, where their programs fill the GPU without it."""
-    if n * k * 2 <= 16 << 20:
-        return 1
-    if m <= 32:
-        return 0
-    return 2 if split > 1 else 1
-
-
-def skinny(x, w, out, add=False, config=None, prefetch=None, sample=None):
-    """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok);
-    prefetch overrides skinny_prefetch's tile count. With sample (max,
-    idx, sum), each (rows, column blocks), out is not written: the blocks'
-    sampling partials are (see lm_head_sample)."""
-    m, k = x.shape
-    n = w.shape[0]
-    bn, bk, split, warps, stages = config or skinny_config(n, k)
-    if sample is not None:
-        split = 1
-    m_pad = max(16, _pow2(m))
-    # shared memory of the pipeline's stages
-    while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
-        stages -= 1
-    cols = triton.cdiv(n, bn)
-    ws = torch.empty((split, m_pad, n), dtype=torch.float32, device=x.device) if split > 1 else out
-    cnt = _counters(x.device, cols) if split > 1 else out
-    pdl = _pdl(x)
-    tiles = (skinny_prefetch(m, n, k, split) if prefetch is None else prefetch) if PREFETCH and pdl["GDC"] else 0
-    step = 128 // w.element_size()  # elements of a 128-byte line
-    per = triton.cdiv(triton.cdiv(k, split), bk) * bk
-    lines = _pow2(triton.cdiv(min(per, tiles * bk), step)) if tiles else 0
-    smax, sidx, ssum = sample if sample is not None else (out, out, out)
-    _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
-                                  smax, sidx, ssum, smax.stride(0) if sample is not None else 0,
-                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
-                                  SAMPLE=sample is not None,
-                                  PF_LINES=lines, PF_STEP=step,
-                                  num_warps=warps, num_stages=stages, **pdl)
-
-
-def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv, pairs=None,
-             block_k=None, warps=4, stages=3):
-    """One-row decode: q_out (1,HQ,D) <- rope(h @ Wq.T); cache[slot] <- rope(h @ Wk.T),
-    h @ Wv.T, the slot from block_table[0] at positions[0] (gemv + rope_store
-    in one launch). Callers check gemv_ok(h, w) and k_cache.is_contiguous()."""
-    half = cos.shape[1]
-    k = h.shape[1]
-    pairs = pairs or QKV_ROPE_PAIRS
-    while half % pairs:
-        pairs //= 2
-    bk = block_k or min(1024, max(256, _pow2(k)))
-    _qkv_rope_kernel[((hq + 2 * hkv) * (half // pairs),)](h, w, positions, block_table, cos, sin, q_out, k_cache,
-                                                          v_cache, k, w.stride(0), HQ=hq, HKV=hkv, HALF=half,
-                                                          PAGE_SIZE=k_cache.shape[1], BLOCK_K=bk, PAIRS=pairs,
-                                                          num_warps=warps, num_stages=stages, **_pdl(h))
-
-
-def lm_head_sample(h, w, tok, lp, state=None):
-    """Greedy tok (B,) int64 and its logprob lp (B,) fp32 of the logits
-    h @ w.T for 2..64 rows (callers check skinny_ok(h, w)), without
-    materialising the logits: the skinny GEMM reduces each column block to
-    sampling partials and sample()'s second pass finishes; with state as in
-    sample(). Same tokens and logprobs as skinny() then sample()."""
-    b = h.shape[0]
-    bn = skinny_config(w.shape[0], w.shape[1])[0]
-    chunks = triton.cdiv(w.shape[0], bn)
-    mx = torch.empty((b, chunks), dtype=torch.float32, device=h.device)
-    ix = torch.empty((b, chunks), dtype=torch.int32, device=h.device)
-    sm = torch.empty((b, chunks), dtype=torch.float32, device=h.device)
-    skinny(h, w, h, sample=(mx, ix, sm))
-    _sample_final(mx, ix, sm, tok, lp, w.shape[0], chunks, state)
 
 
 def sample(logits, tok, lp, state=None, rows=None):
@@ -696,40 +384,42 @@ def sample(logits, tok, lp, state=None, rows=None):
     ix = torch.empty((b, chunks), dtype=torch.int32, device=logits.device)
     sm = torch.empty((b, chunks), dtype=torch.float32, device=logits.device)
     _sample_partial_kernel[(b, chunks)](logits, mx, ix, sm, v, logits.stride(0),
-                                        CHUNKS=chunks, BLOCK=block, num_warps=8, **_pdl(logits))
-    _sample_final(mx, ix, sm, tok, lp, v, chunks, state)
+                                        CHUNKS=chunks, BLOCK=block, num_warps=8, **pdl_options(logits))
+    sample_finish(mx, ix, sm, tok, lp, v, chunks, state)
 
 
-def _sample_final(mx, ix, sm, tok, lp, v, chunks, state):
+def sample_finish(mx, ix, sm, tok, lp, v, chunks, state):
+    """sample()'s second pass over per-chunk partials (max, first argmax,
+    sum of exp), each (B, chunks); also the end of decode_gemm.lm_head_sample."""
     b = mx.shape[0]
-    warps = max(1, min(8, _pow2(chunks) // 256))
+    warps = max(1, min(8, pow2(chunks) // 256))
     if state is None:
         _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, tok, lp, tok, tok, tok, tok, tok, v, 0,
-                                   CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=False, num_warps=warps, **_pdl(mx))
+                                   CHUNKS=chunks, CPAD=pow2(chunks), ADVANCE=False, num_warps=warps, **pdl_options(mx))
         return
     st = state
     _sample_final_kernel[(b,)](mx, ix, sm, tok, lp, st.hist_tok, st.hist_lp, st.hist_ctr, st.ids,
                                st.positions, st.seq_lens, st.active, v, st.hist_tok.stride(0),
-                               CHUNKS=chunks, CPAD=_pow2(chunks), ADVANCE=True, num_warps=warps, **_pdl(mx))
+                               CHUNKS=chunks, CPAD=pow2(chunks), ADVANCE=True, num_warps=warps, **pdl_options(mx))
 
 
 def rmsnorm(x, weight, out, eps):
     n, h = x.shape
     if n == 0:
         return
-    block = _pow2(h)
+    block = pow2(h)
     warps = max(1, min(16, block // 256))
     _rmsnorm_kernel[(n,)](x, weight, out, x.stride(0), out.stride(0), h, float(eps),
-                          BLOCK=block, num_warps=warps, **_pdl(x))
+                          BLOCK=block, num_warps=warps, **pdl_options(x))
 
 
 def silu_and_mul(x, out):
     n, d = out.shape
     if n == 0:
         return
-    block = min(1024, _pow2(d))
+    block = min(1024, pow2(d))
     _silu_mul_kernel[(n, triton.cdiv(d, block))](x, out, x.stride(0), out.stride(0), d,
-                                                 BLOCK=block, num_warps=4, **_pdl(x))
+                                                 BLOCK=block, num_warps=4, **pdl_options(x))
 
 
 def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv, k_out=None, v_out=None,
@@ -747,8 +437,8 @@ def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv
                              k_out if write else q_out, v_out if write else q_out,
                              k_cache, v_cache, qkv.stride(0), block_table.stride(0) if from_bt else 0,
                              PAGE_SIZE=k_cache.shape[1], FROM_BT=from_bt,
-                             HQ=hq, HKV=hkv, HALF=half, D=2 * half, HQ_PAD=_pow2(hq), HKV_PAD=_pow2(hkv),
-                             HALF_PAD=_pow2(half), WRITE_KV=write, num_warps=4, **_pdl(qkv))
+                             HQ=hq, HKV=hkv, HALF=half, D=2 * half, HQ_PAD=pow2(hq), HKV_PAD=pow2(hkv),
+                             HALF_PAD=pow2(half), WRITE_KV=write, num_warps=4, **pdl_options(qkv))
 
 
 # Paged-decode launch: programs per SM the split count aims for, KV
@@ -765,18 +455,18 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out, 
     group = hq // hkv
     max_tokens = block_table.shape[1] * ps
     progs = b * hkv
-    block_d = max(16, _pow2(d))
-    cap = max(2, min(64, 16384 // (_pow2(group) * block_d)))  # registers of the merge
+    block_d = max(16, pow2(d))
+    cap = max(2, min(64, 16384 // (pow2(group) * block_d)))  # registers of the merge
     want = int(math.ceil(_sm_count(q.device) * t["waves"] / progs))
     splits = t.get("splits") or max(1, min(cap, want, -(-max_tokens // 64)))
     # tiles of 128 positions when every SM already has a program (H200,
     # batch 64: 15 us against 17.6 us with 64), else short tiles over
     # more splits (batch 1: 4.3 us against over 4.8 us)
     block_n = t["block_n"] or (32 if block_d > 64 or progs < _sm_count(q.device) else 128)
-    gpad = max(16, _pow2(group))
+    gpad = max(16, pow2(group))
     common = dict(GROUP=group, GROUP_PAD=gpad, HEAD_DIM=d, BLOCK_D=block_d, PAGE_SIZE=ps,
-                  BLOCK_N=block_n, NUM_SPLITS=splits, GROUP_P2=_pow2(group), SPLIT_PAD=_pow2(splits),
-                  num_warps=t["warps"], num_stages=t["stages"], **_pdl(q))
+                  BLOCK_N=block_n, NUM_SPLITS=splits, GROUP_P2=pow2(group), SPLIT_PAD=pow2(splits),
+                  num_warps=t["warps"], num_stages=t["stages"], **pdl_options(q))
     ks, vs = k_cache.stride(), v_cache.stride()
     if splits == 1:
         _decode_kernel[(b, hkv, 1)](q, k_cache, v_cache, block_table, seq_lens, out, out, float(sm_scale),
@@ -790,14 +480,14 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out, 
                                      q.stride(0), q.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
                                      block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
                                      lse.stride(0), lse.stride(1), out, out.stride(0), out.stride(1),
-                                     _counters(q.device, b * hkv), DIRECT=False, **common)
+                                     split_counters(q.device, b * hkv), DIRECT=False, **common)
 
 
 _COUNTERS = {}
 _RETIRED = []  # grown-out counter buffers stay alive: captured graphs may point at them
 
 
-def _counters(dev, n):
+def split_counters(dev, n):
     """Self-resetting split counters of the paged decode kernel (zeros,
     allocated once per device and grown before any graph capture: the
     runner warms every bucket up eagerly first)."""
@@ -840,8 +530,8 @@ def moe_gemm(a, w, c, sorted_ids, expert_ids, num_post, top_k, block_m, weights=
     """c[row] = a[row // top_k] @ w[expert].T (times weights[row]) for every
     valid row of sorted_ids; a (R,K), w (E,N,K), c (M*top_k, N)."""
     n, k = w.shape[1], w.shape[2]
-    block_n = 64 if n >= 64 else max(16, _pow2(n))
-    block_k = 64 if k >= 64 else max(16, _pow2(k))
+    block_n = 64 if n >= 64 else max(16, pow2(n))
+    block_k = 64 if k >= 64 else max(16, pow2(k))
     grid = (expert_ids.shape[0], triton.cdiv(n, block_n))
     _moe_gemm_kernel[grid](a, w, c, weights if weights is not None else a, sorted_ids, expert_ids, num_post,
                            n, k, c.shape[0], a.stride(0), w.stride(0), w.stride(1), c.stride(0),

@@ -27,7 +27,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import kernels, stock
+from . import decode_gemm, kernels, stock
 
 
 def rope_tables(cfg, max_len, device):
@@ -115,23 +115,23 @@ class Model:
     def _mm(x, w):
         """x @ w.T (decode: the Triton GEMV for one row, the split-K skinny
         GEMM for 2..64 rows; else cuBLAS)."""
-        if kernels.gemv_ok(x, w):
+        if decode_gemm.gemv_ok(x, w):
             out = torch.empty((1, w.shape[0]), dtype=x.dtype, device=x.device)
-            kernels.gemv(x, w, out)
+            decode_gemm.gemv(x, w, out)
             return out
-        if kernels.skinny_ok(x, w):
+        if decode_gemm.skinny_ok(x, w):
             out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
-            kernels.skinny(x, w, out)
+            decode_gemm.skinny(x, w, out)
             return out
         return torch.mm(x, w.t())
 
     @staticmethod
     def _add_mm(x, a, w):
         """x += a @ w.T in place (the residual add fused into the GEMM)."""
-        if kernels.gemv_ok(a, w):
-            kernels.gemv(a, w, x, add=True)
-        elif kernels.skinny_ok(a, w):
-            kernels.skinny(a, w, x, add=True)
+        if decode_gemm.gemv_ok(a, w):
+            decode_gemm.gemv(a, w, x, add=True)
+        elif decode_gemm.skinny_ok(a, w):
+            decode_gemm.skinny(a, w, x, add=True)
         else:
             x.addmm_(a, w.t())
 
@@ -224,8 +224,8 @@ class Model:
         def attend(li, h, w_qkv):
             kc, vc = self.kc[li], self.vc[li]
             q = torch.empty((bsz, hq, hd), dtype=h.dtype, device=h.device)
-            if bsz == 1 and kernels.gemv_ok(h, w_qkv) and kc.is_contiguous() and vc.is_contiguous():
-                kernels.qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
+            if bsz == 1 and decode_gemm.gemv_ok(h, w_qkv) and kc.is_contiguous() and vc.is_contiguous():
+                decode_gemm.qkv_rope(h, w_qkv, pos, bt, self.cos, self.sin, q, kc, vc, hq, hkv)
             else:
                 qkv = self._mm(h, w_qkv)
                 stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)
@@ -235,19 +235,19 @@ class Model:
             x = self._layer(li, x, attend)
         h = self.final_norm(x)
         with r("sampling"):
-            if not kernels.skinny_ok(h, self.w.lm_head):
+            if not decode_gemm.skinny_ok(h, self.w.lm_head):
                 logits = torch.mm(h, self.w.lm_head.t())
-            elif kernels.SAMPLE_IN_GEMM:
+            elif decode_gemm.SAMPLE_IN_GEMM:
                 # 2..64 rows: the skinny GEMM (135 against cuBLAS's 140+ us
                 # at 64 rows of Llama-1B's lm_head on the H200, and the PDL
                 # chain stays unbroken) reduces its logits to sampling
                 # partials instead of storing them.
-                kernels.lm_head_sample(h, self.w.lm_head, st.out_tok[:bsz], st.out_lp[:bsz], state=st)
+                decode_gemm.lm_head_sample(h, self.w.lm_head, st.out_tok[:bsz], st.out_lp[:bsz], state=st)
                 st.hist_ctr.add_(1)
                 return
             else:
                 logits = torch.empty((bsz, self.w.lm_head.shape[0]), dtype=h.dtype, device=h.device)
-                kernels.skinny(h, self.w.lm_head, logits)
+                decode_gemm.skinny(h, self.w.lm_head, logits)
             if kernels.available(logits):
                 kernels.sample(logits, st.out_tok[:bsz], st.out_lp[:bsz], state=st)
                 st.hist_ctr.add_(1)
