@@ -11,8 +11,9 @@ off (profiling launches eagerly); kernel durations are the same as under
 graph replay, launch gaps are not. Other modes:
 
     --ab 1,64       graphs on: decode ms/step of each VARIANTS entry (PDL,
-                    the skinny GEMM, prefill graphs), each variant in a
-                    fresh engine
+                    the skinny GEMM, its L2 prefetch, sampling in the
+                    lm_head GEMM, prefill graphs), each variant in a fresh
+                    engine; --only NAME,... runs just those and the default
     --split 1,64    the --ab timing, then each batch's decode-step kernel
                     time by region (attention, mlp, norm, sampling, other)
                     and each slot's share of the step
@@ -67,8 +68,9 @@ def timed(eng, w, reps=3):
 
 
 def ab(arena, batches, prompt, new, only=None, variants=None):
-    """Graphs on; time the stock kernels with programmatic dependent launch
-    and the skinny GEMM switched on and off, each variant in a fresh engine."""
+    """Graphs on; time each entry of variants (VARIANTS by default;
+    ABLATIONS with --ablate), or only those named in only besides
+    "default", each in a fresh engine with its SWITCHES set."""
     v = int(arena["model"]["vocab_size"])
     first, steps = {}, {}
     defaults = {k: getattr(mod, k) for k, mod in SWITCHES.items()}
@@ -263,7 +265,7 @@ def main():
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--rows", type=int, default=25)
     ap.add_argument("--graphs", action="store_true", help="time (not profile) with graphs on as well")
-    ap.add_argument("--ab", default="", help="comma-separated batch sizes: A/B the PDL and skinny-GEMM switches")
+    ap.add_argument("--ab", default="", help="comma-separated batch sizes: time every VARIANTS entry (graphs on)")
     ap.add_argument("--ablate", action="store_true", help="--ab over ABLATIONS (each stock kernel left out in turn)")
     ap.add_argument("--only", default="", help="comma-separated variant names --ab runs besides the default")
     ap.add_argument("--split", default="", help="comma-separated batch sizes: decode-step split by region and slot")
