@@ -22,6 +22,16 @@ import torch
 from . import kernels
 from .kernels import HAVE_TRITON, tl, triton
 
+# Developer switches for side-by-side timing (python/bench/): the one-row
+# GEMV and the 2..64-row skinny GEMM against cuBLAS, the skinny GEMM's L2
+# prefetch of weights before the PDL wait, and decode's lm_head GEMM doing
+# greedy sampling's first pass; rotate-half pairs per qkv_rope program.
+GEMV = True
+SKINNY = True
+PREFETCH = True
+SAMPLE_IN_GEMM = True
+QKV_ROPE_PAIRS = 1
+
 if HAVE_TRITON:  # pragma: no cover - GPU only
     from .kernels import gdc_enter, gdc_launch, gdc_wait, prefetch_l2
 
@@ -202,10 +212,6 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.store(dst + HALF, o2.to(kc_ptr.dtype.element_ty))
 
 
-PREFETCH = True  # developer switch: the skinny GEMM's L2 prefetch of weights before the PDL wait
-GEMV = True  # developer switch: off sends one-row GEMMs to cuBLAS (profiling by shape)
-
-
 def gemv_ok(x, w):
     """Whether gemv() beats cuBLAS here: one row (batch-1 decode), 16-bit,
     row-major weights (measured on an H200 at Llama-1B shapes: 5-20% faster
@@ -231,11 +237,6 @@ def gemv(x, w, out, add=False, block_n=None, block_k=None, warps=None, stages=3,
     _gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
                                         M_PAD=16 if dot else 1, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, ADD=add,
                                         num_warps=warps, num_stages=stages, **kernels.pdl_options(x))
-
-
-QKV_ROPE_PAIRS = 1
-SKINNY = True  # developer switch for A/B timing against cuBLAS
-SAMPLE_IN_GEMM = True  # developer switch: decode's lm_head GEMM does sampling's first pass
 
 
 def skinny_ok(x, w):
