@@ -248,6 +248,21 @@ func TestShippedArenas(t *testing.T) {
 	if d != nil && (d.Work.Requests != 1 || d.Workloads["b64"].Requests != 64) {
 		t.Errorf("h200-dense-1b workloads: %+v %+v", d.Work, d.Workloads)
 	}
+	// prefill_chunk reaches the runtime when an arena sets it, and is left
+	// out (the runtime's default) when it does not
+	for name, want := range map[string]string{"h200-dense-1b": `"prefill_chunk":8192`, "cpu-tiny": ""} {
+		a := got[name]
+		if a == nil {
+			continue
+		}
+		rc, err := json.Marshal(a.Runtime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(string(rc), `"prefill_chunk"`); has != (want != "") || (want != "" && !strings.Contains(string(rc), want)) {
+			t.Errorf("%s runtime config: want %q, got %s", name, want, rc)
+		}
+	}
 	m := got["h200-moe"]
 	if m == nil || m.Model.Kind != KindMixtral || m.Model.NumExperts < 8 || m.Model.TopK != 2 || m.DType != "bfloat16" {
 		t.Errorf("h200-moe: %+v", m)

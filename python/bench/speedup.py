@@ -22,10 +22,16 @@ STEP_BYTES = {1: 2.472e9 + 8e6, 64: 2.472e9 + 0.537e9}
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "gpu-out"
     hf = {}
-    with open(os.path.join(out, "hf.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            hf.setdefault(r["batch"], []).append(r["tokens_per_s"])
+    path = os.path.join(out, "hf.jsonl")
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                r = json.loads(line)
+                hf.setdefault(r["batch"], []).append(r["tokens_per_s"])
+    except OSError as e:
+        sys.exit("speedup: %s: %s (run scripts/gpu-run engine first)" % (path, e.strerror))
+    except (ValueError, KeyError, TypeError) as e:
+        sys.exit("speedup: %s:%d: not a hf_generate.py result line (%s)" % (path, n, e))
     bw = None
     try:
         with open(os.path.join(out, "bandwidth.txt")) as f:
@@ -36,8 +42,11 @@ def main():
         path = os.path.join(out, "bench-dense-%s.json" % name)
         if not os.path.exists(path):
             continue
-        with open(path) as f:
-            bench = json.load(f)["bench"]
+        try:
+            with open(path) as f:
+                bench = json.load(f)["bench"]
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit("speedup: %s: not a `cacheon engine bench --json` result (%s)" % (path, e))
         med = bench["median"]["tokens_per_s"]
         waves = [w["tokens_per_s"] for w in bench["waves"]]
         step_ms = batch / bench["median"]["decode_tokens_per_s"] * 1e3

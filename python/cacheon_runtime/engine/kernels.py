@@ -488,7 +488,8 @@ _RETIRED = []  # grown-out counter buffers stay alive: captured graphs may point
 
 
 def split_counters(dev, n):
-    """Self-resetting split counters of the paged decode kernel (zeros,
+    """Self-resetting split counters of the paged decode kernel and the
+    split-K skinny GEMM (one stream runs them in turn; zeros,
     allocated once per device and grown before any graph capture: the
     runner warms every bucket up eagerly first)."""
     key = (dev.type, dev.index)
