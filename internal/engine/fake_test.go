@@ -155,12 +155,13 @@ func (f *fakeEngine) generate(req map[string]any, vocab int, short bool) ([]map[
 		for _, t := range rm["prompt"].([]any) {
 			sum += int(t.(float64))
 		}
-		toks, lps := make([]int, n), make([]byte, 4*n)
-		for j := range toks {
-			toks[j] = (sum + 7*j) % vocab
+		toks, lps := make([]byte, 4*n), make([]byte, 4*n)
+		for j := range n {
+			binary.LittleEndian.PutUint32(toks[4*j:], uint32((sum+7*j)%vocab))
 			binary.LittleEndian.PutUint32(lps[4*j:], math.Float32bits(-0.5))
 		}
-		results = append(results, map[string]any{"rid": rm["rid"], "tokens": toks, "logprobs_f32": base64.StdEncoding.EncodeToString(lps)})
+		results = append(results, map[string]any{"rid": rm["rid"], "tokens_i32": base64.StdEncoding.EncodeToString(toks),
+			"logprobs_f32": base64.StdEncoding.EncodeToString(lps)})
 	}
 	time.Sleep(time.Duration(longest) * f.perToken)
 	return results, map[string]int{"prefill": 1, "decode": longest - 1}

@@ -115,52 +115,83 @@ type Request struct {
 }
 
 // Result is one request's generated tokens and their logprobs. On the
-// wire the runtime sends the logprobs as logprobs_f32 (see UnmarshalJSON);
-// Result marshals them as plain numbers.
+// wire the runtime sends them as tokens_i32 and logprobs_f32 (see
+// UnmarshalJSON); Result marshals them as plain numbers.
 type Result struct {
 	RID      string    `json:"rid"`
 	Tokens   []int     `json:"tokens"`
 	Logprobs []float64 `json:"logprobs"`
 }
 
-// UnmarshalJSON reads a result line of the protocol: rid, tokens and
-// logprobs_f32, the logprobs as base64 of little-endian float32 values
-// (docs/engine-protocol.md).
+// UnmarshalJSON reads a result line of the protocol: rid, tokens_i32 (the
+// tokens as base64 of little-endian int32 values) and logprobs_f32 (the
+// logprobs as base64 of little-endian float32 values); see
+// docs/engine-protocol.md.
 func (r *Result) UnmarshalJSON(b []byte) error {
 	var w struct {
 		RID         string  `json:"rid"`
-		Tokens      []int   `json:"tokens"`
+		TokensI32   *string `json:"tokens_i32"`
 		LogprobsF32 *string `json:"logprobs_f32"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	if w.TokensI32 == nil {
+		return fmt.Errorf("result %q has no tokens_i32", w.RID)
+	}
 	if w.LogprobsF32 == nil {
 		return fmt.Errorf("result %q has no logprobs_f32", w.RID)
+	}
+	toks, err := DecodeI32(*w.TokensI32)
+	if err != nil {
+		return fmt.Errorf("result %q: tokens_i32: %w", w.RID, err)
 	}
 	lps, err := DecodeF32(*w.LogprobsF32)
 	if err != nil {
 		return fmt.Errorf("result %q: logprobs_f32: %w", w.RID, err)
 	}
-	*r = Result{RID: w.RID, Tokens: w.Tokens, Logprobs: lps}
+	*r = Result{RID: w.RID, Tokens: toks, Logprobs: lps}
 	return nil
 }
 
 // DecodeF32 decodes base64 (standard alphabet, padded) of little-endian
 // IEEE float32 values into float64s (exact).
 func DecodeF32(s string) ([]float64, error) {
-	raw, err := base64.StdEncoding.DecodeString(s)
+	raw, err := decodeWords(s, "float32")
 	if err != nil {
-		return nil, fmt.Errorf("not base64: %w", err)
-	}
-	if len(raw)%4 != 0 {
-		return nil, fmt.Errorf("%d bytes is not a whole number of float32 values", len(raw))
+		return nil, err
 	}
 	out := make([]float64, len(raw)/4)
 	for i := range out {
 		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
 	}
 	return out, nil
+}
+
+// DecodeI32 decodes base64 (standard alphabet, padded) of little-endian
+// two's-complement int32 values into ints.
+func DecodeI32(s string) ([]int, error) {
+	raw, err := decodeWords(s, "int32")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(raw)/4)
+	for i := range out {
+		out[i] = int(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+	}
+	return out, nil
+}
+
+// decodeWords decodes base64 that must hold whole 4-byte values.
+func decodeWords(s, what string) ([]byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not base64: %w", err)
+	}
+	if len(raw)%4 != 0 {
+		return nil, fmt.Errorf("%d bytes is not a whole number of %s values", len(raw), what)
+	}
+	return raw, nil
 }
 
 // Steps are the runtime's (untrusted) step counts for one generate.

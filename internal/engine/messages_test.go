@@ -42,18 +42,54 @@ func TestDecodeF32(t *testing.T) {
 	}
 }
 
+func TestDecodeI32(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr string
+	}{
+		{in: "", want: []int{}},
+		{in: "AQAAAA==", want: []int{1}},
+		{in: "//QBAAcAAAA=", want: []int{128255, 7}},
+		{in: "////fw==", want: []int{math.MaxInt32}},
+		{in: "/////w==", want: []int{-1}}, // decodes; Generate rejects it as a token
+		{in: "AAAAAAA=", wantErr: "5 bytes is not a whole number of int32 values"},
+		{in: "AQAAAA", wantErr: "not base64"},
+	}
+	for _, tt := range tests {
+		got, err := DecodeI32(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("DecodeI32(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tt.want) {
+			t.Fatalf("DecodeI32(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("DecodeI32(%q)[%d] = %v, want %v", tt.in, i, got[i], tt.want[i])
+			}
+		}
+	}
+}
+
 func TestResultUnmarshal(t *testing.T) {
 	var r Result
-	if err := json.Unmarshal([]byte(`{"rid":"r0","tokens":[5,6],"logprobs_f32":"AAAAwAAAgD8="}`), &r); err != nil {
+	if err := json.Unmarshal([]byte(`{"rid":"r0","tokens_i32":"BQAAAAYAAAA=","logprobs_f32":"AAAAwAAAgD8="}`), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.RID != "r0" || len(r.Tokens) != 2 || r.Logprobs[0] != -2 || r.Logprobs[1] != 1 {
+	if r.RID != "r0" || len(r.Tokens) != 2 || r.Tokens[0] != 5 || r.Tokens[1] != 6 || r.Logprobs[0] != -2 || r.Logprobs[1] != 1 {
 		t.Errorf("got %+v", r)
 	}
 	for _, bad := range []string{
-		`{"rid":"r0","tokens":[5],"logprobs":[-1]}`, // the old form: no logprobs_f32
-		`{"rid":"r0","tokens":[5],"logprobs_f32":"AAA="}`,
-		`{"rid":"r0","tokens":[5],"logprobs_f32":7}`,
+		`{"rid":"r0","tokens":[5],"logprobs":[-1]}`,           // the first form: numbers
+		`{"rid":"r0","tokens":[5],"logprobs_f32":"AAAAwA=="}`, // the second: tokens as numbers
+		`{"rid":"r0","tokens_i32":"BQAAAA==","logprobs_f32":"AAA="}`,
+		`{"rid":"r0","tokens_i32":"BQAA","logprobs_f32":"AAAAwA=="}`,
+		`{"rid":"r0","tokens_i32":5,"logprobs_f32":"AAAAwA=="}`,
+		`{"rid":"r0","tokens_i32":"BQAAAA==","logprobs_f32":7}`,
 		`{"rid":5}`,
 	} {
 		if err := json.Unmarshal([]byte(bad), &r); err == nil {
@@ -65,6 +101,29 @@ func TestResultUnmarshal(t *testing.T) {
 	if err != nil || string(out) != `{"rid":"a","tokens":[1],"logprobs":[-0.5]}` {
 		t.Errorf("Marshal = %s, %v", out, err)
 	}
+}
+
+// FuzzDecodeI32: decoding never panics; what decodes re-encodes to the
+// same bytes, one value per four bytes.
+func FuzzDecodeI32(f *testing.F) {
+	for _, s := range []string{"", "AQAAAA==", "//QBAAcAAAA=", "/////w==", "AAAAAAA=", "!!"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		vals, err := DecodeI32(s)
+		if err != nil {
+			return
+		}
+		raw, _ := base64.StdEncoding.DecodeString(s)
+		if len(vals)*4 != len(raw) {
+			t.Fatalf("%d values from %d bytes", len(vals), len(raw))
+		}
+		for i, v := range vals {
+			if want := int32(binary.LittleEndian.Uint32(raw[4*i:])); int32(v) != want || v != int(want) {
+				t.Fatalf("value %d: %d, want %d", i, v, want)
+			}
+		}
+	})
 }
 
 // FuzzDecodeF32: decoding never panics; what decodes re-encodes to the

@@ -3,7 +3,7 @@ developer aid; not part of the runtime). Every candidate is timed inside a
 CUDA graph over 16 per-layer copies of its operands, so the weights do not
 sit in L2 and launch gaps are those of graph replay:
 
-    python3 python/bench/kernel_sweep.py [gemm|attn|uniform|prefetch|pfgemm|lm_head|gemv|qkv ...]
+    python3 python/bench/kernel_sweep.py [gemm|attn|uniform|prefetch|pfgemm|lm_head|tma|gemv|qkv ...]
 
 Prints, per shape, cuBLAS (where it applies) and the fastest configurations
 in microseconds per call and GB/s of compulsory traffic.
@@ -237,6 +237,50 @@ def sweep_pf_gemm(m=64):
         torch.cuda.empty_cache()
 
 
+def sweep_tma(m=64, wide=True):
+    """The skinny GEMM with and without TMA copies at the decode shapes (with
+    wide, also configurations near the automatic one), and lm_head's
+    sampling pass both ways."""
+    for name, (n, k, add) in GEMMS.items():
+        ws = [torch.randn(n, k, device=DEV, dtype=BF) * 0.02 for _ in range(LAYERS)]
+        x = torch.randn(m, k, device=DEV, dtype=BF)
+        outs = [torch.zeros(m, n, device=DEV, dtype=BF) for _ in range(LAYERS)]
+        auto = decode_gemm.skinny_config(n, k)
+        res = []
+        for tma in (False, True):
+            try_time("auto %s tma=%s" % (auto, tma), [lambda o=o, w=w, t=tma: decode_gemm.skinny(x, w, o, add=add, tma=t)
+                                                      for o, w in zip(outs, ws)], res)
+        bn0, bk0, sp0, wp0, st0 = auto
+        cfgs = set()
+        for bn, bk, sp, wp, st in itertools.product((bn0, 128), (128, 256), (sp0, 2 * sp0), (4,), (3, 5)):
+            if wide and k // sp >= bk:
+                cfgs.add((bn, bk, sp, wp, st))
+        for cfg in sorted(cfgs):
+            try_time("tma %s" % (cfg,), [lambda o=o, w=w, c=cfg: decode_gemm.skinny(x, w, o, add=add, config=c, tma=True)
+                                         for o, w in zip(outs, ws)], res, cfg)
+        report("gemm %s M=%d N=%d K=%d (tma)" % (name, m, n, k), n * k * 2, res, top=8)
+        o = torch.zeros(m, n, device=DEV, dtype=BF)
+        decode_gemm.skinny(x, ws[0], o, tma=True)
+        ref = x.float() @ ws[0].float().t()
+        print("  auto tma max abs err %.3g (ref max %.3g)" % ((o.float() - ref).abs().max().item(),
+                                                               ref.abs().max().item()))
+        del ws, outs
+        torch.cuda.empty_cache()
+    n, k = 128256, 2048
+    ws = [torch.randn(n, k, device=DEV, dtype=BF) * 0.02 for _ in range(2)]
+    h = torch.randn(m, k, device=DEV, dtype=BF)
+    chunks = -(-n // decode_gemm.skinny_config(n, k)[0])
+    part = (torch.empty(m, chunks, device=DEV), torch.empty(m, chunks, device=DEV, dtype=torch.int32),
+            torch.empty(m, chunks, device=DEV))
+    res = []
+    for tma in (False, True):
+        try_time("lm_head sampling pass tma=%s" % tma, [lambda w=w, t=tma: decode_gemm.skinny(h, w, h, sample=part, tma=t)
+                                                        for w in ws], res)
+    report("lm_head M=%d N=%d K=%d" % (m, n, k), n * k * 2, res)
+    del ws
+    torch.cuda.empty_cache()
+
+
 def sweep_attn_uniform(b=64, length=256):
     """Paged decode at engine-like equal lengths and page layout (the
     launch configurations of sweep_attn plus the default)."""
@@ -331,6 +375,10 @@ def main():
         sweep_pf_gemm(32)
     if "prefetch" in what:
         sweep_prefetch()
+    if "tma" in what:
+        sweep_tma(64)
+        sweep_tma(32, wide=False)
+        sweep_tma(16, wide=False)
     if "gemv" in what:
         sweep_gemv()
     if "qkv" in what:

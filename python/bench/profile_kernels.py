@@ -11,7 +11,7 @@ off (profiling launches eagerly); kernel durations are the same as under
 graph replay, launch gaps are not. Other modes:
 
     --ab 1,64       graphs on: decode ms/step of each VARIANTS entry (PDL,
-                    the skinny GEMM, its L2 prefetch, sampling in the
+                    loads before the PDL wait, the skinny GEMM, its L2 prefetch, sampling in the
                     lm_head GEMM, prefill graphs), each variant in a fresh
                     engine; --only NAME,... runs just those and the default
     --split 1,64    the --ab timing, then each batch's decode-step kernel
@@ -112,19 +112,33 @@ def ab(arena, batches, prompt, new, only=None, variants=None):
 
 
 # Developer switches that --ab varies (name: its module): programmatic
-# dependent launch, the skinny split-K GEMM, its L2 weight prefetch, the
+# dependent launch, the loads before the PDL wait, the skinny split-K GEMM, its L2 weight prefetch, the
 # lm_head GEMM doing sampling's first pass, the single-prompt prefill
 # graphs' token buckets; --ablate also swaps stock kernels for no-ops.
-SWITCHES = {"PDL": kernels, "SKINNY": decode_gemm, "PREFETCH": decode_gemm, "SAMPLE_IN_GEMM": decode_gemm,
-            "PREFILL_GRAPH_TOKENS": runner,
+SWITCHES = {"PDL": kernels, "EARLY": kernels, "SKINNY": decode_gemm, "PREFETCH": decode_gemm,
+            "SAMPLE_IN_GEMM": decode_gemm, "PREFILL_GRAPH_TOKENS": runner,
+            "TMA": decode_gemm, "CONFIGS": decode_gemm, "DECODE_TUNING": kernels,
             "rmsnorm": kernels, "silu_and_mul": kernels, "rope_store": kernels, "attention_decode": kernels}
 # (name, switches that differ from the module's defaults); the first is the
 # default configuration, whose step time --split reads.
 VARIANTS = (("default", {}),
+            ("no early loads", {"EARLY": False}),
+            ("no TMA", {"TMA": False}),
             ("no L2 prefetch", {"PREFETCH": False}),
             ("sampling after lm_head", {"SAMPLE_IN_GEMM": False}),
             ("no prefill graphs", {"PREFILL_GRAPH_TOKENS": ()}),
-            ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
+            ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}),
+            # launch configurations inside the engine's chain, where each
+            # kernel follows a different one (kernel_sweep.py times 16
+            # copies of one kernel)
+            ("o 2 stages", {"CONFIGS": {(2048, 2048): (32, 256, 2, 4, 2)}}),
+            ("o bk128", {"CONFIGS": {(2048, 2048): (32, 128, 2, 4, 3)}}),
+            ("qkv 2 stages", {"CONFIGS": {(3072, 2048): (32, 256, 1, 4, 2)}}),
+            ("down 3 stages", {"CONFIGS": {(2048, 8192): (64, 128, 4, 4, 3)}}),
+            ("down split 8", {"CONFIGS": {(2048, 8192): (64, 128, 8, 4, 3)}}),
+            ("attn 64-position tiles", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, block_n=64)}),
+            ("attn 1 stage", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, stages=1)}),
+            ("attn 8 warps", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, warps=8)}))
 
 
 def _skip(*_args, **_kw):
@@ -235,6 +249,63 @@ def split_report(arena, batch, prompt, new, step_ms):
     torch.cuda.empty_cache()
 
 
+def timeline(eng, w):
+    """One profiled generate of w: when the device is busy within it (the
+    first kernel's start, the last one's end, the union of kernel and copy
+    intervals and the longest idle gaps), so host time before, between and
+    after the kernels shows."""
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        with torch.profiler.record_function("cacheon_wave"):
+            eng.generate(w)
+            torch.cuda.synchronize()
+    evs = prof.events()
+    wave_ev = [e for e in evs if e.name == "cacheon_wave"]
+    dev = [e for e in evs if str(getattr(e, "device_type", "")).endswith("CUDA") and e.time_range.end > e.time_range.start]
+    if not wave_ev or not dev:
+        print("timeline: no wave range or no device events in the trace")
+        return
+    t0, t1 = wave_ev[0].time_range.start, wave_ev[0].time_range.end
+    iv = sorted((e.time_range.start, e.time_range.end) for e in dev)
+    busy, gaps, cur_s, cur_e = 0.0, [], iv[0][0], iv[0][1]
+    for a, b in iv[1:]:
+        if a > cur_e:
+            busy += cur_e - cur_s
+            gaps.append((a - cur_e, cur_e - t0))
+            cur_s, cur_e = a, b
+        else:
+            cur_e = max(cur_e, b)
+    busy += cur_e - cur_s
+    print("timeline: wave %.2f ms; device work from +%.2f to +%.2f ms (%d kernels and copies), busy %.2f ms;"
+          " host alone before the first %.2f ms, after the last %.2f ms"
+          % ((t1 - t0) / 1e3, (iv[0][0] - t0) / 1e3, (cur_e - t0) / 1e3, len(iv), busy / 1e3,
+             (iv[0][0] - t0) / 1e3, (t1 - cur_e) / 1e3))
+    for g, at in sorted(gaps, reverse=True)[:6]:
+        print("  device idle %.3f ms at +%.2f ms" % (g / 1e3, at / 1e3))
+
+
+def kernel_meta():
+    """Registers, spills and shared memory of every Triton kernel compiled
+    in this process (what bounds how many programs an SM holds)."""
+    import triton
+    for mod in (kernels, decode_gemm):
+        for name in sorted(vars(mod)):
+            fn = getattr(mod, name)
+            if not isinstance(fn, triton.runtime.jit.JITFunction):
+                continue
+            for cache in getattr(fn, "device_caches", {}).values():
+                compiled = cache[0] if isinstance(cache, tuple) else cache
+                for key, k in compiled.items():
+                    try:
+                        md = k.metadata
+                        print("%-22s regs %3s spills %3s shared %6s warps %s stages %s"
+                              % (name, getattr(k, "n_regs", "?"), getattr(k, "n_spills", "?"),
+                                 getattr(md, "shared", "?"), getattr(md, "num_warps", "?"),
+                                 getattr(md, "num_stages", "?")))
+                    except Exception as e:  # noqa: BLE001
+                        print("%s: %s" % (name, e))
+
+
 def host_profile(arena, batch, prompt):
     """Where the host's time goes in a prefill-only wave (graphs on): the
     functions with the most cumulative time."""
@@ -248,6 +319,7 @@ def host_profile(arena, batch, prompt):
     torch.cuda.synchronize()
     t, _ = timed(eng, pre, 5)
     print("prefill-only wave, batch %d x %d tokens: %.2f ms (median of 5)" % (batch, prompt, t * 1e3))
+    timeline(eng, pre)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(5):
@@ -275,6 +347,7 @@ def main():
     arena = load_arena(a.arena)
     if a.host:
         host_profile(arena, a.host, a.prompt)
+        kernel_meta()
         return
     if a.ab or a.split:
         splits = [int(x) for x in a.split.split(",")] if a.split else []

@@ -106,9 +106,10 @@ class StockKernels(unittest.TestCase):
 
     def test_gemv_and_skinny_match_mm(self):
         # every launch path of the decode GEMMs, with and without the fused
-        # residual add, K splits and programmatic dependent launch
-        for pdl in (True, False):
-            kernels.PDL = pdl
+        # residual add, K splits, programmatic dependent launch and the
+        # skinny GEMM's TMA copies
+        for pdl, tma in ((True, True), (True, False), (False, True)):
+            kernels.PDL, decode_gemm.TMA = pdl, tma
             try:
                 for m, n, k in ((1, 2048, 2048), (1, 300, 8192), (2, 3072, 2048), (7, 2048, 8192),
                                 (33, 16384, 2048), (64, 2048, 2048), (64, 1000, 4096), (64, 2048, 8192)):
@@ -119,40 +120,46 @@ class StockKernels(unittest.TestCase):
                     fn = decode_gemm.gemv if m == 1 else decode_gemm.skinny
                     ok = decode_gemm.gemv_ok if m == 1 else decode_gemm.skinny_ok
                     self.assertTrue(ok(x, w), "m=%d n=%d k=%d not served" % (m, n, k))
+                    kw = {} if m == 1 else {"tma": tma}  # TMA or not at every shape, K splits included
                     out = torch.empty(m, n, device="cuda", dtype=self.dt)
-                    fn(x, w, out)
-                    close(self, out, want, 0.05, "%s m=%d n=%d k=%d pdl=%s" % (fn.__name__, m, n, k, pdl))
+                    fn(x, w, out, **kw)
+                    close(self, out, want, 0.05, "%s m=%d n=%d k=%d pdl=%s tma=%s" % (fn.__name__, m, n, k, pdl, tma))
                     acc = base.clone()
-                    fn(x, w, acc, add=True)
+                    fn(x, w, acc, add=True, **kw)
                     close(self, acc, base.float() + want, 0.08, "%s add m=%d n=%d k=%d" % (fn.__name__, m, n, k))
                     # a second call re-uses the self-resetting split counters
-                    fn(x, w, out)
+                    fn(x, w, out, **kw)
                     close(self, out, want, 0.05, "%s again m=%d" % (fn.__name__, m))
             finally:
-                kernels.PDL = True
+                kernels.PDL, decode_gemm.TMA = True, True
 
     def test_lm_head_sample_matches_logits_then_sample(self):
         # the lm_head GEMM's own sampling pass against logits then sample():
         # the same first argmax (a tie across column blocks included, and a
-        # vocabulary that is not a whole number of blocks) and logprob
-        for m, v in ((2, 50000), (64, 128256), (17, 1000)):
-            h = torch.randn(m, 2048, device="cuda", dtype=self.dt)
-            w = (torch.randn(v, 2048, device="cuda") * 2048 ** -0.5).to(self.dt)
-            w[7] = w[v - 3] = (h[0].float() * 0.05).to(self.dt)  # row 0: a tie at 7 and v-3
-            self.assertTrue(decode_gemm.skinny_ok(h, w))
-            logits = torch.empty(m, v, device="cuda", dtype=self.dt)
-            decode_gemm.skinny(h, w, logits)
-            want_tok = torch.empty(m, dtype=torch.long, device="cuda")
-            want_lp = torch.empty(m, dtype=torch.float32, device="cuda")
-            kernels.sample(logits, want_tok, want_lp)
-            tok = torch.full((m,), -1, dtype=torch.long, device="cuda")
-            lp = torch.full((m,), float("nan"), dtype=torch.float32, device="cuda")
-            decode_gemm.lm_head_sample(h, w, tok, lp)
-            self.assertEqual(int(tok[0]), 7, "m=%d v=%d: the tie goes to the first index" % (m, v))
-            self.assertTrue(torch.equal(tok, want_tok), "m=%d v=%d: tokens differ" % (m, v))
-            close(self, lp, want_lp, 1e-4, "lm_head_sample logprob m=%d v=%d" % (m, v))
-            ref = torch.log_softmax(logits.float(), -1).gather(1, tok[:, None]).squeeze(1)
-            close(self, lp, ref, 1e-3, "lm_head_sample logprob vs log_softmax m=%d" % m)
+        # vocabulary that is not a whole number of blocks) and logprob, with
+        # and without TMA copies
+        try:
+            for m, v, tma in ((2, 50000, True), (64, 128256, True), (64, 128256, False), (17, 1000, True)):
+                decode_gemm.TMA = tma
+                h = torch.randn(m, 2048, device="cuda", dtype=self.dt)
+                w = (torch.randn(v, 2048, device="cuda") * 2048 ** -0.5).to(self.dt)
+                w[7] = w[v - 3] = (h[0].float() * 0.05).to(self.dt)  # row 0: a tie at 7 and v-3
+                self.assertTrue(decode_gemm.skinny_ok(h, w))
+                logits = torch.empty(m, v, device="cuda", dtype=self.dt)
+                decode_gemm.skinny(h, w, logits)
+                want_tok = torch.empty(m, dtype=torch.long, device="cuda")
+                want_lp = torch.empty(m, dtype=torch.float32, device="cuda")
+                kernels.sample(logits, want_tok, want_lp)
+                tok = torch.full((m,), -1, dtype=torch.long, device="cuda")
+                lp = torch.full((m,), float("nan"), dtype=torch.float32, device="cuda")
+                decode_gemm.lm_head_sample(h, w, tok, lp)
+                self.assertEqual(int(tok[0]), 7, "m=%d v=%d: the tie goes to the first index" % (m, v))
+                self.assertTrue(torch.equal(tok, want_tok), "m=%d v=%d: tokens differ" % (m, v))
+                close(self, lp, want_lp, 1e-4, "lm_head_sample logprob m=%d v=%d" % (m, v))
+                ref = torch.log_softmax(logits.float(), -1).gather(1, tok[:, None]).squeeze(1)
+                close(self, lp, ref, 1e-3, "lm_head_sample logprob vs log_softmax m=%d" % m)
+        finally:
+            decode_gemm.TMA = True
 
     def test_paged_decode(self):
         for b, hq, hkv, d, ps, maxp, npages in ((1, 32, 8, 64, 16, 64, 80), (5, 8, 2, 128, 16, 8, 50),
@@ -175,6 +182,52 @@ class StockKernels(unittest.TestCase):
             for _ in range(30):  # the split merge is deterministic and race-free
                 stock.attention_decode(*args, out)
                 self.assertTrue(torch.equal(out, first), "decode b=%d: repeated launches differ" % b)
+
+    def test_paged_decode_reads_the_new_position(self):
+        # rope_store writes the step's K/V into the cache and paged decode,
+        # launched right after it, must attend to them whatever it loads
+        # before its PDL wait (kernels.EARLY): the cache holds stale values
+        # at the new positions, which a read before the wait could return.
+        # Batch 64 runs one 128-position tile loop per (row, kv head),
+        # batch 3 splits each row's positions over several programs.
+        from cacheon_runtime.engine.config import ModelConfig
+        from cacheon_runtime.engine.model import rope_tables
+        hq, hkv, d, ps, maxp = 32, 8, 64, 16, 24
+        cfg = ModelConfig({"model": {"vocab_size": 8, "hidden_size": hq * d, "num_layers": 1, "num_heads": hq,
+                                     "num_kv_heads": hkv, "head_dim": d, "intermediate_size": 8}})
+        cos, sin = rope_tables(cfg, maxp * ps, "cuda")
+        try:
+            for b in (64, 3):
+                npages = b * maxp + 1
+                bt = (torch.randperm(npages - 1)[:b * maxp] + 1).view(b, maxp).int().cuda()
+                sl = torch.randint(2, maxp * ps + 1, (b,)).int()
+                # the new position second in its page, last in a page, first
+                # in a page, first in a second 128-position tile
+                edge = torch.tensor([2, ps, ps + 1, 129], dtype=torch.int32)
+                sl[:min(b, 4)] = edge[:min(b, 4)]
+                sl = sl.cuda()
+                pos = (sl - 1).long()
+                kc = torch.randn(npages, ps, hkv, d, device="cuda").to(self.dt) * 4
+                vc = torch.randn(npages, ps, hkv, d, device="cuda").to(self.dt) * 4
+                qkv = torch.randn(b, (hq + 2 * hkv) * d, device="cuda").to(self.dt)
+                outs = []
+                for early in (False, True):
+                    kernels.EARLY = early
+                    k1, v1 = kc.clone(), vc.clone()
+                    q = torch.empty(b, hq, d, dtype=self.dt, device="cuda")
+                    out = torch.empty(b, hq, d, dtype=self.dt, device="cuda")
+                    torch.cuda.synchronize()
+                    stock.rope_store(qkv, pos, None, cos, sin, q, k1, v1, hq, hkv, block_table=bt)
+                    stock.attention_decode(q, k1, v1, bt, sl, d ** -0.5, out)
+                    torch.cuda.synchronize()
+                    want = torch.empty(b, hq, d)
+                    stock.attention_decode(q.float().cpu(), k1.float().cpu(), v1.float().cpu(), bt.cpu(), sl.cpu(),
+                                           d ** -0.5, want)
+                    close(self, out, want, 0.05, "rope then decode, batch %d, EARLY=%s" % (b, early))
+                    outs.append(out)
+                self.assertTrue(torch.equal(outs[0], outs[1]), "batch %d: EARLY changed the result" % b)
+        finally:
+            kernels.EARLY = True
 
     def test_sdpa(self):
         for t, p, hq, hkv, d in ((64, 0, 8, 2, 64), (40, 56, 16, 1, 128), (24, 8, 4, 4, 64), (1, 36, 8, 8, 64)):

@@ -81,6 +81,8 @@ class Server(unittest.TestCase):
             self.assertTrue(g["ok"], g)
             self.assertEqual([r["rid"] for r in g["results"]], [q["rid"] for q in reqs])
             for q, r in zip(reqs, g["results"]):
+                self.assertEqual(set(r), {"rid", "tokens_i32", "logprobs_f32"})
+                r["tokens"] = array.array("i", base64.b64decode(r.pop("tokens_i32"))).tolist()
                 self.assertEqual(len(r["tokens"]), q["max_new_tokens"])
                 r["logprobs"] = array.array("f", base64.b64decode(r.pop("logprobs_f32"))).tolist()
                 self.assertEqual(len(r["logprobs"]), q["max_new_tokens"])

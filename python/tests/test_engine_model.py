@@ -249,6 +249,39 @@ class Serving(unittest.TestCase):
         check_against_naive(self, eng, reqs, out)
 
 
+class Packing(unittest.TestCase):
+    def test_forward_packer_matches_per_position_lists(self):
+        # ids, positions and flat cache slots of packed prefill segments,
+        # fresh and resumed chunks, against the same built one position at
+        # a time
+        g = torch.Generator().manual_seed(3)
+        ps = 4
+        for n in (1, 3, 9):
+            seqs = []
+            for _ in range(n):
+                length = int(torch.randint(1, 40, (1,), generator=g))
+                pages = torch.randperm(100, generator=g)[:-(-length // ps) + 2].tolist()
+                seqs.append((torch.randint(0, 500, (length,), generator=g).tolist(), pages))
+            packer = runner.ForwardPacker(seqs, ps)
+            segs, off = [], 0
+            for j, (toks, _p) in enumerate(seqs):
+                s0 = int(torch.randint(0, len(toks), (1,), generator=g))
+                t = len(toks) - s0
+                segs.append((j, s0, t, off))
+                off += t
+            want = [[], [], []]
+            for j, s0, t, _o in segs:
+                toks, pages = seqs[j]
+                for p in range(s0, s0 + t):
+                    want[0].append(toks[p])
+                    want[1].append(p)
+                    want[2].append(pages[p // ps] * ps + p % ps)
+            self.assertEqual(packer.pack(segs).tolist(), want, "%d sequences" % n)
+            toks, pages = seqs[-1]
+            self.assertEqual(packer.slots(n - 1, 0, len(toks)).tolist(),
+                             [pages[p // ps] * ps + p % ps for p in range(len(toks))])
+
+
 class ReplayByRerun:
     """CPU stand-in for a captured CUDA graph: replay runs the captured
     function again (its slot calls uncounted, as a real replay makes none)

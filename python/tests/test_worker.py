@@ -857,5 +857,17 @@ class F32Base64Test(unittest.TestCase):
             self.assertEqual(got, array.array("f", [v])[0])
 
 
+
+class I32Base64Test(unittest.TestCase):
+    """wire.i32_base64: little-endian int32, base64 (Go decodes it)."""
+
+    def test_cases(self):
+        from cacheon_runtime import wire
+        cases = [([], ""), ([0], "AAAAAA=="), ([1], "AQAAAA=="), ([128255, 7], "//QBAAcAAAA="),
+                 ([2147483647], "////fw==")]
+        for vals, want in cases:
+            self.assertEqual(wire.i32_base64(vals), want, vals)
+
+
 if __name__ == "__main__":
     unittest.main()

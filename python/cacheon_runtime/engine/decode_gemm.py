@@ -25,12 +25,17 @@ from .kernels import HAVE_TRITON, tl, triton
 # Developer switches for side-by-side timing (python/bench/): the one-row
 # GEMV and the 2..64-row skinny GEMM against cuBLAS, the skinny GEMM's L2
 # prefetch of weights before the PDL wait, and decode's lm_head GEMM doing
-# greedy sampling's first pass; rotate-half pairs per qkv_rope program.
+# greedy sampling's first pass; rotate-half pairs per qkv_rope program; the
+# skinny GEMM's TMA copies.
 GEMV = True
 SKINNY = True
 PREFETCH = True
 SAMPLE_IN_GEMM = True
 QKV_ROPE_PAIRS = 1
+TMA = True  # the skinny GEMM's TMA copies where skinny_uses_tma says
+# In-engine A/B overrides (python/bench/profile_kernels.py): (n, k) ->
+# skinny config; empty: skinny_config decides.
+CONFIGS = {}
 
 if HAVE_TRITON:  # pragma: no cover - GPU only
     from .kernels import gdc_enter, gdc_launch, gdc_wait, prefetch_l2
@@ -84,21 +89,12 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=om)
 
     @triton.jit
-    def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                       max_ptr, idx_ptr, sum_ptr, stride_s,
-                       M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, ADD: tl.constexpr, SAMPLE: tl.constexpr,
-                       PF_LINES: tl.constexpr, PF_STEP: tl.constexpr,
-                       GDC: tl.constexpr):
-        # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
-        # batch 2..64): one program per (column block, K split). With
-        # SPLIT > 1 each split stores its fp32 partial and the last split of
-        # a column block to finish sums them (acq_rel counter, re-armed).
-        # Loading the first weight tile before the PDL wait, as gemv does,
-        # measured slower here (it costs a pipeline stage of shared memory);
-        # with PF_LINES > 0 the first PF_LINES lines (of PF_STEP elements)
-        # of each weight row of the program's slice are prefetched into L2
-        # before the wait instead, which holds nothing.
+    def _skinny_start(w_ptr, K, N, stride_wn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      SPLIT: tl.constexpr, PF_LINES: tl.constexpr, PF_STEP: tl.constexpr, GDC: tl.constexpr):
+        # The skinny GEMMs' prologue: this program's column block and K
+        # range; the first PF_LINES lines (of PF_STEP elements) of each
+        # weight row of the slice are prefetched into L2 before the PDL
+        # wait (weights are never written; the prefetch holds nothing).
         pn = tl.program_id(0)
         s = tl.program_id(1)
         per = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
@@ -111,25 +107,25 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             ok = mn[:, None] & (offs_l < k_hi)[None, :]
             prefetch_l2(w_ptr + tl.where(ok, offs_n.to(tl.int64)[:, None] * stride_wn + offs_l[None, :], 0))
         gdc_enter(GDC)
+        return pn, s, k_lo, k_hi, offs_n, mn
+
+    @triton.jit
+    def _skinny_finish(acc, o_ptr, ws_ptr, cnt_ptr, max_ptr, idx_ptr, sum_ptr, stride_s, M, N, stride_om,
+                       pn, s, offs_n, mn,
+                       M_PAD: tl.constexpr, SPLIT: tl.constexpr, ADD: tl.constexpr, SAMPLE: tl.constexpr):
+        # The skinny GEMMs' epilogue. With SPLIT > 1 each split stores its
+        # fp32 partial and the last split of a column block to finish sums
+        # them (acq_rel counter, re-armed).
         offs_m = tl.arange(0, M_PAD)
         mm = offs_m < M
-        w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
-        x_ptrs = x_ptr + offs_m[:, None] * stride_xm
-        acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
-        for k0 in range(k_lo, k_hi, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            mk = offs_k < k_hi
-            w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
-            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
-            acc += tl.dot(x, tl.trans(w))
         om = mm[:, None] & mn[None, :]
         o_ptrs = o_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
         if SAMPLE:
             # lm_head with greedy sampling's first pass (SPLIT == 1): per
             # (row, column block) the max, first argmax and sum(exp(x - max))
-            # of the logits as the model dtype rounds them; the logits
-            # themselves are never stored.
-            lg = acc.to(x_ptr.dtype.element_ty).to(tl.float32)
+            # of the logits as the model dtype (o_ptr's) rounds them; the
+            # logits themselves are never stored.
+            lg = acc.to(o_ptr.dtype.element_ty).to(tl.float32)
             lg = tl.where(mn[None, :], lg, float("-inf"))
             mx = tl.max(lg, 1)
             ix = tl.min(tl.where(lg == mx[:, None], offs_n[None, :], 2147483647), 1)
@@ -148,13 +144,61 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
             tl.debug_barrier()  # every thread's partial stores precede the release
             if tl.atomic_add(cnt, 1, sem="acq_rel") == SPLIT - 1:
                 tl.debug_barrier()
-                tot = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+                tot = tl.zeros_like(acc)
                 for j in range(SPLIT):
                     tot += tl.load(ws + j * (M_PAD * N), mask=om, other=0.0, cache_modifier=".cg")
                 if ADD:
                     tot += tl.load(o_ptrs, mask=om, other=0.0).to(tl.float32)
                 tl.store(o_ptrs, tot.to(o_ptr.dtype.element_ty), mask=om)
                 tl.atomic_xchg(cnt, 0)
+
+    @triton.jit
+    def _skinny_kernel(x_ptr, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                       max_ptr, idx_ptr, sum_ptr, stride_s,
+                       M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       SPLIT: tl.constexpr, ADD: tl.constexpr, SAMPLE: tl.constexpr,
+                       PF_LINES: tl.constexpr, PF_STEP: tl.constexpr,
+                       GDC: tl.constexpr):
+        # o[m, n] (+)= sum_k x[m, k] * w[n, k] for a few rows (decode at
+        # batch 2..64): one program per (column block, K split). Loading
+        # the first weight tile before the PDL wait, as gemv does, measured
+        # slower here (it costs a pipeline stage of shared memory); the L2
+        # prefetch holds nothing instead.
+        pn, s, k_lo, k_hi, offs_n, mn = _skinny_start(w_ptr, K, N, stride_wn, BLOCK_N, BLOCK_K, SPLIT,
+                                                      PF_LINES, PF_STEP, GDC)
+        offs_m = tl.arange(0, M_PAD)
+        mm = offs_m < M
+        w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+        x_ptrs = x_ptr + offs_m[:, None] * stride_xm
+        acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mk = offs_k < k_hi
+            w = tl.load(w_ptrs + offs_k[None, :], mask=mn[:, None] & mk[None, :], other=0.0)
+            x = tl.load(x_ptrs + offs_k[None, :], mask=mm[:, None] & mk[None, :], other=0.0)
+            acc += tl.dot(x, tl.trans(w))
+        _skinny_finish(acc, o_ptr, ws_ptr, cnt_ptr, max_ptr, idx_ptr, sum_ptr, stride_s, M, N, stride_om,
+                       pn, s, offs_n, mn, M_PAD, SPLIT, ADD, SAMPLE)
+
+    @triton.jit
+    def _skinny_tma_kernel(x_desc, w_desc, w_ptr, o_ptr, ws_ptr, cnt_ptr, M, N, K, stride_wn, stride_om,
+                           max_ptr, idx_ptr, sum_ptr, stride_s,
+                           M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           SPLIT: tl.constexpr, ADD: tl.constexpr, SAMPLE: tl.constexpr, STAGES: tl.constexpr,
+                           PF_LINES: tl.constexpr, PF_STEP: tl.constexpr,
+                           GDC: tl.constexpr):
+        # _skinny_kernel with both operands' tiles copied by the tensor
+        # memory accelerator (TMA; rows past M and columns past K read as
+        # zero, and a K split's range is a whole number of tiles).
+        pn, s, k_lo, k_hi, offs_n, mn = _skinny_start(w_ptr, K, N, stride_wn, BLOCK_N, BLOCK_K, SPLIT,
+                                                      PF_LINES, PF_STEP, GDC)
+        acc = tl.zeros([M_PAD, BLOCK_N], tl.float32)
+        for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+            w = w_desc.load([pn * BLOCK_N, k0])
+            x = x_desc.load([0, k0])
+            acc += tl.dot(x, tl.trans(w))
+        _skinny_finish(acc, o_ptr, ws_ptr, cnt_ptr, max_ptr, idx_ptr, sum_ptr, stride_s, M, N, stride_om,
+                       pn, s, offs_n, mn, M_PAD, SPLIT, ADD, SAMPLE)
 
     @triton.jit
     def _qkv_rope_kernel(x_ptr, w_ptr, pos_ptr, bt_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr,
@@ -272,16 +316,45 @@ def skinny_prefetch(m, n, k, split):
     return 2 if split > 1 else 1
 
 
-def skinny(x, w, out, add=False, config=None, prefetch=None, sample=None):
+def skinny_uses_tma(n, k):
+    """Whether the skinny GEMM of an (n x k) weight copies its tiles with TMA
+    (where TMA is available). From H200 sweeps at the Llama-1B shapes and
+    64 rows (kernel_sweep.py tma): wide outputs over a short K gain (q/k/v
+    6.15 -> 5.64 us, gate_up 18.4 -> 18.0 us; in the engine's batch-64
+    step 1.178 -> 1.162 ms); o is the same and down slower."""
+    return n >= 3072 and k <= 2048
+
+
+_TMA_OK = {}
+
+
+def _tma_ok(x):
+    """sm90+ and a Triton with host-side tensor descriptors."""
+    i = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    ok = _TMA_OK.get(i)
+    if ok is None:
+        try:
+            from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+            ok = torch.cuda.get_device_capability(i)[0] >= 9
+        except Exception:  # noqa: BLE001 - an older Triton
+            ok = False
+        _TMA_OK[i] = ok
+    return ok
+
+
+def skinny(x, w, out, add=False, config=None, prefetch=None, sample=None, tma=None):
     """out (+)= x @ w.T for 2..64 rows of x (callers check skinny_ok);
-    prefetch overrides skinny_prefetch's tile count. With sample (max,
-    idx, sum), each (rows, column blocks), out is not written: the blocks'
-    sampling partials are (see lm_head_sample)."""
+    prefetch overrides skinny_prefetch's tile count, tma skinny_uses_tma.
+    With sample (max, idx, sum), each (rows, column blocks), out is not
+    written: the blocks' sampling partials are (see lm_head_sample)."""
     m, k = x.shape
     n = w.shape[0]
-    bn, bk, split, warps, stages = config or skinny_config(n, k)
+    bn, bk, split, warps, stages = config or CONFIGS.get((n, k)) or skinny_config(n, k)
     if sample is not None:
         split = 1
+    if tma is None:
+        tma = TMA and skinny_uses_tma(n, k)
+    tma = tma and _tma_ok(x)
     m_pad = max(16, kernels.pow2(m))
     # shared memory of the pipeline's stages
     while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
@@ -295,12 +368,18 @@ def skinny(x, w, out, add=False, config=None, prefetch=None, sample=None):
     per = triton.cdiv(triton.cdiv(k, split), bk) * bk
     lines = kernels.pow2(triton.cdiv(min(per, tiles * bk), step)) if tiles else 0
     smax, sidx, ssum = sample if sample is not None else (out, out, out)
-    _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0),
-                                  smax, sidx, ssum, smax.stride(0) if sample is not None else 0,
-                                  M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add,
-                                  SAMPLE=sample is not None,
-                                  PF_LINES=lines, PF_STEP=step,
-                                  num_warps=warps, num_stages=stages, **pdl)
+    common = dict(M_PAD=m_pad, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, ADD=add, SAMPLE=sample is not None,
+                  PF_LINES=lines, PF_STEP=step, num_warps=warps, num_stages=stages, **pdl)
+    tail = (smax, sidx, ssum, smax.stride(0) if sample is not None else 0)
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        xd = TensorDescriptor(x, [m, k], [x.stride(0), 1], [m_pad, bk])
+        wd = TensorDescriptor(w, [n, k], [w.stride(0), 1], [bn, bk])
+        _skinny_tma_kernel[(cols, split)](xd, wd, w, out, ws, cnt, m, n, k, w.stride(0), out.stride(0), *tail,
+                                          STAGES=stages, **common)
+        return
+    _skinny_kernel[(cols, split)](x, w, out, ws, cnt, m, n, k, x.stride(0), w.stride(0), out.stride(0), *tail,
+                                  **common)
 
 
 def qkv_rope(h, w, positions, block_table, cos, sin, q_out, k_cache, v_cache, hq, hkv, pairs=None,

@@ -90,15 +90,18 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
 
     @triton.jit
     def _rmsnorm_kernel(x_ptr, w_ptr, o_ptr, stride_x, stride_o, n_cols, eps,
-                        BLOCK: tl.constexpr,
+                        BLOCK: tl.constexpr, EARLY: tl.constexpr,
                         GDC: tl.constexpr):
-        gdc_enter(GDC)
+        if not EARLY:
+            gdc_enter(GDC)
         row = tl.program_id(0).to(tl.int64)
         offs = tl.arange(0, BLOCK)
         m = offs < n_cols
+        w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)  # weights: no kernel writes them
+        if EARLY:
+            gdc_enter(GDC)
         x = tl.load(x_ptr + row * stride_x + offs, mask=m, other=0.0).to(tl.float32)
         r = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
         tl.store(o_ptr + row * stride_o + offs, (x * r * w).to(o_ptr.dtype.element_ty), mask=m)
 
     @triton.jit
@@ -119,9 +122,13 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                            PAGE_SIZE: tl.constexpr, FROM_BT: tl.constexpr,
                            HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr,
                            HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, HALF_PAD: tl.constexpr,
-                           WRITE_KV: tl.constexpr,
+                           WRITE_KV: tl.constexpr, EARLY: tl.constexpr,
                            GDC: tl.constexpr):
-        gdc_enter(GDC)
+        if not EARLY:
+            gdc_enter(GDC)
+        # Positions, slots and block tables come from host copies or from
+        # the previous step's sampling kernel, and the rope tables never
+        # change: with EARLY their loads precede the PDL wait (see EARLY).
         t = tl.program_id(0).to(tl.int64)
         pos = tl.load(pos_ptr + t).to(tl.int64)
         if FROM_BT:  # decode: row t's page from its block table
@@ -132,6 +139,8 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         mh = offs < HALF
         c = tl.load(cos_ptr + pos * HALF + offs, mask=mh, other=0.0)[None, :]
         s = tl.load(sin_ptr + pos * HALF + offs, mask=mh, other=0.0)[None, :]
+        if EARLY:
+            gdc_enter(GDC)
         row = qkv_ptr + t * stride_qkv
         # q: rotate into the contiguous (T, HQ, D) buffer
         hq = tl.arange(0, HQ_PAD)[:, None]
@@ -178,9 +187,13 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                        PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
                        NUM_SPLITS: tl.constexpr, DIRECT: tl.constexpr,
-                       GROUP_P2: tl.constexpr, SPLIT_PAD: tl.constexpr,
+                       GROUP_P2: tl.constexpr, SPLIT_PAD: tl.constexpr, EARLY: tl.constexpr,
                        GDC: tl.constexpr):
-        gdc_enter(GDC)
+        if not EARLY:
+            gdc_enter(GDC)
+        # Sequence lengths and block tables come from host copies or from
+        # the previous step's sampling kernel: with EARLY the lengths and
+        # the first tile's page numbers load before the PDL wait.
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
         split = tl.program_id(2)
@@ -188,6 +201,14 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
         start = split * per_split
         end = tl.minimum(start + per_split, seq_len)
+        offs_n = tl.arange(0, BLOCK_N)
+        # The page numbers of the next tile are loaded while this tile's K
+        # and V are in flight, so the block-table read is off the critical
+        # path; K and V of a tile are requested together.
+        pos = start + offs_n
+        page = tl.load(bt_ptr + b * stride_bt + pos // PAGE_SIZE, mask=pos < end, other=0).to(tl.int64)
+        if EARLY:
+            gdc_enter(GDC)
         offs_g = tl.arange(0, GROUP_PAD)
         mg = offs_g < GROUP
         offs_d = tl.arange(0, BLOCK_D)
@@ -198,12 +219,6 @@ if HAVE_TRITON:  # pragma: no cover - GPU only
         m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
         l_i = tl.zeros([GROUP_PAD], tl.float32)
         acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
-        offs_n = tl.arange(0, BLOCK_N)
-        # The page numbers of the next tile are loaded while this tile's K
-        # and V are in flight, so the block-table read is off the critical
-        # path; K and V of a tile are requested together.
-        pos = start + offs_n
-        page = tl.load(bt_ptr + b * stride_bt + pos // PAGE_SIZE, mask=pos < end, other=0).to(tl.int64)
         for n0 in range(start, end, BLOCK_N):
             pos = n0 + offs_n
             mn = pos < end
@@ -410,7 +425,7 @@ def rmsnorm(x, weight, out, eps):
     block = pow2(h)
     warps = max(1, min(16, block // 256))
     _rmsnorm_kernel[(n,)](x, weight, out, x.stride(0), out.stride(0), h, float(eps),
-                          BLOCK=block, num_warps=warps, **pdl_options(x))
+                          BLOCK=block, EARLY=EARLY, num_warps=warps, **pdl_options(x))
 
 
 def silu_and_mul(x, out):
@@ -438,12 +453,26 @@ def rope_store(qkv, positions, slots, cos, sin, q_out, k_cache, v_cache, hq, hkv
                              k_cache, v_cache, qkv.stride(0), block_table.stride(0) if from_bt else 0,
                              PAGE_SIZE=k_cache.shape[1], FROM_BT=from_bt,
                              HQ=hq, HKV=hkv, HALF=half, D=2 * half, HQ_PAD=pow2(hq), HKV_PAD=pow2(hkv),
-                             HALF_PAD=pow2(half), WRITE_KV=write, num_warps=4, **pdl_options(qkv))
+                             HALF_PAD=pow2(half), WRITE_KV=write, EARLY=EARLY, num_warps=4, **pdl_options(qkv))
 
 
 # Paged-decode launch: programs per SM the split count aims for, KV
 # positions per tile, warps and pipeline stages.
 DECODE_TUNING = {"waves": 0.5, "block_n": None, "warps": 4, "stages": 2}
+
+# Loads issued before the PDL wait (a developer switch for side-by-side
+# timing). What is read early is written only before the forward (or
+# decode step) the reader belongs to began: weights and rope tables never;
+# positions, lengths and block tables by host copies and by the previous
+# decode step's sampling kernel. A forward's first kernel is the embedding,
+# an ordinary launch, which starts only after all earlier work has
+# finished, and no kernel starts before the one ahead of it has: so those
+# writes are complete and visible however the kernels in between use PDL
+# (candidates included). Early: rmsnorm's weights; rope's positions, slots
+# and tables; paged decode's lengths and first page numbers. (Loading paged
+# decode's first K/V tile early as well, but for the position rope_store
+# has just written, made the batch-64 step 8% slower on the H200.)
+EARLY = True
 
 
 def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out, tuning=None):
@@ -466,7 +495,7 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out, 
     gpad = max(16, pow2(group))
     common = dict(GROUP=group, GROUP_PAD=gpad, HEAD_DIM=d, BLOCK_D=block_d, PAGE_SIZE=ps,
                   BLOCK_N=block_n, NUM_SPLITS=splits, GROUP_P2=pow2(group), SPLIT_PAD=pow2(splits),
-                  num_warps=t["warps"], num_stages=t["stages"], **pdl_options(q))
+                  EARLY=EARLY, num_warps=t["warps"], num_stages=t["stages"], **pdl_options(q))
     ks, vs = k_cache.stride(), v_cache.stride()
     if splits == 1:
         _decode_kernel[(b, hkv, 1)](q, k_cache, v_cache, block_table, seq_lens, out, out, float(sm_scale),

@@ -94,9 +94,11 @@ class Server:
 
 
 def generate_reply(out):
-    """The generate reply of runner output: each result's logprobs as
-    logprobs_f32 (base64 of little-endian float32, docs/engine-protocol.md)."""
+    """The generate reply of runner output: each result's tokens as
+    tokens_i32 and logprobs as logprobs_f32 (base64 of little-endian int32
+    and float32, docs/engine-protocol.md)."""
     for r in out["results"]:
+        r["tokens_i32"] = wire.i32_base64(r.pop("tokens"))
         r["logprobs_f32"] = wire.f32_base64(r.pop("logprobs"))
     return out
 
