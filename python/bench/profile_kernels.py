@@ -19,7 +19,10 @@ graph replay, launch gaps are not. Other modes:
                     and each slot's share of the step
     --ab 64 --ablate  the --ab timing with each stock Triton kernel of the
                     step left out in turn: what it costs in the graph
-    --host 1        cProfile of the host side of a prefill-only wave
+    --host 1        cProfile of the host side of a prefill-only wave, its
+                    device timeline, the compiled kernels' resources
+    --waves 64      whole waves one by one, each split into host and device
+                    time of prefill and decode (where a slow wave loses time)
 """
 import argparse
 import os
@@ -306,6 +309,58 @@ def kernel_meta():
                         print("%s: %s" % (name, e))
 
 
+def wave_split(arena, batch, prompt, new, waves=12):
+    """Whole waves one by one, each split into the host's time to its first
+    decode step, the device's prefill (CUDA events), the decode steps' host
+    loop (and its time blocked in replay calls) and device time, and the
+    Python garbage collections during the wave: which side a slow wave
+    loses its time on."""
+    import gc
+    v = int(arena["model"]["vocab_size"])
+    eng = runner.Engine({"arena": arena, "graphs": True})
+    w = wave(batch, prompt, new, 1, v)
+    log, t0 = [], [0.0]
+
+    def cb(phase, info):
+        if phase == "start":
+            t0[0] = time.perf_counter()
+        else:
+            log.append((info["generation"], (time.perf_counter() - t0[0]) * 1e3))
+    inner, st = eng._decode, {}
+
+    def decode(nrows, bucket):
+        if "ev0" not in st:
+            st["ev0"] = torch.cuda.Event(enable_timing=True)
+            st["ev0"].record()
+            st["h0"] = time.perf_counter()
+        t = time.perf_counter()
+        inner(nrows, bucket)
+        st["in"] = st.get("in", 0.0) + time.perf_counter() - t
+        st["h1"] = time.perf_counter()
+    eng._decode = decode
+    gc.callbacks.append(cb)
+    try:
+        for i in range(waves):
+            del log[:]
+            st.clear()
+            evs, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t = time.perf_counter()
+            evs.record()
+            out = eng.generate(w)
+            ev1.record()
+            engine_main.generate_reply(out)
+            torch.cuda.synchronize()
+            print("wave %2d: %6.1f ms; host to first decode step %.1f ms, device prefill %.1f ms; decode: host loop"
+                  " %.1f ms (%.1f in replay), device %.1f ms; collections %s"
+                  % (i, (time.perf_counter() - t) * 1e3, (st["h0"] - t) * 1e3, evs.elapsed_time(st["ev0"]),
+                     (st["h1"] - st["h0"]) * 1e3, st["in"] * 1e3, st["ev0"].elapsed_time(ev1),
+                     ", ".join("gen%d %.1f ms" % c for c in log) or "none"))
+            sys.stdout.flush()
+    finally:
+        gc.callbacks.remove(cb)
+        eng._decode = inner
+
+
 def host_profile(arena, batch, prompt):
     """Where the host's time goes in a prefill-only wave (graphs on): the
     functions with the most cumulative time."""
@@ -343,11 +398,16 @@ def main():
     ap.add_argument("--split", default="", help="comma-separated batch sizes: decode-step split by region and slot")
     ap.add_argument("--host", type=int, default=0, metavar="BATCH",
                     help="cProfile the host side of a prefill-only wave at this batch size (graphs on)")
+    ap.add_argument("--waves", type=int, default=0, metavar="BATCH",
+                    help="whole waves one by one, each split into host and device time of prefill and decode")
     a = ap.parse_args()
     arena = load_arena(a.arena)
     if a.host:
         host_profile(arena, a.host, a.prompt)
         kernel_meta()
+        return
+    if a.waves:
+        wave_split(arena, a.waves, a.prompt, a.new)
         return
     if a.ab or a.split:
         splits = [int(x) for x in a.split.split(",")] if a.split else []

@@ -78,10 +78,16 @@ class ForwardPacker:
     def pack(self, segs):
         """(3, N) ids, positions and flat cache slots of segs [(j, start,
         length, offset)], laid out in segs order."""
-        lengths = torch.tensor([t for _j, _s, t, _o in segs], dtype=torch.long)
-        seg = torch.repeat_interleave(torch.arange(len(segs)), lengths)
-        starts = torch.cumsum(lengths, 0) - lengths
-        pos = torch.tensor([s0 for _j, s0, _t, _o in segs], dtype=torch.long)[seg] + torch.arange(int(lengths.sum())) - starts[seg]
+        lengths = [t for _j, _s, t, _o in segs]
+        n = sum(lengths)
+        # seg[i]: the segment of packed row i (a cumulative sum of marks at
+        # the segments' starts; repeat_interleave would wake the intra-op
+        # thread pool)
+        starts = torch.tensor([0] + lengths[:-1], dtype=torch.long).cumsum(0)
+        marks = torch.zeros(n, dtype=torch.long)
+        marks[starts[1:]] = 1
+        seg = marks.cumsum(0)
+        pos = torch.tensor([s0 for _j, s0, _t, _o in segs], dtype=torch.long)[seg] + torch.arange(n) - starts[seg]
         j = torch.tensor([j for j, _s, _t, _o in segs], dtype=torch.long)[seg]
         ids = self.tokens[self.first[j] + pos]
         slots = self.pages[j, torch.div(pos, self.ps, rounding_mode="floor")] * self.ps + torch.remainder(pos, self.ps)
@@ -144,6 +150,12 @@ class Engine:
             if dev.index is None:
                 dev = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(dev)
+            # The host side of a CUDA engine is bookkeeping on small tensors.
+            # One intra-op thread: a pool of them, once woken by some op,
+            # spins on the host's CPUs, and in batch-64 waves on the H200
+            # host ordinary index ops then took ~6 ms each in one wave of
+            # three (40 ms more before the first decode step).
+            torch.set_num_threads(1)
         self.device, self.cuda = dev, dev.type == "cuda"
         self.dtype = getattr(torch, ecfg.dtype)
         profile = field(req, "profile", bool, False, required=False)
