@@ -7,14 +7,15 @@ Triton; callers check kernels.available first).
                   the KV-cache write in its epilogue;
 - skinny          2..64-row GEMMs, split-K with the last split of a column
                   block summing the partials, the first weight tiles
-                  prefetched into L2 before the PDL wait;
+                  prefetched into L2 before the PDL wait; operand tiles
+                  copied by TMA for wide outputs over a short K;
 - lm_head_sample  the skinny GEMM of lm_head reducing its logits to greedy
                   sampling's partials (the logits are never stored), then
                   kernels.sample_finish.
 
 Every kernel is launched with programmatic dependent launch on sm90+
-(kernels.pdl_options). Module switches (GEMV, SKINNY, PREFETCH, SAMPLE_IN_GEMM)
-exist for side-by-side timing in python/bench/.
+(kernels.pdl_options). Module switches (GEMV, SKINNY, PREFETCH, SAMPLE_IN_GEMM,
+TMA, CONFIGS) exist for side-by-side timing in python/bench/.
 """
 
 import torch

@@ -21,8 +21,10 @@ launch) for the hot path:
 The decode GEMMs live in decode_gemm. On sm90+ every kernel except the MoE
 GEMM is launched with programmatic dependent launch (pdl_options): it waits
 for the previous kernel in the stream before touching memory that kernels
-write, and lets the next kernel's programs become resident early. The PDL
-switch exists for side-by-side timing in python/bench/.
+write, and lets the next kernel's programs become resident early; what no
+kernel of the current forward writes (weights, tables, positions, lengths)
+is loaded before the wait (EARLY). The PDL and EARLY switches exist for
+side-by-side timing in python/bench/.
 
 Every launcher takes the same tensors the torch paths take; callers check
 ``available(t)`` first.
