@@ -19,6 +19,8 @@ graph replay, launch gaps are not. Other modes:
                     and each slot's share of the step
     --ab 64 --ablate  the --ab timing with each stock Triton kernel of the
                     step left out in turn: what it costs in the graph
+    --ab 64 --configs the --ab timing of launch configurations (skinny GEMM
+                    shapes, paged decode tiling) in the engine's chain
     --host 1        cProfile of the host side of a prefill-only wave, its
                     device timeline, the compiled kernels' resources
     --waves 64      whole waves one by one, each split into host and device
@@ -130,18 +132,19 @@ VARIANTS = (("default", {}),
             ("no L2 prefetch", {"PREFETCH": False}),
             ("sampling after lm_head", {"SAMPLE_IN_GEMM": False}),
             ("no prefill graphs", {"PREFILL_GRAPH_TOKENS": ()}),
-            ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}),
-            # launch configurations inside the engine's chain, where each
-            # kernel follows a different one (kernel_sweep.py times 16
-            # copies of one kernel)
-            ("o 2 stages", {"CONFIGS": {(2048, 2048): (32, 256, 2, 4, 2)}}),
-            ("o bk128", {"CONFIGS": {(2048, 2048): (32, 128, 2, 4, 3)}}),
-            ("qkv 2 stages", {"CONFIGS": {(3072, 2048): (32, 256, 1, 4, 2)}}),
-            ("down 3 stages", {"CONFIGS": {(2048, 8192): (64, 128, 4, 4, 3)}}),
-            ("down split 8", {"CONFIGS": {(2048, 8192): (64, 128, 8, 4, 3)}}),
-            ("attn 64-position tiles", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, block_n=64)}),
-            ("attn 1 stage", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, stages=1)}),
-            ("attn 8 warps", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, warps=8)}))
+            ("neither pdl nor skinny", {"PDL": False, "SKINNY": False}))
+# --configs: launch configurations inside the engine's chain, where each
+# kernel follows a different one (kernel_sweep.py times 16 copies of one
+# kernel); the first is the default configuration.
+CONFIG_VARIANTS = (("default", {}),
+                   ("o 2 stages", {"CONFIGS": {(2048, 2048): (32, 256, 2, 4, 2)}}),
+                   ("o bk128", {"CONFIGS": {(2048, 2048): (32, 128, 2, 4, 3)}}),
+                   ("qkv 2 stages", {"CONFIGS": {(3072, 2048): (32, 256, 1, 4, 2)}}),
+                   ("down 3 stages", {"CONFIGS": {(2048, 8192): (64, 128, 4, 4, 3)}}),
+                   ("down split 8", {"CONFIGS": {(2048, 8192): (64, 128, 8, 4, 3)}}),
+                   ("attn 64-position tiles", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, block_n=64)}),
+                   ("attn 1 stage", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, stages=1)}),
+                   ("attn 8 warps", {"DECODE_TUNING": dict(kernels.DECODE_TUNING, warps=8)}))
 
 
 def _skip(*_args, **_kw):
@@ -394,6 +397,7 @@ def main():
     ap.add_argument("--graphs", action="store_true", help="time (not profile) with graphs on as well")
     ap.add_argument("--ab", default="", help="comma-separated batch sizes: time every VARIANTS entry (graphs on)")
     ap.add_argument("--ablate", action="store_true", help="--ab over ABLATIONS (each stock kernel left out in turn)")
+    ap.add_argument("--configs", action="store_true", help="--ab over CONFIG_VARIANTS (launch configurations)")
     ap.add_argument("--only", default="", help="comma-separated variant names --ab runs besides the default")
     ap.add_argument("--split", default="", help="comma-separated batch sizes: decode-step split by region and slot")
     ap.add_argument("--host", type=int, default=0, metavar="BATCH",
@@ -412,7 +416,8 @@ def main():
     if a.ab or a.split:
         splits = [int(x) for x in a.split.split(",")] if a.split else []
         steps = ab(arena, [int(x) for x in a.ab.split(",")] if a.ab else splits, a.prompt, a.new,
-                   [x for x in a.only.split(",") if x], ABLATIONS if a.ablate else None)
+                   [x for x in a.only.split(",") if x],
+                   ABLATIONS if a.ablate else CONFIG_VARIANTS if a.configs else None)
         for b in splits:
             split_report(arena, b, a.prompt, a.new, steps.get(b, 0.0))
         return

@@ -129,9 +129,10 @@ def i32_base64(values):
     half the time of JSON numbers."""
     import array
     import base64
+    import struct
     a = array.array("i", values)
-    if a.itemsize != 4:
-        a = array.array("l", values)
+    if a.itemsize != 4:  # (a platform whose C int is not 32 bits)
+        return base64.b64encode(struct.pack("<%di" % len(values), *values)).decode("ascii")
     if sys.byteorder != "little":
         a.byteswap()
     return base64.b64encode(a.tobytes()).decode("ascii")

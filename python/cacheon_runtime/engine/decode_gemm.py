@@ -355,7 +355,9 @@ def skinny(x, w, out, add=False, config=None, prefetch=None, sample=None, tma=No
         split = 1
     if tma is None:
         tma = TMA and skinny_uses_tma(n, k)
-    tma = tma and _tma_ok(x)
+    # TMA descriptors want 16-byte aligned bases and row strides
+    tma = (tma and _tma_ok(x) and x.data_ptr() % 16 == 0 and w.data_ptr() % 16 == 0
+           and (x.stride(0) * x.element_size()) % 16 == 0 and (w.stride(0) * w.element_size()) % 16 == 0)
     m_pad = max(16, kernels.pow2(m))
     # shared memory of the pipeline's stages
     while stages > 2 and stages * (m_pad + bn) * bk * x.element_size() > 200 * 1024:
