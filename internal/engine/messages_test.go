@@ -9,45 +9,49 @@ import (
 	"testing"
 )
 
-func TestDecodeF32(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    []float64
-		wantErr string
-	}{
-		{in: "", want: []float64{}},
-		{in: "AAAAAA==", want: []float64{0}},
-		{in: "AACAPw==", want: []float64{1}},
-		{in: "AAAAwAAAgD8=", want: []float64{-2, 1}},
-		{in: "AAAA", wantErr: "3 bytes is not a whole number"},
-		{in: "AACAPw", wantErr: "not base64"},
-		{in: "!!!!", wantErr: "not base64"},
-	}
+// decodeCase is one input of a base64 word decoder: the values it gives,
+// or the error it names.
+type decodeCase[T comparable] struct {
+	in      string
+	want    []T
+	wantErr string
+}
+
+func checkDecode[T comparable](t *testing.T, name string, decode func(string) ([]T, error), tests []decodeCase[T]) {
+	t.Helper()
 	for _, tt := range tests {
-		got, err := DecodeF32(tt.in)
+		got, err := decode(tt.in)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("DecodeF32(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+				t.Errorf("%s(%q) error = %v, want %q", name, tt.in, err, tt.wantErr)
 			}
 			continue
 		}
 		if err != nil || len(got) != len(tt.want) {
-			t.Fatalf("DecodeF32(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			t.Fatalf("%s(%q) = %v, %v; want %v", name, tt.in, got, err, tt.want)
 		}
 		for i := range got {
 			if got[i] != tt.want[i] {
-				t.Errorf("DecodeF32(%q)[%d] = %v, want %v", tt.in, i, got[i], tt.want[i])
+				t.Errorf("%s(%q)[%d] = %v, want %v", name, tt.in, i, got[i], tt.want[i])
 			}
 		}
 	}
 }
 
+func TestDecodeF32(t *testing.T) {
+	checkDecode(t, "DecodeF32", DecodeF32, []decodeCase[float64]{
+		{in: "", want: []float64{}},
+		{in: "AAAAAA==", want: []float64{0}},
+		{in: "AACAPw==", want: []float64{1}},
+		{in: "AAAAwAAAgD8=", want: []float64{-2, 1}},
+		{in: "AAAA", wantErr: "3 bytes is not a whole number of float32 values"},
+		{in: "AACAPw", wantErr: "not base64"},
+		{in: "!!!!", wantErr: "not base64"},
+	})
+}
+
 func TestDecodeI32(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    []int
-		wantErr string
-	}{
+	checkDecode(t, "DecodeI32", DecodeI32, []decodeCase[int]{
 		{in: "", want: []int{}},
 		{in: "AQAAAA==", want: []int{1}},
 		{in: "//QBAAcAAAA=", want: []int{128255, 7}},
@@ -55,24 +59,7 @@ func TestDecodeI32(t *testing.T) {
 		{in: "/////w==", want: []int{-1}}, // decodes; Generate rejects it as a token
 		{in: "AAAAAAA=", wantErr: "5 bytes is not a whole number of int32 values"},
 		{in: "AQAAAA", wantErr: "not base64"},
-	}
-	for _, tt := range tests {
-		got, err := DecodeI32(tt.in)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("DecodeI32(%q) error = %v, want %q", tt.in, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || len(got) != len(tt.want) {
-			t.Fatalf("DecodeI32(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-		for i := range got {
-			if got[i] != tt.want[i] {
-				t.Errorf("DecodeI32(%q)[%d] = %v, want %v", tt.in, i, got[i], tt.want[i])
-			}
-		}
-	}
+	})
 }
 
 func TestResultUnmarshal(t *testing.T) {
