@@ -90,8 +90,23 @@ func TestResultUnmarshal(t *testing.T) {
 	}
 }
 
-// FuzzDecodeI32: decoding never panics; what decodes re-encodes to the
-// same bytes, one value per four bytes.
+// words are the little-endian 4-byte words of base64 s, which a decoder
+// turned into n values; it fails the test unless there are n.
+func words(t *testing.T, s string, n int) []uint32 {
+	t.Helper()
+	raw, _ := base64.StdEncoding.DecodeString(s)
+	if n*4 != len(raw) {
+		t.Fatalf("%d values from %d bytes", n, len(raw))
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(raw[4*i:])
+	}
+	return out
+}
+
+// FuzzDecodeI32: decoding never panics; what decodes is the input's
+// words as int32 values, one per four bytes.
 func FuzzDecodeI32(f *testing.F) {
 	for _, s := range []string{"", "AQAAAA==", "//QBAAcAAAA=", "/////w==", "AAAAAAA=", "!!"} {
 		f.Add(s)
@@ -101,13 +116,9 @@ func FuzzDecodeI32(f *testing.F) {
 		if err != nil {
 			return
 		}
-		raw, _ := base64.StdEncoding.DecodeString(s)
-		if len(vals)*4 != len(raw) {
-			t.Fatalf("%d values from %d bytes", len(vals), len(raw))
-		}
-		for i, v := range vals {
-			if want := int32(binary.LittleEndian.Uint32(raw[4*i:])); int32(v) != want || v != int(want) {
-				t.Fatalf("value %d: %d, want %d", i, v, want)
+		for i, w := range words(t, s, len(vals)) {
+			if want := int(int32(w)); vals[i] != want {
+				t.Fatalf("value %d: %d, want %d", i, vals[i], want)
 			}
 		}
 	})
@@ -124,12 +135,8 @@ func FuzzDecodeF32(f *testing.F) {
 		if err != nil {
 			return
 		}
-		raw, _ := base64.StdEncoding.DecodeString(s)
-		if len(vals)*4 != len(raw) {
-			t.Fatalf("%d values from %d bytes", len(vals), len(raw))
-		}
-		for i, v := range vals {
-			want := binary.LittleEndian.Uint32(raw[4*i:])
+		for i, want := range words(t, s, len(vals)) {
+			v := vals[i]
 			got := math.Float32bits(float32(v))
 			if math.IsNaN(v) {
 				if !math.IsNaN(float64(math.Float32frombits(want))) {

@@ -401,7 +401,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated variant names --ab runs besides the default")
     ap.add_argument("--split", default="", help="comma-separated batch sizes: decode-step split by region and slot")
     ap.add_argument("--host", type=int, default=0, metavar="BATCH",
-                    help="cProfile the host side of a prefill-only wave at this batch size (graphs on)")
+                    help="cProfile the host side of a prefill-only wave at this batch size (graphs on), its device"
+                         " timeline, and the compiled kernels' registers and shared memory")
     ap.add_argument("--waves", type=int, default=0, metavar="BATCH",
                     help="whole waves one by one, each split into host and device time of prefill and decode")
     a = ap.parse_args()

@@ -321,8 +321,8 @@ def skinny_uses_tma(n, k):
     """Whether the skinny GEMM of an (n x k) weight copies its tiles with TMA
     (where TMA is available). From H200 sweeps at the Llama-1B shapes and
     64 rows (kernel_sweep.py tma): wide outputs over a short K gain (q/k/v
-    6.15 -> 5.64 us, gate_up 18.4 -> 18.0 us; in the engine's batch-64
-    step 1.178 -> 1.162 ms); o is the same and down slower."""
+    6.16 -> 5.62 us, gate_up 18.4 -> 17.8 us, lm_head 133.6 -> 130.9 us; the
+    engine's batch-64 step 1.194 -> 1.163 ms); o and down are slower with it."""
     return n >= 3072 and k <= 2048
 
 
