@@ -1,6 +1,7 @@
 // Package arenas embeds the shipped arena files (arenas/*.toml) so that the
 // static cacheon binary can run `cacheon engine bench --arena cpu-tiny` from
-// any directory. internal/arena parses them; this package only carries bytes.
+// any directory. internal/arena parses them; this package carries the bytes
+// and resolves an --arena argument (a file or a shipped name, Resolve).
 package arenas
 
 import (

@@ -4,49 +4,174 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// TestDependencyConfinement keeps each heavy third-party dependency inside
-// the one package that owns it, so the trusted core stays small and the
-// release path stays chain- and sandbox-free.
-func TestDependencyConfinement(t *testing.T) {
+// rule forbids a package (and, with a trailing "/...", every package under
+// it) from depending on others, directly or through any chain of imports.
+type rule struct {
+	pkg    string   // import path, or a prefix ending in "/..."
+	forbid []string // import paths or "/..." prefixes
+	why    string
+}
+
+// The product side (objects, release) is what ships without any chain: it
+// never reaches the candidate runtime, the referee or the market. The
+// referee decides without knowing who pays. The dashboard only reads.
+var layerRules = []rule{
+	{"cacheon/internal/release", productForbidden,
+		"a release is built and verified offline from product objects alone: no chain, no store, no candidate runtime, no catalog internals"},
+	{"cacheon/internal/product/...", productForbidden,
+		"product objects hold digests; the catalog reaches them through a small interface, never the reverse"},
+	{"cacheon/internal/referee/...", []string{"cacheon/internal/market/...", "cacheon/internal/store/...", "cacheon/internal/dashboard/...", "cacheon/internal/cli"},
+		"the referee decides one proposal from evidence; who submitted it and who is paid is the market's"},
+	{"cacheon/internal/evidence/...", []string{"cacheon/internal/market/...", "cacheon/internal/store/...", "cacheon/internal/sandbox", "cacheon/internal/worker", "cacheon/internal/engine"},
+		"evidence is re-checked without a GPU, an engine or a database"},
+	{"cacheon/internal/dashboard/...", []string{"cacheon/internal/sandbox", "cacheon/internal/worker", "cacheon/internal/engine", "cacheon/internal/verify", "cacheon/internal/referee/..."},
+		"the dashboard reads the store; it never runs candidate code or decides anything"},
+	{"cacheon/internal/market/...", []string{"cacheon/internal/cli", "cacheon/internal/dashboard/..."},
+		"the market is driven by the validator node, not by the command line or the UI"},
+	{"cacheon/internal/...", []string{"cacheon/internal/cli"},
+		"the CLI is the top: domain packages never reach back into it"},
+	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
+		"attribution is a leaf every layer may use"},
+}
+
+// productForbidden is what the product side must never depend on.
+var productForbidden = []string{
+	"cacheon/internal/bundle", "cacheon/internal/slot", "cacheon/internal/reference", "cacheon/internal/metric",
+	"cacheon/internal/capability", "cacheon/internal/worker", "cacheon/internal/sandbox", "cacheon/internal/engine",
+	"cacheon/internal/scan", "cacheon/internal/verify", "cacheon/internal/grade",
+	"cacheon/internal/referee/...", "cacheon/internal/market/...", "cacheon/internal/store/...", "cacheon/internal/node",
+}
+
+// owners keeps each heavy third-party dependency inside the packages that
+// own it (direct imports), so the trusted core stays small.
+var owners = map[string][]string{
+	"github.com/landlock-lsm/go-landlock": {"cacheon/internal/sandbox"},
+	"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine", "cacheon/internal/tomlpos"},
+	"github.com/spf13/cobra":              {"cacheon/internal/cli"},
+	"github.com/rogpeppe/go-internal":     {},
+}
+
+// match reports whether path is pattern or, for "x/...", x or under x.
+func match(pattern, path string) bool {
+	if p, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == p || strings.HasPrefix(path, p+"/")
+	}
+	return pattern == path
+}
+
+// violations lists every (package, forbidden dependency) pair of graph
+// (package → its transitive dependencies) that a rule forbids.
+func violations(graph map[string][]string, rules []rule) []string {
+	var out []string
+	for pkg, deps := range graph {
+		for _, r := range rules {
+			if !match(r.pkg, pkg) {
+				continue
+			}
+			for _, d := range deps {
+				for _, f := range r.forbid {
+					if match(f, d) && d != pkg {
+						out = append(out, pkg+" depends on "+d+": "+r.why)
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// goList returns every package of the module with its direct imports and
+// its transitive dependencies (go list -deps semantics).
+func goList(t *testing.T) (imports, deps map[string][]string) {
+	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go command not on PATH")
-	}
-	owners := map[string][]string{
-		"github.com/landlock-lsm/go-landlock": {"cacheon/internal/sandbox"},
-		"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine"},
-		"github.com/spf13/cobra":              {"cacheon/internal/cli"},
-		"github.com/rogpeppe/go-internal":     {},
 	}
 	out, err := exec.Command("go", "list", "-json", "cacheon/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	imports, deps = map[string][]string{}, map[string][]string{}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for {
 		var p struct {
 			ImportPath string
 			Imports    []string
+			Deps       []string
 		}
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		for _, imp := range p.Imports {
+		imports[p.ImportPath], deps[p.ImportPath] = p.Imports, p.Deps
+	}
+	return imports, deps
+}
+
+// TestLayerRules holds the module's real dependency graph against the
+// layer rules.
+func TestLayerRules(t *testing.T) {
+	_, deps := goList(t)
+	if _, ok := deps["cacheon/internal/release"]; !ok {
+		t.Fatal("go list did not report cacheon/internal/release")
+	}
+	for _, v := range violations(deps, layerRules) {
+		t.Error(v)
+	}
+}
+
+// TestLayerRulesCatch shows that the rules fail on what they forbid: a
+// direct import, a chain of imports, and a sub-package of a forbidden tree
+// — and stay quiet on what they allow.
+func TestLayerRulesCatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		graph map[string][]string
+		want  int
+	}{
+		{"release importing bundle", map[string][]string{"cacheon/internal/release": {"cacheon/internal/canon", "cacheon/internal/bundle"}}, 1},
+		{"release reaching slot through a product package", map[string][]string{
+			"cacheon/internal/release":        {"cacheon/internal/product", "cacheon/internal/target", "cacheon/internal/slot"},
+			"cacheon/internal/product":        {"cacheon/internal/target", "cacheon/internal/slot"},
+			"cacheon/internal/product/stacks": {"cacheon/internal/canon"},
+		}, 2},
+		{"referee reaching a market sub-package", map[string][]string{"cacheon/internal/referee": {"cacheon/internal/market/chain"}}, 1},
+		{"dashboard reaching the engine", map[string][]string{"cacheon/internal/dashboard": {"cacheon/internal/store", "cacheon/internal/engine"}}, 1},
+		{"a domain package importing the CLI", map[string][]string{"cacheon/internal/verify": {"cacheon/internal/cli"}}, 1},
+		{"allowed", map[string][]string{
+			"cacheon/internal/release": {"cacheon/internal/canon", "cacheon/internal/product"},
+			"cacheon/internal/referee": {"cacheon/internal/engine", "cacheon/internal/evidence"},
+			"cacheon/internal/cli":     {"cacheon/internal/release", "cacheon/internal/market/chain"},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := violations(tc.graph, layerRules); len(got) != tc.want {
+				t.Errorf("%d violation(s), want %d: %q", len(got), tc.want, got)
+			}
+		})
+	}
+}
+
+// TestDependencyConfinement keeps each heavy third-party dependency inside
+// the packages that own it.
+func TestDependencyConfinement(t *testing.T) {
+	imports, _ := goList(t)
+	for pkg, imps := range imports {
+		for _, imp := range imps {
 			for dep, allowed := range owners {
 				if imp != dep && !strings.HasPrefix(imp, dep+"/") {
 					continue
 				}
-				ok := false
-				for _, a := range allowed {
-					ok = ok || a == p.ImportPath
-				}
-				if !ok {
-					t.Errorf("%s imports %s; only %v may", p.ImportPath, imp, allowed)
+				if !slices.Contains(allowed, pkg) {
+					t.Errorf("%s imports %s; only %v may", pkg, imp, allowed)
 				}
 			}
 		}

@@ -4,94 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"cacheon/internal/bundle"
 	"cacheon/internal/engine"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/tensor"
-	"cacheon/internal/worker"
 )
-
-func TestResolveArena(t *testing.T) {
-	for _, tc := range []struct{ arg, name, err string }{
-		{"cpu-tiny", "cpu-tiny", ""},
-		{"../../arenas/h200-moe.toml", "h200-moe", ""},
-		{"nope", "", `--arena "nope": no such file and no shipped arena`},
-		{"../cpu-tiny", "", "no such file"},
-	} {
-		a, err := resolveArena(tc.arg)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: %v, want %q", tc.arg, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || a.Name != tc.name || a.Dir == "" {
-			t.Errorf("%s: %+v %v", tc.arg, a, err)
-		}
-	}
-}
-
-func TestSnapshotBundle(t *testing.T) {
-	src := "../../examples/silu_torch"
-	want, err := bundle.ContentHash(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	got, err := snapshotBundle(context.Background(), src, filepath.Join(tmp, "dir"))
-	if err != nil || got != want {
-		t.Fatalf("directory snapshot: %s %v, want %s", got, err, want)
-	}
-	var archive bytes.Buffer
-	if _, err := bundle.Package(src, &archive); err != nil {
-		t.Fatal(err)
-	}
-	tgz := filepath.Join(tmp, "b.tar.gz")
-	if err := os.WriteFile(tgz, archive.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := snapshotBundle(context.Background(), tgz, filepath.Join(tmp, "tgz")); err != nil || got != want {
-		t.Fatalf("archive snapshot: %s %v, want %s", got, err, want)
-	}
-	if _, err := snapshotBundle(context.Background(), filepath.Join(tmp, "none"), filepath.Join(tmp, "x")); err == nil {
-		t.Fatal("snapshot of a missing bundle")
-	}
-}
-
-func TestEngineExit(t *testing.T) {
-	cand := &engine.CandidateError{Step: "generate", Failure: &worker.Failure{Class: engine.ClassCandidate, Message: "boom"}}
-	load := &worker.Failure{Class: engine.ClassLoad, Message: "import"}
-	for _, tc := range []struct {
-		name       string
-		err        error
-		candidates bool
-		code       int
-	}{
-		{"candidate", cand, true, ExitFindings},
-		{"load with candidates", load, true, ExitFindings},
-		{"load without", load, false, ExitInfra},
-		{"died", &engine.DiedError{Step: "generate", Err: errors.New("signal: killed")}, true, ExitInfra},
-		{"oom", &worker.Failure{Class: engine.ClassOOM}, true, ExitInfra},
-	} {
-		var ee *exitError
-		if err := engineExit(tc.err, tc.candidates); !errors.As(err, &ee) || ee.code != tc.code {
-			t.Errorf("%s: %v, want exit %d", tc.name, err, tc.code)
-		}
-	}
-}
 
 func TestPrintEngineBench(t *testing.T) {
 	rep := &engineBenchReport{
 		Arena: "cpu-tiny", ArenaDigest: strings.Repeat("a", 64), Workload: "default", Device: "cpu", DType: "float32",
 		Strict: true, Python: "3.11", Torch: "1.13", DeviceName: "cpu", Sandbox: []string{"none"},
-		Stack:  []stackRow{{Slot: "activation.silu_and_mul", Bundle: "/b", ContentHash: strings.Repeat("c", 64), Variant: "default", Source: "silu.py", Entry: "silu_and_mul"}},
+		Stack:  []engine.StackRow{{Slot: "activation.silu_and_mul", Bundle: "/b", ContentHash: strings.Repeat("c", 64), Variant: "default", Source: "silu.py", Entry: "silu_and_mul"}},
 		Loaded: &engine.Loaded{Params: 426600, Layers: 2, Device: "cpu", DType: "float32", KVPages: 64},
 		Bench: &engine.BenchResult{
 			Warmup: 1,

@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"cacheon/internal/fault"
 )
 
 // Exit codes shared by every command.
@@ -61,9 +63,21 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return se.code
 	}
 	fmt.Fprintf(stderr, "cacheon: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode is the one mapping from an error to the exit status: a code a
+// command chose (withCode) first, else the party the domain blamed.
+func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	switch fault.Of(err) {
+	case fault.Candidate:
+		return ExitFindings
+	case fault.Infra:
+		return ExitInfra
 	}
 	return ExitUsage
 }

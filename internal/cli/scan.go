@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
-	"sort"
 
 	"github.com/spf13/cobra"
 
-	"cacheon/internal/bundle"
 	"cacheon/internal/scan"
 	"cacheon/internal/worker"
 )
@@ -104,72 +100,32 @@ type findingJSON struct {
 	Message string `json:"message"`
 }
 
-// scanBundle loads the manifest and scans the tree. A missing or invalid
-// manifest is reported as a finding of rule "manifest" (the tree is still
-// scanned).
+// scanBundle scans a bundle directory as scan.Check does, for the report.
 func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Policy) (*scanReport, error) {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("scan: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("scan %s: not a directory (extract archives with cacheon verify, or scan the directory)", dir)
-	}
-	in := scan.Input{Root: dir, Python: parserPython(python)}
-	rep := &scanReport{Bundle: dir}
-	if _, err := os.Lstat(filepath.Join(dir, "manifest.toml")); errors.Is(err, fs.ErrNotExist) {
-		rep.Findings = append(rep.Findings, scan.Finding{Path: "manifest.toml", Rule: "manifest",
-			Message: "missing: a bundle has a manifest.toml at its root (is " + dir + " a bundle?)"})
-	}
-	if _, err := os.Lstat(filepath.Join(dir, "manifest.toml")); err == nil {
-		slots, _, err := catalogs()
-		if err != nil {
-			return nil, err
-		}
-		b, err := bundle.Load(dir, slots)
-		if err != nil {
-			var me *bundle.ManifestError
-			f := scan.Finding{Path: "manifest.toml", Rule: "manifest", Message: err.Error()}
-			if errors.As(err, &me) {
-				f.Line, f.Col = me.Line, me.Col
-			}
-			rep.Findings = append(rep.Findings, f)
-		} else {
-			in.HasManifest = true
-			seen := map[string]bool{}
-			for _, op := range b.Manifest.Ops {
-				if !seen[op.Source] {
-					in.Sources = append(in.Sources, op.Source)
-					seen[op.Source] = true
-				}
-				in.CUDASources = append(in.CUDASources, op.CUDASources...)
-			}
-		}
-	}
-	r, err := scan.Scan(ctx, in, pol)
+	slots, _, err := catalogs()
 	if err != nil {
 		return nil, err
 	}
-	rep.Files = r.Files
-	rep.Findings = append(rep.Findings, r.Findings...)
-	sort.SliceStable(rep.Findings, func(i, j int) bool { return rep.Findings[i].Path < rep.Findings[j].Path })
-	rep.JSON = []findingJSON{}
+	r, err := scan.Check(ctx, dir, scan.Config{Slots: slots, Python: parserPython(python), Policy: pol})
+	if err != nil {
+		return nil, err
+	}
+	rep := &scanReport{Bundle: dir, Files: r.Files, Findings: r.Findings, JSON: []findingJSON{}}
 	for _, f := range rep.Findings {
 		rep.JSON = append(rep.JSON, findingJSON{f.Path, f.Line, f.Col, f.Rule, f.Message})
 	}
 	return rep, nil
 }
 
-// scanFindings runs the scan for verify and prints findings to stderr.
-func (a *app) scanFindings(ctx context.Context, b *bundle.Bundle, python string) (int, error) {
-	rep, err := a.scanBundle(ctx, b.Dir, python, scan.DefaultPolicy())
-	if err != nil {
-		return 0, err
+// printFindings prints the findings an error carries (a bundle refused by
+// the scan before anything ran) to stderr, one per line.
+func (a *app) printFindings(err error) {
+	var fe *scan.FindingsError
+	if errors.As(err, &fe) {
+		for _, f := range fe.Findings {
+			fmt.Fprintln(a.stderr, f.String())
+		}
 	}
-	for _, f := range rep.Findings {
-		fmt.Fprintln(a.stderr, f.String())
-	}
-	return len(rep.Findings), nil
 }
 
 // parserPython picks the interpreter that only parses sources (no torch

@@ -1,20 +1,14 @@
 package cli
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"cacheon/internal/bundle"
 	"cacheon/internal/tensor"
 	"cacheon/internal/verify"
 	"cacheon/internal/worker"
@@ -100,68 +94,24 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	if err != nil {
 		return withCode(ExitInfra, err)
 	}
-	scratch, err := os.MkdirTemp(scratchRoot(), "cacheon-verify-*")
+	job, err := verify.Prepare(ctx, verify.Setup{
+		Bundle: path, Device: fl.device, DType: dt, Seed: fl.seed, SeedSet: fl.seedSet,
+		WorldSize: fl.worldSize, Replays: fl.replays, Python: fl.python, CallTimeout: fl.timeout,
+		Environ: os.Environ(), Slots: slots, ScratchRoot: worker.ScratchRoot(),
+	})
 	if err != nil {
-		return withCode(ExitInfra, fmt.Errorf("scratch directory: %w", err))
-	}
-	defer os.RemoveAll(scratch)
-	dir, err := bundleDir(ctx, path, scratch)
-	if err != nil {
+		a.printFindings(err)
 		return err
 	}
-	b, err := bundle.Load(dir, slots)
-	if err != nil {
-		return withCode(ExitFindings, fmt.Errorf("bundle %s: %w", path, err))
-	}
-	python, err := worker.FindPython(ctx, fl.python)
-	if err != nil {
-		return withCode(ExitInfra, err)
-	}
-	if n, err := a.scanFindings(ctx, b, python); err != nil {
-		return withCode(ExitInfra, err)
-	} else if n > 0 {
-		see := "see cacheon scan " + path
-		if st, err := os.Stat(path); err != nil || !st.IsDir() {
-			see = "cacheon scan takes the extracted bundle directory"
-		}
-		return withCode(ExitFindings, fmt.Errorf("%d scan finding(s): verify does not run a bundle that fails the scan (%s)", n, see))
-	}
-	device := fl.device
-	switch device {
-	case "":
-		device = detectDevice(ctx, python)
-	case "cpu", "cuda":
-	default:
-		return fmt.Errorf("--device %q: want cpu or cuda", device)
-	}
-	seed := fl.seed
-	if !fl.seedSet {
-		var buf [8]byte
-		if _, err := rand.Read(buf[:]); err != nil {
-			return withCode(ExitInfra, fmt.Errorf("seed: %w", err))
-		}
-		seed = binary.BigEndian.Uint64(buf[:]) >> 1
-	}
-	runtimeParent, err := worker.MaterializeRuntime(filepath.Join(scratch, "runtime"))
-	if err != nil {
-		return withCode(ExitInfra, err)
-	}
-	launcher, err := newLauncher(b.Dir, runtimeParent, python, device)
-	if err != nil {
-		return withCode(ExitInfra, err)
-	}
+	defer job.Close()
 	if !fl.json {
-		fmt.Fprintf(a.stdout, "verify %s  device=%s dtype=%s seed=%d (reproduce with --seed %d)\n", path, device, dt, seed, seed)
+		fmt.Fprintf(a.stdout, "verify %s  device=%s dtype=%s seed=%d (reproduce with --seed %d)\n", path, job.Device, dt, job.Seed, job.Seed)
 	}
 	prog := newProgress(a.stderr)
-	rep, err := verify.Run(ctx, b, slots, verify.Options{
-		Device: device, DType: dt, Seed: seed, WorldSize: fl.worldSize, Replays: fl.replays,
-		Python: python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: fl.timeout,
-		Launcher: launcher, Progress: prog.line, Environ: os.Environ(),
-	})
+	rep, err := job.Run(ctx, prog.line)
 	prog.done()
 	if err != nil {
-		return withCode(ExitInfra, err)
+		return err
 	}
 	if fl.json {
 		if err := writeJSON(a.stdout, rep); err != nil {
@@ -180,50 +130,6 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 		return withCode(ExitInfra, ctx.Err())
 	}
 	return nil
-}
-
-// detectDevice picks cuda when an NVIDIA device node exists and the
-// interpreter's torch sees a GPU, else cpu.
-func detectDevice(ctx context.Context, python string) string {
-	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
-		return "cpu"
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, python, "-I", "-c", "import torch;print(torch.cuda.is_available())").Output()
-	if err == nil && strings.TrimSpace(string(out)) == "True" {
-		return "cuda"
-	}
-	return "cpu"
-}
-
-// bundleDir returns path itself for a directory, or extracts a .tar.gz
-// into scratch under the archive limits.
-func bundleDir(ctx context.Context, path, scratch string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("bundle: %w", err)
-	}
-	if st.IsDir() {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return "", fmt.Errorf("bundle: %w", err)
-		}
-		return abs, nil
-	}
-	if !strings.HasSuffix(path, ".tar.gz") && !strings.HasSuffix(path, ".tgz") {
-		return "", fmt.Errorf("bundle %s: want a directory or a .tar.gz archive", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("bundle: %w", err)
-	}
-	defer f.Close()
-	dest := filepath.Join(scratch, "bundle")
-	if _, err := bundle.Extract(ctx, f, dest, bundle.DefaultExtractLimits(), ""); err != nil {
-		return "", withCode(ExitFindings, fmt.Errorf("bundle %s: %w", path, err))
-	}
-	return dest, nil
 }
 
 func printVerify(w io.Writer, rep *verify.Report) {
@@ -263,22 +169,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// scratchRoot is where job directories go: $CACHEON_SCRATCH, else
-// /dev/shm when it is a writable directory (worker files are written and
-// read once per call, and tmpfs makes that several times cheaper), else the
-// system temp directory.
-func scratchRoot() string {
-	if d := os.Getenv("CACHEON_SCRATCH"); d != "" {
-		return d
-	}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if f, err := os.CreateTemp("/dev/shm", ".cacheon-probe-*"); err == nil {
-			f.Close()
-			os.Remove(f.Name())
-			return "/dev/shm"
-		}
-	}
-	return ""
 }

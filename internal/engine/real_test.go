@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"cacheon/internal/arena"
 	"cacheon/internal/bundle"
+	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/worker"
 )
@@ -62,12 +64,16 @@ func realEngine(t *testing.T, name, stackFile string, strict bool, audit Audit) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sp := range specs {
-			b, err := bundle.Load(sp.Bundle, cat)
+		for i, sp := range specs {
+			staged, err := bundle.Stage(context.Background(), sp.Bundle, filepath.Join(t.TempDir(), strconv.Itoa(i)), cat)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if stack[sp.Slot], err = SlotFromBundle(b, sp.Slot, sp.Variant); err != nil {
+			admitted, err := scan.Admit(context.Background(), staged, scan.Config{Slots: cat, Python: python})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stack[sp.Slot], err = SlotFromBundle(admitted, sp.Slot, sp.Variant); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 
 	"cacheon/internal/arena"
 	"cacheon/internal/bundle"
+	"cacheon/internal/scan"
 )
 
 // Seams lists the slots the arena runtime's data plane dispatches for a
@@ -196,11 +197,13 @@ func kindOf(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// SlotFromBundle picks the bundle's row for slot (and variant, "" when the
-// bundle has exactly one row for it) and returns the stack entry the runtime
-// loads. The bundle must already have passed bundle.Load and the scan.
-// Errors do not name b.Dir (often a snapshot): the caller names the bundle.
-func SlotFromBundle(b *bundle.Bundle, slotName, variant string) (SlotEntry, error) {
+// SlotFromBundle picks the admitted bundle's row for slot (and variant, ""
+// when the bundle has exactly one row for it) and returns the stack entry
+// the runtime loads: only a bundle that passed the scan can fill a slot.
+// Errors do not name the bundle's directory (a snapshot): the caller names
+// the bundle.
+func SlotFromBundle(a *scan.Admitted, slotName, variant string) (SlotEntry, error) {
+	b := a.Bundle()
 	rows := b.Rows(slotName)
 	if len(rows) == 0 {
 		return SlotEntry{}, fmt.Errorf("the bundle has no [[ops]] row for slot %s", slotName)

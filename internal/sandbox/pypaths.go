@@ -9,10 +9,10 @@ import (
 	"slices"
 )
 
-// pythonPathsScript prints, as a JSON list, the directories a Python
-// installation reads from: its prefixes, every sys.path entry, the real
-// location of the interpreter and of a sitecustomize module (Debian links
-// it to /etc/python3.X).
+// pythonPathsScript prints, as a JSON object, the real path of the
+// interpreter and the directories a Python installation reads from: its
+// prefixes, every sys.path entry, the real location of the interpreter and
+// of a sitecustomize module (Debian links it to /etc/python3.X).
 const pythonPathsScript = `
 import importlib.util, json, os, sys
 paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
@@ -25,31 +25,66 @@ for mod in ("sitecustomize", "usercustomize"):
         spec = None
     if spec is not None and spec.origin:
         paths.append(os.path.dirname(os.path.realpath(spec.origin)))
-print(json.dumps([os.path.realpath(p) for p in paths if os.path.exists(p)]))
+print(json.dumps({"executable": os.path.realpath(sys.executable),
+                  "paths": [os.path.realpath(p) for p in paths if os.path.exists(p)]}))
 `
+
+// PythonInstall is what a Python installation is made of, for a policy.
+type PythonInstall struct {
+	// Executable is the real interpreter binary (symlinks resolved; a
+	// version manager's shim script resolves to the interpreter it runs).
+	Executable string
+	// Paths are the directories the installation reads from, for
+	// Policy.Exec, sorted and deduplicated.
+	Paths []string
+}
 
 // PythonPaths asks the (trusted) interpreter python where its installation
 // lives and returns those directories, deduplicated, for Policy.Exec. It runs
-// unsandboxed with -s (no user site directory, which the sandbox's HOME
-// would not reach anyway) and an environment holding only PATH; directories
+// unsandboxed, so isolated: -I (no user site directory, which the sandbox's
+// HOME would not reach anyway, no PYTHON* variables and neither the working
+// directory nor a script's on sys.path, so no module of a bundle in the
+// caller's working directory can shadow one it imports), from /, with an
+// environment holding only PATH; directories
 // the sandboxed run adds through PYTHONPATH must be granted separately.
 func PythonPaths(ctx context.Context, python string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, python, "-s", "-c", pythonPathsScript)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	out, err := cmd.Output()
+	in, err := InspectPython(ctx, python)
 	if err != nil {
-		return nil, fmt.Errorf("python paths: run %s: %w", python, err)
+		return nil, err
 	}
-	var paths []string
-	if err := json.Unmarshal(out, &paths); err != nil {
-		return nil, fmt.Errorf("python paths: decode output of %s: %w", python, err)
+	return in.Paths, nil
+}
+
+// InspectPython runs python as PythonPaths does and returns its real
+// executable with the installation's directories.
+func InspectPython(ctx context.Context, python string) (PythonInstall, error) {
+	cmd := exec.CommandContext(ctx, python, "-I", "-c", pythonPathsScript)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Dir = "/" // never a directory of the caller's, which may hold a bundle
+	out, err := cmd.Output()
+	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
+		return PythonInstall{}, fmt.Errorf("python paths: run %s: %w", python, ctxErr)
 	}
+	if err != nil {
+		return PythonInstall{}, fmt.Errorf("python paths: run %s: %w", python, err)
+	}
+	var raw struct {
+		Executable string   `json:"executable"`
+		Paths      []string `json:"paths"`
+	}
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return PythonInstall{}, fmt.Errorf("python paths: decode output of %s: %w", python, err)
+	}
+	if !filepath.IsAbs(raw.Executable) {
+		return PythonInstall{}, fmt.Errorf("python paths: %s reported executable %q, not an absolute path", python, raw.Executable)
+	}
+	paths := raw.Paths
 	for i, p := range paths {
 		if !filepath.IsAbs(p) {
-			return nil, fmt.Errorf("python paths: %s reported relative path %q", python, p)
+			return PythonInstall{}, fmt.Errorf("python paths: %s reported relative path %q", python, p)
 		}
 		paths[i] = filepath.Clean(p)
 	}
 	slices.Sort(paths)
-	return slices.Compact(paths), nil
+	return PythonInstall{Executable: filepath.Clean(raw.Executable), Paths: slices.Compact(paths)}, nil
 }

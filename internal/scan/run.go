@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"cacheon/internal/sandbox"
 	"cacheon/python"
 )
 
@@ -39,23 +40,49 @@ type parsed struct {
 	overflow bool
 }
 
+// Confinement of the parser. It reads hostile source, so it runs in the
+// same sandbox as candidate code (no network, no writes outside its job
+// directory, no processes beyond its own threads) with limits sized for
+// parsing: a source that makes the parser loop or balloon ends there.
+const (
+	parserCPUSeconds = 30
+	parserMemory     = 2 << 30
+	parserProcs      = 16
+)
+
 // parser runs the parse script with one interpreter.
 type parser struct {
 	python string // resolved interpreter path
 	dir    string // private temp directory holding the script
 	script string
 	limit  int // stdout bytes accepted per run
+	policy sandbox.Policy
 }
 
-// newParser resolves the interpreter and writes the embedded parse script to
-// a private temporary file. The caller must call close.
-func newParser(interpreter string) (*parser, error) {
-	if interpreter == "" {
-		interpreter = "python3"
+// newParser resolves the interpreter, asks it where its installation lives
+// (the sandbox grants exactly that) and writes the embedded parse script to
+// a private temporary directory, the parser's job directory. The caller must
+// call close.
+func newParser(ctx context.Context, interpreter string) (*parser, error) {
+	name := interpreter
+	if name == "" {
+		name = "python3"
 	}
-	py, err := exec.LookPath(interpreter)
+	py, err := exec.LookPath(name)
 	if err != nil {
 		return nil, fmt.Errorf("find python interpreter: %w", err)
+	}
+	if py, err = filepath.Abs(py); err != nil {
+		return nil, fmt.Errorf("find python interpreter: %w", err)
+	}
+	install, err := sandbox.InspectPython(ctx, py)
+	if err != nil {
+		return nil, fmt.Errorf("parser sandbox: %w", err)
+	}
+	if interpreter == "" {
+		// The default python3 on PATH may be a version manager's shim,
+		// which cannot run in the sandbox: run what it resolves to.
+		py = install.Executable
 	}
 	code, err := fs.ReadFile(python.Files(), scriptName)
 	if err != nil {
@@ -70,7 +97,12 @@ func newParser(interpreter string) (*parser, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("write parse script: %w", err)
 	}
-	return &parser{python: py, dir: dir, script: script, limit: maxStdout}, nil
+	pol := sandbox.Policy{
+		Dir: dir, Exec: append(install.Paths, filepath.Dir(py)), Network: sandbox.NetNone,
+		CPUSeconds: parserCPUSeconds, MemoryBytes: parserMemory, MaxProcs: parserProcs,
+		Require: []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
+	}
+	return &parser{python: py, dir: dir, script: script, limit: maxStdout, policy: pol}, nil
 }
 
 // close deletes the script and its directory.
@@ -142,10 +174,10 @@ func (p *parser) parseAll(ctx context.Context, srcs []source) (*factsHeader, []p
 	return header, results, nil
 }
 
-// run starts the interpreter once for srcs. It returns stdout (at most
-// p.limit bytes; overflow says more was written, and the process was
-// stopped right then), the process's exit error, a bounded stderr, and err
-// for failures to run at all.
+// run starts the interpreter once for srcs, inside the sandbox. It returns
+// stdout (at most p.limit bytes; overflow says more was written, and the
+// process was stopped right then), the process's exit error, a bounded
+// stderr, and err for failures to run at all.
 func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflow bool, exitErr error, stderr string, err error) {
 	input, err := encodeRequest(srcs)
 	if err != nil {
@@ -153,15 +185,15 @@ func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflo
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	cmd := exec.CommandContext(runCtx, p.python, "-I", "-S", "-W", "ignore", p.script)
-	cmd.Dir = p.dir
-	cmd.Env = []string{}
+	cmd, err := sandbox.Command(runCtx, p.policy, p.python, "-I", "-S", "-W", "ignore", p.script)
+	if err != nil {
+		return nil, false, nil, "", fmt.Errorf("start parser %s: %w", p.python, err)
+	}
 	cmd.Stdin = bytes.NewReader(input)
 	out := &capWriter{limit: p.limit, onOverflow: stop}
 	errOut := &capWriter{limit: maxStderr}
 	cmd.Stdout = out
 	cmd.Stderr = errOut
-	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		return nil, false, nil, "", fmt.Errorf("start parser %s: %w", p.python, err)
 	}

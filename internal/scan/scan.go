@@ -34,7 +34,6 @@ const (
 	maxTotalBytes  = 16 << 20 // all Python sources together
 	// DefaultTimeout bounds a whole scan when Input.Timeout is zero.
 	DefaultTimeout = 20 * time.Second
-	waitDelay      = 2 * time.Second
 )
 
 // Input names the bundle to scan and what its manifest declares.
@@ -124,7 +123,7 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 	var stdlib []string
 	facts := make(map[string]*fileFacts)
 	if len(srcs) > 0 {
-		p, err := newParser(in.Python)
+		p, err := newParser(ctx, in.Python)
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}

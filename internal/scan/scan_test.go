@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cacheon/internal/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected.txt golden files")
@@ -246,10 +248,16 @@ func pyQuote(s string) string {
 // under python3 after patching ast.parse with hook (Python source).
 func fakePython(t *testing.T, hook string) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
+	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
+	// The wrapper runs in the parser's sandbox: it must exec the real
+	// interpreter, not a version manager's shim.
+	real, err := exec.Command("python3", "-c", "import os, sys; print(os.path.realpath(sys.executable))").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := strings.TrimSpace(string(real))
 	dir := t.TempDir()
 	prelude := filepath.Join(dir, "prelude.py")
 	code := "import ast, os, signal, sys, time\n_real = ast.parse\n" + hook +
@@ -258,8 +266,10 @@ func fakePython(t *testing.T, hook string) string {
 		t.Fatal(err)
 	}
 	wrapper := filepath.Join(dir, "python")
-	// The scanner calls: python -I -S -W ignore SCRIPT.
-	sh := "#!/bin/sh\nexec " + shQuote(py) + " -I -S " + shQuote(prelude) + " \"$5\"\n"
+	// The scanner asks the interpreter where it lives (python -I -c
+	// SCRIPT: passed through), then calls python -I -S -W ignore SCRIPT in
+	// the sandbox, which grants the wrapper's directory.
+	sh := "#!/bin/sh\nif [ \"$1\" = -I ] && [ \"$2\" = -c ]; then exec " + shQuote(py) + " \"$@\"; fi\nexec " + shQuote(py) + " -I -S " + shQuote(prelude) + " \"$5\"\n"
 	if err := os.WriteFile(wrapper, []byte(sh), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +281,7 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 func TestParserCrashIsolatesFile(t *testing.T) {
 	py := fakePython(t, `def _parse(src, *a, **k):
     if b"CRASH_ME" in src:
-        os.kill(os.getpid(), signal.SIGSEGV)
+        import ctypes; ctypes.string_at(0)  # a real fault: the sandboxed parser is its PID namespace's init, which ignores signals sent from inside
     return _real(src, *a, **k)
 ast.parse = _parse`)
 	root := t.TempDir()
@@ -299,7 +309,7 @@ ast.parse = _parse`)
 
 func TestFactsOverflowIsolatesFile(t *testing.T) {
 	requirePython(t)
-	p, err := newParser("")
+	p, err := newParser(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,4 +419,11 @@ func BenchmarkScanExample(b *testing.B) {
 			b.Fatalf("findings: %v", rep.Findings)
 		}
 	}
+}
+
+// TestMain lets the sandbox re-execute this test binary as the parser's
+// confined child.
+func TestMain(m *testing.M) {
+	sandbox.MaybeRunChild()
+	os.Exit(m.Run())
 }

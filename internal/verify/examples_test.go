@@ -15,6 +15,7 @@ package verify_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -135,36 +136,33 @@ type runOptions struct {
 	scanOnly    bool          // stop after the scan (used for cases that must not run unconfined)
 }
 
-// runBundle does what `cacheon verify` does, in process: load, scan (a
-// bundle with findings is not run), verify on cpu.
+// runBundle does what `cacheon verify` does, in process: stage (copy and
+// load), admit through the scan (a bundle with findings is not run), verify
+// on cpu.
 func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b, err := bundle.Load(dir, e.slots)
+	staged, err := bundle.Stage(ctx, dir, filepath.Join(t.TempDir(), "bundle"), e.slots)
 	if err != nil {
+		var se *bundle.StageError
+		if !errors.As(err, &se) || se.Step != "load" {
+			t.Fatalf("stage %s: %v", dir, err)
+		}
 		return result{stage: stageLoad, reason: err.Error(), elapsed: time.Since(start)}
 	}
-	in := scan.Input{Root: b.Dir, HasManifest: true, Python: e.python}
-	seen := map[string]bool{}
-	for _, op := range b.Manifest.Ops {
-		if !seen[op.Source] {
-			in.Sources = append(in.Sources, op.Source)
-			seen[op.Source] = true
-		}
-		in.CUDASources = append(in.CUDASources, op.CUDASources...)
-	}
-	rep, err := scan.Scan(ctx, in, scan.DefaultPolicy())
+	admitted, err := scan.Admit(ctx, staged, scan.Config{Slots: e.slots, Python: e.python})
 	if err != nil {
-		t.Fatalf("scan %s: %v", dir, err)
-	}
-	if len(rep.Findings) > 0 {
+		var fe *scan.FindingsError
+		if !errors.As(err, &fe) {
+			t.Fatalf("scan %s: %v", dir, err)
+		}
 		var lines []string
-		for _, f := range rep.Findings {
+		for _, f := range fe.Findings {
 			lines = append(lines, f.String())
 		}
-		return result{stage: stageScan, reason: strings.Join(lines, "\n"), findings: rep.Findings, elapsed: time.Since(start)}
+		return result{stage: stageScan, reason: strings.Join(lines, "\n"), findings: fe.Findings, elapsed: time.Since(start)}
 	}
 	if o.scanOnly {
 		return result{stage: stagePass, reason: "scan clean (verify not run)", elapsed: time.Since(start)}
@@ -173,11 +171,11 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
-	launcher, err := e.newLauncher(b.Dir)
+	launcher, err := e.newLauncher(admitted.Dir())
 	if err != nil {
 		t.Fatalf("launcher for %s: %v", dir, err)
 	}
-	vr, err := verify.Run(ctx, b, e.slots, verify.Options{
+	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
 		Device: "cpu", DType: o.dtype, Seed: e.seed, WorldSize: 2, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
 		CallTimeout: timeout, Launcher: launcher,

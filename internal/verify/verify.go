@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"cacheon/internal/bundle"
+	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
@@ -130,8 +130,10 @@ func (r *Report) InfraFailed() bool {
 	return false
 }
 
-// Run verifies every row of b.
-func Run(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) (*Report, error) {
+// Run verifies every row of an admitted bundle: verify runs nothing the
+// scan has not cleared.
+func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) (*Report, error) {
+	b := a.Bundle()
 	if o.Replays < 1 {
 		return nil, fmt.Errorf("verify: replays must be >= 1, got %d", o.Replays)
 	}
@@ -149,7 +151,7 @@ func Run(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) 
 	}
 	start := time.Now()
 	rep := &Report{
-		Bundle: b.Dir, Seed: o.Seed, Device: o.Device, DType: o.DType.String(),
+		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, DType: o.DType.String(),
 		WorldSize: o.WorldSize, Replays: o.Replays, Python: o.Python,
 	}
 	for i, op := range b.Manifest.Ops {
@@ -173,6 +175,15 @@ func Run(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) 
 	rep.Sandbox = o.Launcher.Layers()
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// reportDir is the bundle directory a report names: the directory the user
+// gave, or the extracted archive.
+func reportDir(a *scan.Admitted) string {
+	if d := a.OriginDir(); d != "" {
+		return d
+	}
+	return a.Dir()
 }
 
 func (o Options) progress(format string, a ...any) {

@@ -1,0 +1,354 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/bundle"
+	"cacheon/internal/fault"
+	"cacheon/internal/scan"
+	"cacheon/internal/slot"
+	"cacheon/internal/worker"
+)
+
+// Graph modes of a session.
+const (
+	GraphsAuto = "auto" // the arena's setting; off while auditing or profiling
+	GraphsOn   = "on"
+	GraphsOff  = "off"
+)
+
+// Config is one engine session: an arena with its workload selected, the
+// stack of candidate bundles (none = all stock) and how to run it.
+type Config struct {
+	// Arena is the arena, workload selected (arenas.Resolve, Select).
+	Arena *arena.Arena
+	// Slots is the slot catalog the stack bundles are checked against.
+	Slots *slot.Catalog
+	// Stack are the candidate slots; nil is the stock stack.
+	Stack []StackSpec
+	// Python is the interpreter with torch ("" = worker.FindPython's search).
+	Python string
+	// Graphs is GraphsAuto (""), GraphsOn or GraphsOff.
+	Graphs string
+	// Strict aborts on a candidate failure instead of falling back to stock.
+	Strict bool
+	// Profile asks for the runtime's untrusted self-timing (graphs off).
+	Profile bool
+	// Audit, when set, makes the runtime dump sampled candidate calls into
+	// the session's audit directory (Dir is chosen by Open).
+	Audit *Audit
+	// LoadTimeout bounds building the model and capturing graphs.
+	LoadTimeout time.Duration
+	// ScratchRoot holds the session's job directory ("" = system temp).
+	ScratchRoot string
+	// Progress receives one short line per step; may be nil.
+	Progress func(string)
+}
+
+// StackRow is one candidate slot of a loaded stack, for reports.
+type StackRow struct {
+	Slot        string `json:"slot"`
+	Bundle      string `json:"bundle"`
+	ContentHash string `json:"content_hash"`
+	Variant     string `json:"variant"`
+	Source      string `json:"source"`
+	Entry       string `json:"entry"`
+}
+
+// Session is a started and loaded engine with what it was built from. A
+// process may hold several at once (the referee keeps the incumbent
+// resident while it starts a candidate): each has its own scratch
+// directory, sandbox and runtime process.
+type Session struct {
+	Arena   *arena.Arena
+	Digest  string // the arena's digest
+	Python  string
+	Sandbox []string // confinement layers, as the runtime's sandbox reported them
+	Graphs  bool
+	Strict  bool
+	Stack   []StackRow
+	Engine  *Engine
+	Loaded  *Loaded
+
+	scratch  string
+	auditDir string
+}
+
+// Open starts the arena runtime in the sandbox with the configured stack
+// and loads it. Every stack bundle is staged into the session's private
+// stack directory and must pass the scan (scan.Admit) before the runtime
+// may see it. Errors are attributed (package fault): a stack bundle that
+// fails to stage, load or scan, or a load failure with candidates, is the
+// candidate's; missing tools and runtime failures are infrastructure; bad
+// configuration is the user's. The caller closes the session.
+func Open(ctx context.Context, c Config) (_ *Session, err error) {
+	if c.Arena == nil || c.Slots == nil {
+		return nil, errors.New("open engine: an arena and a slot catalog are required")
+	}
+	if c.LoadTimeout <= 0 {
+		return nil, fmt.Errorf("--load-timeout %v: want a positive duration", c.LoadTimeout)
+	}
+	ar := c.Arena
+	s := &Session{Arena: ar, Strict: c.Strict}
+	if s.Digest, err = ar.Digest(); err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	switch c.Graphs {
+	case GraphsAuto, "":
+		s.Graphs = ar.Engine.Graphs && c.Audit == nil && !c.Profile
+	case GraphsOn:
+		if ar.Device != "cuda" {
+			return nil, fmt.Errorf("--graphs on: arena %s runs on %s; CUDA graphs need cuda", ar.Name, ar.Device)
+		}
+		s.Graphs = true
+	case GraphsOff:
+	default:
+		return nil, fmt.Errorf("--graphs %q: want auto, on or off", c.Graphs)
+	}
+	names := make([]string, len(c.Stack))
+	for i, sp := range c.Stack {
+		names[i] = sp.Slot
+	}
+	if err := CheckStack(ar, names); err != nil {
+		return nil, err
+	}
+	if s.scratch, err = os.MkdirTemp(c.ScratchRoot, "cacheon-engine-*"); err != nil {
+		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	var au Audit
+	if c.Audit != nil {
+		au = *c.Audit
+		au.Dir = filepath.Join(s.scratch, "audit")
+		if err := os.Mkdir(au.Dir, 0o700); err != nil {
+			return nil, fault.InfraErr(fmt.Errorf("audit directory: %w", err))
+		}
+		s.auditDir = au.Dir
+	}
+	if s.Python, err = worker.FindPython(ctx, c.Python); err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	runtimeParent, err := worker.MaterializeRuntime(filepath.Join(s.scratch, "runtime"))
+	if err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	if _, err := os.Stat(filepath.Join(runtimeParent, "cacheon_runtime", "engine", "main.py")); err != nil {
+		return nil, fault.InfraErr(errors.New("this cacheon binary carries no arena runtime (python/cacheon_runtime/engine/main.py is not embedded)"))
+	}
+	stack, stackRoot, err := s.admitStack(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	checkpoint, err := ar.CheckpointPath()
+	if err != nil {
+		return nil, err
+	}
+	var readOnly []string
+	if checkpoint != "" {
+		readOnly = append(readOnly, checkpoint)
+	}
+	launcher, err := worker.NewSandboxLauncher(stackRoot, runtimeParent, s.Python, ar.Device, readOnly...)
+	if err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	starter, err := launcher.Single(ctx)
+	if err != nil {
+		return nil, fault.InfraErr(fmt.Errorf("sandbox: %w", err))
+	}
+	progress(c, "starting the arena runtime")
+	s.Engine, err = Start(ctx, Options{Python: s.Python, RuntimeParent: runtimeParent, Dir: s.scratch, Starter: starter,
+		Env: []string{"HOME=" + s.scratch, "TMPDIR=" + s.scratch, "TRITON_CACHE_DIR=" + filepath.Join(s.scratch, "triton-cache")}})
+	if err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	s.Sandbox = launcher.Layers()
+	if ar.Device == "cuda" && !s.Engine.Hello.CUDA {
+		return nil, fault.InfraErr(fmt.Errorf("arena %s needs cuda; the runtime's torch sees no CUDA device", ar.Name))
+	}
+	progress(c, fmt.Sprintf("loading %s (%s, %d layers)", ar.Name, ar.Model.Kind, ar.Model.NumLayers))
+	lctx, cancel := context.WithTimeout(ctx, c.LoadTimeout)
+	defer cancel()
+	s.Loaded, err = s.Engine.Load(lctx, LoadRequest{Arena: ar.Runtime(), Checkpoint: checkpoint, Stack: stack,
+		Graphs: s.Graphs, Strict: s.Strict, Audit: au, Profile: c.Profile})
+	if err != nil {
+		return nil, s.Attribute(err)
+	}
+	return s, nil
+}
+
+func progress(c Config, line string) {
+	if c.Progress != nil {
+		c.Progress(line)
+	}
+}
+
+// admitStack stages every stack bundle into one directory (so the sandbox
+// exposes a single read-only root and later edits cannot change what
+// runs), admits each through the scan, and builds the runtime's stack.
+func (s *Session) admitStack(ctx context.Context, c Config) (map[string]SlotEntry, string, error) {
+	if len(c.Stack) == 0 {
+		return nil, "", nil
+	}
+	root := filepath.Join(s.scratch, "stack")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, "", fault.InfraErr(fmt.Errorf("stack snapshot: %w", err))
+	}
+	out := map[string]SlotEntry{}
+	for i, sp := range c.Stack {
+		staged, err := bundle.Stage(ctx, sp.Bundle, filepath.Join(root, strconv.Itoa(i)), c.Slots)
+		if err != nil {
+			var se *bundle.StageError
+			if errors.As(err, &se) && se.Step == "load" {
+				return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s (%s): %w", sp.Slot, sp.Bundle, err))
+			}
+			return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s: %w", sp.Slot, err))
+		}
+		admitted, err := scan.Admit(ctx, staged, scan.Config{Slots: c.Slots, Python: s.Python})
+		if err != nil {
+			var fe *scan.FindingsError
+			if errors.As(err, &fe) {
+				return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s: %w in %s: the engine does not load a bundle that fails the scan", sp.Slot, err, sp.Bundle))
+			}
+			return nil, "", fault.InfraErr(err)
+		}
+		entry, err := SlotFromBundle(admitted, sp.Slot, sp.Variant)
+		if err != nil {
+			return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s (%s): %w", sp.Slot, sp.Bundle, err))
+		}
+		out[sp.Slot] = entry
+		s.Stack = append(s.Stack, StackRow{Slot: sp.Slot, Bundle: sp.Bundle, ContentHash: admitted.ContentHash(),
+			Variant: entry.Variant, Source: entry.Source, Entry: entry.Entry})
+	}
+	return out, root, nil
+}
+
+// Attribute says whose fault an engine failure is: candidate failures (and
+// load failures with candidates in the stack) are the candidate's, the rest
+// infrastructure. A timeout with candidates in the stack says that a
+// candidate that never returns ends this way, but stays infrastructure: a
+// slow machine looks the same.
+func (s *Session) Attribute(err error) error {
+	if err == nil {
+		return nil
+	}
+	candidates := len(s.Stack) > 0
+	var f *worker.Failure
+	if IsCandidateFailure(err) || (candidates && errors.As(err, &f) && f.Class == ClassLoad) {
+		return fault.CandidateErr(err)
+	}
+	var te *worker.TimeoutError
+	if candidates && errors.As(err, &te) {
+		err = fmt.Errorf("%w (the stack has candidates: one that never returns ends this way; run the stack's bundles through cacheon verify)", err)
+	}
+	return fault.InfraErr(err)
+}
+
+// Bench runs the arena's workload on the session's engine (see Bench).
+func (s *Session) Bench(ctx context.Context, o BenchOptions) (*BenchResult, error) {
+	res, err := Bench(ctx, s.Engine, s.Arena, o)
+	return res, s.Attribute(err)
+}
+
+// Generate runs one batch of requests within timeout.
+func (s *Session) Generate(ctx context.Context, reqs []Request, timeout time.Duration) (*Generated, error) {
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	g, err := s.Engine.Generate(gctx, reqs, nil, s.Arena.Model.VocabSize)
+	return g, s.Attribute(err)
+}
+
+// PromptRequests builds one generate batch: a request per prompt (none =
+// the first two requests of the arena's workload), each generating maxNew
+// tokens past EOS, checked against the model's vocabulary and positions.
+// It returns the requests and the prompts they carry.
+func (s *Session) PromptRequests(prompts [][]int, maxNew int) ([]Request, [][]int, error) {
+	m := s.Arena.Model
+	if len(prompts) == 0 {
+		wave, err := Requests(s.Arena.Work, 0, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range wave.Requests[:min(2, len(wave.Requests))] {
+			prompts = append(prompts, r.Prompt)
+		}
+	}
+	var reqs []Request
+	for i, p := range prompts {
+		for _, t := range p {
+			if t < 0 || t >= m.VocabSize {
+				return nil, nil, fmt.Errorf("prompt %d: token %d is outside the vocabulary [0, %d)", i+1, t, m.VocabSize)
+			}
+		}
+		if len(p)+maxNew > m.MaxPosition {
+			return nil, nil, fmt.Errorf("prompt %d: %d tokens + --max-new %d exceed max_position %d", i+1, len(p), maxNew, m.MaxPosition)
+		}
+		reqs = append(reqs, Request{RID: fmt.Sprintf("p%d", i), Prompt: p, MaxNewTokens: maxNew, IgnoreEOS: true})
+	}
+	return reqs, prompts, nil
+}
+
+// NeverFired lists the stack slots whose candidate was never selected nor
+// found ineligible in a bench's counters.
+func (s *Session) NeverFired(res *BenchResult) []string {
+	var out []string
+	for _, row := range s.Stack {
+		if c := res.Slots[row.Slot]; c.Selected == 0 && c.Ineligible == 0 {
+			out = append(out, row.Slot)
+		}
+	}
+	return out
+}
+
+// Regrade regrades the session's audit dumps with the arena's scalars
+// and, when keep is set, copies the dumps there.
+func (s *Session) Regrade(slots SlotLookup, keep string) ([]AuditResult, error) {
+	if s.auditDir == "" {
+		return nil, errors.New("audit regrade: the session was opened without audit")
+	}
+	scalars, err := AuditScalars(s.Arena)
+	if err != nil {
+		return nil, err
+	}
+	res, err := Regrade(s.auditDir, slots, scalars)
+	if err != nil {
+		return nil, err
+	}
+	if keep == "" {
+		return res, nil
+	}
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return nil, fmt.Errorf("--audit-dir: %w", err)
+	}
+	for _, r := range res {
+		b, err := os.ReadFile(filepath.Join(s.auditDir, r.File))
+		if err != nil {
+			return nil, fmt.Errorf("keep audit dump: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(keep, r.File), b, 0o644); err != nil {
+			return nil, fmt.Errorf("keep audit dump: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// Close ends the runtime and removes the session's scratch directory.
+func (s *Session) Close() error {
+	if s.Engine != nil {
+		_ = s.Engine.Close(5 * time.Second)
+	}
+	if err := os.RemoveAll(s.scratch); err != nil {
+		return fmt.Errorf("close engine session: %w", err)
+	}
+	return nil
+}

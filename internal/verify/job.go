@@ -1,0 +1,147 @@
+package verify
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/fault"
+	"cacheon/internal/scan"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+	"cacheon/internal/worker"
+)
+
+// Setup is one verify run as a miner (or the referee's screen) asks for it.
+type Setup struct {
+	// Bundle is a bundle directory or a .tar.gz archive of one.
+	Bundle string
+	// Device is "cpu", "cuda" or "" (cuda when usable, else cpu).
+	Device string
+	DType  tensor.DType
+	// Seed is the input seed when SeedSet; otherwise a fresh secret one is
+	// drawn.
+	Seed    uint64
+	SeedSet bool
+	// WorldSize and Replays are as in Options.
+	WorldSize, Replays int
+	// Python is the interpreter with torch ("" = worker.FindPython's search).
+	Python string
+	// CallTimeout bounds one run request on a worker.
+	CallTimeout time.Duration
+	// Environ is the validator's environment (see Options.Environ).
+	Environ []string
+	// Slots is the slot catalog.
+	Slots *slot.Catalog
+	// ScratchRoot holds the job directory ("" = the system temp directory).
+	ScratchRoot string
+}
+
+// Job is a prepared verify run: the bundle staged into a private copy and
+// admitted by the scan, the interpreter, device and seed chosen, the
+// sandboxed launcher ready. Close removes its scratch directory.
+type Job struct {
+	Admitted *scan.Admitted
+	Device   string
+	Seed     uint64
+	Python   string
+
+	slots   *slot.Catalog
+	scratch string
+	opts    Options
+}
+
+// Prepare stages, loads and scans the bundle (a bundle with findings is not
+// run: the error is then a *scan.FindingsError), finds the interpreter and
+// the device, draws the seed and readies the sandbox. Errors are attributed
+// (package fault): the bundle's own failures to the candidate, missing
+// tools to the infrastructure, bad arguments to the user.
+func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
+	if s.Slots == nil {
+		return nil, fault.InfraErr(errors.New("verify: no slot catalog"))
+	}
+	scratch, err := os.MkdirTemp(s.ScratchRoot, "cacheon-verify-*")
+	if err != nil {
+		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
+	}
+	j := &Job{slots: s.Slots, scratch: scratch}
+	defer func() {
+		if err != nil {
+			j.Close()
+		}
+	}()
+	staged, err := bundle.Stage(ctx, s.Bundle, filepath.Join(scratch, "bundle"), s.Slots)
+	if err != nil {
+		var se *bundle.StageError
+		if errors.As(err, &se) && se.Step == "open" {
+			return nil, err
+		}
+		return nil, fault.CandidateErr(fmt.Errorf("bundle %s: %w", s.Bundle, err))
+	}
+	if j.Python, err = worker.FindPython(ctx, s.Python); err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python}); err != nil {
+		var fe *scan.FindingsError
+		if !errors.As(err, &fe) {
+			return nil, fault.InfraErr(err)
+		}
+		see := "see cacheon scan " + s.Bundle
+		if staged.OriginDir == "" {
+			see = "cacheon scan takes the extracted bundle directory"
+		}
+		return nil, fault.CandidateErr(fmt.Errorf("%w: verify does not run a bundle that fails the scan (%s)", err, see))
+	}
+	switch j.Device = s.Device; j.Device {
+	case "":
+		j.Device = worker.DetectDevice(ctx, j.Python)
+	case "cpu", "cuda":
+	default:
+		return nil, fmt.Errorf("--device %q: want cpu or cuda", s.Device)
+	}
+	if j.Seed = s.Seed; !s.SeedSet {
+		var buf [8]byte
+		if _, err := rand.Read(buf[:]); err != nil {
+			return nil, fault.InfraErr(fmt.Errorf("seed: %w", err))
+		}
+		j.Seed = binary.BigEndian.Uint64(buf[:]) >> 1
+	}
+	runtimeParent, err := worker.MaterializeRuntime(filepath.Join(scratch, "runtime"))
+	if err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	launcher, err := worker.NewSandboxLauncher(j.Admitted.Dir(), runtimeParent, j.Python, j.Device)
+	if err != nil {
+		return nil, fault.InfraErr(err)
+	}
+	j.opts = Options{
+		Device: j.Device, DType: s.DType, Seed: j.Seed, WorldSize: s.WorldSize, Replays: s.Replays,
+		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
+		Launcher: launcher, Environ: s.Environ,
+	}
+	return j, nil
+}
+
+// Run verifies every row; progress (may be nil) receives one line a step.
+// A run that could not be done at all is an infrastructure error; a report
+// says per row what happened.
+func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
+	o := j.opts
+	o.Progress = progress
+	rep, err := Run(ctx, j.Admitted, j.slots, o)
+	return rep, fault.InfraErr(err)
+}
+
+// Close removes the job's scratch directory.
+func (j *Job) Close() error {
+	if err := os.RemoveAll(j.scratch); err != nil {
+		return fmt.Errorf("verify: remove scratch: %w", err)
+	}
+	return nil
+}
