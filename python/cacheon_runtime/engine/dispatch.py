@@ -11,7 +11,7 @@ paged decode attention, MoE experts) dispatch
    slot without candidates runs stock (counted ``stock``), a call no
    variant admits runs stock (counted ``ineligible``, never a firing);
 3. allocates the outputs itself with the verify output contract
-   (contiguous, 16-byte aligned: runcase's allocator), hands the candidate
+   (contiguous, 16-byte aligned: host.alloc_output), hands the candidate
    separate tensor objects (views) of inputs and outputs, calls the entry;
 4. revalidates output identity and layout after the call (data pointer,
    storage, offset, shape, stride, dtype, device of the view it handed out,
@@ -27,9 +27,10 @@ paged decode attention, MoE experts) dispatch
    random share) and writes their inputs (before and after the call) and
    outputs as safetensors for Go to regrade.
 
-Candidate modules are imported with the verify worker's loader
-(worker.Worker.op_load), outputs allocated with runcase's allocator and
-dumps written with stio: nothing here re-implements them.
+Candidate modules are imported with host.Loader (the verify worker's
+loader), outputs allocated with the verify output contract
+(host.output_spec, host.alloc_output) and dumps written with stio: nothing
+here re-implements them.
 """
 
 import os
@@ -38,7 +39,7 @@ import sys
 
 import torch
 
-from .. import runcase, stio, wire, worker
+from .. import host, identity, stio, wire
 from ..wire import Failure, bad
 from . import stock
 
@@ -171,9 +172,7 @@ class Variant:
             raise bad("stack[%s]: slot %s has no prepare" % (slot, slot))
         key = (self.bundle, self.source)
         mid = module_ids.setdefault(key, "m%d" % len(module_ids))
-        loader.op_load({"module": mid, "bundle": self.bundle, "source": self.source,
-                        "entry": self.entry_name, "prepare": self.prepare_name})
-        mod = loader.modules[mid][0]
+        mod = loader.load(mid, self.bundle, self.source, self.entry_name, self.prepare_name)
         self.entry = loader.lookup(mod, self.entry_name, "entry")
         self.prepare = loader.lookup(mod, self.prepare_name, "prepare") if self.prepare_name else None
 
@@ -182,7 +181,7 @@ _BUNDLE_ROOTS = set()  # every bundle root this process imported candidate code 
 
 
 class _bundle_namespace:
-    """Import one bundle's sources with the verify worker's loader although
+    """Import one bundle's sources with the loader (host.Loader) although
     other bundles of the stack (or an earlier load) use the same top-level
     package names: their modules step out of sys.modules while this bundle
     imports, and step back in afterwards (the first bundle keeps the global
@@ -201,8 +200,8 @@ class _bundle_namespace:
         if not any(name == t or name.startswith(t + ".") for t in self.tops):
             return False
         mod = sys.modules.get(name)
-        paths = worker._module_paths(mod) if mod is not None else []
-        return bool(paths) and any(worker._under(p, r) for p in paths for r in roots)
+        paths = host.module_paths(mod) if mod is not None else []
+        return bool(paths) and any(host.path_under(p, r) for p in paths for r in roots)
 
     def __enter__(self):
         others = [r for r in _BUNDLE_ROOTS if r != self.root]
@@ -266,9 +265,8 @@ class Dispatch:
         self.graph_disabled = ""
         self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
         self.receipts = {}
-        self.loader = worker.Worker(None, None, torch)
-        self.ops = self.loader.ops
-        self._case = runcase._Case(self.loader, device, "")
+        self.loader = host.Loader()
+        self.ops = identity.Ops(torch)
         self.variants = {s: [] for s in SLOTS}
         self._load_stack(stack or {})
         a = audit or {}
@@ -504,10 +502,10 @@ class Dispatch:
         n_call = self.selected_calls[slot]
         self.selected_calls[slot] = n_call + 1
         audit = self._audit_pick(desc, n_call)
-        specs = {n: runcase._out_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
-                                            "shape": list(s), "alignment": ALIGNMENT})
+        specs = {n: host.output_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
+                                           "shape": list(s), "alignment": ALIGNMENT})
                  for n, s in shapes.items()}
-        outs = {n: self._case.alloc(sp) for n, sp in specs.items()}
+        outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
         if self.auditing:
             for o in outs.values():
                 ops.fill(o.base, o.poison)
