@@ -42,6 +42,7 @@ import torch
 from .. import host, identity, stio, wire
 from ..wire import Failure, bad
 from . import stock
+from .timing import NullTimer
 
 ALIGNMENT = 16
 
@@ -225,26 +226,6 @@ class Experts:
     def __init__(self, w13, w2, stock_prepared):
         self.w13, self.w2, self.stock = w13, w2, stock_prepared
         self.cand = {}
-
-
-class _NullRegion:
-    __slots__ = ()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-NULL_REGION = _NullRegion()
-
-
-class NullTimer:
-    enabled = False
-
-    def region(self, name):
-        return NULL_REGION
 
 
 # ---------------------------------------------------------------------------
