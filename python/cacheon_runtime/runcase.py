@@ -14,7 +14,7 @@ memory. Nothing here compares or decides anything.
 
 import os
 
-from . import wire
+from . import host, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -22,35 +22,16 @@ PHASE_REPLAY = "replay"
 PHASE_GRAPH = "graph_replay"
 
 ARG_KINDS = ("input", "output", "scalar", "prepared", "group")
-MAX_ALIGNMENT = 1 << 20
-MAX_OUTPUT_BYTES = 1 << 40
-
-
-class OutSpec:
-    __slots__ = ("name", "dtype", "shape", "stride", "align", "elsize", "storage")
-
-    def __init__(self, name, dtype, shape, stride, align, elsize, storage):
-        self.name, self.dtype, self.shape, self.stride = name, dtype, shape, stride
-        self.align, self.elsize, self.storage = align, elsize, storage
-
-
-class Output:
-    """One validator-allocated output: the allocation (base), the contract
-    view the worker dumps (contract) and the tensor object handed to the
-    candidate (visible), plus its poison value."""
-    __slots__ = ("base", "contract", "visible", "poison")
-
-    def __init__(self, base, contract, visible, poison):
-        self.base, self.contract, self.visible, self.poison = base, contract, visible, poison
 
 
 def run(worker, req):
     """Handle one run request; returns the reply fields ({"calls": [...]})."""
     torch = worker.torch
     mid = field(req, "module", str)
-    if mid not in worker.modules:
+    loader = worker.loader
+    if mid not in loader.modules:
         raise bad("module %r is not loaded" % mid)
-    mod = worker.modules[mid][0]
+    mod = loader.modules[mid][0]
     device = field(req, "device", str)
     try:
         dev = torch.device(device)
@@ -80,7 +61,7 @@ def run(worker, req):
         raise bad("prepare_args given without prepare")
 
     ops = worker.ops
-    specs = [_out_spec(ops, o) for o in outputs]
+    specs = [host.output_spec(ops, o) for o in outputs]
     out_names = [s.name for s in specs]
     if len(set(out_names)) != len(out_names):
         raise bad("duplicate output names")
@@ -97,8 +78,8 @@ def run(worker, req):
     replay_data = [_read_replay(worker, jobdir, r, host_in) for r in replays]
     graph_data = [_read_replay(worker, jobdir, r, host_in) for r in graph_replays]
 
-    fn = worker.lookup(mod, entry, "entry")
-    pfn = worker.lookup(mod, prepare, "prepare") if prepare else None
+    fn = loader.lookup(mod, entry, "entry")
+    pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
 
     case = _Case(worker, dev, jobdir)
     if dev.type == "cuda":
@@ -113,41 +94,6 @@ def run(worker, req):
 
 # ---------------------------------------------------------------------------
 # Request parsing
-
-
-def _out_spec(ops, o):
-    if not isinstance(o, dict):
-        raise bad("output spec must be an object")
-    name = field(o, "name", str)
-    dtname = field(o, "dtype", str)
-    if not name:
-        raise bad("empty output name")
-    dt = ops.dtypes.get(dtname)
-    if dt is None:
-        raise bad("output %r: unsupported dtype %r" % (name, dtname))
-    shape = wire.int_list(field(o, "shape", list), "output %r shape" % name)
-    elsize = ops.element_size(ops.empty((), dtype=dt))
-    if o.get("stride") is not None:
-        stride = wire.int_list(o["stride"], "output %r stride" % name)
-        if len(stride) != len(shape):
-            raise bad("output %r: %d strides for %d dims" % (name, len(stride), len(shape)))
-    else:
-        stride, acc = [0] * len(shape), 1
-        for i in range(len(shape) - 1, -1, -1):
-            stride[i] = acc
-            acc *= max(shape[i], 1)
-    align = field(o, "alignment", int, 0, required=False)
-    if align == 0:
-        align = elsize
-    if align < elsize or align & (align - 1) or align > MAX_ALIGNMENT:
-        raise bad("output %r: bad alignment %d" % (name, align))
-    if any(d == 0 for d in shape):
-        storage = 0
-    else:
-        storage = 1 + sum((d - 1) * s for d, s in zip(shape, stride))
-    if storage * elsize > MAX_OUTPUT_BYTES:
-        raise bad("output %r is too large" % name)
-    return OutSpec(name, dt, shape, stride, align, elsize, storage)
 
 
 def _read(worker, jobdir, rel):
@@ -254,25 +200,6 @@ class _Case:
         if self.cuda:
             self.torch.cuda.synchronize(self.dev)
 
-    def alloc(self, s):
-        """Fresh allocation of storage + alignment bytes, viewed with
-        as_strided so that data_ptr() % alignment == 0."""
-        ops = self.ops
-        base = ops.empty((s.storage + s.align // s.elsize,), dtype=s.dtype, device=self.dev)
-        pad = (-ops.data_ptr(base)) % s.align
-        if pad % s.elsize:
-            raise RuntimeError("allocator returned a pointer not aligned to the element size")
-        off = pad // s.elsize
-        contract = ops.as_strided(base, s.shape, s.stride, off)
-        visible = ops.as_strided(base, s.shape, s.stride, off)
-        if s.dtype in ops.floats:
-            poison = float("nan")
-        elif s.dtype is self.torch.bool:
-            poison = False
-        else:
-            poison = ops.iinfo(s.dtype).min
-        return Output(base, contract, visible, poison)
-
     def poison(self):
         for o in self.outs.values():
             self.ops.fill(o.base, o.poison)
@@ -293,7 +220,7 @@ class _Case:
             self.own_in[name] = ops.to(t, self.dev) if self.cuda else t
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
         for s in specs:
-            self.outs[s.name] = self.alloc(s)
+            self.outs[s.name] = host.alloc_output(ops, s, self.dev)
         self.vis_out = {n: o.visible for n, o in self.outs.items()}
         self.sync()
 

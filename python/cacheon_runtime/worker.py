@@ -20,49 +20,13 @@ Only the standard library and torch are imported, and nothing from the
 candidate before a ``load`` request.
 """
 
-import importlib
-import json
 import os
 import sys
 
-from . import runcase, wire
+from . import host, runcase, wire
 from .wire import Failure, bad, field
 
 MAX_REQUEST_BYTES = 16 << 20
-
-
-def _module_name(source):
-    """kernels/silu.py -> kernels.silu; kernels/__init__.py -> kernels."""
-    if not source.endswith(".py") or source.startswith("/") or "\\" in source:
-        raise bad("source %r must be a relative .py path" % source)
-    parts = source[:-3].split("/")
-    if parts[-1] == "__init__":
-        parts.pop()
-    if not parts or not all(p.isidentifier() for p in parts):
-        raise bad("source %r does not name an importable module" % source)
-    return ".".join(parts)
-
-
-def _under(path, root):
-    try:
-        p = os.path.realpath(path)
-    except (OSError, TypeError, ValueError):
-        return False
-    return p == root or p.startswith(root + os.sep)
-
-
-def _module_paths(mod):
-    try:
-        f = getattr(mod, "__file__", None)
-        if isinstance(f, str):
-            return [f]
-        return [p for p in list(getattr(mod, "__path__", []) or []) if isinstance(p, str)]
-    except BaseException:  # noqa: B902 - module __getattr__ is candidate code
-        return []
-
-
-# ---------------------------------------------------------------------------
-# The worker
 
 
 class Worker:
@@ -73,7 +37,7 @@ class Worker:
         self.torch = torch
         self.stio = stio
         self.ops = identity.Ops(torch)
-        self.modules = {}   # module id -> (module, bundle, source)
+        self.loader = host.Loader()
         self.group = None
         self.group_key = None
 
@@ -99,7 +63,7 @@ class Worker:
                 "torch": str(torch.__version__),
                 "cuda": cuda,
                 "device_count": int(torch.cuda.device_count()) if cuda else 0,
-                "triton": _triton_version(),
+                "triton": host.triton_version(),
                 "pid": os.getpid()}
 
     # -- load --------------------------------------------------------------
@@ -110,67 +74,8 @@ class Worker:
         source = field(req, "source", str)
         entry = field(req, "entry", str)
         prepare = field(req, "prepare", str, "", required=False)
-        if not mid or not entry:
-            raise bad("module and entry must be non-empty")
-        if not os.path.isabs(bundle):
-            raise bad("bundle %r must be an absolute path" % bundle)
-        modname = _module_name(source)
-        root = os.path.realpath(bundle)
-        if mid in self.modules:
-            _m, b, s = self.modules[mid]
-            if (b, s) != (bundle, source):
-                raise bad("module id %r already names %s in %s" % (mid, s, b))
-        else:
-            mod = self._import(bundle, root, source, modname)
-            self.modules[mid] = (mod, bundle, source)
-        mod = self.modules[mid][0]
-        self._callable(mod, entry, "entry", "missing_entry")
-        if prepare:
-            self._callable(mod, prepare, "prepare", "missing_entry")
+        self.loader.load(mid, bundle, source, entry, prepare)
         return {}
-
-    def _import(self, bundle, root, source, modname):
-        # Every package on the module's path must come from this bundle; a
-        # name already taken by another module (stdlib, torch, another
-        # bundle) cannot be imported under its path name.
-        parts = modname.split(".")
-        for i in range(1, len(parts) + 1):
-            name = ".".join(parts[:i])
-            existing = sys.modules.get(name)
-            if existing is not None and not any(_under(p, root) for p in _module_paths(existing)):
-                raise Failure(wire.plain_error(
-                    "import_error", "ImportError",
-                    "module name %r of %s is already taken by a module outside the bundle"
-                    % (name, source)))
-        while bundle in sys.path:
-            sys.path.remove(bundle)
-        sys.path.insert(0, bundle)
-        importlib.invalidate_caches()
-        try:
-            mod = importlib.import_module(modname)
-        except BaseException as e:  # noqa: B902 - includes SystemExit from the module body
-            raise Failure(wire.exc_error("import_error", e))
-        want = os.path.realpath(os.path.join(bundle, source))
-        got = _module_paths(mod)
-        if not got or os.path.realpath(got[0]) != want:
-            raise Failure(wire.plain_error(
-                "import_error", "ImportError",
-                "%s imported as %r from %r, not from the bundle" % (source, modname, got[:1])))
-        return mod
-
-    def _callable(self, mod, name, what, cls):
-        try:
-            fn = getattr(mod, name, None)
-            ok = callable(fn)
-        except BaseException as e:  # noqa: B902 - module __getattr__
-            raise Failure(wire.exc_error(cls, e, "looking up %s %r: " % (what, name)))
-        if not ok:
-            raise Failure(wire.plain_error(
-                cls, "AttributeError",
-                "%s %r is %s in %s" % (what, name,
-                                       "missing" if fn is None else "not callable",
-                                       getattr(mod, "__name__", "?"))))
-        return fn
 
     # -- group -------------------------------------------------------------
 
@@ -209,89 +114,14 @@ class Worker:
     def op_run(self, req):
         return runcase.run(self, req)
 
-    def lookup(self, mod, name, what):
-        """The callable `name` of mod, or a missing_entry failure."""
-        return self._callable(mod, name, what, "missing_entry")
-
-
-def _triton_version():
-    mod = sys.modules.get("triton")
-    if mod is not None:
-        v = getattr(mod, "__version__", None)
-        return str(v) if v is not None else "unknown"
-    try:
-        import importlib.util
-        if importlib.util.find_spec("triton") is None:
-            return None
-    except (ImportError, ValueError):
-        return None
-    try:
-        from importlib import metadata
-        return metadata.version("triton")
-    except Exception:  # noqa: BLE001
-        return "unknown"
-
-
-def _private_stdio():
-    """Keep private duplicates of fd 0 and fd 1 for the protocol; point fd 1
-    and sys.stdout at stderr and fd 0 at an empty pipe."""
-    try:
-        sys.stdout.flush()
-    except Exception:  # noqa: BLE001
-        pass
-    proto_out = os.dup(1)
-    proto_in = os.dup(0)
-    os.dup2(2, 1)
-    r, w = os.pipe()
-    os.dup2(r, 0)
-    os.close(r)
-    os.close(w)
-    sys.stdout = sys.stderr
-    # A process forked from here (multiprocessing, a DataLoader worker,
-    # os.fork) must not be able to answer for the worker: close the
-    # protocol descriptors in every child Python forks.
-    if hasattr(os, "register_at_fork"):
-        def _close_protocol():
-            for fd in (proto_out, proto_in):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        os.register_at_fork(after_in_child=_close_protocol)
-    return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
-
-
-def _serve_without_torch(proto_out, proto_in, exc):
-    """torch could not be imported: answer every request with that fact."""
-    err = wire.exc_error("internal", exc, "import torch failed: ")
-    while True:
-        line = proto_in.readline(MAX_REQUEST_BYTES + 1)
-        if not line:
-            return 3
-        if not line.strip():
-            continue
-        rid = ""
-        op = None
-        try:
-            req = json.loads(line)
-            if isinstance(req, dict):
-                rid = req.get("id", "") if isinstance(req.get("id", ""), str) else ""
-                op = req.get("op")
-        except ValueError:
-            pass
-        reply = {"id": rid, "ok": True} if op == "shutdown" else {"id": rid, "ok": False, "error": err}
-        os.write(proto_out, (json.dumps(reply, separators=(",", ":")) + "\n").encode("utf-8", "replace"))
-        if op == "shutdown":
-            return 0
-
 
 def main():
-    proto_out, proto_in = _private_stdio()
+    proto_out, proto_in = host.private_stdio()
     try:
         import torch
         w = Worker(proto_out, proto_in, torch)
     except Exception as e:  # noqa: BLE001 - e.g. no torch: say so on every request
-        code = _serve_without_torch(proto_out, proto_in, e)
+        code = host.serve_without_torch(proto_out, proto_in, e, MAX_REQUEST_BYTES)
     else:
         code = w.serve()
     try:

@@ -8,8 +8,9 @@ docs/engine-protocol.md), sends it work and times it on the host; nothing
 this process says about speed is believed.
 
 Modules: config (arena parsing), kernels (Triton, CUDA only), stock (stock
-slot implementations), dispatch (stock/candidate routing, eligibility,
-revalidation, counters, audit), weights (seeded-random init and checkpoint
-loading), model (forward passes), runner (scheduler, KV pages, graphs),
-main (the JSON-lines server).
+slot implementations), capability (the capability domains that decide
+eligibility), dispatch (stock/candidate routing, eligibility, revalidation,
+counters, audit), weights (seeded-random init and checkpoint loading),
+model (forward passes), runner (scheduler, KV pages, graphs), main (the
+JSON-lines server).
 """

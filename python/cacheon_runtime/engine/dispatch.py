@@ -11,7 +11,7 @@ paged decode attention, MoE experts) dispatch
    slot without candidates runs stock (counted ``stock``), a call no
    variant admits runs stock (counted ``ineligible``, never a firing);
 3. allocates the outputs itself with the verify output contract
-   (contiguous, 16-byte aligned: runcase's allocator), hands the candidate
+   (contiguous, 16-byte aligned: host.alloc_output), hands the candidate
    separate tensor objects (views) of inputs and outputs, calls the entry;
 4. revalidates output identity and layout after the call (data pointer,
    storage, offset, shape, stride, dtype, device of the view it handed out,
@@ -27,9 +27,10 @@ paged decode attention, MoE experts) dispatch
    random share) and writes their inputs (before and after the call) and
    outputs as safetensors for Go to regrade.
 
-Candidate modules are imported with the verify worker's loader
-(worker.Worker.op_load), outputs allocated with runcase's allocator and
-dumps written with stio: nothing here re-implements them.
+Candidate modules are imported with host.Loader (the verify worker's
+loader), outputs allocated with the verify output contract
+(host.output_spec, host.alloc_output) and dumps written with stio: nothing
+here re-implements them.
 """
 
 import os
@@ -38,9 +39,11 @@ import sys
 
 import torch
 
-from .. import runcase, stio, wire, worker
+from .. import host, identity, stio, wire
 from ..wire import Failure, bad
 from . import stock
+from .capability import Domain
+from .timing import NullTimer
 
 ALIGNMENT = 16
 
@@ -62,11 +65,6 @@ ORDER = {
 }
 COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock")
 
-NUMERIC_FIELDS = frozenset((
-    "num_tokens", "hidden_dim", "intermediate_dim", "head_dim", "num_heads", "num_kv_heads",
-    "seq_len", "block_size", "page_size", "batch_size", "num_experts", "top_k", "world_size",
-    "last_dim"))
-CONTEXT_FIELDS = frozenset(("dtype", "architecture", "graph_mode", "phase", "quant", "model", "device"))
 MAX_RECEIPTS = 256
 
 
@@ -76,71 +74,6 @@ class CandidateAbort(Exception):
     def __init__(self, slot, variant, reason, traceback=""):
         Exception.__init__(self, "%s (variant %s): %s" % (slot, variant, reason))
         self.slot, self.variant, self.reason, self.traceback = slot, variant, reason, traceback
-
-
-# ---------------------------------------------------------------------------
-# Capability domains (canonical form of internal/capability.Domain)
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-class Domain:
-    """Conjunction of per-field predicates; a field the descriptor lacks is
-    a mismatch, never a wildcard (as capability.Domain.Match)."""
-
-    def __init__(self, preds, graph_safe):
-        self.preds, self.graph_safe = preds, graph_safe
-
-    @classmethod
-    def parse(cls, obj):
-        if obj is None:
-            return cls({}, None)
-        if not isinstance(obj, dict) or not set(obj) <= {"capabilities", "graph_safe"}:
-            raise bad("domain must be {\"capabilities\": {...}, \"graph_safe\": bool}")
-        gs = obj.get("graph_safe")
-        if gs is not None and not isinstance(gs, bool):
-            raise bad("domain graph_safe must be a boolean")
-        caps = obj.get("capabilities", {})
-        if not isinstance(caps, dict):
-            raise bad("domain capabilities must be an object")
-        preds = {}
-        for f, p in caps.items():
-            numeric = f in NUMERIC_FIELDS
-            if not numeric and f not in CONTEXT_FIELDS:
-                raise bad("domain: unknown capability field %r (the vocabulary is closed)" % (f,))
-            if not isinstance(p, dict) or not p or not (set(p) == {"one_of"} or set(p) <= {"min", "max"}):
-                raise bad("domain field %s: want {\"one_of\": [...]} or {\"min\": N, \"max\": N}" % f)
-            if "one_of" in p:
-                vals = p["one_of"]
-                ok = isinstance(vals, list) and all(_is_int(v) if numeric else isinstance(v, str)
-                                                    for v in vals)
-                if not ok:
-                    raise bad("domain field %s: one_of must list %s" % (f, "integers" if numeric else "strings"))
-                preds[f] = ("set", frozenset(vals))
-            else:
-                if not numeric or not all(_is_int(v) for v in p.values()):
-                    raise bad("domain field %s: min/max need a numeric field and integers" % f)
-                preds[f] = ("range", p.get("min"), p.get("max"))
-        return cls(preds, gs)
-
-    def match(self, desc):
-        """(ok, reason) for a descriptor (field -> int or canonical str)."""
-        problems = []
-        for f in sorted(self.preds):
-            p = self.preds[f]
-            if f not in desc:
-                problems.append("%s: descriptor lacks the field" % f)
-                continue
-            v = desc[f]
-            if p[0] == "set":
-                ok = v in p[1]
-            else:
-                ok = _is_int(v) and (p[1] is None or v >= p[1]) and (p[2] is None or v <= p[2])
-            if not ok:
-                problems.append("%s: %r is outside the domain" % (f, v))
-        return (not problems), "; ".join(problems)
 
 
 # ---------------------------------------------------------------------------
@@ -171,9 +104,7 @@ class Variant:
             raise bad("stack[%s]: slot %s has no prepare" % (slot, slot))
         key = (self.bundle, self.source)
         mid = module_ids.setdefault(key, "m%d" % len(module_ids))
-        loader.op_load({"module": mid, "bundle": self.bundle, "source": self.source,
-                        "entry": self.entry_name, "prepare": self.prepare_name})
-        mod = loader.modules[mid][0]
+        mod = loader.load(mid, self.bundle, self.source, self.entry_name, self.prepare_name)
         self.entry = loader.lookup(mod, self.entry_name, "entry")
         self.prepare = loader.lookup(mod, self.prepare_name, "prepare") if self.prepare_name else None
 
@@ -182,7 +113,7 @@ _BUNDLE_ROOTS = set()  # every bundle root this process imported candidate code 
 
 
 class _bundle_namespace:
-    """Import one bundle's sources with the verify worker's loader although
+    """Import one bundle's sources with the loader (host.Loader) although
     other bundles of the stack (or an earlier load) use the same top-level
     package names: their modules step out of sys.modules while this bundle
     imports, and step back in afterwards (the first bundle keeps the global
@@ -201,8 +132,8 @@ class _bundle_namespace:
         if not any(name == t or name.startswith(t + ".") for t in self.tops):
             return False
         mod = sys.modules.get(name)
-        paths = worker._module_paths(mod) if mod is not None else []
-        return bool(paths) and any(worker._under(p, r) for p in paths for r in roots)
+        paths = host.module_paths(mod) if mod is not None else []
+        return bool(paths) and any(host.path_under(p, r) for p in paths for r in roots)
 
     def __enter__(self):
         others = [r for r in _BUNDLE_ROOTS if r != self.root]
@@ -228,26 +159,6 @@ class Experts:
         self.cand = {}
 
 
-class _NullRegion:
-    __slots__ = ()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-NULL_REGION = _NullRegion()
-
-
-class NullTimer:
-    enabled = False
-
-    def region(self, name):
-        return NULL_REGION
-
-
 # ---------------------------------------------------------------------------
 # Dispatch
 
@@ -266,9 +177,8 @@ class Dispatch:
         self.graph_disabled = ""
         self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
         self.receipts = {}
-        self.loader = worker.Worker(None, None, torch)
-        self.ops = self.loader.ops
-        self._case = runcase._Case(self.loader, device, "")
+        self.loader = host.Loader()
+        self.ops = identity.Ops(torch)
         self.variants = {s: [] for s in SLOTS}
         self._load_stack(stack or {})
         a = audit or {}
@@ -504,10 +414,10 @@ class Dispatch:
         n_call = self.selected_calls[slot]
         self.selected_calls[slot] = n_call + 1
         audit = self._audit_pick(desc, n_call)
-        specs = {n: runcase._out_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
-                                            "shape": list(s), "alignment": ALIGNMENT})
+        specs = {n: host.output_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
+                                           "shape": list(s), "alignment": ALIGNMENT})
                  for n, s in shapes.items()}
-        outs = {n: self._case.alloc(sp) for n, sp in specs.items()}
+        outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
         if self.auditing:
             for o in outs.values():
                 ops.fill(o.base, o.poison)

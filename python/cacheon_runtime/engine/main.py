@@ -7,17 +7,17 @@ Started by Go as::
 
 One JSON request per line on stdin, exactly one reply line per request on a
 private duplicate of the original stdout; fd 1 / ``sys.stdout`` point at
-stderr and fd 0 at an empty pipe (the verify worker's arrangement), so
-candidate code can neither forge nor steal protocol lines. A candidate that
-fails after selection in strict mode gets a ``candidate_error`` reply and
-the process exits (status 3).
+stderr and fd 0 at an empty pipe (host.private_stdio, as in the verify
+worker), so candidate code can neither forge nor steal protocol lines. A
+candidate that fails after selection in strict mode gets a
+``candidate_error`` reply and the process exits (status 3).
 """
 
 import gc
 import os
 import sys
 
-from .. import wire, worker
+from .. import host, wire
 from ..wire import Failure, bad
 
 MAX_REQUEST_BYTES = 64 << 20
@@ -59,7 +59,7 @@ class Server:
         cuda = bool(torch.cuda.is_available())
         return {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "torch": str(torch.__version__),
                 "cuda": cuda, "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
-                "triton": worker._triton_version(), "pid": os.getpid()}
+                "triton": host.triton_version(), "pid": os.getpid()}
 
     def op_load(self, req):
         from . import runner
@@ -104,12 +104,12 @@ def generate_reply(out):
 
 
 def main():
-    proto_out, proto_in = worker._private_stdio()
+    proto_out, proto_in = host.private_stdio()
     try:
         import torch
         srv = Server(proto_out, proto_in, torch)
     except Exception as e:  # noqa: BLE001 - e.g. no torch: say so on every request
-        code = worker._serve_without_torch(proto_out, proto_in, e)
+        code = host.serve_without_torch(proto_out, proto_in, e)
     else:
         code = srv.serve()
     try:

@@ -1,0 +1,304 @@
+"""host: what a process that runs candidate code needs, shared by the verify
+worker (``worker``, ``runcase``) and the arena engine (``engine.main``,
+``engine.dispatch``).
+
+- the protocol's private stdio (``private_stdio``) and the answer to every
+  request when torch cannot be imported (``serve_without_torch``);
+- the Triton version a ``hello`` reports (``triton_version``);
+- the candidate-module loader (``Loader``): imports a bundle's source under
+  its module name, only from that bundle, and looks up its callables;
+  ``module_paths`` and ``path_under`` say where an imported module lives;
+- the verify output contract (``output_spec``, ``alloc_output``): an
+  output's dtype, shape, stride and alignment, and a fresh allocation that
+  honours them.
+
+Standard library only at import time (a worker without torch still answers);
+torch arrives as an ``identity.Ops`` argument.
+"""
+
+import importlib
+import json
+import os
+import sys
+
+from . import wire
+from .wire import Failure, bad, field
+
+# Lines are read in pieces of at most this many bytes while torch is missing
+# (a longer line is answered piece by piece).
+NO_TORCH_MAX_LINE = 16 << 20
+
+MAX_ALIGNMENT = 1 << 20
+MAX_OUTPUT_BYTES = 1 << 40
+
+
+# ---------------------------------------------------------------------------
+# The process
+
+
+def private_stdio():
+    """Keep private duplicates of fd 0 and fd 1 for the protocol; point fd 1
+    and sys.stdout at stderr and fd 0 at an empty pipe."""
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    proto_out = os.dup(1)
+    proto_in = os.dup(0)
+    os.dup2(2, 1)
+    r, w = os.pipe()
+    os.dup2(r, 0)
+    os.close(r)
+    os.close(w)
+    sys.stdout = sys.stderr
+    # A process forked from here (multiprocessing, a DataLoader worker,
+    # os.fork) must not be able to answer for the worker: close the
+    # protocol descriptors in every child Python forks.
+    if hasattr(os, "register_at_fork"):
+        def _close_protocol():
+            for fd in (proto_out, proto_in):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        os.register_at_fork(after_in_child=_close_protocol)
+    return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
+
+
+def serve_without_torch(proto_out, proto_in, exc, max_line=NO_TORCH_MAX_LINE):
+    """torch could not be imported: answer every request with that fact."""
+    err = wire.exc_error("internal", exc, "import torch failed: ")
+    while True:
+        line = proto_in.readline(max_line + 1)
+        if not line:
+            return 3
+        if not line.strip():
+            continue
+        rid = ""
+        op = None
+        try:
+            req = json.loads(line)
+            if isinstance(req, dict):
+                rid = req.get("id", "") if isinstance(req.get("id", ""), str) else ""
+                op = req.get("op")
+        except ValueError:
+            pass
+        reply = {"id": rid, "ok": True} if op == "shutdown" else {"id": rid, "ok": False, "error": err}
+        os.write(proto_out, (json.dumps(reply, separators=(",", ":")) + "\n").encode("utf-8", "replace"))
+        if op == "shutdown":
+            return 0
+
+
+def triton_version():
+    """The version of the importable triton package, "unknown" when it has
+    none, None when there is no triton."""
+    mod = sys.modules.get("triton")
+    if mod is not None:
+        v = getattr(mod, "__version__", None)
+        return str(v) if v is not None else "unknown"
+    try:
+        import importlib.util
+        if importlib.util.find_spec("triton") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        from importlib import metadata
+        return metadata.version("triton")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------
+# Candidate modules
+
+
+def module_name(source):
+    """kernels/silu.py -> kernels.silu; kernels/__init__.py -> kernels."""
+    if not source.endswith(".py") or source.startswith("/") or "\\" in source:
+        raise bad("source %r must be a relative .py path" % source)
+    parts = source[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(p.isidentifier() for p in parts):
+        raise bad("source %r does not name an importable module" % source)
+    return ".".join(parts)
+
+
+def path_under(path, root):
+    """True when path, resolved, is root (a realpath) or lies below it."""
+    try:
+        p = os.path.realpath(path)
+    except (OSError, TypeError, ValueError):
+        return False
+    return p == root or p.startswith(root + os.sep)
+
+
+def module_paths(mod):
+    """The file of a module, or the directories of a package ([] when
+    neither can be read)."""
+    try:
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str):
+            return [f]
+        return [p for p in list(getattr(mod, "__path__", []) or []) if isinstance(p, str)]
+    except BaseException:  # noqa: B902 - module __getattr__ is candidate code
+        return []
+
+
+class Loader:
+    """Candidate modules imported from bundles, by module id (the verify
+    worker's ``load`` request; the engine's stack rows)."""
+
+    def __init__(self):
+        self.modules = {}   # module id -> (module, bundle, source)
+
+    def load(self, mid, bundle, source, entry, prepare=""):
+        """Import source from the bundle directory as module id mid (once;
+        the id must name the same bundle and source again) and check that
+        entry and, when named, prepare are callables of it. Returns the
+        module; import_error or missing_entry failures otherwise."""
+        if not mid or not entry:
+            raise bad("module and entry must be non-empty")
+        if not os.path.isabs(bundle):
+            raise bad("bundle %r must be an absolute path" % bundle)
+        modname = module_name(source)
+        root = os.path.realpath(bundle)
+        if mid in self.modules:
+            _m, b, s = self.modules[mid]
+            if (b, s) != (bundle, source):
+                raise bad("module id %r already names %s in %s" % (mid, s, b))
+        else:
+            mod = self._import(bundle, root, source, modname)
+            self.modules[mid] = (mod, bundle, source)
+        mod = self.modules[mid][0]
+        self.lookup(mod, entry, "entry")
+        if prepare:
+            self.lookup(mod, prepare, "prepare")
+        return mod
+
+    def _import(self, bundle, root, source, modname):
+        # Every package on the module's path must come from this bundle; a
+        # name already taken by another module (stdlib, torch, another
+        # bundle) cannot be imported under its path name.
+        parts = modname.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            existing = sys.modules.get(name)
+            if existing is not None and not any(path_under(p, root) for p in module_paths(existing)):
+                raise Failure(wire.plain_error(
+                    "import_error", "ImportError",
+                    "module name %r of %s is already taken by a module outside the bundle"
+                    % (name, source)))
+        while bundle in sys.path:
+            sys.path.remove(bundle)
+        sys.path.insert(0, bundle)
+        importlib.invalidate_caches()
+        try:
+            mod = importlib.import_module(modname)
+        except BaseException as e:  # noqa: B902 - includes SystemExit from the module body
+            raise Failure(wire.exc_error("import_error", e))
+        want = os.path.realpath(os.path.join(bundle, source))
+        got = module_paths(mod)
+        if not got or os.path.realpath(got[0]) != want:
+            raise Failure(wire.plain_error(
+                "import_error", "ImportError",
+                "%s imported as %r from %r, not from the bundle" % (source, modname, got[:1])))
+        return mod
+
+    def lookup(self, mod, name, what):
+        """The callable `name` of mod, or a missing_entry failure."""
+        try:
+            fn = getattr(mod, name, None)
+            ok = callable(fn)
+        except BaseException as e:  # noqa: B902 - module __getattr__
+            raise Failure(wire.exc_error("missing_entry", e, "looking up %s %r: " % (what, name)))
+        if not ok:
+            raise Failure(wire.plain_error(
+                "missing_entry", "AttributeError",
+                "%s %r is %s in %s" % (what, name,
+                                       "missing" if fn is None else "not callable",
+                                       getattr(mod, "__name__", "?"))))
+        return fn
+
+
+# ---------------------------------------------------------------------------
+# The verify output contract
+
+
+class OutSpec:
+    __slots__ = ("name", "dtype", "shape", "stride", "align", "elsize", "storage")
+
+    def __init__(self, name, dtype, shape, stride, align, elsize, storage):
+        self.name, self.dtype, self.shape, self.stride = name, dtype, shape, stride
+        self.align, self.elsize, self.storage = align, elsize, storage
+
+
+class Output:
+    """One validator-allocated output: the allocation (base), the contract
+    view the worker dumps (contract) and the tensor object handed to the
+    candidate (visible), plus its poison value."""
+    __slots__ = ("base", "contract", "visible", "poison")
+
+    def __init__(self, base, contract, visible, poison):
+        self.base, self.contract, self.visible, self.poison = base, contract, visible, poison
+
+
+def output_spec(ops, o):
+    """The OutSpec of an output spec object {"name", "dtype", "shape",
+    "stride"?, "alignment"?} (ops: identity.Ops); bad_request when it is
+    malformed. Without a stride the output is contiguous; alignment 0 means
+    the element size."""
+    if not isinstance(o, dict):
+        raise bad("output spec must be an object")
+    name = field(o, "name", str)
+    dtname = field(o, "dtype", str)
+    if not name:
+        raise bad("empty output name")
+    dt = ops.dtypes.get(dtname)
+    if dt is None:
+        raise bad("output %r: unsupported dtype %r" % (name, dtname))
+    shape = wire.int_list(field(o, "shape", list), "output %r shape" % name)
+    elsize = ops.element_size(ops.empty((), dtype=dt))
+    if o.get("stride") is not None:
+        stride = wire.int_list(o["stride"], "output %r stride" % name)
+        if len(stride) != len(shape):
+            raise bad("output %r: %d strides for %d dims" % (name, len(stride), len(shape)))
+    else:
+        stride, acc = [0] * len(shape), 1
+        for i in range(len(shape) - 1, -1, -1):
+            stride[i] = acc
+            acc *= max(shape[i], 1)
+    align = field(o, "alignment", int, 0, required=False)
+    if align == 0:
+        align = elsize
+    if align < elsize or align & (align - 1) or align > MAX_ALIGNMENT:
+        raise bad("output %r: bad alignment %d" % (name, align))
+    if any(d == 0 for d in shape):
+        storage = 0
+    else:
+        storage = 1 + sum((d - 1) * s for d, s in zip(shape, stride))
+    if storage * elsize > MAX_OUTPUT_BYTES:
+        raise bad("output %r is too large" % name)
+    return OutSpec(name, dt, shape, stride, align, elsize, storage)
+
+
+def alloc_output(ops, s, device):
+    """Fresh allocation of storage + alignment bytes for OutSpec s on
+    device, viewed with as_strided so that data_ptr() % alignment == 0.
+    The poison is NaN for floats, False for bool and the integer dtype's
+    minimum otherwise."""
+    base = ops.empty((s.storage + s.align // s.elsize,), dtype=s.dtype, device=device)
+    pad = (-ops.data_ptr(base)) % s.align
+    if pad % s.elsize:
+        raise RuntimeError("allocator returned a pointer not aligned to the element size")
+    off = pad // s.elsize
+    contract = ops.as_strided(base, s.shape, s.stride, off)
+    visible = ops.as_strided(base, s.shape, s.stride, off)
+    if s.dtype in ops.floats:
+        poison = float("nan")
+    elif s.dtype is ops.torch.bool:
+        poison = False
+    else:
+        poison = ops.iinfo(s.dtype).min
+    return Output(base, contract, visible, poison)
