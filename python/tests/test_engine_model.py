@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 from cacheon_runtime import stio  # noqa: E402
-from cacheon_runtime.engine import runner, weights  # noqa: E402
+from cacheon_runtime.engine import batching, runner, weights  # noqa: E402
 from cacheon_runtime.wire import Failure  # noqa: E402
 
 
@@ -262,7 +262,7 @@ class Packing(unittest.TestCase):
                 length = int(torch.randint(1, 40, (1,), generator=g))
                 pages = torch.randperm(100, generator=g)[:-(-length // ps) + 2].tolist()
                 seqs.append((torch.randint(0, 500, (length,), generator=g).tolist(), pages))
-            packer = runner.ForwardPacker(seqs, ps)
+            packer = batching.ForwardPacker(seqs, ps)
             segs, off = [], 0
             for j, (toks, _p) in enumerate(seqs):
                 s0 = int(torch.randint(0, len(toks), (1,), generator=g))

@@ -11,6 +11,7 @@ Modules: config (arena parsing), kernels (Triton, CUDA only), stock (stock
 slot implementations), capability (the capability domains that decide
 eligibility), dispatch (stock/candidate routing, eligibility, revalidation,
 counters, audit), weights (seeded-random init and checkpoint loading),
-model (forward passes), runner (scheduler, KV pages, graphs), main (the
-JSON-lines server).
+model (forward passes), batching (KV page pool, packed prefill forwards,
+requests), runner (scheduler, graphs, scoring), main (the JSON-lines
+server).
 """
