@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 func (a *app) integrateCommand() *cobra.Command {
@@ -42,7 +42,7 @@ and no release.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			crown, _, err := stack.DecodeFile[stack.CrownRecord](data)
+			crown, _, err := product.DecodeFile[product.CrownRecord](data)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", args[0], err))
 			}
@@ -50,17 +50,17 @@ and no release.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			rev, err := stack.ReadReview(rdata)
+			rev, err := product.ReadReview(rdata)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", review, err))
 			}
-			l, err := stack.ScanTree(source, stack.SourceSkip)
+			l, err := product.ScanTree(source, product.SourceSkip)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: --source: %w", err))
 			}
-			rec, err := stack.Integrate(crown, l, prefix, rev)
+			rec, err := product.Integrate(crown, l, prefix, rev)
 			if err != nil {
-				var pe *stack.PreserveError
+				var pe *product.PreserveError
 				if errors.As(err, &pe) {
 					return withCode(ExitFindings, fmt.Errorf("integrate: %s: %v; the source does not preserve the crowned selected payload byte for byte", source, pe))
 				}

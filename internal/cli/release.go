@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cacheon/internal/product"
 	"cacheon/internal/release"
 	"cacheon/internal/slot"
-	"cacheon/internal/stack"
 	"cacheon/internal/target"
 )
 
@@ -117,7 +117,7 @@ written to -o FILE, or to standard output.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release manifest: %w", err))
 			}
-			base, err := stack.ReadReleaseBase(data)
+			base, err := product.ReadReleaseBase(data)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release manifest: %s: %w", args[0], err))
 			}
@@ -130,11 +130,11 @@ written to -o FILE, or to standard output.`,
 				if _, dup := digests[name]; dup {
 					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s given twice", name))
 				}
-				l, err := stack.ScanTree(dir, stack.SourceSkip)
+				l, err := product.ScanTree(dir, product.SourceSkip)
 				if err != nil {
 					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s: %w", name, err))
 				}
-				if digests[name], err = stack.SourceDigest(l); err != nil {
+				if digests[name], err = product.SourceDigest(l); err != nil {
 					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s: %w", name, err))
 				}
 			}
@@ -146,7 +146,7 @@ written to -o FILE, or to standard output.`,
 			if err != nil {
 				return withCode(ExitInfra, fmt.Errorf("release manifest: %w", err))
 			}
-			m, err := stack.NewRelease(cat, base, digests, recs)
+			m, err := product.NewRelease(cat, base, digests, recs)
 			if err != nil {
 				return withCode(ExitFindings, fmt.Errorf("release manifest: %w", err))
 			}
@@ -182,7 +182,7 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release build: %w", err))
 			}
-			m, _, err := stack.DecodeFile[stack.ReleaseManifest](data)
+			m, _, err := product.DecodeFile[product.ReleaseManifest](data)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release build: %s: %w", args[0], err))
 			}
@@ -194,8 +194,8 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			if err != nil {
 				// An uncovered contribution or a payload the source does
 				// not preserve is a finding; anything else is usage or I/O.
-				var fe *stack.FieldError
-				var pe *stack.PreserveError
+				var fe *product.FieldError
+				var pe *product.PreserveError
 				if errors.As(err, &fe) || errors.As(err, &pe) {
 					return withCode(ExitFindings, fmt.Errorf("release %w", err))
 				}
@@ -324,15 +324,15 @@ func (a *app) printVerifyJSON(rep release.Report, verr error) error {
 }
 
 // readIntegrationRecords reads integration record files strictly (see
-// stack.DecodeFile).
-func readIntegrationRecords(paths []string) ([]stack.IntegrationRecord, error) {
-	var out []stack.IntegrationRecord
+// product.DecodeFile).
+func readIntegrationRecords(paths []string) ([]product.IntegrationRecord, error) {
+	var out []product.IntegrationRecord
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
-		r, _, err := stack.DecodeFile[stack.IntegrationRecord](data)
+		r, _, err := product.DecodeFile[product.IntegrationRecord](data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
@@ -356,8 +356,8 @@ func releaseCatalog() (*target.Catalog, error) {
 
 // writeReleaseObject writes a canonical object to path (or standard output when
 // path is empty) and reports its digest.
-func (a *app) writeReleaseObject(what string, o stack.Object, path string) error {
-	data, d, err := stack.Encode(o)
+func (a *app) writeReleaseObject(what string, o product.Object, path string) error {
+	data, d, err := product.Encode(o)
 	if err != nil {
 		return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
 	}

@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 // tarMode maps a listing mode to the tar header mode.
 func tarMode(m string) int64 {
-	if m == stack.ModeExec {
+	if m == product.ModeExec {
 		return 0o755
 	}
 	return 0o644
@@ -25,7 +25,7 @@ func tarMode(m string) int64 {
 // of the listing, in its (path byte) order, regular entries only, mode 0644
 // or 0755, owner 0:0 without names, time zero. Each file is re-hashed as it
 // is written and must still match the listing.
-func WriteTar(w io.Writer, dir string, l []stack.FileEntry) error {
+func WriteTar(w io.Writer, dir string, l []product.FileEntry) error {
 	tw := tar.NewWriter(w)
 	for _, f := range l {
 		hdr := &tar.Header{
@@ -61,7 +61,7 @@ func WriteTar(w io.Writer, dir string, l []stack.FileEntry) error {
 // CheckTar reads a tar and checks that it holds exactly the files of the
 // listing, in order, with the deterministic header fields WriteTar sets and
 // the listed bytes. The error names the entry that differs.
-func CheckTar(r io.Reader, l []stack.FileEntry) error {
+func CheckTar(r io.Reader, l []product.FileEntry) error {
 	tr := tar.NewReader(r)
 	for i := 0; ; i++ {
 		hdr, err := tr.Next()

@@ -1,6 +1,6 @@
 //go:build unix
 
-package stack
+package product
 
 import "syscall"
 

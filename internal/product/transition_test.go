@@ -1,12 +1,12 @@
-package stack_test
+package product_test
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 
-	"cacheon/internal/stack"
-	"cacheon/internal/stack/stacktest"
+	"cacheon/internal/product"
+	"cacheon/internal/product/producttest"
 	"cacheon/internal/target"
 )
 
@@ -16,12 +16,12 @@ const (
 )
 
 // crownAll applies one crown per target in order, starting at genesis.
-func crownAll(t *testing.T, cat *target.Catalog, targets ...string) stack.EvaluationStack {
+func crownAll(t *testing.T, cat *target.Catalog, targets ...string) product.EvaluationStack {
 	t.Helper()
-	s := stacktest.Genesis(t, cat)
+	s := producttest.Genesis(t, cat)
 	for _, name := range targets {
 		var err error
-		s, err = stack.ApplyCrown(cat, s, stacktest.Crown(t, cat, s, name, "miner-"+name))
+		s, err = product.ApplyCrown(cat, s, producttest.Crown(t, cat, s, name, "miner-"+name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,9 +29,9 @@ func crownAll(t *testing.T, cat *target.Catalog, targets ...string) stack.Evalua
 	return s
 }
 
-func encoded(t *testing.T, o stack.Object) []byte {
+func encoded(t *testing.T, o product.Object) []byte {
 	t.Helper()
-	b, _, err := stack.Encode(o)
+	b, _, err := product.Encode(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +39,13 @@ func encoded(t *testing.T, o stack.Object) []byte {
 }
 
 func TestCandidate(t *testing.T) {
-	cat := stacktest.Catalog(t)
-	prop := stacktest.FakeDigest("new proposal")
+	cat := producttest.Catalog(t)
+	prop := producttest.FakeDigest("new proposal")
 	stale := crownAll(t, cat, silu)
-	stale.Catalog = stacktest.FakeDigest("old catalog")
+	stale.Catalog = producttest.FakeDigest("old catalog")
 	cases := []struct {
 		name          string
-		inc           stack.EvaluationStack
+		inc           product.EvaluationStack
 		target        string
 		proposal      string
 		wantErr       string
@@ -64,7 +64,7 @@ func TestCandidate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := encoded(t, &c.inc)
-			got, err := stack.Candidate(cat, c.inc, c.target, c.proposal)
+			got, err := product.Candidate(cat, c.inc, c.target, c.proposal)
 			if !bytes.Equal(before, encoded(t, &c.inc)) {
 				t.Fatal("Candidate modified the incumbent")
 			}
@@ -87,7 +87,7 @@ func TestCandidate(t *testing.T) {
 			if strings.Join(got.Displaced, ",") != strings.Join(c.wantDisplaced, ",") {
 				t.Fatalf("displaced %v, want %v", got.Displaced, c.wantDisplaced)
 			}
-			incDigest, _ := stack.Digest(&c.inc)
+			incDigest, _ := product.Digest(&c.inc)
 			if got.Incumbent != incDigest || got.Generation != c.inc.Generation || got.Arena != c.inc.Arena || got.Catalog != c.inc.Catalog {
 				t.Fatalf("candidate does not derive from the incumbent: %+v", got)
 			}
@@ -113,37 +113,37 @@ func TestCandidate(t *testing.T) {
 }
 
 func TestApplyCrown(t *testing.T) {
-	cat := stacktest.Catalog(t)
-	gen := stacktest.Genesis(t, cat)
+	cat := producttest.Catalog(t)
+	gen := producttest.Genesis(t, cat)
 	one := crownAll(t, cat, silu)
-	good := stacktest.Crown(t, cat, one, "norm.rmsnorm", "miner-2")
-	mut := func(f func(*stack.CrownRecord)) stack.CrownRecord {
+	good := producttest.Crown(t, cat, one, "norm.rmsnorm", "miner-2")
+	mut := func(f func(*product.CrownRecord)) product.CrownRecord {
 		c := good
 		f(&c)
 		return c
 	}
 	cases := []struct {
 		name    string
-		inc     stack.EvaluationStack
-		crown   stack.CrownRecord
+		inc     product.EvaluationStack
+		crown   product.CrownRecord
 		wantErr string
 	}{
 		{name: "crown updates the stack", inc: one, crown: good},
 		{name: "crown measured against another stack", inc: gen, crown: good, wantErr: "incumbent"},
 		{name: "applying a crown twice", inc: crownAll(t, cat, silu, "norm.rmsnorm"), crown: good, wantErr: "incumbent"},
-		{name: "wrong generation", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Generation = 7 }), wantErr: "generation"},
-		{name: "wrong arena", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Arena = stacktest.FakeDigest("x") }), wantErr: "arena"},
-		{name: "wrong catalog", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Catalog = stacktest.FakeDigest("x") }), wantErr: "catalog"},
-		{name: "stale target spec", inc: one, crown: mut(func(c *stack.CrownRecord) { c.TargetSpec = stacktest.FakeDigest("x") }), wantErr: "target_spec"},
-		{name: "unregistered target", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Target = "engine.whole" }), wantErr: "not a registered target"},
-		{name: "one evidence digest", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Evidence = c.Evidence[:1] }), wantErr: "two independent passing attempts"},
-		{name: "speedup not above 1", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Speedup = "1" }), wantErr: "speedup"},
-		{name: "non-canonical speedup", inc: one, crown: mut(func(c *stack.CrownRecord) { c.Speedup = "1.50" }), wantErr: "speedup"},
+		{name: "wrong generation", inc: one, crown: mut(func(c *product.CrownRecord) { c.Generation = 7 }), wantErr: "generation"},
+		{name: "wrong arena", inc: one, crown: mut(func(c *product.CrownRecord) { c.Arena = producttest.FakeDigest("x") }), wantErr: "arena"},
+		{name: "wrong catalog", inc: one, crown: mut(func(c *product.CrownRecord) { c.Catalog = producttest.FakeDigest("x") }), wantErr: "catalog"},
+		{name: "stale target spec", inc: one, crown: mut(func(c *product.CrownRecord) { c.TargetSpec = producttest.FakeDigest("x") }), wantErr: "target_spec"},
+		{name: "unregistered target", inc: one, crown: mut(func(c *product.CrownRecord) { c.Target = "engine.whole" }), wantErr: "not a registered target"},
+		{name: "one evidence digest", inc: one, crown: mut(func(c *product.CrownRecord) { c.Evidence = c.Evidence[:1] }), wantErr: "two independent passing attempts"},
+		{name: "speedup not above 1", inc: one, crown: mut(func(c *product.CrownRecord) { c.Speedup = "1" }), wantErr: "speedup"},
+		{name: "non-canonical speedup", inc: one, crown: mut(func(c *product.CrownRecord) { c.Speedup = "1.50" }), wantErr: "speedup"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := encoded(t, &c.inc)
-			got, err := stack.ApplyCrown(cat, c.inc, c.crown)
+			got, err := product.ApplyCrown(cat, c.inc, c.crown)
 			if !bytes.Equal(before, encoded(t, &c.inc)) {
 				t.Fatal("ApplyCrown modified the incumbent")
 			}
@@ -160,7 +160,7 @@ func TestApplyCrown(t *testing.T) {
 			if got.Generation != c.inc.Generation+1 || got.Arena != c.inc.Arena || got.Catalog != c.inc.Catalog {
 				t.Fatalf("stack header changed beyond the generation: %+v", got)
 			}
-			cd, _ := stack.Digest(&c.crown)
+			cd, _ := product.Digest(&c.crown)
 			if len(got.Entries) != len(c.inc.Entries)+1 {
 				t.Fatalf("%d entries", len(got.Entries))
 			}
@@ -190,30 +190,30 @@ func TestIntegrate(t *testing.T) {
 		t.Fatalf("no %s", p)
 		return -1
 	}
-	changed := func(f func([]stack.FileEntry)) []stack.FileEntry {
-		l := append([]stack.FileEntry(nil), w.source...)
+	changed := func(f func([]product.FileEntry)) []product.FileEntry {
+		l := append([]product.FileEntry(nil), w.source...)
 		f(l)
 		return l
 	}
-	kernel := stacktest.Prefix + "/kernel.py"
+	kernel := producttest.Prefix + "/kernel.py"
 	cases := []struct {
 		name    string
-		source  []stack.FileEntry
+		source  []product.FileEntry
 		prefix  string
-		review  stack.Review
+		review  product.Review
 		wantErr string
 	}{
-		{name: "preserved", source: w.source, prefix: stacktest.Prefix, review: w.review},
-		{name: "changed bytes", source: changed(func(l []stack.FileEntry) { l[at(kernel)].SHA256 = stacktest.FakeDigest("x") }), prefix: stacktest.Prefix, review: w.review, wantErr: kernel + ": sha256"},
-		{name: "changed size", source: changed(func(l []stack.FileEntry) { l[at(kernel)].Size++ }), prefix: stacktest.Prefix, review: w.review, wantErr: kernel + ": size"},
-		{name: "missing file", source: changed(func(l []stack.FileEntry) { l[at(kernel)].Path = stacktest.Prefix + "/kernel2.py" }), prefix: stacktest.Prefix, review: w.review, wantErr: kernel + ": missing"},
+		{name: "preserved", source: w.source, prefix: producttest.Prefix, review: w.review},
+		{name: "changed bytes", source: changed(func(l []product.FileEntry) { l[at(kernel)].SHA256 = producttest.FakeDigest("x") }), prefix: producttest.Prefix, review: w.review, wantErr: kernel + ": sha256"},
+		{name: "changed size", source: changed(func(l []product.FileEntry) { l[at(kernel)].Size++ }), prefix: producttest.Prefix, review: w.review, wantErr: kernel + ": size"},
+		{name: "missing file", source: changed(func(l []product.FileEntry) { l[at(kernel)].Path = producttest.Prefix + "/kernel2.py" }), prefix: producttest.Prefix, review: w.review, wantErr: kernel + ": missing"},
 		{name: "wrong prefix", source: w.source, prefix: "elsewhere", review: w.review, wantErr: "elsewhere/kernel.py: missing"},
-		{name: "unsorted listing", source: changed(func(l []stack.FileEntry) { l[0], l[1] = l[1], l[0] }), prefix: stacktest.Prefix, review: w.review, wantErr: "out of order"},
-		{name: "invalid review", source: w.source, prefix: stacktest.Prefix, review: stack.Review{}, wantErr: "review.reviewer"},
+		{name: "unsorted listing", source: changed(func(l []product.FileEntry) { l[0], l[1] = l[1], l[0] }), prefix: producttest.Prefix, review: w.review, wantErr: "out of order"},
+		{name: "invalid review", source: w.source, prefix: producttest.Prefix, review: product.Review{}, wantErr: "review.reviewer"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := stack.Integrate(w.crown, c.source, c.prefix, c.review)
+			r, err := product.Integrate(w.crown, c.source, c.prefix, c.review)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error %v, want %q", err, c.wantErr)
@@ -223,8 +223,8 @@ func TestIntegrate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sd, _ := stack.SourceDigest(c.source)
-			cd, _ := stack.Digest(&w.crown)
+			sd, _ := product.SourceDigest(c.source)
+			cd, _ := product.Digest(&w.crown)
 			if r.Source.Digest != sd || r.Crown != cd || len(r.Preserved) != len(w.crown.SelectedPayload.Files) {
 				t.Fatalf("record %+v", r)
 			}
@@ -235,57 +235,57 @@ func TestIntegrate(t *testing.T) {
 func TestNewRelease(t *testing.T) {
 	w := newWorld(t)
 	cat := w.cat
-	sd, _ := stack.SourceDigest(w.source)
+	sd, _ := product.SourceDigest(w.source)
 	digests := map[string]string{"engine": sd}
-	integrate := func(inc stack.EvaluationStack, name string, review stack.Review) stack.IntegrationRecord {
+	integrate := func(inc product.EvaluationStack, name string, review product.Review) product.IntegrationRecord {
 		t.Helper()
-		cr := stacktest.Crown(t, cat, inc, name, "miner-"+name)
+		cr := producttest.Crown(t, cat, inc, name, "miner-"+name)
 		l := w.source
 		if name != silu {
 			// a source tree for another target's payload
 			dir := t.TempDir()
-			stacktest.WriteTree(t, dir, stacktest.SourceFiles(stacktest.Payload(name), stacktest.Prefix))
+			producttest.WriteTree(t, dir, producttest.SourceFiles(producttest.Payload(name), producttest.Prefix))
 			var err error
-			if l, err = stack.ScanTree(dir, stack.SourceSkip); err != nil {
+			if l, err = product.ScanTree(dir, product.SourceSkip); err != nil {
 				t.Fatal(err)
 			}
 		}
-		r, err := stack.Integrate(cr, l, stacktest.Prefix, review)
+		r, err := product.Integrate(cr, l, producttest.Prefix, review)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
 	rejected := w.review
-	rejected.Decision = stack.DecisionRejected
-	gen := stacktest.Genesis(t, cat)
+	rejected.Decision = product.DecisionRejected
+	gen := producttest.Genesis(t, cat)
 	atomicRec := integrate(gen, target.MoEEpilogue, w.review)
 	arRec := integrate(gen, arRMS, w.review)
 	otherSilu := integrate(crownAll(t, cat, "norm.rmsnorm"), silu, w.review)
 	twoSources := map[string]string{"engine": sd, "extra": atomicRec.Source.Digest}
 	base2 := w.base
-	base2.Sources = append(append([]stack.BaseSource{}, base2.Sources...), stack.BaseSource{Name: "extra", Provenance: "a second reviewed tree"})
+	base2.Sources = append(append([]product.BaseSource{}, base2.Sources...), product.BaseSource{Name: "extra", Provenance: "a second reviewed tree"})
 	cases := []struct {
 		name    string
-		base    stack.ReleaseBase
+		base    product.ReleaseBase
 		digests map[string]string
-		records []stack.IntegrationRecord
+		records []product.IntegrationRecord
 		wantErr string
 		want    int
 	}{
-		{name: "one contribution", base: w.base, digests: digests, records: []stack.IntegrationRecord{w.record}, want: 1},
+		{name: "one contribution", base: w.base, digests: digests, records: []product.IntegrationRecord{w.record}, want: 1},
 		{name: "no contributions", base: w.base, digests: digests, records: nil, want: 0},
-		{name: "two sources", base: base2, digests: twoSources, records: []stack.IntegrationRecord{w.record, atomicRec}, want: 2},
-		{name: "rejected review does not ship", base: w.base, digests: digests, records: []stack.IntegrationRecord{integrate(gen, silu, rejected)}, wantErr: "only approved"},
-		{name: "one crown covered twice", base: w.base, digests: digests, records: []stack.IntegrationRecord{w.record, w.record}, wantErr: "already covered"},
-		{name: "two crowns for one target", base: w.base, digests: digests, records: []stack.IntegrationRecord{w.record, otherSilu}, wantErr: "already held"},
-		{name: "atomic with its member singleton", base: base2, digests: map[string]string{"engine": arRec.Source.Digest, "extra": atomicRec.Source.Digest}, records: []stack.IntegrationRecord{atomicRec, arRec}, wantErr: "split active atomic"},
-		{name: "record over a tree not in the release", base: w.base, digests: digests, records: []stack.IntegrationRecord{atomicRec}, wantErr: "source.digest"},
+		{name: "two sources", base: base2, digests: twoSources, records: []product.IntegrationRecord{w.record, atomicRec}, want: 2},
+		{name: "rejected review does not ship", base: w.base, digests: digests, records: []product.IntegrationRecord{integrate(gen, silu, rejected)}, wantErr: "only approved"},
+		{name: "one crown covered twice", base: w.base, digests: digests, records: []product.IntegrationRecord{w.record, w.record}, wantErr: "already covered"},
+		{name: "two crowns for one target", base: w.base, digests: digests, records: []product.IntegrationRecord{w.record, otherSilu}, wantErr: "already held"},
+		{name: "atomic with its member singleton", base: base2, digests: map[string]string{"engine": arRec.Source.Digest, "extra": atomicRec.Source.Digest}, records: []product.IntegrationRecord{atomicRec, arRec}, wantErr: "split active atomic"},
+		{name: "record over a tree not in the release", base: w.base, digests: digests, records: []product.IntegrationRecord{atomicRec}, wantErr: "source.digest"},
 		{name: "source tree missing", base: w.base, digests: map[string]string{}, records: nil, wantErr: `source "engine"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := stack.NewRelease(cat, c.base, c.digests, c.records)
+			m, err := product.NewRelease(cat, c.base, c.digests, c.records)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error %v, want %q", err, c.wantErr)
@@ -304,28 +304,28 @@ func TestNewRelease(t *testing.T) {
 
 func TestCheckCoverage(t *testing.T) {
 	w := newWorld(t)
-	rd, _ := stack.Digest(&w.record)
+	rd, _ := product.Digest(&w.record)
 	other := w.record
 	other.Review.Notes = "a second record"
-	od, _ := stack.Digest(&other)
+	od, _ := product.Digest(&other)
 	rejected := w.record
-	rejected.Review.Decision = stack.DecisionRejected
-	withAttr := func(m stack.ReleaseManifest, c string) stack.ReleaseManifest {
-		m.Contributions = append([]stack.Contribution(nil), m.Contributions...)
+	rejected.Review.Decision = product.DecisionRejected
+	withAttr := func(m product.ReleaseManifest, c string) product.ReleaseManifest {
+		m.Contributions = append([]product.Contribution(nil), m.Contributions...)
 		m.Contributions[0].Attribution.Contributor = c
 		return m
 	}
 	cases := []struct {
 		name    string
-		m       stack.ReleaseManifest
-		records map[string]stack.IntegrationRecord
+		m       product.ReleaseManifest
+		records map[string]product.IntegrationRecord
 		wantErr string
 	}{
-		{name: "covered", m: w.release, records: map[string]stack.IntegrationRecord{rd: w.record}},
-		{name: "no record", m: w.release, records: map[string]stack.IntegrationRecord{}, wantErr: "contributions[0].integration"},
-		{name: "record left over", m: w.release, records: map[string]stack.IntegrationRecord{rd: w.record, od: other}, wantErr: "covers no contribution"},
-		{name: "attribution rewritten", m: withAttr(w.release, "someone-else"), records: map[string]stack.IntegrationRecord{rd: w.record}, wantErr: "contributions[0].attribution"},
-		{name: "not approved", m: w.release, records: map[string]stack.IntegrationRecord{rd: rejected}, wantErr: "decision"},
+		{name: "covered", m: w.release, records: map[string]product.IntegrationRecord{rd: w.record}},
+		{name: "no record", m: w.release, records: map[string]product.IntegrationRecord{}, wantErr: "contributions[0].integration"},
+		{name: "record left over", m: w.release, records: map[string]product.IntegrationRecord{rd: w.record, od: other}, wantErr: "covers no contribution"},
+		{name: "attribution rewritten", m: withAttr(w.release, "someone-else"), records: map[string]product.IntegrationRecord{rd: w.record}, wantErr: "contributions[0].attribution"},
+		{name: "not approved", m: w.release, records: map[string]product.IntegrationRecord{rd: rejected}, wantErr: "decision"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

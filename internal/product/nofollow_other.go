@@ -1,6 +1,6 @@
 //go:build !unix
 
-package stack
+package product
 
 // oNoFollow is unavailable here; ScanTree still refuses symlinks by type.
 const oNoFollow = 0
