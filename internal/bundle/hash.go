@@ -12,8 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"unicode/utf8"
+
+	"cacheon/internal/contentrule"
 )
 
 // File is one file covered by the content hash: its slash-separated path
@@ -24,30 +25,9 @@ type File struct {
 }
 
 // Excluded reports whether the slash-separated relative path rel is left
-// out of the content hash (and so out of packages and extractions): any
-// component named ".git" or "__pycache__", a final name starting with "._"
-// (macOS resource forks), or a final name whose suffix is ".pyc" or ".pyo".
-// The suffix follows Python's pathlib rule, so the bare names ".pyc" and
-// ".pyo" have no suffix and are kept.
-func Excluded(rel string) bool {
-	parts := strings.Split(rel, "/")
-	for _, p := range parts {
-		if p == ".git" || p == "__pycache__" {
-			return true
-		}
-	}
-	name := parts[len(parts)-1]
-	if strings.HasPrefix(name, "._") {
-		return true
-	}
-	if i := strings.LastIndexByte(name, '.'); i > 0 && i < len(name)-1 {
-		switch name[i:] {
-		case ".pyc", ".pyo":
-			return true
-		}
-	}
-	return false
-}
+// out of the content hash (and so out of packages and extractions). It is
+// the established rule, defined once in contentrule.
+func Excluded(rel string) bool { return contentrule.Excluded(rel) }
 
 // Files lists the files the content hash of dir covers: regular,
 // non-symlink files that are not Excluded, sorted by the bytes of their full

@@ -1,9 +1,6 @@
 package product
 
-import (
-	"cacheon/internal/canon"
-	"cacheon/internal/tensor"
-)
+import "cacheon/internal/canon"
 
 // RuntimePin is the exact serving runtime a product or arena is built on.
 type RuntimePin struct {
@@ -141,8 +138,7 @@ func (a *Arena) Validate() error {
 	if err := within("model", a.Model.Validate()); err != nil {
 		return err
 	}
-	d, err := tensor.ParseDType(a.DType)
-	if err != nil || !d.IsFloat() || d.String() != a.DType {
+	if !isFloatDType(a.DType) {
 		return fieldErr("dtype", "%q is not a floating-point torch dtype name (bfloat16, float16, float32, float64)", a.DType)
 	}
 	if err := within("hardware", a.Hardware.Validate()); err != nil {
@@ -152,4 +148,14 @@ func (a *Arena) Validate() error {
 		return err
 	}
 	return within("policy", a.Policy.Validate())
+}
+
+// isFloatDType reports whether s is the torch name of a floating-point
+// dtype: exactly the four names, no aliases, no "torch." prefix.
+func isFloatDType(s string) bool {
+	switch s {
+	case "bfloat16", "float16", "float32", "float64":
+		return true
+	}
+	return false
 }

@@ -36,6 +36,12 @@
 // The transitions — Candidate, ApplyCrown, Integrate, NewRelease — are pure
 // functions: they read their inputs, never modify them, and return new
 // objects.
+//
+// The package sits above nothing but canon and contentrule: no bundle, slot,
+// target, tensor, reference or engine package. What the transitions need of
+// the target catalog is the Catalog interface, in plain values, which
+// *target.Catalog satisfies; a source tree leaves out what a bundle's content
+// hash leaves out through contentrule, the rule's one home.
 package product
 
 import (

@@ -1,10 +1,6 @@
 package product
 
-import (
-	"fmt"
-
-	"cacheon/internal/tensor"
-)
+import "fmt"
 
 // ReferenceManifest is the pristine semantic authority of an arena: the
 // stock runtime and the model with no contributions at all. The type has no
@@ -32,8 +28,7 @@ func (r *ReferenceManifest) Validate() error {
 	if err := within("model", r.Model.Validate()); err != nil {
 		return err
 	}
-	d, err := tensor.ParseDType(r.DType)
-	if err != nil || !d.IsFloat() || d.String() != r.DType {
+	if !isFloatDType(r.DType) {
 		return fieldErr("dtype", "%q is not a floating-point torch dtype name", r.DType)
 	}
 	return nil

@@ -38,6 +38,42 @@ func encoded(t *testing.T, o product.Object) []byte {
 	return b
 }
 
+// TestCheckStack: a stack is checked against the catalog in force: every
+// target registered with its specification digest, and no active target
+// displaced by another.
+func TestCheckStack(t *testing.T) {
+	cat := producttest.Catalog(t)
+	two := crownAll(t, cat, arRMS, silu)
+	tests := []struct {
+		name    string
+		mutate  func(s *product.EvaluationStack)
+		wantErr string
+	}{
+		{name: "consistent", mutate: func(*product.EvaluationStack) {}},
+		{name: "other catalog", mutate: func(s *product.EvaluationStack) { s.Catalog = producttest.FakeDigest("catalog") }, wantErr: "catalog: "},
+		{name: "unregistered target", mutate: func(s *product.EvaluationStack) { s.Entries[0].Target = "attention.fast" }, wantErr: "entries[0].target: \"attention.fast\" is not a registered target"},
+		{name: "stale specification", mutate: func(s *product.EvaluationStack) { s.Entries[1].TargetSpec = producttest.FakeDigest("spec") }, wantErr: "entries[1].target_spec: "},
+		{name: "active target displaced by another", mutate: func(s *product.EvaluationStack) {
+			spec, _ := cat.TargetSpec(target.MoEEpilogue)
+			s.Entries[0].Target, s.Entries[0].TargetSpec = target.MoEEpilogue, spec
+		}, wantErr: "displaces the also active " + arRMS},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := two
+			s.Entries = append([]product.StackEntry(nil), two.Entries...)
+			tt.mutate(&s)
+			err := product.CheckStack(cat, &s)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("CheckStack: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("CheckStack = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestCandidate(t *testing.T) {
 	cat := producttest.Catalog(t)
 	prop := producttest.FakeDigest("new proposal")

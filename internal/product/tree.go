@@ -12,8 +12,8 @@ import (
 	"sort"
 	"strings"
 
-	"cacheon/internal/bundle"
 	"cacheon/internal/canon"
+	"cacheon/internal/contentrule"
 )
 
 // File modes a tree entry may have. Trees carry no other permission bits,
@@ -34,15 +34,14 @@ type FileEntry struct {
 }
 
 // SourceSkip is the skip rule for reviewed source trees: the same entries a
-// bundle's content hash leaves out (bundle.Excluded, DESIGN.md §4). Walks
-// do not descend skipped directories, so a directory is judged by its own
-// name and a file by bundle's whole-path rule.
+// bundle's content hash leaves out (contentrule, DESIGN.md §4). Walks do not
+// descend skipped directories, so a directory is judged by its own name and
+// a file by the whole-path rule.
 func SourceSkip(rel string, isDir bool) bool {
 	if isDir {
-		name := rel[strings.LastIndexByte(rel, '/')+1:]
-		return name == ".git" || name == "__pycache__"
+		return contentrule.ExcludedDir(rel[strings.LastIndexByte(rel, '/')+1:])
 	}
-	return bundle.Excluded(rel)
+	return contentrule.Excluded(rel)
 }
 
 // ScanTree lists the regular files under dir, hashing each one. skip, when
