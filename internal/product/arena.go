@@ -1,6 +1,10 @@
 package product
 
-import "cacheon/internal/canon"
+import (
+	"fmt"
+
+	"cacheon/internal/canon"
+)
 
 // RuntimePin is the exact serving runtime a product or arena is built on.
 type RuntimePin struct {
@@ -111,9 +115,13 @@ func (p ArenaPolicy) Validate() error {
 	return nil
 }
 
-// Arena is the frozen evaluation context that crowns are measured in:
-// runtime pin, model identity, dtype, hardware and topology, workload and
-// policy parameters.
+// Arena is the frozen evaluation context that crowns are measured in, as
+// an identity: runtime pin, model identity, dtype, hardware and topology,
+// workload and policy parameters.
+//
+// It is not the engine settings the arena runtime is started with (the
+// arena files arenas/NAME.toml, package arena); Settings links the two by
+// digest, and CheckSettings checks the link where both meet.
 type Arena struct {
 	Name     string        `json:"name"`
 	Runtime  RuntimePin    `json:"runtime"`
@@ -122,6 +130,13 @@ type Arena struct {
 	Hardware Hardware      `json:"hardware"`
 	Workload Workload      `json:"workload"`
 	Policy   ArenaPolicy   `json:"policy"`
+	// Settings is the digest of the engine settings the arena is served
+	// with: (*arena.Arena).Digest() of its arena file as selected for the
+	// workload it is measured under (arena.Select), which identifies
+	// exactly what the runtime runs. Being part of the identity, it makes
+	// the arena digest cover those settings. It may be omitted (identities
+	// written before it keep their digests), but CheckSettings then fails.
+	Settings string `json:"settings,omitempty"`
 }
 
 // Domain implements Object.
@@ -147,7 +162,33 @@ func (a *Arena) Validate() error {
 	if err := within("workload", a.Workload.Validate()); err != nil {
 		return err
 	}
-	return within("policy", a.Policy.Validate())
+	if err := within("policy", a.Policy.Validate()); err != nil {
+		return err
+	}
+	if a.Settings == "" {
+		return nil
+	}
+	return checkDigest("settings", a.Settings)
+}
+
+// CheckSettings checks that a is served with the engine settings whose
+// digest is settings ((*arena.Arena).Digest() of the arena file as
+// selected for the workload, package arena): the identity must name
+// settings, and exactly those. Whoever starts an arena runtime for an
+// arena identity calls it, so that a crown measured in a is measured with
+// the settings a names.
+func (a *Arena) CheckSettings(settings string) error {
+	if err := canon.ValidDigest(settings); err != nil {
+		return fmt.Errorf("arena %s: engine settings: %w", a.Name, err)
+	}
+	switch a.Settings {
+	case settings:
+		return nil
+	case "":
+		return fmt.Errorf("arena %s: %w", a.Name, fieldErr("settings", "missing: the arena identity names no engine settings, so none can be checked against it"))
+	default:
+		return fmt.Errorf("arena %s: %w", a.Name, fieldErr("settings", "%s is not the digest of the engine settings in use (%s)", a.Settings, settings))
+	}
 }
 
 // isFloatDType reports whether s is the torch name of a floating-point

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"cacheon/arenas"
+	"cacheon/internal/arena"
 	"cacheon/internal/product"
 	"cacheon/internal/product/producttest"
 	"cacheon/internal/tensor"
@@ -39,5 +41,81 @@ func TestArenaDType(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// settingsDigest is the engine-settings digest of a shipped arena file as
+// selected for its default workload.
+func settingsDigest(t *testing.T, name string) string {
+	t.Helper()
+	data, ok := arenas.Lookup(name)
+	if !ok {
+		t.Fatalf("no shipped arena %s", name)
+	}
+	a, err := arena.Parse("arenas/"+name+".toml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := a.Select(arena.DefaultWorkload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sel.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestArenaSettings: the arena identity is linked to the engine settings
+// it is served with by their digest, and the identity's digest covers it.
+func TestArenaSettings(t *testing.T) {
+	tiny, moe := settingsDigest(t, "cpu-tiny"), settingsDigest(t, "cpu-tiny-moe")
+	plain := producttest.Arena()
+	plainDigest, err := product.Digest(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := producttest.Arena()
+	linked.Settings = tiny
+	data, linkedDigest, err := product.Encode(&linked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if linkedDigest == plainDigest {
+		t.Fatal("the arena digest does not cover the engine settings")
+	}
+	back, d, err := product.Decode[product.Arena](data)
+	if err != nil || d != linkedDigest || back.Settings != tiny {
+		t.Fatalf("round trip: %+v, %s, %v", back, d, err)
+	}
+
+	tests := []struct {
+		name     string
+		id       product.Arena
+		settings string
+		wantErr  string
+	}{
+		{name: "the named settings", id: linked, settings: tiny},
+		{name: "other settings", id: linked, settings: moe, wantErr: "settings: " + tiny + " is not the digest of the engine settings in use (" + moe + ")"},
+		{name: "no settings named", id: plain, settings: tiny, wantErr: "settings: missing"},
+		{name: "not a digest", id: linked, settings: "cpu-tiny", wantErr: "engine settings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.id.CheckSettings(tt.settings)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("CheckSettings: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("CheckSettings = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+
+	bad := producttest.Arena()
+	bad.Settings = "CPU-TINY"
+	if err := bad.Validate(); err == nil || !strings.HasPrefix(err.Error(), "settings: ") {
+		t.Fatalf("Validate with a malformed settings digest = %v, want a settings error", err)
 	}
 }
