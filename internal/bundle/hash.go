@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"cacheon/internal/contentrule"
+	"cacheon/internal/nofollow"
 )
 
 // File is one file covered by the content hash: its slash-separated path
@@ -199,7 +200,7 @@ func writeFrame(h io.Writer, f File) {
 // fileSHA256 streams one regular file of the bundle and returns its hex
 // SHA-256 and size.
 func fileSHA256(root, rel string) (string, int64, error) {
-	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(rel)))
+	fh, err := nofollow.Open(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
 		return "", 0, err
 	}
@@ -222,7 +223,7 @@ func fileSHA256(root, rel string) (string, int64, error) {
 // openListed opens a file that Files listed, without following a final
 // symlink, and checks it is still the regular file of the listed size.
 func openListed(root string, f File, during string) (*os.File, error) {
-	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(f.Path)))
+	fh, err := nofollow.Open(filepath.Join(root, filepath.FromSlash(f.Path)))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", f.Path, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"cacheon/internal/canon"
 	"cacheon/internal/contentrule"
+	"cacheon/internal/nofollow"
 )
 
 // File modes a tree entry may have. Trees carry no other permission bits,
@@ -122,7 +123,7 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // HashFile hashes one regular file (refusing a symlink) and returns its
 // entry without a path: mode, SHA-256 and size.
 func HashFile(p string) (FileEntry, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
+	f, err := nofollow.Open(p)
 	if err != nil {
 		return FileEntry{}, fmt.Errorf("open: %w", err)
 	}

@@ -60,6 +60,27 @@ func TestScanTree(t *testing.T) {
 	}
 }
 
+// TestHashFileRefusesSymlink: a file swapped for a symlink after its tree
+// was listed is refused when it is opened, not followed.
+func TestHashFileRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e, err := product.HashFile(target)
+	if err != nil || e.Mode != product.ModeExec || e.Size != 1 {
+		t.Fatalf("HashFile(regular) = %+v, %v", e, err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := product.HashFile(link); err == nil || !strings.HasPrefix(err.Error(), "open: ") {
+		t.Fatalf("HashFile(symlink) = %v, want an open error", err)
+	}
+}
+
 func TestCompareListings(t *testing.T) {
 	e := func(p, sha string) product.FileEntry {
 		return product.FileEntry{Path: p, Mode: product.ModeFile, SHA256: producttest.FakeDigest(sha), Size: 1}

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
+	"cacheon/internal/nofollow"
 	"cacheon/internal/product"
 )
 
@@ -38,7 +38,7 @@ func WriteTar(w io.Writer, dir string, l []product.FileEntry) error {
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("write tar: %s: %w", f.Path, err)
 		}
-		src, err := os.OpenFile(filepath.Join(dir, filepath.FromSlash(f.Path)), os.O_RDONLY|oNoFollow, 0)
+		src, err := nofollow.Open(filepath.Join(dir, filepath.FromSlash(f.Path)))
 		if err != nil {
 			return fmt.Errorf("write tar: %w", err)
 		}

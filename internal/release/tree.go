@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"cacheon/internal/nofollow"
 	"cacheon/internal/product"
 )
 
@@ -171,7 +172,7 @@ func writeEntry(full string, e Entry) error {
 }
 
 func copyFrom(w io.Writer, src string) error {
-	f, err := os.OpenFile(src, os.O_RDONLY|oNoFollow, 0)
+	f, err := nofollow.Open(src)
 	if err != nil {
 		return err
 	}
