@@ -1,10 +1,12 @@
 package cli
 
+// The integrate command. Like the release commands (release.go), it
+// imports only the product packages.
+
 import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 
@@ -38,23 +40,15 @@ and no release.`,
 			if prefix != "" && (path.IsAbs(prefix) || !fs.ValidPath(strings.TrimSuffix(prefix, "/"))) {
 				return withCode(ExitUsage, fmt.Errorf("integrate: --prefix %q: want a slash-separated directory inside the source tree (no leading /, no . or ..)", prefix))
 			}
-			data, err := os.ReadFile(args[0])
+			crown, _, err := product.ReadFile[product.CrownRecord](args[0])
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			crown, _, err := product.DecodeFile[product.CrownRecord](data)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", args[0], err))
-			}
-			rdata, err := os.ReadFile(review)
+			rev, _, err := product.ReadLenientFile[product.Review](review)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			rev, err := product.ReadReview(rdata)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", review, err))
-			}
-			l, err := product.ScanTree(source, product.SourceSkip)
+			l, _, err := product.ScanSource(source)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: --source: %w", err))
 			}

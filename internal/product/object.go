@@ -15,6 +15,7 @@
 //	review.go       Review, a maintainer's review of a crown
 //	integration.go  IntegrationRecord and the Integrate transition
 //	release.go      ReleaseManifest, ReleaseBase and the NewRelease transition
+//	files.go        reading objects kept in files, scanning source trees
 //
 // Cacheon keeps four objects distinct — a proposal (untrusted source a miner
 // commits), a crown (an independently reproduced marginal win for one
