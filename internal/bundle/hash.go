@@ -72,7 +72,7 @@ func listFiles(dir string) ([]File, []string, error) {
 		}
 		switch {
 		case d.IsDir():
-			if d.Name() == ".git" || d.Name() == "__pycache__" {
+			if contentrule.ExcludedDir(d.Name()) {
 				return filepath.SkipDir
 			}
 			return nil
