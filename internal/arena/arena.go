@@ -102,7 +102,9 @@ type Workload struct {
 // DefaultWorkload is the name of the [workload] table.
 const DefaultWorkload = "default"
 
-// Digest is the arena's canonical identity.
+// Digest is the arena's canonical identity. The digest of the arena as
+// selected for a workload (Select) is what a product arena identity names
+// as its engine settings (product.Arena.Settings, checked by CheckSettings).
 func (a *Arena) Digest() (string, error) {
 	d, err := canon.Digest(Domain, SchemaVersion, a)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"cacheon/internal/contentrule"
 )
 
 // ExtractLimits bounds what Extract accepts from an untrusted archive.
@@ -438,7 +440,7 @@ func checkMemberName(name string) error {
 			return fmt.Errorf("path component %q is not allowed", part)
 		case len(part) > 255:
 			return errors.New("path component longer than 255 bytes")
-		case part == ".git" || part == "__pycache__":
+		case contentrule.ExcludedDir(part):
 			return fmt.Errorf("path component %q is not covered by the content hash", part)
 		}
 	}

@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"unicode/utf8"
+
+	"cacheon/internal/contentrule"
+	"cacheon/internal/nofollow"
 )
 
 // File is one file covered by the content hash: its slash-separated path
@@ -24,30 +26,9 @@ type File struct {
 }
 
 // Excluded reports whether the slash-separated relative path rel is left
-// out of the content hash (and so out of packages and extractions): any
-// component named ".git" or "__pycache__", a final name starting with "._"
-// (macOS resource forks), or a final name whose suffix is ".pyc" or ".pyo".
-// The suffix follows Python's pathlib rule, so the bare names ".pyc" and
-// ".pyo" have no suffix and are kept.
-func Excluded(rel string) bool {
-	parts := strings.Split(rel, "/")
-	for _, p := range parts {
-		if p == ".git" || p == "__pycache__" {
-			return true
-		}
-	}
-	name := parts[len(parts)-1]
-	if strings.HasPrefix(name, "._") {
-		return true
-	}
-	if i := strings.LastIndexByte(name, '.'); i > 0 && i < len(name)-1 {
-		switch name[i:] {
-		case ".pyc", ".pyo":
-			return true
-		}
-	}
-	return false
-}
+// out of the content hash (and so out of packages and extractions). It is
+// the established rule, defined once in contentrule.
+func Excluded(rel string) bool { return contentrule.Excluded(rel) }
 
 // Files lists the files the content hash of dir covers: regular,
 // non-symlink files that are not Excluded, sorted by the bytes of their full
@@ -91,7 +72,7 @@ func listFiles(dir string) ([]File, []string, error) {
 		}
 		switch {
 		case d.IsDir():
-			if d.Name() == ".git" || d.Name() == "__pycache__" {
+			if contentrule.ExcludedDir(d.Name()) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -219,7 +200,7 @@ func writeFrame(h io.Writer, f File) {
 // fileSHA256 streams one regular file of the bundle and returns its hex
 // SHA-256 and size.
 func fileSHA256(root, rel string) (string, int64, error) {
-	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(rel)))
+	fh, err := nofollow.Open(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
 		return "", 0, err
 	}
@@ -242,7 +223,7 @@ func fileSHA256(root, rel string) (string, int64, error) {
 // openListed opens a file that Files listed, without following a final
 // symlink, and checks it is still the regular file of the listed size.
 func openListed(root string, f File, during string) (*os.File, error) {
-	fh, err := openNoFollow(filepath.Join(root, filepath.FromSlash(f.Path)))
+	fh, err := nofollow.Open(filepath.Join(root, filepath.FromSlash(f.Path)))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", f.Path, err)
 	}

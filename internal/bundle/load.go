@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"cacheon/internal/capability"
+	"cacheon/internal/nofollow"
 	"cacheon/internal/slot"
 )
 
@@ -63,7 +64,7 @@ func readBundleFile(root, rel string, limit int64) ([]byte, error) {
 	if err := checkNoSymlinks(root, rel); err != nil {
 		return nil, err
 	}
-	f, err := openNoFollow(filepath.Join(root, filepath.FromSlash(rel)))
+	f, err := nofollow.Open(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
 		return nil, err
 	}

@@ -1,16 +1,18 @@
 package cli
 
+// The integrate command. Like the release commands (release.go), it
+// imports only the product packages.
+
 import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 func (a *app) integrateCommand() *cobra.Command {
@@ -38,29 +40,21 @@ and no release.`,
 			if prefix != "" && (path.IsAbs(prefix) || !fs.ValidPath(strings.TrimSuffix(prefix, "/"))) {
 				return withCode(ExitUsage, fmt.Errorf("integrate: --prefix %q: want a slash-separated directory inside the source tree (no leading /, no . or ..)", prefix))
 			}
-			data, err := os.ReadFile(args[0])
+			crown, _, err := product.ReadFile[product.CrownRecord](args[0])
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			crown, _, err := stack.DecodeFile[stack.CrownRecord](data)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", args[0], err))
-			}
-			rdata, err := os.ReadFile(review)
+			rev, _, err := product.ReadLenientFile[product.Review](review)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
 			}
-			rev, err := stack.ReadReview(rdata)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: %s: %w", review, err))
-			}
-			l, err := stack.ScanTree(source, stack.SourceSkip)
+			l, _, err := product.ScanSource(source)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("integrate: --source: %w", err))
 			}
-			rec, err := stack.Integrate(crown, l, prefix, rev)
+			rec, err := product.Integrate(crown, l, prefix, rev)
 			if err != nil {
-				var pe *stack.PreserveError
+				var pe *product.PreserveError
 				if errors.As(err, &pe) {
 					return withCode(ExitFindings, fmt.Errorf("integrate: %s: %v; the source does not preserve the crowned selected payload byte for byte", source, pe))
 				}

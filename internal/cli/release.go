@@ -1,24 +1,24 @@
 package cli
 
-// The release commands. This file and integrate.go import only the product
-// packages (stack, release, and the target catalog), never the chain,
-// intake, settlement, weights or store packages: a release is built and
-// verified from its retained artifacts alone (see release_test.go).
+// The release commands: manifest and build here, keygen, sign and verify in
+// release_sign.go. Like integrate.go, these files import only the product
+// packages (product and release; the target catalog comes from catalogs()),
+// never the chain, intake, settlement, weights or store packages: a release
+// is built and verified from its retained artifacts alone (see
+// release_test.go). Each command parses its flags, reads the inputs they
+// name with one product call each, calls one domain function, prints and
+// picks the exit code.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"cacheon/internal/product"
 	"cacheon/internal/release"
-	"cacheon/internal/slot"
-	"cacheon/internal/stack"
-	"cacheon/internal/target"
 )
 
 func (a *app) releaseCommand() *cobra.Command {
@@ -49,54 +49,6 @@ Typical session:
 	return cmd
 }
 
-// releaseStateDir is where cacheon keeps its state: $CACHEON_STATE_DIR, else
-// $XDG_STATE_HOME/cacheon, else ~/.local/state/cacheon ("" when none can
-// be named).
-func releaseStateDir() string {
-	if d := os.Getenv("CACHEON_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cacheon")
-	}
-	if h, err := os.UserHomeDir(); err == nil && h != "" {
-		return filepath.Join(h, ".local", "state", "cacheon")
-	}
-	return ""
-}
-
-func (a *app) releaseKeygenCommand() *cobra.Command {
-	var out, pub, state string
-	cmd := &cobra.Command{
-		Use:   "keygen --out KEY [--pub PUB]",
-		Short: "Create an ed25519 release signing key pair",
-		Long: `keygen writes a new ed25519 private key (PKCS#8 PEM, mode 0600) to the file
---out names and its public key (PKIX PEM) to --pub (default KEY.pub). Neither
-file may exist. The private key is refused inside a git work tree and inside
-the state directory (--state-dir, default $CACHEON_STATE_DIR, else
-$XDG_STATE_HOME/cacheon, else ~/.local/state/cacheon).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return withCode(ExitUsage, errors.New("release keygen: --out KEY is required"))
-			}
-			if pub == "" {
-				pub = out + ".pub"
-			}
-			k, err := release.Keygen(release.KeygenOptions{Private: out, Public: pub, Forbidden: []string{state}})
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release %w", err))
-			}
-			fmt.Fprintf(a.stdout, "private key %s\npublic key %s\nkeyid %s\n", out, pub, release.KeyID(k))
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&out, "out", "", "private key file to create (kept out of repositories and the state directory)")
-	cmd.Flags().StringVar(&pub, "pub", "", "public key file to create (default KEY.pub)")
-	cmd.Flags().StringVar(&state, "state-dir", releaseStateDir(), "state directory the private key must stay out of")
-	return cmd
-}
-
 func (a *app) releaseManifestCommand() *cobra.Command {
 	var sources, records []string
 	var out string
@@ -113,13 +65,9 @@ the source trees, and be compatible with the others. The canonical manifest is
 written to -o FILE, or to standard output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
+			base, _, err := product.ReadLenientFile[product.ReleaseBase](args[0])
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release manifest: %w", err))
-			}
-			base, err := stack.ReadReleaseBase(data)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release manifest: %s: %w", args[0], err))
 			}
 			digests := map[string]string{}
 			for _, s := range sources {
@@ -130,23 +78,21 @@ written to -o FILE, or to standard output.`,
 				if _, dup := digests[name]; dup {
 					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s given twice", name))
 				}
-				l, err := stack.ScanTree(dir, stack.SourceSkip)
+				_, d, err := product.ScanSource(dir)
 				if err != nil {
 					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s: %w", name, err))
 				}
-				if digests[name], err = stack.SourceDigest(l); err != nil {
-					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s: %w", name, err))
-				}
+				digests[name] = d
 			}
-			recs, err := readIntegrationRecords(records)
+			recs, err := product.ReadFiles[product.IntegrationRecord](records)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release manifest: %w", err))
 			}
-			cat, err := releaseCatalog()
+			_, cat, err := catalogs()
 			if err != nil {
 				return withCode(ExitInfra, fmt.Errorf("release manifest: %w", err))
 			}
-			m, err := stack.NewRelease(cat, base, digests, recs)
+			m, err := product.NewRelease(cat, base, digests, recs)
 			if err != nil {
 				return withCode(ExitFindings, fmt.Errorf("release manifest: %w", err))
 			}
@@ -178,15 +124,11 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			if out == "" {
 				return withCode(ExitUsage, errors.New("release build: -o OUTDIR is required"))
 			}
-			data, err := os.ReadFile(args[0])
+			m, _, err := product.ReadFile[product.ReleaseManifest](args[0])
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release build: %w", err))
 			}
-			m, _, err := stack.DecodeFile[stack.ReleaseManifest](data)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release build: %s: %w", args[0], err))
-			}
-			recs, err := readIntegrationRecords(records)
+			recs, err := product.ReadFiles[product.IntegrationRecord](records)
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("release build: %w", err))
 			}
@@ -194,8 +136,8 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			if err != nil {
 				// An uncovered contribution or a payload the source does
 				// not preserve is a finding; anything else is usage or I/O.
-				var fe *stack.FieldError
-				var pe *stack.PreserveError
+				var fe *product.FieldError
+				var pe *product.PreserveError
 				if errors.As(err, &fe) || errors.As(err, &pe) {
 					return withCode(ExitFindings, fmt.Errorf("release %w", err))
 				}
@@ -212,152 +154,10 @@ for byte. The same inputs give byte-identical output on any machine.`,
 	return cmd
 }
 
-func (a *app) releaseSignCommand() *cobra.Command {
-	var key string
-	cmd := &cobra.Command{
-		Use:   "sign OUTDIR --key KEY",
-		Short: "Check a built release and sign its descriptor",
-		Long: `sign re-checks the release in OUTDIR (every digest recomputed, every
-contribution covered) and signs descriptor.json with the ed25519 private key
-in KEY, writing the DSSE envelope descriptor.dsse.json (replacing an earlier
-one). The key file must not be readable by group or others.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if key == "" {
-				return withCode(ExitUsage, errors.New("release sign: --key KEY is required"))
-			}
-			priv, err := release.ReadPrivateKey(key)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release sign: %w", err))
-			}
-			if err := releaseDirArg(args[0]); err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release sign: %w", err))
-			}
-			rep, err := release.Sign(args[0], priv)
-			if err != nil {
-				var f *release.Failure
-				if errors.As(err, &f) {
-					return withCode(ExitFindings, fmt.Errorf("release sign: %s: %w", args[0], f))
-				}
-				return withCode(ExitUsage, fmt.Errorf("release %w", err))
-			}
-			fmt.Fprintf(a.stdout, "signed %s %s\ndescriptor %s\nkeyid %s\n", rep.Name, rep.Version, rep.Descriptor, rep.KeyID)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&key, "key", "", "ed25519 private key file (PKCS#8 PEM)")
-	return cmd
-}
-
-func (a *app) releaseVerifyCommand() *cobra.Command {
-	var pub string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "verify OUTDIR --pub PUB [--json]",
-		Short: "Verify a signed release offline against a public key",
-		Long: `verify checks the DSSE signature of descriptor.json against the ed25519
-public key in PUB, then recomputes every digest — tree files, tree listing,
-tar, release manifest, integration records, source trees, SBOM — and checks
-that every contribution is covered by exactly one approved integration record
-whose crowned selected payload the tree preserves byte for byte. It needs
-nothing but the release directory and the key: no network, chain or state
-directory. Exit status 2 and a message naming the file (and field) that is
-wrong when anything differs.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if pub == "" {
-				return withCode(ExitUsage, errors.New("release verify: --pub PUB is required"))
-			}
-			key, err := release.ReadPublicKey(pub)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
-			}
-			if err := releaseDirArg(args[0]); err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
-			}
-			rep, err := release.Verify(args[0], key)
-			if asJSON {
-				return a.printVerifyJSON(rep, err)
-			}
-			if err != nil {
-				return withCode(ExitFindings, fmt.Errorf("release verify: %s: %w", args[0], err))
-			}
-			fmt.Fprintf(a.stdout, "verified %s %s\ndescriptor %s\nrelease %s\ntree %s (%d files)\nkeyid %s\n",
-				rep.Name, rep.Version, rep.Descriptor, rep.Release, rep.Tree, rep.Files, rep.KeyID)
-			for _, c := range rep.Contributions {
-				fmt.Fprintf(a.stdout, "contribution %s by %s: crown %s, integration %s reviewed by %s\n",
-					c.Target, c.Contributor, c.Crown, c.Integration, c.Reviewer)
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&pub, "pub", "", "ed25519 public key file (PKIX PEM)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return cmd
-}
-
-// printVerifyJSON prints a verification result for automation.
-func (a *app) printVerifyJSON(rep release.Report, verr error) error {
-	out := struct {
-		OK      bool             `json:"ok"`
-		Report  *release.Report  `json:"report,omitempty"`
-		Failure *release.Failure `json:"failure,omitempty"`
-	}{OK: verr == nil}
-	if verr == nil {
-		out.Report = &rep
-	} else {
-		var f *release.Failure
-		if !errors.As(verr, &f) {
-			f = &release.Failure{File: ".", Reason: verr.Error()}
-		}
-		out.Failure = f
-	}
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
-	}
-	if verr != nil {
-		return silentExit{code: ExitFindings}
-	}
-	return nil
-}
-
-// readIntegrationRecords reads integration record files strictly (see
-// stack.DecodeFile).
-func readIntegrationRecords(paths []string) ([]stack.IntegrationRecord, error) {
-	var out []stack.IntegrationRecord
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		r, _, err := stack.DecodeFile[stack.IntegrationRecord](data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// releaseCatalog builds the registered target catalog.
-func releaseCatalog() (*target.Catalog, error) {
-	s, err := slot.NewCatalog()
-	if err != nil {
-		return nil, fmt.Errorf("slot catalog: %w", err)
-	}
-	c, err := target.NewCatalog(s)
-	if err != nil {
-		return nil, fmt.Errorf("target catalog: %w", err)
-	}
-	return c, nil
-}
-
 // writeReleaseObject writes a canonical object to path (or standard output when
 // path is empty) and reports its digest.
-func (a *app) writeReleaseObject(what string, o stack.Object, path string) error {
-	data, d, err := stack.Encode(o)
+func (a *app) writeReleaseObject(what string, o product.Object, path string) error {
+	data, d, err := product.Encode(o)
 	if err != nil {
 		return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
 	}
@@ -369,17 +169,5 @@ func (a *app) writeReleaseObject(what string, o stack.Object, path string) error
 		return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
 	}
 	fmt.Fprintf(a.stdout, "%s %s -> %s\n", what, d, path)
-	return nil
-}
-
-// releaseDirArg checks that the RELEASE argument names a directory.
-func releaseDirArg(dir string) error {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("release directory %s: %w", dir, errors.Unwrap(err))
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("release directory %s: not a directory", dir)
-	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/txtar"
 
-	"cacheon/internal/stack"
-	"cacheon/internal/stack/stacktest"
+	"cacheon/internal/product"
+	"cacheon/internal/product/producttest"
 )
 
 var updateReleaseScripts = flag.Bool("update-release-scripts", false, "regenerate the files of testdata/script/release_e2e.txtar")
@@ -32,9 +32,9 @@ const releaseScript = "testdata/script/release_e2e.txtar"
 func releaseScriptFiles(t *testing.T) []txtar.File {
 	t.Helper()
 	const target = "activation.silu_and_mul"
-	cat := stacktest.Catalog(t)
-	crown := stacktest.Crown(t, cat, stacktest.Genesis(t, cat), target, "miner-1")
-	crownBytes, _, err := stack.Encode(&crown)
+	cat := producttest.Catalog(t)
+	crown := producttest.Crown(t, cat, producttest.Genesis(t, cat), target, "miner-1")
+	crownBytes, _, err := product.Encode(&crown)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func releaseScriptFiles(t *testing.T) []txtar.File {
 		return append(b, '\n')
 	}
 	var files []txtar.File
-	src := stacktest.SourceFiles(stacktest.Payload(target), stacktest.Prefix)
+	src := producttest.SourceFiles(producttest.Payload(target), producttest.Prefix)
 	names := make([]string, 0, len(src))
 	for p := range src {
 		names = append(names, p)
@@ -55,19 +55,19 @@ func releaseScriptFiles(t *testing.T) []txtar.File {
 	for _, p := range names {
 		files = append(files, txtar.File{Name: "src/" + p, Data: []byte(src[p])})
 	}
-	kernel := []byte(stacktest.Payload(target)["kernel.py"])
+	kernel := []byte(producttest.Payload(target)["kernel.py"])
 	kernel[0] ^= 0x01
 	var env map[string]any
 	if err := json.Unmarshal(crownBytes, &env); err != nil {
 		t.Fatal(err)
 	}
-	review := stacktest.Review()
+	review := producttest.Review()
 	bad := strings.Replace(string(pretty(review)), `"reviewer":`, `"score": 0.5, "reviewd_by": "x", "reviewer":`, 1)
 	files = append(files,
 		txtar.File{Name: "tampered/kernel.py", Data: kernel},
 		txtar.File{Name: "review.json", Data: pretty(review)},
 		txtar.File{Name: "bad-review.json", Data: []byte(bad)},
-		txtar.File{Name: "base.json", Data: pretty(stacktest.Base(t))},
+		txtar.File{Name: "base.json", Data: pretty(producttest.Base(t))},
 		txtar.File{Name: "crown-pretty.json", Data: pretty(env)},
 		txtar.File{Name: "crown.json", Data: crownBytes},
 	)
@@ -110,9 +110,9 @@ func TestReleaseScriptFixtures(t *testing.T) {
 // as a whole also serves market commands, so the check is on these files'
 // imports and their dependencies.)
 func TestReleaseCommandsAreChainIndependent(t *testing.T) {
-	allowed := []string{"cacheon/internal/release", "cacheon/internal/stack", "cacheon/internal/target", "cacheon/internal/slot"}
+	allowed := []string{"cacheon/internal/release", "cacheon/internal/product", "cacheon/internal/target", "cacheon/internal/slot"}
 	var pkgs []string
-	for _, file := range []string{"release.go", "integrate.go"} {
+	for _, file := range []string{"release.go", "release_sign.go", "integrate.go"} {
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
 		if err != nil {
 			t.Fatal(err)

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"cacheon/internal/product"
+	"cacheon/internal/product/producttest"
 	"cacheon/internal/release"
-	"cacheon/internal/stack"
-	"cacheon/internal/stack/stacktest"
 	"cacheon/internal/target"
 )
 
@@ -39,11 +39,11 @@ func goListDeps(t *testing.T, pkgs ...string) []string {
 }
 
 // TestChainIndependence: the release build and verify path (this package
-// and the stack package it reads) imports no market package, and no
+// and the product package it reads) imports no market package, and no
 // network client or server.
 func TestChainIndependence(t *testing.T) {
-	deps := goListDeps(t, "cacheon/internal/release", "cacheon/internal/stack")
-	if !slices.Contains(deps, "cacheon/internal/stack") {
+	deps := goListDeps(t, "cacheon/internal/release", "cacheon/internal/product")
+	if !slices.Contains(deps, "cacheon/internal/product") {
 		t.Fatalf("go list returned no useful dependency list: %v", deps)
 	}
 	for _, d := range deps {
@@ -85,11 +85,11 @@ func TestAcceptance1_RemovingChainAccessAndMinerHostingDoesNotPreventRebuildingO
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := stack.Decode[stack.ReleaseManifest](mb)
+	m, _, err := product.Decode[product.ReleaseManifest](mb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var records []stack.IntegrationRecord
+	var records []product.IntegrationRecord
 	ents, err := os.ReadDir(filepath.Join(tree, release.IntegrationsDir))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestAcceptance1_RemovingChainAccessAndMinerHostingDoesNotPreventRebuildingO
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _, err := stack.Decode[stack.IntegrationRecord](rb)
+		r, _, err := product.Decode[product.IntegrationRecord](rb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,21 +144,21 @@ func TestAcceptance1_RemovingChainAccessAndMinerHostingDoesNotPreventRebuildingO
 }
 
 func TestAcceptance2_NewComponentIsEvaluatedAsOneMarginalSubstitutionOverCurrentStack(t *testing.T) {
-	cat := stacktest.Catalog(t)
-	gen := stacktest.Genesis(t, cat)
-	crownA := stacktest.Crown(t, cat, gen, silu, "miner-a")
-	withA, err := stack.ApplyCrown(cat, gen, crownA)
+	cat := producttest.Catalog(t)
+	gen := producttest.Genesis(t, cat)
+	crownA := producttest.Crown(t, cat, gen, silu, "miner-a")
+	withA, err := product.ApplyCrown(cat, gen, crownA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Miner B submits only its own delta (a proposal hash for one target);
 	// the validator supplies A from the incumbent.
-	propB := stacktest.FakeDigest("proposal-b")
-	cand, err := stack.Candidate(cat, withA, "norm.rmsnorm", propB)
+	propB := producttest.FakeDigest("proposal-b")
+	cand, err := product.Candidate(cat, withA, "norm.rmsnorm", propB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	incDigest, _ := stack.Digest(&withA)
+	incDigest, _ := product.Digest(&withA)
 	if cand.Incumbent != incDigest || cand.Transition.Target != "norm.rmsnorm" || len(cand.Displaced) != 0 {
 		t.Fatalf("candidate %+v is not one transition over the incumbent", cand)
 	}
@@ -177,13 +177,13 @@ func TestAcceptance2_NewComponentIsEvaluatedAsOneMarginalSubstitutionOverCurrent
 	}
 	// After B's crown the stack holds A and B, each attributed only to its
 	// own delta.
-	crownB := stacktest.Crown(t, cat, withA, "norm.rmsnorm", "miner-b")
-	withAB, err := stack.ApplyCrown(cat, withA, crownB)
+	crownB := producttest.Crown(t, cat, withA, "norm.rmsnorm", "miner-b")
+	withAB, err := product.ApplyCrown(cat, withA, crownB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cA, _ := stack.Digest(&crownA)
-	cB, _ := stack.Digest(&crownB)
+	cA, _ := product.Digest(&crownA)
+	cB, _ := product.Digest(&crownB)
 	for _, e := range withAB.Entries {
 		want := map[string]string{silu: cA, "norm.rmsnorm": cB}[e.Target]
 		if e.Crown != want {
@@ -191,7 +191,7 @@ func TestAcceptance2_NewComponentIsEvaluatedAsOneMarginalSubstitutionOverCurrent
 		}
 	}
 	// Two transitions at once are not a candidate.
-	if _, err := stack.Candidate(cat, withA, "norm.rmsnorm,attention.sdpa", propB); err == nil {
+	if _, err := product.Candidate(cat, withA, "norm.rmsnorm,attention.sdpa", propB); err == nil {
 		t.Fatal("a candidate with two targets was built")
 	}
 }
@@ -199,7 +199,7 @@ func TestAcceptance2_NewComponentIsEvaluatedAsOneMarginalSubstitutionOverCurrent
 func TestAcceptance3_TrustedControllerNeverImportsCandidateCode(t *testing.T) {
 	// Nothing on the product path can load or run code: no plugin loading,
 	// no process execution.
-	for _, d := range goListDeps(t, "cacheon/internal/release", "cacheon/internal/stack") {
+	for _, d := range goListDeps(t, "cacheon/internal/release", "cacheon/internal/product") {
 		if d == "plugin" || d == "os/exec" {
 			t.Errorf("the product path depends on %s", d)
 		}
@@ -213,16 +213,16 @@ func TestAcceptance3_TrustedControllerNeverImportsCandidateCode(t *testing.T) {
 	// A hostile proposal materialized for isolated evaluation is copied as
 	// bytes, never run: the tree holds exactly its bytes and the marker it
 	// would write if executed does not appear.
-	cat := stacktest.Catalog(t)
+	cat := producttest.Catalog(t)
 	prop := t.TempDir()
 	marker := filepath.Join(t.TempDir(), "pwned")
 	hostile := "import os\nopen(" + "'" + marker + "'" + ", 'w').write('x')\n"
-	stacktest.WriteTree(t, prop, map[string]string{"kernel.py": hostile, "__init__.py": hostile})
-	cand, err := stack.Candidate(cat, stacktest.Genesis(t, cat), silu, stacktest.FakeDigest("hostile"))
+	producttest.WriteTree(t, prop, map[string]string{"kernel.py": hostile, "__init__.py": hostile})
+	cand, err := product.Candidate(cat, producttest.Genesis(t, cat), silu, producttest.FakeDigest("hostile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := release.StackEntries(&cand, fakeProposals{stacktest.FakeDigest("hostile"): prop})
+	entries, err := release.StackEntries(&cand, fakeProposals{producttest.FakeDigest("hostile"): prop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func (f fakeProposals) ProposalDir(h string) (string, error) {
 }
 
 func TestAcceptance4_WholeSystemPrototypeCannotAcquireDuplicatePermanentWholeEngineRewardTitleByPackagingAlone(t *testing.T) {
-	cat := stacktest.Catalog(t)
+	cat := producttest.Catalog(t)
 	// A whole-system bundle does not resolve to any target.
 	all := cat.Slots().Names()
 	for _, r := range []target.Request{
@@ -262,20 +262,20 @@ func TestAcceptance4_WholeSystemPrototypeCannotAcquireDuplicatePermanentWholeEng
 		}
 	}
 	// No stack transition names the engine as a target.
-	gen := stacktest.Genesis(t, cat)
+	gen := producttest.Genesis(t, cat)
 	for _, name := range []string{"engine", "system", "*"} {
-		if _, err := stack.Candidate(cat, gen, name, stacktest.FakeDigest("whole")); err == nil {
+		if _, err := product.Candidate(cat, gen, name, producttest.FakeDigest("whole")); err == nil {
 			t.Fatalf("candidate for %q was built", name)
 		}
 	}
 	// One proposal packaged for two targets earns two separate one-target
 	// titles, never one for the engine, and a crown cannot be applied twice.
-	s1, err := stack.ApplyCrown(cat, gen, stacktest.Crown(t, cat, gen, silu, "whole"))
+	s1, err := product.ApplyCrown(cat, gen, producttest.Crown(t, cat, gen, silu, "whole"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := stacktest.Crown(t, cat, gen, silu, "whole")
-	if _, err := stack.ApplyCrown(cat, s1, again); err == nil {
+	again := producttest.Crown(t, cat, gen, silu, "whole")
+	if _, err := product.ApplyCrown(cat, s1, again); err == nil {
 		t.Fatal("the same crown was applied twice")
 	}
 	for _, e := range s1.Entries {
@@ -296,8 +296,8 @@ func TestAcceptance5_EveryShippedComponentResolvesToReviewedSourceAndImmutableAt
 	if err != nil {
 		t.Fatal(err)
 	}
-	cd, _ := stack.Digest(&s.crown)
-	rd, _ := stack.Digest(&s.record)
+	cd, _ := product.Digest(&s.crown)
+	rd, _ := product.Digest(&s.record)
 	if len(rep.Contributions) != 1 {
 		t.Fatalf("contributions %+v", rep.Contributions)
 	}
@@ -310,7 +310,7 @@ func TestAcceptance5_EveryShippedComponentResolvesToReviewedSourceAndImmutableAt
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbom, _, err := stack.Decode[release.SBOM](sb)
+	sbom, _, err := product.Decode[release.SBOM](sb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,12 +340,12 @@ func TestAcceptance5_EveryShippedComponentResolvesToReviewedSourceAndImmutableAt
 	// A source that no longer preserves the crowned payload is not
 	// reviewed source for that crown.
 	bad := filepath.Join(t.TempDir(), "src")
-	stacktest.WriteTree(t, bad, stacktest.SourceFiles(map[string]string{"kernel.py": "changed", "manifest.toml": ""}, stacktest.Prefix))
-	l, err := stack.ScanTree(bad, stack.SourceSkip)
+	producttest.WriteTree(t, bad, producttest.SourceFiles(map[string]string{"kernel.py": "changed", "manifest.toml": ""}, producttest.Prefix))
+	l, err := product.ScanTree(bad, product.SourceSkip)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stack.Integrate(s.crown, l, stacktest.Prefix, stacktest.Review()); err == nil {
+	if _, err := product.Integrate(s.crown, l, producttest.Prefix, producttest.Review()); err == nil {
 		t.Fatal("integrated a source that changed the selected payload")
 	}
 }
@@ -372,10 +372,10 @@ func TestAcceptance6_UpdatingEvaluationIncumbentAndPublishingReleaseAreIndepende
 		return out
 	}
 	before := snapshot()
-	stackBefore, _ := stack.Digest(&s.genesis)
+	stackBefore, _ := product.Digest(&s.genesis)
 
 	// A crown updates the evaluation stack — and leaves the release alone.
-	next, err := stack.ApplyCrown(s.cat, s.genesis, s.crown)
+	next, err := product.ApplyCrown(s.cat, s.genesis, s.crown)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestAcceptance6_UpdatingEvaluationIncumbentAndPublishingReleaseAreIndepende
 	if _, err := release.Build(s.inputs(filepath.Join(t.TempDir(), "new"))); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := stack.Digest(&s.genesis); err != nil || d != stackBefore {
+	if d, err := product.Digest(&s.genesis); err != nil || d != stackBefore {
 		t.Fatal("building a release changed the evaluation stack")
 	}
 	// Each transition needs its own authorization: a crown without two
@@ -402,13 +402,13 @@ func TestAcceptance6_UpdatingEvaluationIncumbentAndPublishingReleaseAreIndepende
 	// that did not approve does not ship.
 	weak := s.crown
 	weak.Evidence = weak.Evidence[:1]
-	if _, err := stack.ApplyCrown(s.cat, s.genesis, weak); err == nil {
+	if _, err := product.ApplyCrown(s.cat, s.genesis, weak); err == nil {
 		t.Fatal("a crown with one attempt updated the stack")
 	}
 	rejected := s.record
-	rejected.Review.Decision = stack.DecisionRejected
+	rejected.Review.Decision = product.DecisionRejected
 	sd := s.manifest.Sources[0].Digest
-	if _, err := stack.NewRelease(s.cat, stacktest.Base(t), map[string]string{"engine": sd}, []stack.IntegrationRecord{rejected}); err == nil {
+	if _, err := product.NewRelease(s.cat, producttest.Base(t), map[string]string{"engine": sd}, []product.IntegrationRecord{rejected}); err == nil {
 		t.Fatal("an unapproved integration was released")
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 // Names inside a release directory.
@@ -32,8 +32,8 @@ const (
 // integration records covering its contributions, and the directories of
 // its reviewed source trees (matched to the manifest's sources by digest).
 type BuildInput struct {
-	Manifest stack.ReleaseManifest
-	Records  []stack.IntegrationRecord
+	Manifest product.ReleaseManifest
+	Records  []product.IntegrationRecord
 	Sources  []string
 	// Out is the release directory to create; it must not exist or be
 	// empty.
@@ -47,14 +47,14 @@ type BuildInput struct {
 // directory appears at Out only when complete and self-verified.
 func Build(in BuildInput) (Report, error) {
 	m := in.Manifest
-	manifestBytes, md, err := stack.Encode(&m)
+	manifestBytes, md, err := product.Encode(&m)
 	if err != nil {
 		return Report{}, fmt.Errorf("build: release manifest: %w", err)
 	}
-	records := map[string]stack.IntegrationRecord{}
+	records := map[string]product.IntegrationRecord{}
 	var entries []Entry
 	for i, r := range in.Records {
-		data, d, err := stack.Encode(&r)
+		data, d, err := product.Encode(&r)
 		if err != nil {
 			return Report{}, fmt.Errorf("build: integration record %d: %w", i+1, err)
 		}
@@ -62,7 +62,7 @@ func Build(in BuildInput) (Report, error) {
 			return Report{}, fmt.Errorf("build: integration record %s given twice", d)
 		}
 		records[d] = r
-		entries = append(entries, Entry{Path: IntegrationsDir + "/" + d + ".json", Mode: stack.ModeFile, Data: data})
+		entries = append(entries, Entry{Path: IntegrationsDir + "/" + d + ".json", Mode: product.ModeFile, Data: data})
 	}
 	if err := m.CheckCoverage(records); err != nil {
 		return Report{}, fmt.Errorf("build: release manifest %s: %w", md, err)
@@ -73,11 +73,11 @@ func Build(in BuildInput) (Report, error) {
 	}
 	for _, c := range m.Contributions {
 		l := trees[c.Source].listing
-		if err := stack.CheckPreserved(records[c.Integration].CrownRecord.SelectedPayload, c.Prefix, l); err != nil {
+		if err := product.CheckPreserved(records[c.Integration].CrownRecord.SelectedPayload, c.Prefix, l); err != nil {
 			return Report{}, fmt.Errorf("build: %s: source %s does not preserve the crowned selected payload: %w", c.Target, c.Source, err)
 		}
 	}
-	entries = append(entries, Entry{Path: ManifestPath, Mode: stack.ModeFile, Data: manifestBytes})
+	entries = append(entries, Entry{Path: ManifestPath, Mode: product.ModeFile, Data: manifestBytes})
 	for _, s := range m.Sources {
 		t := trees[s.Name]
 		entries = append(entries, TreeEntries(SourcesDir+"/"+s.Name, t.dir, t.listing)...)
@@ -104,7 +104,7 @@ func Build(in BuildInput) (Report, error) {
 		return Report{}, fmt.Errorf("build: %w", err)
 	}
 	listing := TreeListing{Files: l}
-	listingBytes, treeDigest, err := stack.Encode(&listing)
+	listingBytes, treeDigest, err := product.Encode(&listing)
 	if err != nil {
 		return Report{}, fmt.Errorf("build: tree listing: %w", err)
 	}
@@ -112,7 +112,7 @@ func Build(in BuildInput) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("build: %w", err)
 	}
-	sbomBytes, sbomDigest, err := stack.Encode(&sbom)
+	sbomBytes, sbomDigest, err := product.Encode(&sbom)
 	if err != nil {
 		return Report{}, fmt.Errorf("build: sbom: %w", err)
 	}
@@ -121,7 +121,7 @@ func Build(in BuildInput) (Report, error) {
 		Tar:  tarRef,
 		SBOM: sbomDigest,
 	}
-	descBytes, _, err := stack.Encode(&desc)
+	descBytes, _, err := product.Encode(&desc)
 	if err != nil {
 		return Report{}, fmt.Errorf("build: descriptor: %w", err)
 	}
@@ -152,20 +152,20 @@ func Build(in BuildInput) (Report, error) {
 
 type sourceTree struct {
 	dir     string
-	listing []stack.FileEntry
+	listing []product.FileEntry
 }
 
 // matchSources scans every given directory and matches it to the
 // manifest's sources by digest: each source needs exactly one tree, and
 // every tree must be a source.
-func matchSources(m *stack.ReleaseManifest, dirs []string) (map[string]sourceTree, error) {
+func matchSources(m *product.ReleaseManifest, dirs []string) (map[string]sourceTree, error) {
 	byDigest := map[string]sourceTree{}
 	for _, d := range dirs {
-		l, err := stack.ScanTree(d, stack.SourceSkip)
+		l, err := product.ScanTree(d, product.SourceSkip)
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
-		sd, err := stack.SourceDigest(l)
+		sd, err := product.SourceDigest(l)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", d, err)
 		}
@@ -191,7 +191,7 @@ func matchSources(m *stack.ReleaseManifest, dirs []string) (map[string]sourceTre
 
 // writeTarFile writes the deterministic tar of the tree to path (a new
 // file, mode 0644, time zero) and returns its hash and size.
-func writeTarFile(path, tree string, l []stack.FileEntry) (TarRef, error) {
+func writeTarFile(path, tree string, l []product.FileEntry) (TarRef, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return TarRef{}, err

@@ -31,10 +31,10 @@ type Descriptor struct {
 	SBOM string `json:"sbom"`
 }
 
-// Domain implements stack.Object.
+// Domain implements product.Object.
 func (*Descriptor) Domain() string { return DomainDescriptor }
 
-// Validate implements stack.Object.
+// Validate implements product.Object.
 func (d *Descriptor) Validate() error {
 	if d.Name == "" || d.Version == "" {
 		return fmt.Errorf("name: release name and version must not be empty")

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"cacheon/internal/product"
 	"cacheon/internal/release"
-	"cacheon/internal/stack"
 )
 
 // sampleFile returns one file of a freshly built and signed sample release.
@@ -29,17 +29,17 @@ func sampleFile(f *testing.F, name string) []byte {
 // re-encodes to the same bytes.
 func fuzzObject[T any, P interface {
 	*T
-	stack.Object
+	product.Object
 }](f *testing.F, seed []byte) {
 	f.Add(seed)
 	f.Add(bytes.Replace(seed, []byte(`"payload":{`), []byte(`"payload":{"x":1,`), 1))
 	f.Add([]byte(`{"domain":"x","payload":{},"schema_version":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, _, err := stack.Decode[T, P](data)
+		v, _, err := product.Decode[T, P](data)
 		if err != nil {
 			return
 		}
-		again, _, err := stack.Encode(P(&v))
+		again, _, err := product.Encode(P(&v))
 		if err != nil || !bytes.Equal(again, data) {
 			t.Fatalf("accepted input does not re-encode to itself: %v", err)
 		}
@@ -81,7 +81,7 @@ func FuzzCheckTar(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l, _, err := stack.Decode[release.TreeListing](lb)
+	l, _, err := product.Decode[release.TreeListing](lb)
 	if err != nil {
 		f.Fatal(err)
 	}

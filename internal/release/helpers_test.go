@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"cacheon/internal/product"
+	"cacheon/internal/product/producttest"
 	"cacheon/internal/release"
-	"cacheon/internal/stack"
-	"cacheon/internal/stack/stacktest"
 	"cacheon/internal/target"
 )
 
@@ -16,10 +16,10 @@ const silu = "activation.silu_and_mul"
 // sample is a release built from the integration of a sample crown.
 type sample struct {
 	cat       *target.Catalog
-	genesis   stack.EvaluationStack
-	crown     stack.CrownRecord
-	record    stack.IntegrationRecord
-	manifest  stack.ReleaseManifest
+	genesis   product.EvaluationStack
+	crown     product.CrownRecord
+	record    product.IntegrationRecord
+	manifest  product.ReleaseManifest
 	sourceDir string
 	out       string
 	report    release.Report
@@ -27,28 +27,28 @@ type sample struct {
 
 // inputs returns the build input of the sample for another output dir.
 func (s *sample) inputs(out string) release.BuildInput {
-	return release.BuildInput{Manifest: s.manifest, Records: []stack.IntegrationRecord{s.record}, Sources: []string{s.sourceDir}, Out: out}
+	return release.BuildInput{Manifest: s.manifest, Records: []product.IntegrationRecord{s.record}, Sources: []string{s.sourceDir}, Out: out}
 }
 
 func buildSample(t testing.TB) *sample {
 	t.Helper()
-	s := &sample{cat: stacktest.Catalog(t)}
-	s.genesis = stacktest.Genesis(t, s.cat)
-	s.crown = stacktest.Crown(t, s.cat, s.genesis, silu, "miner-1")
+	s := &sample{cat: producttest.Catalog(t)}
+	s.genesis = producttest.Genesis(t, s.cat)
+	s.crown = producttest.Crown(t, s.cat, s.genesis, silu, "miner-1")
 	s.sourceDir = filepath.Join(t.TempDir(), "src")
-	stacktest.WriteTree(t, s.sourceDir, stacktest.SourceFiles(stacktest.Payload(silu), stacktest.Prefix))
-	l, err := stack.ScanTree(s.sourceDir, stack.SourceSkip)
+	producttest.WriteTree(t, s.sourceDir, producttest.SourceFiles(producttest.Payload(silu), producttest.Prefix))
+	l, err := product.ScanTree(s.sourceDir, product.SourceSkip)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.record, err = stack.Integrate(s.crown, l, stacktest.Prefix, stacktest.Review()); err != nil {
+	if s.record, err = product.Integrate(s.crown, l, producttest.Prefix, producttest.Review()); err != nil {
 		t.Fatal(err)
 	}
-	sd, err := stack.SourceDigest(l)
+	sd, err := product.SourceDigest(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.manifest, err = stack.NewRelease(s.cat, stacktest.Base(t), map[string]string{"engine": sd}, []stack.IntegrationRecord{s.record}); err != nil {
+	if s.manifest, err = product.NewRelease(s.cat, producttest.Base(t), map[string]string{"engine": sd}, []product.IntegrationRecord{s.record}); err != nil {
 		t.Fatal(err)
 	}
 	s.out = filepath.Join(t.TempDir(), "rel")

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"cacheon/internal/product"
+	"cacheon/internal/product/producttest"
 	"cacheon/internal/release"
-	"cacheon/internal/stack"
-	"cacheon/internal/stack/stacktest"
 )
 
 func TestBuildIsDeterministic(t *testing.T) {
@@ -139,7 +139,7 @@ func middle(data []byte) int { return len(data) / 2 }
 // TestTamperedByteFailsVerification changes the signed release in one
 // place at a time and checks that verification fails naming that file.
 func TestTamperedByteFailsVerification(t *testing.T) {
-	kernel := release.TreeDir + "/sources/engine/" + stacktest.Prefix + "/kernel.py"
+	kernel := release.TreeDir + "/sources/engine/" + producttest.Prefix + "/kernel.py"
 	cases := []struct {
 		name     string
 		tamper   func(t *testing.T, dir string)
@@ -235,15 +235,15 @@ func TestSignRefusesBrokenRelease(t *testing.T) {
 
 func TestMaterialize(t *testing.T) {
 	ok := []release.Entry{
-		{Path: "b/x", Mode: stack.ModeFile, Data: []byte("x")},
-		{Path: "a", Mode: stack.ModeExec, Data: []byte("#!/bin/sh\n")},
+		{Path: "b/x", Mode: product.ModeFile, Data: []byte("x")},
+		{Path: "a", Mode: product.ModeExec, Data: []byte("#!/bin/sh\n")},
 	}
 	dir := filepath.Join(t.TempDir(), "t")
 	l, err := release.Materialize(dir, ok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l) != 2 || l[0].Path != "a" || l[0].Mode != stack.ModeExec {
+	if len(l) != 2 || l[0].Path != "a" || l[0].Mode != product.ModeExec {
 		t.Fatalf("listing %+v", l)
 	}
 	if err := release.Reopen(dir, l); err != nil {
@@ -260,9 +260,9 @@ func TestMaterialize(t *testing.T) {
 		entries []release.Entry
 		wantErr string
 	}{
-		{"file and directory", append(ok, release.Entry{Path: "a/b", Mode: stack.ModeFile}), `lies below "a"`},
+		{"file and directory", append(ok, release.Entry{Path: "a/b", Mode: product.ModeFile}), `lies below "a"`},
 		{"duplicate", append(ok, ok[0]), "appears twice"},
-		{"escaping path", []release.Entry{{Path: "../x", Mode: stack.ModeFile}}, "path"},
+		{"escaping path", []release.Entry{{Path: "../x", Mode: product.ModeFile}}, "path"},
 		{"bad mode", []release.Entry{{Path: "x", Mode: "0600"}}, "mode"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"cacheon/internal/canon"
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 // DomainSBOM is the canon domain of a release SBOM.
@@ -40,10 +40,10 @@ type SBOM struct {
 	Components []Component `json:"components"`
 }
 
-// Domain implements stack.Object.
+// Domain implements product.Object.
 func (*SBOM) Domain() string { return DomainSBOM }
 
-// Validate implements stack.Object.
+// Validate implements product.Object.
 func (s *SBOM) Validate() error {
 	if err := canon.ValidDigest(s.Release); err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -80,8 +80,8 @@ func componentLess(a, b Component) bool {
 
 // NewSBOM derives the SBOM of a release from its manifest and the
 // integration records (by digest) that cover its contributions.
-func NewSBOM(m *stack.ReleaseManifest, records map[string]stack.IntegrationRecord) (SBOM, error) {
-	md, err := stack.Digest(m)
+func NewSBOM(m *product.ReleaseManifest, records map[string]product.IntegrationRecord) (SBOM, error) {
+	md, err := product.Digest(m)
 	if err != nil {
 		return SBOM{}, fmt.Errorf("sbom: %w", err)
 	}

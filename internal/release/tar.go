@@ -7,15 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/nofollow"
+	"cacheon/internal/product"
 )
 
 // tarMode maps a listing mode to the tar header mode.
 func tarMode(m string) int64 {
-	if m == stack.ModeExec {
+	if m == product.ModeExec {
 		return 0o755
 	}
 	return 0o644
@@ -25,7 +25,7 @@ func tarMode(m string) int64 {
 // of the listing, in its (path byte) order, regular entries only, mode 0644
 // or 0755, owner 0:0 without names, time zero. Each file is re-hashed as it
 // is written and must still match the listing.
-func WriteTar(w io.Writer, dir string, l []stack.FileEntry) error {
+func WriteTar(w io.Writer, dir string, l []product.FileEntry) error {
 	tw := tar.NewWriter(w)
 	for _, f := range l {
 		hdr := &tar.Header{
@@ -38,7 +38,7 @@ func WriteTar(w io.Writer, dir string, l []stack.FileEntry) error {
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("write tar: %s: %w", f.Path, err)
 		}
-		src, err := os.OpenFile(filepath.Join(dir, filepath.FromSlash(f.Path)), os.O_RDONLY|oNoFollow, 0)
+		src, err := nofollow.Open(filepath.Join(dir, filepath.FromSlash(f.Path)))
 		if err != nil {
 			return fmt.Errorf("write tar: %w", err)
 		}
@@ -61,7 +61,7 @@ func WriteTar(w io.Writer, dir string, l []stack.FileEntry) error {
 // CheckTar reads a tar and checks that it holds exactly the files of the
 // listing, in order, with the deterministic header fields WriteTar sets and
 // the listed bytes. The error names the entry that differs.
-func CheckTar(r io.Reader, l []stack.FileEntry) error {
+func CheckTar(r io.Reader, l []product.FileEntry) error {
 	tr := tar.NewReader(r)
 	for i := 0; ; i++ {
 		hdr, err := tr.Next()

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"cacheon/internal/product"
 	"cacheon/internal/release"
-	"cacheon/internal/stack"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -20,10 +20,10 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // go test ./internal/release -update).
 func TestTarGolden(t *testing.T) {
 	entries := []release.Entry{
-		{Path: "z/last.txt", Mode: stack.ModeFile, Data: []byte("last\n")},
-		{Path: "a-b.sh", Mode: stack.ModeExec, Data: []byte("#!/bin/sh\necho hi\n")},
-		{Path: "a/b.txt", Mode: stack.ModeFile, Data: []byte("b\n")},
-		{Path: "long/" + string(bytes.Repeat([]byte("d"), 120)) + "/name.txt", Mode: stack.ModeFile, Data: []byte("long path\n")},
+		{Path: "z/last.txt", Mode: product.ModeFile, Data: []byte("last\n")},
+		{Path: "a-b.sh", Mode: product.ModeExec, Data: []byte("#!/bin/sh\necho hi\n")},
+		{Path: "a/b.txt", Mode: product.ModeFile, Data: []byte("b\n")},
+		{Path: "long/" + string(bytes.Repeat([]byte("d"), 120)) + "/name.txt", Mode: product.ModeFile, Data: []byte("long path\n")},
 	}
 	dir := filepath.Join(t.TempDir(), "tree")
 	l, err := release.Materialize(dir, entries)
@@ -38,7 +38,7 @@ func TestTarGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	listing := release.TreeListing{Files: l}
-	td, err := stack.Digest(&listing)
+	td, err := product.Digest(&listing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestTarGolden(t *testing.T) {
 }
 
 func TestCheckTarRejects(t *testing.T) {
-	entries := []release.Entry{{Path: "a", Mode: stack.ModeFile, Data: []byte("a")}, {Path: "b", Mode: stack.ModeFile, Data: []byte("b")}}
+	entries := []release.Entry{{Path: "a", Mode: product.ModeFile, Data: []byte("a")}, {Path: "b", Mode: product.ModeFile, Data: []byte("b")}}
 	dir := filepath.Join(t.TempDir(), "tree")
 	l, err := release.Materialize(dir, entries)
 	if err != nil {
@@ -80,7 +80,7 @@ func TestCheckTarRejects(t *testing.T) {
 	if err := release.CheckTar(bytes.NewReader(buf.Bytes()), l[:1]); err == nil {
 		t.Fatal("accepted a tar with an extra entry")
 	}
-	longer := append(append([]stack.FileEntry(nil), l...), stack.FileEntry{Path: "c", Mode: stack.ModeFile, SHA256: l[0].SHA256})
+	longer := append(append([]product.FileEntry(nil), l...), product.FileEntry{Path: "c", Mode: product.ModeFile, SHA256: l[0].SHA256})
 	if err := release.CheckTar(bytes.NewReader(buf.Bytes()), longer); err == nil {
 		t.Fatal("accepted a tar missing an entry")
 	}

@@ -37,7 +37,8 @@ import (
 	"strings"
 	"time"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/nofollow"
+	"cacheon/internal/product"
 )
 
 // DomainEngineTree is the canon domain of a tree listing; its digest is the
@@ -49,17 +50,17 @@ func epoch() time.Time { return time.Unix(0, 0).UTC() }
 
 // TreeListing is the listing of an engine tree, a content-addressed object.
 type TreeListing struct {
-	Files []stack.FileEntry `json:"files"`
+	Files []product.FileEntry `json:"files"`
 }
 
-// Domain implements stack.Object.
+// Domain implements product.Object.
 func (*TreeListing) Domain() string { return DomainEngineTree }
 
-// Validate implements stack.Object.
-func (l *TreeListing) Validate() error { return stack.CheckListing("files", l.Files) }
+// Validate implements product.Object.
+func (l *TreeListing) Validate() error { return product.CheckListing("files", l.Files) }
 
-// Entry is one file to materialize: its tree path, its mode (stack.ModeFile
-// or stack.ModeExec) and either Data or the file From to copy, whose bytes
+// Entry is one file to materialize: its tree path, its mode (product.ModeFile
+// or product.ModeExec) and either Data or the file From to copy, whose bytes
 // must hash to SHA256.
 type Entry struct {
 	Path   string
@@ -70,10 +71,10 @@ type Entry struct {
 }
 
 // listing returns the expected listing of entries, checking them.
-func listing(entries []Entry) ([]stack.FileEntry, error) {
-	out := make([]stack.FileEntry, 0, len(entries))
+func listing(entries []Entry) ([]product.FileEntry, error) {
+	out := make([]product.FileEntry, 0, len(entries))
 	for _, e := range entries {
-		fe := stack.FileEntry{Path: e.Path, Mode: e.Mode}
+		fe := product.FileEntry{Path: e.Path, Mode: e.Mode}
 		if e.From == "" {
 			sum := sha256.Sum256(e.Data)
 			fe.SHA256, fe.Size = hex.EncodeToString(sum[:]), int64(len(e.Data))
@@ -89,8 +90,8 @@ func listing(entries []Entry) ([]stack.FileEntry, error) {
 		}
 		out = append(out, fe)
 	}
-	stack.SortListing(out)
-	if err := stack.CheckListing("entries", out); err != nil {
+	product.SortListing(out)
+	if err := product.CheckListing("entries", out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -100,7 +101,7 @@ func listing(entries []Entry) ([]stack.FileEntry, error) {
 // directory: files in path order with exactly their mode and time zero,
 // directories 0755. It then re-opens the tree, re-hashing every file, and
 // returns the listing only if the tree is exactly the entries.
-func Materialize(dst string, entries []Entry) ([]stack.FileEntry, error) {
+func Materialize(dst string, entries []Entry) ([]product.FileEntry, error) {
 	want, err := listing(entries)
 	if err != nil {
 		return nil, fmt.Errorf("materialize: %w", err)
@@ -141,7 +142,7 @@ func Materialize(dst string, entries []Entry) ([]stack.FileEntry, error) {
 
 func writeEntry(full string, e Entry) error {
 	perm := os.FileMode(0o644)
-	if e.Mode == stack.ModeExec {
+	if e.Mode == product.ModeExec {
 		perm = 0o755
 	}
 	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
@@ -171,7 +172,7 @@ func writeEntry(full string, e Entry) error {
 }
 
 func copyFrom(w io.Writer, src string) error {
-	f, err := os.OpenFile(src, os.O_RDONLY|oNoFollow, 0)
+	f, err := nofollow.Open(src)
 	if err != nil {
 		return err
 	}
@@ -197,19 +198,19 @@ func emptyDir(dir string) error {
 // Reopen re-hashes the tree at dir and checks that it is exactly want
 // (nothing missing, extra, changed or with another mode). The error names
 // the first file that differs and how many more do.
-func Reopen(dir string, want []stack.FileEntry) error {
-	got, err := stack.ScanTree(dir, nil)
+func Reopen(dir string, want []product.FileEntry) error {
+	got, err := product.ScanTree(dir, nil)
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
-	if diffs := stack.CompareListings(want, got); len(diffs) > 0 {
+	if diffs := product.CompareListings(want, got); len(diffs) > 0 {
 		return fmt.Errorf("reopen %s: %s", dir, summarize(diffs))
 	}
 	return nil
 }
 
 // summarize joins differences into one line: the first and a count.
-func summarize(diffs []stack.Difference) string {
+func summarize(diffs []product.Difference) string {
 	if len(diffs) == 1 {
 		return diffs[0].String()
 	}
@@ -218,7 +219,7 @@ func summarize(diffs []stack.Difference) string {
 
 // TreeEntries returns the entries that place a scanned source tree (dir,
 // with its listing) under prefix in an engine tree.
-func TreeEntries(prefix, dir string, l []stack.FileEntry) []Entry {
+func TreeEntries(prefix, dir string, l []product.FileEntry) []Entry {
 	out := make([]Entry, len(l))
 	for i, f := range l {
 		out[i] = Entry{Path: path.Join(prefix, f.Path), Mode: f.Mode, From: filepath.Join(dir, filepath.FromSlash(f.Path)), SHA256: f.SHA256}
@@ -228,9 +229,9 @@ func TreeEntries(prefix, dir string, l []stack.FileEntry) []Entry {
 
 // Subtree returns the entries of l below dir (a tree path), with paths made
 // relative to dir.
-func Subtree(l []stack.FileEntry, dir string) []stack.FileEntry {
+func Subtree(l []product.FileEntry, dir string) []product.FileEntry {
 	p := dir + "/"
-	out := []stack.FileEntry{}
+	out := []product.FileEntry{}
 	for _, f := range l {
 		if rest, ok := strings.CutPrefix(f.Path, p); ok {
 			f.Path = rest
@@ -249,29 +250,29 @@ type ProposalSource interface {
 
 // StackEntries returns the engine-tree entries of a stack for isolated
 // evaluation: the stack object itself as stack.json and each entry's
-// proposal files under proposals/TARGET/. obj is a *stack.EvaluationStack or
-// a *stack.CandidateStack. Such a tree is never a release.
-func StackEntries(obj stack.Object, proposals ProposalSource) ([]Entry, error) {
-	data, _, err := stack.Encode(obj)
+// proposal files under proposals/TARGET/. obj is a *product.EvaluationStack or
+// a *product.CandidateStack. Such a tree is never a release.
+func StackEntries(obj product.Object, proposals ProposalSource) ([]Entry, error) {
+	data, _, err := product.Encode(obj)
 	if err != nil {
 		return nil, fmt.Errorf("stack entries: %w", err)
 	}
-	var entries []stack.StackEntry
+	var entries []product.StackEntry
 	switch s := obj.(type) {
-	case *stack.EvaluationStack:
+	case *product.EvaluationStack:
 		entries = s.Entries
-	case *stack.CandidateStack:
+	case *product.CandidateStack:
 		entries = s.Entries
 	default:
 		return nil, fmt.Errorf("stack entries: %s is not a stack", obj.Domain())
 	}
-	out := []Entry{{Path: "stack.json", Mode: stack.ModeFile, Data: data}}
+	out := []Entry{{Path: "stack.json", Mode: product.ModeFile, Data: data}}
 	for _, e := range entries {
 		dir, err := proposals.ProposalDir(e.Proposal)
 		if err != nil {
 			return nil, fmt.Errorf("stack entries: %s: proposal %s: %w", e.Target, e.Proposal, err)
 		}
-		l, err := stack.ScanTree(dir, stack.SourceSkip)
+		l, err := product.ScanTree(dir, product.SourceSkip)
 		if err != nil {
 			return nil, fmt.Errorf("stack entries: %s: %w", e.Target, err)
 		}

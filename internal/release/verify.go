@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 // Failure is a verification failure: the file that is wrong (relative to
@@ -212,7 +212,7 @@ func integrationName() *regexp.Regexp {
 // check verifies the contents of a release directory against the
 // descriptor bytes desc.
 func check(dir string, desc []byte) (Report, error) {
-	d, descDigest, err := stack.Decode[Descriptor](desc)
+	d, descDigest, err := product.Decode[Descriptor](desc)
 	if err != nil {
 		return Report{}, readFail(DescriptorFile, err)
 	}
@@ -222,22 +222,22 @@ func check(dir string, desc []byte) (Report, error) {
 	if err != nil {
 		return Report{}, fail(TreeFile, "", "%v", err)
 	}
-	listing, treeDigest, err := stack.Decode[TreeListing](tb)
+	listing, treeDigest, err := product.Decode[TreeListing](tb)
 	if err != nil {
 		return Report{}, readFail(TreeFile, err)
 	}
 	if treeDigest != d.Tree {
 		return Report{}, fail(TreeFile, "", "digest %s is not the descriptor's tree digest %s", treeDigest, d.Tree)
 	}
-	got, err := stack.ScanTree(filepath.Join(dir, TreeDir), nil)
+	got, err := product.ScanTree(filepath.Join(dir, TreeDir), nil)
 	if err != nil {
-		var ee *stack.EntryError
+		var ee *product.EntryError
 		if errors.As(err, &ee) {
 			return Report{}, fail(TreeDir+"/"+ee.Path, "", "%v", ee.Err)
 		}
 		return Report{}, fail(TreeDir, "", "%v", err)
 	}
-	if diffs := stack.CompareListings(listing.Files, got); len(diffs) > 0 {
+	if diffs := product.CompareListings(listing.Files, got); len(diffs) > 0 {
 		reason := diffs[0].Reason
 		if len(diffs) > 1 {
 			reason += fmt.Sprintf(" (and %d more differences)", len(diffs)-1)
@@ -257,7 +257,7 @@ func check(dir string, desc []byte) (Report, error) {
 	if err != nil {
 		return Report{}, fail(manifestFile, "", "%v", err)
 	}
-	m, md, err := stack.Decode[stack.ReleaseManifest](mb)
+	m, md, err := product.Decode[product.ReleaseManifest](mb)
 	if err != nil {
 		return Report{}, readFail(manifestFile, err)
 	}
@@ -269,7 +269,7 @@ func check(dir string, desc []byte) (Report, error) {
 	}
 
 	// The integration records, each named by its digest.
-	records := map[string]stack.IntegrationRecord{}
+	records := map[string]product.IntegrationRecord{}
 	re := integrationName()
 	sourceDirs := map[string]bool{}
 	for _, s := range m.Sources {
@@ -287,7 +287,7 @@ func check(dir string, desc []byte) (Report, error) {
 			if err != nil {
 				return Report{}, fail(TreeDir+"/"+f.Path, "", "%v", err)
 			}
-			r, rd, err := stack.Decode[stack.IntegrationRecord](rb)
+			r, rd, err := product.Decode[product.IntegrationRecord](rb)
 			if err != nil {
 				return Report{}, readFail(TreeDir+"/"+f.Path, err)
 			}
@@ -306,10 +306,10 @@ func check(dir string, desc []byte) (Report, error) {
 	}
 
 	// The reviewed sources, and the crowned payloads preserved in them.
-	subs := map[string][]stack.FileEntry{}
+	subs := map[string][]product.FileEntry{}
 	for i, s := range m.Sources {
 		sub := Subtree(files, SourcesDir+"/"+s.Name)
-		sd, err := stack.SourceDigest(sub)
+		sd, err := product.SourceDigest(sub)
 		if err != nil {
 			return Report{}, fail(TreeDir+"/"+SourcesDir+"/"+s.Name, "", "%v", err)
 		}
@@ -321,9 +321,9 @@ func check(dir string, desc []byte) (Report, error) {
 	var contributed []Contributed
 	for _, c := range m.Contributions {
 		r := records[c.Integration]
-		if err := stack.CheckPreserved(r.CrownRecord.SelectedPayload, c.Prefix, subs[c.Source]); err != nil {
+		if err := product.CheckPreserved(r.CrownRecord.SelectedPayload, c.Prefix, subs[c.Source]); err != nil {
 			file := TreeDir + "/" + SourcesDir + "/" + c.Source
-			var pe *stack.PreserveError
+			var pe *product.PreserveError
 			if errors.As(err, &pe) {
 				file += "/" + pe.SourcePath
 			}
@@ -340,7 +340,7 @@ func check(dir string, desc []byte) (Report, error) {
 	if err != nil {
 		return Report{}, fail(SBOMFile, "", "%v", err)
 	}
-	sbom, sbomDigest, err := stack.Decode[SBOM](sb)
+	sbom, sbomDigest, err := product.Decode[SBOM](sb)
 	if err != nil {
 		return Report{}, readFail(SBOMFile, err)
 	}
@@ -373,7 +373,7 @@ func keys(m map[string]bool) []string {
 
 // checkTarFile checks the engine tar against the listing and the
 // descriptor's hash and size.
-func checkTarFile(path string, files []stack.FileEntry, want TarRef) error {
+func checkTarFile(path string, files []product.FileEntry, want TarRef) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fail(TarFile, "", "%v", err)

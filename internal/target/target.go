@@ -310,6 +310,27 @@ func (c *Catalog) Lookup(name string) (*Target, bool) {
 	return t, ok
 }
 
+// TargetSpec returns the specification digest of the registered target
+// name. With Digest, Displaces and Activate it is what the product side
+// asks of the catalog (product.Catalog), in plain values.
+func (c *Catalog) TargetSpec(name string) (string, bool) {
+	t, ok := c.targets[name]
+	if !ok {
+		return "", false
+	}
+	return t.specDigest, true
+}
+
+// Displaces returns the targets that the registered target name displaces
+// while it is active (none when name is not registered).
+func (c *Catalog) Displaces(name string) []string {
+	t, ok := c.targets[name]
+	if !ok {
+		return nil
+	}
+	return slices.Clone(t.Displaces)
+}
+
 // Targets returns every target sorted by name.
 func (c *Catalog) Targets() []*Target {
 	out := make([]*Target, 0, len(c.order))

@@ -1,4 +1,4 @@
-package stack
+package product
 
 import (
 	"errors"

@@ -1,8 +1,8 @@
-// Package stacktest builds consistent sample product objects — an arena, a
-// genesis stack, a crown over a sample selected payload, a reviewed source
-// tree, a review and a release base — for tests of the stack and release
+// Package producttest builds consistent sample product objects — an arena,
+// a genesis stack, a crown over a sample selected payload, a reviewed source
+// tree, a review and a release base — for tests of the product and release
 // packages and of the CLI. Everything is deterministic.
-package stacktest
+package producttest
 
 import (
 	"crypto/sha256"
@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"cacheon/internal/canon"
+	"cacheon/internal/product"
 	"cacheon/internal/slot"
-	"cacheon/internal/stack"
 	"cacheon/internal/target"
 )
 
@@ -35,33 +35,35 @@ func Catalog(tb testing.TB) *target.Catalog {
 
 // FakeDigest returns a stand-in digest derived from label.
 func FakeDigest(label string) string {
+	// The label prefix is the package's former name; it stays so that the
+	// sample objects (and the golden digests over them) keep their bytes.
 	sum := sha256.Sum256([]byte("stacktest:" + label))
 	return hex.EncodeToString(sum[:])
 }
 
 // Arena returns a sample arena.
-func Arena() stack.Arena {
-	return stack.Arena{
+func Arena() product.Arena {
+	return product.Arena{
 		Name:     "h200-tp1-llama",
-		Runtime:  stack.RuntimePin{Name: "sglang", Version: "v0.5.0", Digest: FakeDigest("sglang")},
-		Model:    stack.ModelIdentity{Name: "tiny-llama", Revision: "r1", Digest: FakeDigest("weights")},
+		Runtime:  product.RuntimePin{Name: "sglang", Version: "v0.5.0", Digest: FakeDigest("sglang")},
+		Model:    product.ModelIdentity{Name: "tiny-llama", Revision: "r1", Digest: FakeDigest("weights")},
 		DType:    "bfloat16",
-		Hardware: stack.Hardware{Accelerator: "nvidia-h200", Devices: 1, Topology: "tp1"},
-		Workload: stack.Workload{Name: "chat-mix", Digest: FakeDigest("workload")},
-		Policy: stack.ArenaPolicy{SpeedPolicy: "v8", Margin: canon.MustDecimal("0.01"),
+		Hardware: product.Hardware{Accelerator: "nvidia-h200", Devices: 1, Topology: "tp1"},
+		Workload: product.Workload{Name: "chat-mix", Digest: FakeDigest("workload")},
+		Policy: product.ArenaPolicy{SpeedPolicy: "v8", Margin: canon.MustDecimal("0.01"),
 			NoiseCeiling: canon.MustDecimal("0.02"), DriftFactor: canon.MustDecimal("2"), Attempts: 2},
 	}
 }
 
 // Genesis returns the generation-0 stack of Arena under cat.
-func Genesis(tb testing.TB, cat *target.Catalog) stack.EvaluationStack {
+func Genesis(tb testing.TB, cat *target.Catalog) product.EvaluationStack {
 	tb.Helper()
 	a := Arena()
-	d, err := stack.Digest(&a)
+	d, err := product.Digest(&a)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return stack.Genesis(d, cat)
+	return product.Genesis(d, cat)
 }
 
 // Prefix is where the sample source tree keeps the selected payload.
@@ -77,14 +79,14 @@ func Payload(target string) map[string]string {
 }
 
 // SelectedPayload returns the selected payload of files.
-func SelectedPayload(tb testing.TB, files map[string]string) stack.SelectedPayload {
+func SelectedPayload(tb testing.TB, files map[string]string) product.SelectedPayload {
 	tb.Helper()
-	var fs []stack.PayloadFile
+	var fs []product.PayloadFile
 	for p, c := range files {
 		sum := sha256.Sum256([]byte(c))
-		fs = append(fs, stack.PayloadFile{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(c))})
+		fs = append(fs, product.PayloadFile{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(c))})
 	}
-	sp, err := stack.NewSelectedPayload(fs)
+	sp, err := product.NewSelectedPayload(fs)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -93,9 +95,9 @@ func SelectedPayload(tb testing.TB, files map[string]string) stack.SelectedPaylo
 
 // Crown returns a crown for target over incumbent with the sample payload
 // of Payload(target).
-func Crown(tb testing.TB, cat *target.Catalog, inc stack.EvaluationStack, targetName, contributor string) stack.CrownRecord {
+func Crown(tb testing.TB, cat *target.Catalog, inc product.EvaluationStack, targetName, contributor string) product.CrownRecord {
 	tb.Helper()
-	incDigest, err := stack.Digest(&inc)
+	incDigest, err := product.Digest(&inc)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -105,10 +107,10 @@ func Crown(tb testing.TB, cat *target.Catalog, inc stack.EvaluationStack, target
 	}
 	ev := []string{FakeDigest("evidence-a-" + targetName), FakeDigest("evidence-b-" + targetName)}
 	sort.Strings(ev)
-	return stack.CrownRecord{
+	return product.CrownRecord{
 		Arena: inc.Arena, Catalog: inc.Catalog, Incumbent: incDigest, Generation: inc.Generation + 1,
 		Target: targetName, TargetSpec: t.SpecDigest(),
-		Attribution:     stack.Attribution{Contributor: contributor, Proposal: FakeDigest("proposal-" + targetName + "-" + contributor)},
+		Attribution:     product.Attribution{Contributor: contributor, Proposal: FakeDigest("proposal-" + targetName + "-" + contributor)},
 		SelectedPayload: SelectedPayload(tb, Payload(targetName)),
 		Speedup:         canon.MustDecimal("1.034"),
 		Evidence:        ev,
@@ -146,13 +148,13 @@ func WriteTree(tb testing.TB, dir string, files map[string]string) {
 }
 
 // Review returns an approving review.
-func Review() stack.Review {
-	return stack.Review{
+func Review() product.Review {
+	return product.Review{
 		Reviewer: "maintainer@cacheon.example",
-		Decision: stack.DecisionApproved,
-		Checks: stack.ReviewChecks{Reproduction: stack.OutcomePass, Correctness: stack.OutcomePass,
-			Security: stack.OutcomePass, License: stack.OutcomePass, Compatibility: stack.OutcomePass},
-		Tests:      []stack.TestResult{{Name: "tests/test_contrib.py", Outcome: stack.OutcomePass}},
+		Decision: product.DecisionApproved,
+		Checks: product.ReviewChecks{Reproduction: product.OutcomePass, Correctness: product.OutcomePass,
+			Security: product.OutcomePass, License: product.OutcomePass, Compatibility: product.OutcomePass},
+		Tests:      []product.TestResult{{Name: "tests/test_contrib.py", Outcome: product.OutcomePass}},
 		License:    "Apache-2.0",
 		Provenance: "rewritten from the crowned proposal by the maintainers",
 	}
@@ -160,22 +162,22 @@ func Review() stack.Review {
 
 // Base returns a release base with one source called "engine", whose
 // reference is the reference manifest of Arena.
-func Base(tb testing.TB) stack.ReleaseBase {
+func Base(tb testing.TB) product.ReleaseBase {
 	tb.Helper()
 	a := Arena()
-	ref, err := stack.NewReference(a)
+	ref, err := product.NewReference(a)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	refDigest, err := stack.Digest(&ref)
+	refDigest, err := product.Digest(&ref)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return stack.ReleaseBase{
+	return product.ReleaseBase{
 		Name: "cacheon-engine", Version: "2026.1.0",
 		Runtime: a.Runtime, Model: a.Model,
-		Native:    stack.NativeIdentity{Platform: "linux/amd64+cuda12.8", Toolchain: "nvcc 12.8", Digest: FakeDigest("native")},
+		Native:    product.NativeIdentity{Platform: "linux/amd64+cuda12.8", Toolchain: "nvcc 12.8", Digest: FakeDigest("native")},
 		Reference: refDigest,
-		Sources:   []stack.BaseSource{{Name: "engine", Provenance: "cacheon engine source at the reviewed revision"}},
+		Sources:   []product.BaseSource{{Name: "engine", Provenance: "cacheon engine source at the reviewed revision"}},
 	}
 }

@@ -1,10 +1,9 @@
-package stack
+package product
 
 import (
 	"fmt"
 
 	"cacheon/internal/canon"
-	"cacheon/internal/tensor"
 )
 
 // RuntimePin is the exact serving runtime a product or arena is built on.
@@ -116,9 +115,13 @@ func (p ArenaPolicy) Validate() error {
 	return nil
 }
 
-// Arena is the frozen evaluation context that crowns are measured in:
-// runtime pin, model identity, dtype, hardware and topology, workload and
-// policy parameters.
+// Arena is the frozen evaluation context that crowns are measured in, as
+// an identity: runtime pin, model identity, dtype, hardware and topology,
+// workload and policy parameters.
+//
+// It is not the engine settings the arena runtime is started with (the
+// arena files arenas/NAME.toml, package arena); Settings links the two by
+// digest, and CheckSettings checks the link where both meet.
 type Arena struct {
 	Name     string        `json:"name"`
 	Runtime  RuntimePin    `json:"runtime"`
@@ -127,6 +130,13 @@ type Arena struct {
 	Hardware Hardware      `json:"hardware"`
 	Workload Workload      `json:"workload"`
 	Policy   ArenaPolicy   `json:"policy"`
+	// Settings is the digest of the engine settings the arena is served
+	// with: (*arena.Arena).Digest() of its arena file as selected for the
+	// workload it is measured under (arena.Select), which identifies
+	// exactly what the runtime runs. Being part of the identity, it makes
+	// the arena digest cover those settings. It may be omitted (identities
+	// written before it keep their digests), but CheckSettings then fails.
+	Settings string `json:"settings,omitempty"`
 }
 
 // Domain implements Object.
@@ -143,8 +153,7 @@ func (a *Arena) Validate() error {
 	if err := within("model", a.Model.Validate()); err != nil {
 		return err
 	}
-	d, err := tensor.ParseDType(a.DType)
-	if err != nil || !d.IsFloat() || d.String() != a.DType {
+	if !isFloatDType(a.DType) {
 		return fieldErr("dtype", "%q is not a floating-point torch dtype name (bfloat16, float16, float32, float64)", a.DType)
 	}
 	if err := within("hardware", a.Hardware.Validate()); err != nil {
@@ -153,48 +162,41 @@ func (a *Arena) Validate() error {
 	if err := within("workload", a.Workload.Validate()); err != nil {
 		return err
 	}
-	return within("policy", a.Policy.Validate())
-}
-
-// ReferenceManifest is the pristine semantic authority of an arena: the
-// stock runtime and the model with no contributions at all. The type has no
-// place for a contribution, so a reference manifest that names one does not
-// decode (unknown field).
-type ReferenceManifest struct {
-	// Arena is the digest of the arena this reference serves.
-	Arena   string        `json:"arena"`
-	Runtime RuntimePin    `json:"runtime"`
-	Model   ModelIdentity `json:"model"`
-	DType   string        `json:"dtype"`
-}
-
-// Domain implements Object.
-func (*ReferenceManifest) Domain() string { return DomainReference }
-
-// Validate implements Object.
-func (r *ReferenceManifest) Validate() error {
-	if err := checkDigest("arena", r.Arena); err != nil {
+	if err := within("policy", a.Policy.Validate()); err != nil {
 		return err
 	}
-	if err := within("runtime", r.Runtime.Validate()); err != nil {
-		return err
+	if a.Settings == "" {
+		return nil
 	}
-	if err := within("model", r.Model.Validate()); err != nil {
-		return err
-	}
-	d, err := tensor.ParseDType(r.DType)
-	if err != nil || !d.IsFloat() || d.String() != r.DType {
-		return fieldErr("dtype", "%q is not a floating-point torch dtype name", r.DType)
-	}
-	return nil
+	return checkDigest("settings", a.Settings)
 }
 
-// NewReference derives the reference manifest of an arena: its runtime,
-// model and dtype, nothing else.
-func NewReference(a Arena) (ReferenceManifest, error) {
-	d, err := Digest(&a)
-	if err != nil {
-		return ReferenceManifest{}, fmt.Errorf("reference manifest: %w", err)
+// CheckSettings checks that a is served with the engine settings whose
+// digest is settings ((*arena.Arena).Digest() of the arena file as
+// selected for the workload, package arena): the identity must name
+// settings, and exactly those. Whoever starts an arena runtime for an
+// arena identity calls it, so that a crown measured in a is measured with
+// the settings a names.
+func (a *Arena) CheckSettings(settings string) error {
+	if err := canon.ValidDigest(settings); err != nil {
+		return fmt.Errorf("arena %s: engine settings: %w", a.Name, err)
 	}
-	return ReferenceManifest{Arena: d, Runtime: a.Runtime, Model: a.Model, DType: a.DType}, nil
+	switch a.Settings {
+	case settings:
+		return nil
+	case "":
+		return fmt.Errorf("arena %s: %w", a.Name, fieldErr("settings", "missing: the arena identity names no engine settings, so none can be checked against it"))
+	default:
+		return fmt.Errorf("arena %s: %w", a.Name, fieldErr("settings", "%s is not the digest of the engine settings in use (%s)", a.Settings, settings))
+	}
+}
+
+// isFloatDType reports whether s is the torch name of a floating-point
+// dtype: exactly the four names, no aliases, no "torch." prefix.
+func isFloatDType(s string) bool {
+	switch s {
+	case "bfloat16", "float16", "float32", "float64":
+		return true
+	}
+	return false
 }

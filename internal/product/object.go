@@ -1,5 +1,21 @@
-// Package stack holds the product-side manifests and the pure transitions
-// between them.
+// Package product holds the product-side objects of Cacheon and the pure
+// transitions between them, one file per object:
+//
+//	object.go       the Object interface, the canonical envelope (Encode,
+//	                Decode, DecodeFile, DecodeLenient) and the domains
+//	validate.go     FieldError and the field validators every object uses
+//	tree.go         file trees: FileEntry listings, ScanTree, SourceSkip,
+//	                listing digests and comparisons
+//	catalog.go      Catalog, what the transitions need of the target catalog
+//	arena.go        Arena, the pinned identity crowns are measured in
+//	reference.go    ReferenceManifest, the arena's pristine semantic authority
+//	evaluation.go   EvaluationStack, CandidateStack and the stack transitions
+//	                (Genesis, Candidate, ApplyCrown)
+//	crown.go        CrownRecord and its SelectedPayload
+//	review.go       Review, a maintainer's review of a crown
+//	integration.go  IntegrationRecord and the Integrate transition
+//	release.go      ReleaseManifest, ReleaseBase and the NewRelease transition
+//	files.go        reading objects kept in files, scanning source trees
 //
 // Cacheon keeps four objects distinct — a proposal (untrusted source a miner
 // commits), a crown (an independently reproduced marginal win for one
@@ -21,7 +37,13 @@
 // The transitions — Candidate, ApplyCrown, Integrate, NewRelease — are pure
 // functions: they read their inputs, never modify them, and return new
 // objects.
-package stack
+//
+// The package sits above nothing but canon and contentrule: no bundle, slot,
+// target, tensor, reference or engine package. What the transitions need of
+// the target catalog is the Catalog interface, in plain values, which
+// *target.Catalog satisfies; a source tree leaves out what a bundle's content
+// hash leaves out through contentrule, the rule's one home.
+package product
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package stack
+package product
 
 import (
 	"fmt"
@@ -325,12 +325,12 @@ func NewRelease(cat Catalog, base ReleaseBase, sourceDigests map[string]string, 
 			return ReleaseManifest{}, fmt.Errorf("new release: %s: review.decision: %q; only approved integrations ship", f, r.Review.Decision)
 		}
 		cr := r.CrownRecord
-		t, ok := cat.Lookup(cr.Target)
+		spec, ok := cat.TargetSpec(cr.Target)
 		if !ok {
 			return ReleaseManifest{}, fmt.Errorf("new release: %s: crown_record.target: %q is not a registered target", f, cr.Target)
 		}
-		if t.SpecDigest() != cr.TargetSpec {
-			return ReleaseManifest{}, fmt.Errorf("new release: %s: crown_record.target_spec: %s is not %s's specification digest %s", f, cr.TargetSpec, cr.Target, t.SpecDigest())
+		if spec != cr.TargetSpec {
+			return ReleaseManifest{}, fmt.Errorf("new release: %s: crown_record.target_spec: %s is not %s's specification digest %s", f, cr.TargetSpec, cr.Target, spec)
 		}
 		var src []string
 		for _, s := range m.Sources {

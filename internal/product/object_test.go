@@ -1,4 +1,4 @@
-package stack_test
+package product_test
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"cacheon/internal/canon"
-	"cacheon/internal/stack"
-	"cacheon/internal/stack/stacktest"
+	"cacheon/internal/product"
+	"cacheon/internal/product/producttest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -24,7 +24,7 @@ func TestRoundTrip(t *testing.T) {
 	rs := readers()
 	for _, o := range w.objects() {
 		t.Run(o.name, func(t *testing.T) {
-			data, d, err := stack.Encode(o.obj)
+			data, d, err := product.Encode(o.obj)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +32,7 @@ func TestRoundTrip(t *testing.T) {
 			if d != hex.EncodeToString(sum[:]) {
 				t.Fatalf("digest %s is not the sha256 of the bytes", d)
 			}
-			want, err := canon.Digest(o.obj.Domain(), stack.SchemaVersion, o.obj)
+			want, err := canon.Digest(o.obj.Domain(), product.SchemaVersion, o.obj)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,12 +52,12 @@ func TestRoundTrip(t *testing.T) {
 
 // TestDigestsGolden pins the encoding of every sample object: digests must
 // be identical on every machine and change only deliberately (regenerate
-// with go test ./internal/stack -update).
+// with go test ./internal/product -update).
 func TestDigestsGolden(t *testing.T) {
 	w := newWorld(t)
 	var b strings.Builder
 	for _, o := range w.objects() {
-		d, err := stack.Digest(o.obj)
+		d, err := product.Digest(o.obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,15 +105,15 @@ func payloadOf(env map[string]any) map[string]any { return env["payload"].(map[s
 // digestFields names one digest-valued field per object kind.
 func digestFields() map[string]string {
 	return map[string]string{
-		stack.DomainArena:             "runtime.digest",
-		stack.DomainReference:         "arena",
-		stack.DomainEvaluationStack:   "catalog",
-		stack.DomainCandidateStack:    "incumbent",
-		stack.DomainCrown:             "incumbent",
-		stack.DomainIntegrationRecord: "source.digest",
-		stack.DomainReview:            "",
-		stack.DomainReleaseBase:       "reference",
-		stack.DomainReleaseManifest:   "policy.catalog",
+		product.DomainArena:             "runtime.digest",
+		product.DomainReference:         "arena",
+		product.DomainEvaluationStack:   "catalog",
+		product.DomainCandidateStack:    "incumbent",
+		product.DomainCrown:             "incumbent",
+		product.DomainIntegrationRecord: "source.digest",
+		product.DomainReview:            "",
+		product.DomainReleaseBase:       "reference",
+		product.DomainReleaseManifest:   "policy.catalog",
 	}
 }
 
@@ -131,7 +131,7 @@ func TestReadersRejectBadInput(t *testing.T) {
 	w := newWorld(t)
 	rs := readers()
 	for _, o := range w.objects() {
-		data, _, err := stack.Encode(o.obj)
+		data, _, err := product.Encode(o.obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestReadersRejectBadInput(t *testing.T) {
 			}
 		})
 		for _, k := range keys {
-			if k == "notes" || k == "previous" || k == "crown" && dom == stack.DomainCandidateStack {
+			if k == "notes" || k == "previous" || k == "crown" && dom == product.DomainCandidateStack {
 				continue
 			}
 			key := k
@@ -200,7 +200,7 @@ func TestReadersRejectWrongDerivedDigests(t *testing.T) {
 	rs := readers()
 	cases := []struct {
 		name  string
-		obj   stack.Object
+		obj   product.Object
 		field string
 	}{
 		{"crown payload digest", &w.crown, "selected_payload.digest"},
@@ -210,17 +210,17 @@ func TestReadersRejectWrongDerivedDigests(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			data, _, err := stack.Encode(c.obj)
+			data, _, err := product.Encode(c.obj)
 			if err != nil {
 				t.Fatal(err)
 			}
 			bad := mutateJSON(t, data, func(e map[string]any) {
 				if c.field == "preserved" {
 					p := payloadOf(e)["preserved"].([]any)[0].(map[string]any)
-					p["sha256"] = stacktest.FakeDigest("other")
+					p["sha256"] = producttest.FakeDigest("other")
 					return
 				}
-				setPath(payloadOf(e), c.field, stacktest.FakeDigest("wrong"))
+				setPath(payloadOf(e), c.field, producttest.FakeDigest("wrong"))
 			})
 			_, err = rs[c.obj.Domain()](bad)
 			if err == nil || !strings.Contains(err.Error(), "$.payload."+c.field) {
@@ -241,18 +241,18 @@ func TestDecodeLenientReview(t *testing.T) {
   "license": "Apache-2.0",
   "provenance": "rewritten from the crowned proposal by the maintainers"
 }`)
-	r, err := stack.ReadReview(human)
+	r, err := product.ReadReview(human)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := stack.Digest(&r)
-	b, _ := stack.Digest(&w.review)
+	a, _ := product.Digest(&r)
+	b, _ := product.Digest(&w.review)
 	if a != b {
 		t.Fatalf("lenient read gives %+v", r)
 	}
 	// wrapped in the envelope, with free formatting
 	env := []byte(`{"schema_version": 1, "domain": "cacheon.review", "payload": ` + string(human) + `}`)
-	if _, err := stack.ReadReview(env); err != nil {
+	if _, err := product.ReadReview(env); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, in, want string }{
@@ -266,7 +266,7 @@ func TestDecodeLenientReview(t *testing.T) {
 		{"envelope with bad payload", strings.Replace(string(env), `"approved"`, `"maybe"`, 1), `$.payload.decision`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := stack.ReadReview([]byte(c.in))
+			_, err := product.ReadReview([]byte(c.in))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v does not contain %q", err, c.want)
 			}
@@ -292,7 +292,7 @@ func TestSourceSkip(t *testing.T) {
 		{"._meta/kernel.py", false, false},
 	}
 	for _, tt := range tests {
-		if got := stack.SourceSkip(tt.rel, tt.isDir); got != tt.skip {
+		if got := product.SourceSkip(tt.rel, tt.isDir); got != tt.skip {
 			t.Errorf("SourceSkip(%q, dir=%t) = %t, want %t", tt.rel, tt.isDir, got, tt.skip)
 		}
 	}

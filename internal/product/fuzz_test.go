@@ -1,4 +1,4 @@
-package stack_test
+package product_test
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"cacheon/internal/stack"
+	"cacheon/internal/product"
 )
 
 // fuzzReader seeds a fuzz target with the sample encoding of one object
@@ -15,12 +15,12 @@ import (
 // the SHA-256 of the bytes as its digest.
 func fuzzReader[T any, P interface {
 	*T
-	stack.Object
+	product.Object
 }](f *testing.F, name string) {
 	w := newWorld(f)
 	for _, o := range w.objects() {
 		if o.name == name {
-			data, _, err := stack.Encode(o.obj)
+			data, _, err := product.Encode(o.obj)
 			if err != nil {
 				f.Fatal(err)
 			}
@@ -31,11 +31,11 @@ func fuzzReader[T any, P interface {
 	f.Add([]byte(`{"domain":"x","payload":{},"schema_version":1}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, d, err := stack.Decode[T, P](data)
+		v, d, err := product.Decode[T, P](data)
 		if err != nil {
 			return
 		}
-		again, d2, err := stack.Encode(P(&v))
+		again, d2, err := product.Encode(P(&v))
 		if err != nil {
 			t.Fatalf("accepted object does not encode: %v", err)
 		}
@@ -49,38 +49,38 @@ func fuzzReader[T any, P interface {
 	})
 }
 
-func FuzzReadArena(f *testing.F)     { fuzzReader[stack.Arena](f, "arena") }
-func FuzzReadReference(f *testing.F) { fuzzReader[stack.ReferenceManifest](f, "reference") }
+func FuzzReadArena(f *testing.F)     { fuzzReader[product.Arena](f, "arena") }
+func FuzzReadReference(f *testing.F) { fuzzReader[product.ReferenceManifest](f, "reference") }
 func FuzzReadEvaluationStack(f *testing.F) {
-	fuzzReader[stack.EvaluationStack](f, "crowned_stack")
+	fuzzReader[product.EvaluationStack](f, "crowned_stack")
 }
 func FuzzReadCandidateStack(f *testing.F) {
-	fuzzReader[stack.CandidateStack](f, "candidate_stack")
+	fuzzReader[product.CandidateStack](f, "candidate_stack")
 }
-func FuzzReadCrown(f *testing.F) { fuzzReader[stack.CrownRecord](f, "crown") }
+func FuzzReadCrown(f *testing.F) { fuzzReader[product.CrownRecord](f, "crown") }
 func FuzzReadIntegrationRecord(f *testing.F) {
-	fuzzReader[stack.IntegrationRecord](f, "integration_record")
+	fuzzReader[product.IntegrationRecord](f, "integration_record")
 }
 func FuzzReadReleaseManifest(f *testing.F) {
-	fuzzReader[stack.ReleaseManifest](f, "release_manifest")
+	fuzzReader[product.ReleaseManifest](f, "release_manifest")
 }
 
 // FuzzReadReview fuzzes the lenient reader of human-written reviews: it
 // never panics, and what it accepts validates and encodes.
 func FuzzReadReview(f *testing.F) {
 	w := newWorld(f)
-	data, _, err := stack.Encode(&w.review)
+	data, _, err := product.Encode(&w.review)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(data)
 	f.Add([]byte(`{"reviewer": "a", "decision": "rejected"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := stack.ReadReview(data)
+		r, err := product.ReadReview(data)
 		if err != nil {
 			return
 		}
-		if _, _, err := stack.Encode(&r); err != nil {
+		if _, _, err := product.Encode(&r); err != nil {
 			t.Fatalf("accepted review does not encode: %v", err)
 		}
 	})
@@ -89,17 +89,17 @@ func FuzzReadReview(f *testing.F) {
 // FuzzReadReleaseBase fuzzes the lenient reader of release bases.
 func FuzzReadReleaseBase(f *testing.F) {
 	w := newWorld(f)
-	data, _, err := stack.Encode(&w.base)
+	data, _, err := product.Encode(&w.base)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(data)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b, err := stack.ReadReleaseBase(data)
+		b, err := product.ReadReleaseBase(data)
 		if err != nil {
 			return
 		}
-		if _, _, err := stack.Encode(&b); err != nil {
+		if _, _, err := product.Encode(&b); err != nil {
 			t.Fatalf("accepted base does not encode: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package stack
+package product
 
 import (
 	"crypto/sha256"
@@ -12,8 +12,9 @@ import (
 	"sort"
 	"strings"
 
-	"cacheon/internal/bundle"
 	"cacheon/internal/canon"
+	"cacheon/internal/contentrule"
+	"cacheon/internal/nofollow"
 )
 
 // File modes a tree entry may have. Trees carry no other permission bits,
@@ -34,15 +35,14 @@ type FileEntry struct {
 }
 
 // SourceSkip is the skip rule for reviewed source trees: the same entries a
-// bundle's content hash leaves out (bundle.Excluded, DESIGN.md §4). Walks
-// do not descend skipped directories, so a directory is judged by its own
-// name and a file by bundle's whole-path rule.
+// bundle's content hash leaves out (contentrule, DESIGN.md §4). Walks do not
+// descend skipped directories, so a directory is judged by its own name and
+// a file by the whole-path rule.
 func SourceSkip(rel string, isDir bool) bool {
 	if isDir {
-		name := rel[strings.LastIndexByte(rel, '/')+1:]
-		return name == ".git" || name == "__pycache__"
+		return contentrule.ExcludedDir(rel[strings.LastIndexByte(rel, '/')+1:])
 	}
-	return bundle.Excluded(rel)
+	return contentrule.Excluded(rel)
 }
 
 // ScanTree lists the regular files under dir, hashing each one. skip, when
@@ -123,7 +123,7 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // HashFile hashes one regular file (refusing a symlink) and returns its
 // entry without a path: mode, SHA-256 and size.
 func HashFile(p string) (FileEntry, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
+	f, err := nofollow.Open(p)
 	if err != nil {
 		return FileEntry{}, fmt.Errorf("open: %w", err)
 	}

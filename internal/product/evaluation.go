@@ -1,23 +1,9 @@
-package stack
+package product
 
 import (
 	"fmt"
 	"slices"
-
-	"cacheon/internal/target"
 )
-
-// Catalog is what the transitions need of the target catalog;
-// *target.Catalog implements it.
-type Catalog interface {
-	// Digest is the catalog digest.
-	Digest() string
-	// Lookup returns a registered target.
-	Lookup(name string) (*target.Target, bool)
-	// Activate returns the active set after making name active, refusing
-	// an unregistered target or the split of an active atomic target.
-	Activate(active []string, name string) (next, displaced []string, err error)
-}
 
 // StackEntry is one active target of a stack and the contribution that
 // holds it.
@@ -117,15 +103,16 @@ func CheckStack(cat Catalog, s *EvaluationStack) error {
 		return fieldErr("catalog", "%s is not the catalog in force (%s)", s.Catalog, cat.Digest())
 	}
 	for i, e := range s.Entries {
-		t, ok := cat.Lookup(e.Target)
+		spec, ok := cat.TargetSpec(e.Target)
 		if !ok {
 			return fieldErr(fmt.Sprintf("entries[%d].target", i), "%q is not a registered target", e.Target)
 		}
-		if e.TargetSpec != t.SpecDigest() {
-			return fieldErr(fmt.Sprintf("entries[%d].target_spec", i), "%s is not %s's specification digest %s", e.TargetSpec, e.Target, t.SpecDigest())
+		if e.TargetSpec != spec {
+			return fieldErr(fmt.Sprintf("entries[%d].target_spec", i), "%s is not %s's specification digest %s", e.TargetSpec, e.Target, spec)
 		}
+		displaces := cat.Displaces(e.Target)
 		for _, o := range s.Entries {
-			if slices.Contains(t.Displaces, o.Target) {
+			if slices.Contains(displaces, o.Target) {
 				return fieldErr(fmt.Sprintf("entries[%d].target", i), "%s displaces the also active %s", e.Target, o.Target)
 			}
 		}
@@ -213,7 +200,7 @@ func Candidate(cat Catalog, inc EvaluationStack, target, proposal string) (Candi
 	if err != nil {
 		return CandidateStack{}, fmt.Errorf("candidate stack: %w", err)
 	}
-	t, ok := cat.Lookup(target)
+	spec, ok := cat.TargetSpec(target)
 	if !ok {
 		return CandidateStack{}, fmt.Errorf("candidate stack: %q is not a registered target; a proposal is always one registered target delta", target)
 	}
@@ -221,7 +208,7 @@ func Candidate(cat Catalog, inc EvaluationStack, target, proposal string) (Candi
 	if err != nil {
 		return CandidateStack{}, fmt.Errorf("candidate stack: %w", err)
 	}
-	tr := Transition{Target: target, TargetSpec: t.SpecDigest(), Proposal: proposal}
+	tr := Transition{Target: target, TargetSpec: spec, Proposal: proposal}
 	c := CandidateStack{
 		Incumbent: incDigest, Arena: inc.Arena, Catalog: inc.Catalog, Generation: inc.Generation,
 		Transition: tr, Displaced: append([]string{}, displaced...),
@@ -279,12 +266,12 @@ func ApplyCrown(cat Catalog, inc EvaluationStack, crown CrownRecord) (Evaluation
 	case crown.Generation != inc.Generation+1:
 		return EvaluationStack{}, fmt.Errorf("apply crown: generation: crown creates %d, but the stack is at %d", crown.Generation, inc.Generation)
 	}
-	t, ok := cat.Lookup(crown.Target)
+	spec, ok := cat.TargetSpec(crown.Target)
 	if !ok {
 		return EvaluationStack{}, fmt.Errorf("apply crown: target: %q is not a registered target", crown.Target)
 	}
-	if crown.TargetSpec != t.SpecDigest() {
-		return EvaluationStack{}, fmt.Errorf("apply crown: target_spec: %s is not %s's specification digest %s", crown.TargetSpec, crown.Target, t.SpecDigest())
+	if crown.TargetSpec != spec {
+		return EvaluationStack{}, fmt.Errorf("apply crown: target_spec: %s is not %s's specification digest %s", crown.TargetSpec, crown.Target, spec)
 	}
 	crownDigest, err := Digest(&crown)
 	if err != nil {

@@ -1,8 +1,0 @@
-//go:build unix
-
-package release
-
-import "syscall"
-
-// oNoFollow makes opening a symlink fail instead of following it.
-const oNoFollow = syscall.O_NOFOLLOW

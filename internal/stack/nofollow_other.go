@@ -1,6 +1,0 @@
-//go:build !unix
-
-package stack
-
-// oNoFollow is unavailable here; ScanTree still refuses symlinks by type.
-const oNoFollow = 0
