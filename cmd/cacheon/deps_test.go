@@ -24,7 +24,9 @@ type rule struct {
 var layerRules = []rule{
 	{"cacheon/internal/release", productForbidden,
 		"a release is built and verified offline from product objects alone: no chain, no store, no candidate runtime, no catalog internals"},
-	{"cacheon/internal/product/...", productForbidden,
+	// product/producttest builds test fixtures from the real catalogs:
+	// test support, imported only by tests, outside this rule.
+	{"cacheon/internal/product", productForbidden,
 		"product objects hold digests; the catalog reaches them through a small interface, never the reverse"},
 	{"cacheon/internal/referee/...", []string{"cacheon/internal/market/...", "cacheon/internal/store/...", "cacheon/internal/dashboard/...", "cacheon/internal/cli"},
 		"the referee decides one proposal from evidence; who submitted it and who is paid is the market's"},
