@@ -38,6 +38,8 @@ var layerRules = []rule{
 		"the market is driven by the validator node, not by the command line or the UI"},
 	{"cacheon/internal/...", []string{"cacheon/internal/cli"},
 		"the CLI is the top: domain packages never reach back into it"},
+	{"cacheon/...", []string{"cacheon/internal/product/producttest"},
+		"producttest is test support: only tests import it"},
 	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
 		"attribution is a leaf every layer may use"},
 }
