@@ -17,7 +17,7 @@ func TestDependencyConfinement(t *testing.T) {
 	}
 	owners := map[string][]string{
 		"github.com/landlock-lsm/go-landlock": {"cacheon/internal/sandbox"},
-		"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine"},
+		"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine", "cacheon/internal/tomlpos"},
 		"github.com/spf13/cobra":              {"cacheon/internal/cli"},
 		"github.com/rogpeppe/go-internal":     {},
 	}

@@ -132,8 +132,8 @@ func (mp *manifestParser) check(raw *rawManifest, root string, cat *slot.Catalog
 		}
 		m.Competition = c
 	}
-	if t := mp.pos.opsTable; t.line > 0 {
-		return nil, &ManifestError{File: ManifestName, Line: t.line, Col: t.col, Path: "ops",
+	if t := opsTable(mp.pos); t.Line > 0 {
+		return nil, &ManifestError{File: ManifestName, Line: t.Line, Col: t.Col, Path: "ops",
 			Msg: "[ops] declares a single table", Hint: "declare each row with [[ops]] (an array of tables)"}
 	}
 	if len(raw.Ops) == 0 {
