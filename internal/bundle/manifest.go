@@ -18,6 +18,7 @@ import (
 
 	"cacheon/internal/capability"
 	"cacheon/internal/fielderr"
+	"cacheon/internal/target"
 	"cacheon/internal/tomlpos"
 )
 
@@ -38,22 +39,11 @@ const (
 	maxPathBytes     = 1024
 )
 
-// Mode is the competition mode a bundle requests.
-type Mode string
-
-// Competition modes. ModeSystem parses (legacy bundles declare it) but is
-// never crownable.
-const (
-	ModeSlot   Mode = "slot"
-	ModeAtomic Mode = "atomic"
-	ModeSystem Mode = "system"
-)
-
 // Competition is the manifest's optional [competition] table: the
 // registered target the bundle requests and how.
 type Competition struct {
-	Target string `json:"target"`
-	Mode   Mode   `json:"mode"`
+	Target string      `json:"target"`
+	Mode   target.Mode `json:"mode"`
 }
 
 // Manifest is a checked manifest.toml.
@@ -94,7 +84,7 @@ func (m *Manifest) NotCrownableReason() string {
 	switch {
 	case m.Competition == nil:
 		return "the manifest has no [competition] table, so it requests no registered target; add target and mode = \"slot\""
-	case m.Competition.Mode == ModeSystem:
+	case m.Competition.Mode == target.ModeSystem:
 		return "mode = \"system\" is a legacy whole-system request and is never crownable; request one registered target with mode = \"slot\" or \"atomic\""
 	}
 	return ""
