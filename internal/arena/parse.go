@@ -15,6 +15,7 @@ import (
 
 	"cacheon/internal/canon"
 	"cacheon/internal/fielderr"
+	"cacheon/internal/tensor"
 	"cacheon/internal/tomlpos"
 )
 
@@ -229,10 +230,8 @@ func (c *checker) arena(r *rawArena) *Arena {
 	default:
 		c.fail("device", "%q: want cpu or cuda", r.Device)
 	}
-	switch r.DType {
-	case "bfloat16", "float16", "float32":
-	default:
-		c.fail("dtype", "%q: want bfloat16, float16 or float32", r.DType)
+	if _, err := tensor.ParseComputeDType(r.DType); err != nil {
+		c.fail("dtype", "%v", err)
 	}
 	if r.DType == "float16" && r.Device == "cpu" {
 		c.fail("dtype", "float16 needs device = \"cuda\" (torch's CPU matmuls have no float16 on every supported version)")
