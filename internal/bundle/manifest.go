@@ -3,9 +3,9 @@
 // variants' capability metadata against the slot catalog (Load), computes the
 // bundle's content hash and the contribution identities derived from it
 // (ContentHash, SelectedPayloadDigest, SelectedDeltaDigest,
-// AttributionDigest), encodes and parses the on-chain payload
-// (EncodePayload, ParsePayload), writes deterministic archives (Package) and
-// unpacks untrusted ones within hard bounds (Extract).
+// AttributionDigest), writes deterministic archives (Package) and unpacks
+// untrusted ones within hard bounds (Extract). The on-chain payload that
+// references a packaged bundle is the market's (internal/market/chain).
 package bundle
 
 import (
