@@ -376,3 +376,14 @@ func TestDigestsGolden(t *testing.T) {
 		t.Fatalf("arena digests changed (go test ./internal/arena -update if on purpose):\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestErrorCause: an unreadable file's error keeps its cause for errors.Is
+// but does not print it (the message already says what failed).
+func TestErrorCause(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.toml")
+	_, err := Load(path)
+	var ae *Error
+	if !errors.As(err, &ae) || !errors.Is(err, os.ErrNotExist) || err.Error() != path+": cannot read the arena file" {
+		t.Fatalf("Load(missing) = %v (%T)", err, err)
+	}
+}

@@ -14,35 +14,28 @@ import (
 	toml "github.com/pelletier/go-toml/v2"
 
 	"cacheon/internal/canon"
+	"cacheon/internal/fielderr"
+	"cacheon/internal/tensor"
+	"cacheon/internal/tomlpos"
 )
 
 // maxFileBytes bounds an arena file.
 const maxFileBytes = 1 << 20
 
 // Error is a problem in an arena file, pointing at file:line:col (when the
-// position is known) and the field.
-type Error struct {
-	File      string
-	Line, Col int
-	Field     string // dotted path, e.g. "model.num_heads"; "" for the file
-	Msg       string
-	Err       error // underlying cause, if any
-}
+// position is known) and the field: Path is its dotted path, e.g.
+// "model.num_heads", "" for the file. Err is the underlying cause, if any;
+// arena messages already say what it is, so it is not printed.
+type Error fielderr.Problem
 
+// Error implements error: "t.toml:5:1: model.num_heads: message".
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
+	p := fielderr.Problem(*e)
+	p.Err = nil
+	return p.Error()
 }
 
+// Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Load reads and checks the arena file at path.
@@ -139,7 +132,7 @@ func Parse(file string, data []byte) (*Arena, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, decodeError(file, err)
 	}
-	c := &checker{file: file, ix: indexKeys(data)}
+	c := &checker{file: file, ix: tomlpos.New(data)}
 	a := c.arena(&raw)
 	if c.err != nil {
 		return nil, c.err
@@ -154,7 +147,7 @@ func decodeError(file string, err error) error {
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		de := &strict.Errors[0]
 		line, col := de.Position()
-		return &Error{File: file, Line: line, Col: col, Field: strings.Join(de.Key(), "."),
+		return &Error{File: file, Line: line, Col: col, Path: strings.Join(de.Key(), "."),
 			Msg: "unknown field (the arena schema is closed: see arenas/README.md)"}
 	}
 	var de *toml.DecodeError
@@ -166,7 +159,7 @@ func decodeError(file string, err error) error {
 			kind, _, _ := strings.Cut(rest, " into ")
 			msg = fmt.Sprintf("wrong type: got a TOML %s, want %s", kind, expectedType(field))
 		}
-		return &Error{File: file, Line: line, Col: col, Field: field, Msg: msg}
+		return &Error{File: file, Line: line, Col: col, Path: field, Msg: msg}
 	}
 	return &Error{File: file, Msg: "invalid TOML: " + err.Error(), Err: err}
 }
@@ -195,7 +188,7 @@ func expectedType(field string) string {
 // checker validates the decoded arena, keeping the first error.
 type checker struct {
 	file string
-	ix   keyIndex
+	ix   *tomlpos.Index
 	err  error
 }
 
@@ -203,14 +196,14 @@ func (c *checker) fail(field, format string, args ...any) {
 	if c.err != nil {
 		return
 	}
-	p := c.ix.at(field)
-	c.err = &Error{File: c.file, Line: p.line, Col: p.col, Field: field, Msg: fmt.Sprintf(format, args...)}
+	p, _ := c.ix.Key(field)
+	c.err = &Error{File: c.file, Line: p.Line, Col: p.Col, Path: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // required fails when field is not written in the file.
 func (c *checker) required(fields ...string) {
 	for _, f := range fields {
-		if !c.ix.has(f) {
+		if !c.ix.HasKey(f) {
 			c.fail(f, "missing (required)")
 		}
 	}
@@ -237,10 +230,8 @@ func (c *checker) arena(r *rawArena) *Arena {
 	default:
 		c.fail("device", "%q: want cpu or cuda", r.Device)
 	}
-	switch r.DType {
-	case "bfloat16", "float16", "float32":
-	default:
-		c.fail("dtype", "%q: want bfloat16, float16 or float32", r.DType)
+	if _, err := tensor.ParseComputeDType(r.DType); err != nil {
+		c.fail("dtype", "%v", err)
 	}
 	if r.DType == "float16" && r.Device == "cpu" {
 		c.fail("dtype", "float16 needs device = \"cuda\" (torch's CPU matmuls have no float16 on every supported version)")
@@ -287,13 +278,13 @@ func (c *checker) model(r *rawModel) Model {
 		c.fail("model.kind", "%q: want %s or %s", r.Kind, KindLlama, KindMixtral)
 	}
 	m.NumKVHeads = m.NumHeads
-	if c.ix.has("model.num_kv_heads") {
+	if c.ix.HasKey("model.num_kv_heads") {
 		m.NumKVHeads = c.intIn("model.num_kv_heads", r.NumKVHeads, 1, 1024)
 	}
 	if m.NumKVHeads > 0 && m.NumHeads%m.NumKVHeads != 0 {
 		c.fail("model.num_kv_heads", "%d does not divide num_heads = %d (grouped-query attention needs whole groups)", m.NumKVHeads, m.NumHeads)
 	}
-	if c.ix.has("model.head_dim") {
+	if c.ix.HasKey("model.head_dim") {
 		m.HeadDim = c.intIn("model.head_dim", r.HeadDim, 2, 1024)
 	} else if m.NumHeads > 0 {
 		if m.HiddenSize%m.NumHeads != 0 {
@@ -305,7 +296,7 @@ func (c *checker) model(r *rawModel) Model {
 		c.fail("model.head_dim", "%d is odd (rotary embeddings rotate pairs)", m.HeadDim)
 	}
 	eps, err := canon.ParseDecimal(r.RMSNormEps)
-	if err != nil && c.ix.has("model.rms_norm_eps") {
+	if err != nil && c.ix.HasKey("model.rms_norm_eps") {
 		c.fail("model.rms_norm_eps", "%q is not a decimal (write it as a string such as \"0.00001\")", r.RMSNormEps)
 	}
 	if f, _ := eps.Float64(); err == nil && (f <= 0 || f >= 1) {

@@ -132,7 +132,7 @@ func Extract(ctx context.Context, r io.Reader, dest string, lim ExtractLimits, w
 		return "", err
 	}
 	if wantHash != "" {
-		if err := validHex64(wantHash); err != nil {
+		if err := CheckContentHash(wantHash); err != nil {
 			return "", fmt.Errorf("extract: committed hash: %w", err)
 		}
 	}
@@ -170,19 +170,6 @@ func Extract(ctx context.Context, r io.Reader, dest string, lim ExtractLimits, w
 			Hint: "the archive at the URL is not the bundle that was committed"}
 	}
 	return got, nil
-}
-
-// validHex64 checks a SHA-256 hex digest: 64 lowercase hex digits.
-func validHex64(s string) error {
-	if len(s) != 64 {
-		return fmt.Errorf("want 64 lowercase hex digits, got %d characters", len(s))
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return fmt.Errorf("character %q at %d is not lowercase hex", c, i)
-		}
-	}
-	return nil
 }
 
 // prepareDest makes sure dest is a fresh directory and returns the function

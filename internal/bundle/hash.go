@@ -238,3 +238,17 @@ func openListed(root string, f File, during string) (*os.File, error) {
 	}
 	return fh, nil
 }
+
+// CheckContentHash checks the spelling of a content hash (ContentHash): 64
+// lowercase hex digits.
+func CheckContentHash(s string) error {
+	if len(s) != 64 {
+		return fmt.Errorf("want 64 lowercase hex digits, got %d characters", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fmt.Errorf("character %q at %d is not lowercase hex", c, i)
+		}
+	}
+	return nil
+}

@@ -13,6 +13,7 @@ import (
 	"cacheon/internal/capability"
 	"cacheon/internal/nofollow"
 	"cacheon/internal/slot"
+	"cacheon/internal/target"
 )
 
 // Bundle is a loaded, checked bundle directory.
@@ -133,8 +134,8 @@ func (mp *manifestParser) check(raw *rawManifest, root string, cat *slot.Catalog
 		}
 		m.Competition = c
 	}
-	if t := mp.pos.opsTable; t.line > 0 {
-		return nil, &ManifestError{File: ManifestName, Line: t.line, Col: t.col, Path: "ops",
+	if t := opsTable(mp.pos); t.Line > 0 {
+		return nil, &ManifestError{File: ManifestName, Line: t.Line, Col: t.Col, Path: "ops",
 			Msg: "[ops] declares a single table", Hint: "declare each row with [[ops]] (an array of tables)"}
 	}
 	if len(raw.Ops) == 0 {
@@ -155,7 +156,7 @@ func (mp *manifestParser) check(raw *rawManifest, root string, cat *slot.Catalog
 	if err := mp.checkVariants(m.Ops, explicit); err != nil {
 		return nil, err
 	}
-	if c := m.Competition; c != nil && c.Mode == ModeSlot {
+	if c := m.Competition; c != nil && c.Mode == target.ModeSlot {
 		found := false
 		for _, op := range m.Ops {
 			found = found || op.Slot == c.Target
@@ -175,17 +176,17 @@ func (mp *manifestParser) competition(rc *rawCompetition, cat *slot.Catalog) (*C
 	if rc.Mode == nil {
 		return nil, mp.errAt("competition", `add mode = "slot" (or "atomic" for a registered atomic target)`, "missing required key mode")
 	}
-	c := &Competition{Target: *rc.Target, Mode: Mode(*rc.Mode)}
+	c := &Competition{Target: *rc.Target, Mode: target.Mode(*rc.Mode)}
 	if err := checkTargetName(c.Target); err != nil {
 		return nil, mp.errAt("competition.target", "", "%v", err)
 	}
 	switch c.Mode {
-	case ModeSlot:
+	case target.ModeSlot:
 		if _, ok := cat.Lookup(c.Target); !ok {
 			return nil, mp.errAt("competition.target", "a slot-mode target is one registered slot: "+strings.Join(cat.Names(), ", "),
 				"%q is not a registered slot", c.Target)
 		}
-	case ModeAtomic, ModeSystem:
+	case target.ModeAtomic, target.ModeSystem:
 	default:
 		return nil, mp.errAt("competition.mode", `use "slot" or "atomic"`, "unknown mode %q", clipName(*rc.Mode))
 	}

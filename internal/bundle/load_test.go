@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"cacheon/internal/slot"
+	"cacheon/internal/target"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -176,7 +177,7 @@ func TestLoadValidVariants(t *testing.T) {
 			}
 		}},
 		{"atomic target", head + "[competition]\ntarget = \"collective.moe_epilogue.v1\"\nmode = \"atomic\"\n" + silu, func(t *testing.T, b *Bundle) {
-			if !b.Manifest.Crownable() || b.Manifest.Competition.Mode != ModeAtomic {
+			if !b.Manifest.Crownable() || b.Manifest.Competition.Mode != target.ModeAtomic {
 				t.Fatal("atomic mode is crownable")
 			}
 		}},

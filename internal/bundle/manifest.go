@@ -3,9 +3,9 @@
 // variants' capability metadata against the slot catalog (Load), computes the
 // bundle's content hash and the contribution identities derived from it
 // (ContentHash, SelectedPayloadDigest, SelectedDeltaDigest,
-// AttributionDigest), encodes and parses the on-chain payload
-// (EncodePayload, ParsePayload), writes deterministic archives (Package) and
-// unpacks untrusted ones within hard bounds (Extract).
+// AttributionDigest), writes deterministic archives (Package) and unpacks
+// untrusted ones within hard bounds (Extract). The on-chain payload that
+// references a packaged bundle is the market's (internal/market/chain).
 package bundle
 
 import (
@@ -17,6 +17,9 @@ import (
 	toml "github.com/pelletier/go-toml/v2"
 
 	"cacheon/internal/capability"
+	"cacheon/internal/fielderr"
+	"cacheon/internal/target"
+	"cacheon/internal/tomlpos"
 )
 
 // ManifestName is the manifest's file name at the bundle root.
@@ -36,22 +39,11 @@ const (
 	maxPathBytes     = 1024
 )
 
-// Mode is the competition mode a bundle requests.
-type Mode string
-
-// Competition modes. ModeSystem parses (legacy bundles declare it) but is
-// never crownable.
-const (
-	ModeSlot   Mode = "slot"
-	ModeAtomic Mode = "atomic"
-	ModeSystem Mode = "system"
-)
-
 // Competition is the manifest's optional [competition] table: the
 // registered target the bundle requests and how.
 type Competition struct {
-	Target string `json:"target"`
-	Mode   Mode   `json:"mode"`
+	Target string      `json:"target"`
+	Mode   target.Mode `json:"mode"`
 }
 
 // Manifest is a checked manifest.toml.
@@ -92,47 +84,21 @@ func (m *Manifest) NotCrownableReason() string {
 	switch {
 	case m.Competition == nil:
 		return "the manifest has no [competition] table, so it requests no registered target; add target and mode = \"slot\""
-	case m.Competition.Mode == ModeSystem:
+	case m.Competition.Mode == target.ModeSystem:
 		return "mode = \"system\" is a legacy whole-system request and is never crownable; request one registered target with mode = \"slot\" or \"atomic\""
 	}
 	return ""
 }
 
-// ManifestError is a problem with manifest.toml or a file it declares.
-// Line and Col are 1-based and 0 when TOML gives no position.
-type ManifestError struct {
-	File string // ManifestName
-	Line int
-	Col  int
-	Path string // offending key path such as "ops[2].source"; "" for the file as a whole
-	Msg  string
-	Hint string // what the author can do, "" when nothing specific
-	Err  error  // underlying cause, if any
-}
+// ManifestError is a problem with manifest.toml or a file it declares:
+// File is ManifestName, Path the offending key path such as "ops[2].source"
+// ("" for the file as a whole); Line and Col are 1-based and 0 when TOML
+// gives no position.
+type ManifestError fielderr.Problem
 
 // Error implements error: "manifest.toml:3:10: ops[0].variant: message"
 // or, without a position, "manifest.toml: ops[2].source: message".
-func (e *ManifestError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
-	}
-	b.WriteString(": ")
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	if e.Hint != "" {
-		b.WriteString(" (hint: " + e.Hint + ")")
-	}
-	return b.String()
-}
+func (e *ManifestError) Error() string { return (*fielderr.Problem)(e).Error() }
 
 // Unwrap returns the underlying cause.
 func (e *ManifestError) Unwrap() error { return e.Err }
@@ -165,13 +131,13 @@ type rawOp struct {
 
 // manifestParser carries the document and its positions while checking.
 type manifestParser struct {
-	pos positions
+	pos *tomlpos.Index
 }
 
 func (mp *manifestParser) errAt(path, hint, format string, args ...any) *ManifestError {
 	e := &ManifestError{File: ManifestName, Path: path, Msg: fmt.Sprintf(format, args...), Hint: hint}
-	if p, ok := mp.pos.lookup(path); ok {
-		e.Line, e.Col = p.line, p.col
+	if p, ok := mp.pos.Value(path); ok {
+		e.Line, e.Col = p.Line, p.Col
 	}
 	return e
 }
@@ -191,7 +157,7 @@ func decodeManifest(data []byte) (*rawManifest, *manifestParser, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, nil, translateTOMLError(data, err)
 	}
-	return &raw, &manifestParser{pos: indexPositions(data)}, nil
+	return &raw, &manifestParser{pos: tomlpos.New(data)}, nil
 }
 
 // translateTOMLError rewrites go-toml's errors in manifest vocabulary.
@@ -237,11 +203,34 @@ func tomlKeyPath(data []byte, key toml.Key, line int) string {
 	}
 	parts := append([]string(nil), key...)
 	if parts[0] == "ops" {
-		if i := indexPositions(data).opsIndex(line); i >= 0 && len(parts) > 1 {
+		if i := opsIndex(tomlpos.New(data), line); i >= 0 && len(parts) > 1 {
 			parts[0] = fmt.Sprintf("ops[%d]", i)
 		}
 	}
 	return strings.Join(parts, ".")
+}
+
+// opsIndex returns the index of the [[ops]] row whose header is the last
+// one at or before line, or -1.
+func opsIndex(ix *tomlpos.Index, line int) int {
+	idx := -1
+	for i, h := range ix.ArrayTables("ops") {
+		if h.Line <= line {
+			idx = i
+		}
+	}
+	return idx
+}
+
+// opsTable returns where a [ops] table header (instead of [[ops]]) is
+// written, the zero Pos when there is none.
+func opsTable(ix *tomlpos.Index) tomlpos.Pos {
+	for _, h := range ix.Tables("ops") {
+		if h.Line > 0 {
+			return h
+		}
+	}
+	return tomlpos.Pos{}
 }
 
 func expectedType(path string) string {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"cacheon/internal/fielderr"
 )
 
 // Limits on metadata files. They are far above anything a real variant needs
@@ -21,25 +23,13 @@ const (
 )
 
 // MetadataError is a problem in a metadata file. Path is the JSON path of
-// the offending value ("capabilities.head_dim.min"), "" for the whole file.
-type MetadataError struct {
-	Path string
-	Msg  string
-	// Hint says what the author can do about it ("" when nothing useful).
-	Hint string
-}
+// the offending value ("capabilities.head_dim.min"), "" for the whole file;
+// Hint says what the author can do about it ("" when nothing useful). It
+// names no file and no position.
+type MetadataError fielderr.Problem
 
-// Error implements error.
-func (e *MetadataError) Error() string {
-	s := e.Msg
-	if e.Path != "" {
-		s = e.Path + ": " + e.Msg
-	}
-	if e.Hint != "" {
-		s += " (hint: " + e.Hint + ")"
-	}
-	return s
-}
+// Error implements error: "path: message (hint: ...)".
+func (e *MetadataError) Error() string { return (*fielderr.Problem)(e).Error() }
 
 func metaErr(path, hint, format string, args ...any) error {
 	return &MetadataError{Path: path, Msg: fmt.Sprintf(format, args...), Hint: hint}

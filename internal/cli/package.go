@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/market/chain"
 )
 
 func (a *app) packageCommand() *cobra.Command {
@@ -70,7 +71,7 @@ prints the canonical on-chain payload {"h":…,"u":…,"v":1} (at most 1024 byte
 			var payload []byte
 			if url != "" {
 				// Before the archive lands: a refused URL leaves nothing behind.
-				if payload, err = bundle.EncodePayload(hash, url); err != nil {
+				if payload, err = chain.EncodePayload(hash, url); err != nil {
 					return err
 				}
 			}

@@ -77,8 +77,11 @@ type verifyFlags struct {
 
 func (a *app) runVerify(path string, fl verifyFlags) error {
 	ctx := a.ctx
-	dt, err := tensor.ParseDType(fl.dtype)
-	if err != nil || (dt != tensor.BF16 && dt != tensor.F16 && dt != tensor.F32) {
+	dt, err := tensor.ParseDType(fl.dtype) // the flag takes aliases too (bf16, half, torch.float32)
+	if err == nil {
+		dt, err = tensor.ParseComputeDType(dt.String())
+	}
+	if err != nil {
 		return fmt.Errorf("--dtype %q: want bfloat16, float16 or float32", fl.dtype)
 	}
 	if fl.timeout <= 0 {

@@ -1,17 +1,15 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 
 	"cacheon/internal/arena"
-	"cacheon/internal/metric"
+	"cacheon/internal/grade"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -65,6 +63,7 @@ func AuditScalars(a *arena.Arena) (map[string]map[string]float64, error) {
 // slot's inputs, checks that the candidate did not write to them, computes the trusted reference and grades every output
 // with the slot's metric. Each dump is PASS or FAIL with a reason; an
 // unreadable or inconsistent dump is a FAIL. Other files are ignored.
+// Inputs and outputs are graded by package grade, as verify grades them.
 func Regrade(dir string, slots SlotLookup, scalars map[string]map[string]float64) ([]AuditResult, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -130,19 +129,15 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		}
 		inputs[n] = t
 	}
+	var sent []grade.Input
 	for _, a := range spec.Args {
-		if a.Kind != slot.ArgInput {
-			continue
+		if a.Kind == slot.ArgInput {
+			sent = append(sent, grade.Input{Name: a.Name, Sent: inputs[a.Name]})
 		}
-		after := f.Tensors["in."+a.Name]
-		if after == nil {
-			fail("input %s: its value after the call (in.%s) is missing from the dump", a.Name, a.Name)
-			return
-		}
-		if before := inputs[a.Name]; after.DType != before.DType || !slices.Equal(after.Shape, before.Shape) || !bytes.Equal(after.Data, before.Data) {
-			fail("input mutation: the candidate wrote to input %q (inputs are read-only)", a.Name)
-			return
-		}
+	}
+	if bad := grade.Inputs(f.Tensors, sent); bad != nil {
+		fail("%s", auditReason(bad))
+		return
 	}
 	c, err := spec.CaseFromInputs(inputs, scalars)
 	if err != nil {
@@ -165,28 +160,34 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		fail("policy: %v", err)
 		return
 	}
+	res, err := grade.Outputs(pol, tol, outs, expected, f.Tensors)
 	r.Score = 1
-	for _, o := range outs {
-		got := f.Tensors[o.Name]
-		if got == nil {
-			fail("output %s: missing from the dump", o.Name)
-			return
-		}
-		if got.DType != o.Spec.DType || !slices.Equal(got.Shape, o.Spec.Shape) {
-			fail("output %s is %s%v, the contract is %s%v", o.Name, got.DType, got.Shape, o.Spec.DType, o.Spec.Shape)
-			return
-		}
-		res, err := metric.Grade(pol, tol, expected[o.Name], got.Float64s(), o.Spec.Shape)
-		if err != nil {
-			fail("grading %s: %v", o.Name, err)
-			return
-		}
-		r.Metric = res.Metric
-		r.Score = min(r.Score, res.Score)
-		if !res.Pass {
-			fail("output %s: %s %s", o.Name, res.Metric, res.Explain)
-			return
-		}
+	for _, g := range res.Outputs {
+		r.Metric = g.Metric
+		r.Score = min(r.Score, g.Score)
+	}
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if res.Failure != nil {
+		fail("%s", auditReason(res.Failure))
+		return
 	}
 	r.Outcome, r.Reason = AuditPass, ""
+}
+
+// auditReason words a grading failure for an audit result.
+func auditReason(f *grade.Failure) string {
+	switch f.Kind {
+	case grade.InputMissing:
+		return fmt.Sprintf("input %s: its value after the call (in.%s) is missing from the dump", f.Name, f.Name)
+	case grade.InputMutated:
+		return fmt.Sprintf("input mutation: the candidate wrote to input %q (inputs are read-only)", f.Name)
+	case grade.OutputMissing:
+		return fmt.Sprintf("output %s: missing from the dump", f.Name)
+	case grade.OutputContract:
+		return fmt.Sprintf("output %s is %s%v, the contract is %s%v", f.Name, f.Got.DType, f.Got.Shape, f.Want.DType, f.Want.Shape)
+	}
+	return fmt.Sprintf("output %s: %s %s", f.Name, f.Metric.Metric, f.Metric.Explain)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"cacheon/internal/arena"
+	"cacheon/internal/splitmix"
 )
 
 // Wave kinds: warm-up waves are run but not scored; timed waves are scored.
@@ -56,14 +57,16 @@ func Requests(w arena.Workload, index int, warmup bool) (Wave, error) {
 	if warmup {
 		stream, tag = streamWarmup, "warm"
 	}
-	g := newSplitMix(uint64(w.Seed), stream, uint64(index))
+	// SplitMix64 is fixed and documented, so request streams never depend
+	// on the Go version; IntnUnbiased has no modulo bias.
+	g := splitmix.Mixed(uint64(w.Seed), stream, uint64(index))
 	wave := Wave{Requests: make([]Request, w.Requests)}
 	for i := range wave.Requests {
-		pl := w.PromptLen[0] + g.intn(w.PromptLen[1]-w.PromptLen[0]+1)
-		ol := w.OutputLen[0] + g.intn(w.OutputLen[1]-w.OutputLen[0]+1)
+		pl := w.PromptLen[0] + g.IntnUnbiased(w.PromptLen[1]-w.PromptLen[0]+1)
+		ol := w.OutputLen[0] + g.IntnUnbiased(w.OutputLen[1]-w.OutputLen[0]+1)
 		prompt := make([]int, pl)
 		for j := range prompt {
-			prompt[j] = w.TokenRange[0] + g.intn(w.TokenRange[1]-w.TokenRange[0])
+			prompt[j] = w.TokenRange[0] + g.IntnUnbiased(w.TokenRange[1]-w.TokenRange[0])
 		}
 		wave.Requests[i] = Request{RID: fmt.Sprintf("%s%d-r%d", tag, index, i), Prompt: prompt, MaxNewTokens: ol, IgnoreEOS: true}
 	}
@@ -74,39 +77,4 @@ func Requests(w arena.Workload, index int, warmup bool) (Wave, error) {
 		}
 	}
 	return wave, nil
-}
-
-// splitMix is SplitMix64: a fixed, documented generator, so request streams
-// never depend on the Go version.
-type splitMix struct{ s uint64 }
-
-func newSplitMix(parts ...uint64) *splitMix {
-	g := &splitMix{}
-	for _, p := range parts {
-		g.s ^= p
-		g.next()
-	}
-	return g
-}
-
-func (g *splitMix) next() uint64 {
-	g.s += 0x9e3779b97f4a7c15
-	z := g.s
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-// intn is uniform in [0, n) by rejection (no modulo bias).
-func (g *splitMix) intn(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	un := uint64(n)
-	limit := -un % un // 2^64 mod n
-	for {
-		if v := g.next(); v >= limit {
-			return int(v % un)
-		}
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"math"
+
+	"cacheon/internal/splitmix"
 )
 
 // Input generation is deterministic and documented so that anyone can
@@ -23,9 +25,9 @@ import (
 //     and finally rounded to the verify dtype with round-to-nearest-even;
 //     the reference always sees exactly the rounded values.
 
-// rng is SplitMix64 with a cached second Box–Muller normal.
+// rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
-	state   uint64
+	src     *splitmix.Source
 	spare   float64
 	hasNorm bool
 }
@@ -43,7 +45,7 @@ func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, a
 		h.Write([]byte(field))
 	}
 	sum := h.Sum(nil)
-	return &rng{state: binary.BigEndian.Uint64(sum[:8])}
+	return &rng{src: splitmix.New(binary.BigEndian.Uint64(sum[:8]))}
 }
 
 func uitoa(v uint64) string {
@@ -60,24 +62,11 @@ func uitoa(v uint64) string {
 	return string(buf[i:])
 }
 
-func (r *rng) next() uint64 {
-	r.state += 0x9e3779b97f4a7c15
-	z := r.state
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // uniform returns a float64 in [0,1).
-func (r *rng) uniform() float64 { return float64(r.next()>>11) / (1 << 53) }
+func (r *rng) uniform() float64 { return r.src.Float64() }
 
-// intn returns an integer in [0,n).
-func (r *rng) intn(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	return int(r.uniform() * float64(n))
-}
+// intn returns an integer in [0,n) (splitmix's scaled Intn).
+func (r *rng) intn(n int) int { return r.src.Intn(n) }
 
 func (r *rng) normal() float64 {
 	if r.hasNorm {

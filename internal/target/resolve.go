@@ -7,11 +7,16 @@ import (
 	"strings"
 )
 
-// Modes a bundle may request in its [competition] table.
+// Mode is the competition mode a bundle requests in its [competition]
+// table: how its target is to be resolved.
+type Mode string
+
+// Competition modes. ModeSystem parses (legacy bundles declare it) but is
+// never crownable.
 const (
-	ModeSlot   = "slot"
-	ModeAtomic = "atomic"
-	ModeSystem = "system" // parses, never crownable
+	ModeSlot   Mode = "slot"
+	ModeAtomic Mode = "atomic"
+	ModeSystem Mode = "system"
 )
 
 // Request is what a bundle asks for: its declared target and mode (both
@@ -19,7 +24,7 @@ const (
 // rows fill and the features it uses.
 type Request struct {
 	Target   string
-	Mode     string
+	Mode     Mode
 	Slots    []string
 	Features []string
 }

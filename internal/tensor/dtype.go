@@ -132,6 +132,25 @@ func ParseDType(s string) (DType, error) {
 	return Invalid, fmt.Errorf("parse dtype: unknown dtype %q", s)
 }
 
+// ComputeDTypes returns the dtypes kernels are verified and served in:
+// bfloat16, float16 and float32.
+func ComputeDTypes() []DType { return []DType{BF16, F16, F32} }
+
+// ParseComputeDType parses the exact torch name of a compute dtype
+// ("bfloat16", "float16" or "float32"; see ComputeDTypes), as arena files,
+// stack records and reports spell it. Aliases ("bf16", "torch.float32")
+// are not accepted here: ParseDType resolves them. The error reads
+// `"name": want bfloat16, float16 or float32`, for the caller to prefix with
+// what it was parsing.
+func ParseComputeDType(name string) (DType, error) {
+	for _, d := range ComputeDTypes() {
+		if d.String() == name {
+			return d, nil
+		}
+	}
+	return Invalid, fmt.Errorf("%q: want bfloat16, float16 or float32", name)
+}
+
 // DTypeFromSafetensors maps a safetensors header dtype string ("BF16", "F16",
 // "F32", "F64", "I32", "I64", "U8", "BOOL") to a DType. Other safetensors
 // dtypes (for example F8_E4M3 or I16) are reported as unsupported.

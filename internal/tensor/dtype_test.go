@@ -117,3 +117,34 @@ func FuzzParseDType(f *testing.F) {
 		}
 	})
 }
+
+func TestParseComputeDType(t *testing.T) {
+	tests := []struct {
+		in   string
+		want DType
+		err  string
+	}{
+		{"bfloat16", BF16, ""},
+		{"float16", F16, ""},
+		{"float32", F32, ""},
+		{"float64", Invalid, `"float64": want bfloat16, float16 or float32`},
+		{"int32", Invalid, `"int32": want bfloat16, float16 or float32`},
+		{"bf16", Invalid, `"bf16": want bfloat16, float16 or float32`},
+		{"torch.float32", Invalid, `"torch.float32": want bfloat16, float16 or float32`},
+		{"Float32", Invalid, `"Float32": want bfloat16, float16 or float32`},
+		{"", Invalid, `"": want bfloat16, float16 or float32`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseComputeDType(tt.in)
+			if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && err.Error() != tt.err) {
+				t.Fatalf("ParseComputeDType(%q) = %v, %v; want %v, %q", tt.in, got, err, tt.want, tt.err)
+			}
+		})
+	}
+	for _, d := range ComputeDTypes() {
+		if !d.IsFloat() || d == F64 {
+			t.Errorf("%v is not a compute dtype", d)
+		}
+	}
+}

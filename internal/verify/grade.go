@@ -1,12 +1,13 @@
 package verify
 
 import (
-	"bytes"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
 
+	"cacheon/internal/grade"
 	"cacheon/internal/metric"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
@@ -68,41 +69,24 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				st.fail(fmt.Sprintf("%s: %s (inputs must be refreshed in place)", where, reason))
 				return
 			}
-			// Inputs after the call must be exactly what Go sent.
-			for name, sent := range plan.sent[r] {
-				got := f.Tensors["in."+name]
-				if got == nil {
-					st.fail(fmt.Sprintf("%s: the call dump lacks input %s", where, name))
-					return
-				}
-				if got.DType != sent.DType || !slices.Equal(got.Shape, sent.Shape) || !bytes.Equal(got.Data, sent.Data) {
-					st.fail(fmt.Sprintf("%s: input mutation: the candidate wrote to input %q (inputs are read-only)", where, name))
-					return
+			// Inputs after the call must be exactly what Go sent; then every
+			// output is graded against Go's reference.
+			res, err := grade.Call(pol, tol, pc.outputs, plan.expected, f.Tensors, sentInputs(plan.sent[r]))
+			if res.Failure == nil || !res.Failure.Kind.OfInput() {
+				st.row.Calls++
+			}
+			if g := res.Worst; g != nil {
+				if w := st.row.Worst; w == nil || grade.Worse(g.Result, metric.Result{Score: w.Score, Severity: w.Severity}) {
+					st.row.Worst = &Worst{Metric: g.Metric, Score: g.Score, Severity: g.Severity, Explain: g.Explain, Where: where + ", output " + g.Name}
 				}
 			}
-			st.row.Calls++
-			for _, out := range pc.outputs {
-				got := f.Tensors[out.Name]
-				if got == nil {
-					st.fail(fmt.Sprintf("%s: the call dump lacks output %s", where, out.Name))
-					return
-				}
-				if got.DType != out.Spec.DType || !slices.Equal(got.Shape, out.Spec.Shape) {
-					st.fail(fmt.Sprintf("%s: output %s came back as %s%v, contract is %s", where, out.Name, got.DType, got.Shape, out.Spec))
-					return
-				}
-				res, err := metric.Grade(pol, tol, plan.expected[out.Name], got.Float64s(), out.Spec.Shape)
-				if err != nil {
-					st.infra(fmt.Sprintf("%s: grading %s: %v", where, out.Name, err))
-					return
-				}
-				if w := st.row.Worst; w == nil || res.Score < w.Score || (res.Score == w.Score && res.Severity > w.Severity) {
-					st.row.Worst = &Worst{Metric: res.Metric, Score: res.Score, Severity: res.Severity, Explain: res.Explain, Where: where + ", output " + out.Name}
-				}
-				if !res.Pass {
-					st.fail(fmt.Sprintf("%s, output %s: %s %s", where, out.Name, res.Metric, res.Explain))
-					return
-				}
+			if err != nil {
+				st.infra(fmt.Sprintf("%s: %v", where, err))
+				return
+			}
+			if res.Failure != nil {
+				st.fail(gradeReason(where, res.Failure))
+				return
 			}
 		}
 		if len(rep.Calls) < len(pc.calls) {
@@ -110,6 +94,31 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 			return
 		}
 	}
+}
+
+// sentInputs lists the inputs Go sent for one call, by name.
+func sentInputs(sent map[string]*tensor.Tensor) []grade.Input {
+	var in []grade.Input
+	for _, name := range slices.Sorted(maps.Keys(sent)) {
+		in = append(in, grade.Input{Name: name, Sent: sent[name]})
+	}
+	return in
+}
+
+// gradeReason words a grading failure for the row's reason; where names
+// the case, call and rank.
+func gradeReason(where string, f *grade.Failure) string {
+	switch f.Kind {
+	case grade.InputMissing:
+		return fmt.Sprintf("%s: the call dump lacks input %s", where, f.Name)
+	case grade.InputMutated:
+		return fmt.Sprintf("%s: input mutation: the candidate wrote to input %q (inputs are read-only)", where, f.Name)
+	case grade.OutputMissing:
+		return fmt.Sprintf("%s: the call dump lacks output %s", where, f.Name)
+	case grade.OutputContract:
+		return fmt.Sprintf("%s: output %s came back as %s%v, contract is %s", where, f.Name, f.Got.DType, f.Got.Shape, f.Want)
+	}
+	return fmt.Sprintf("%s, output %s: %s %s", where, f.Name, f.Metric.Metric, f.Metric.Explain)
 }
 
 func splitIdentity(ids map[string]worker.Identity, outputs []slot.Output) (outs, ins map[string]worker.Identity) {

@@ -1,0 +1,148 @@
+// Package grade provides the grading of one candidate call against Go's
+// trusted reference: the inputs came back exactly as they were sent, every
+// output came back with its contract's dtype and shape, and every output
+// passes the slot's metric. Verify (miner loop) and the referee's audit of
+// the live engine both grade through it, so a call is judged the same way
+// wherever it was made.
+//
+// A call dump holds every output under its own name and every input, as it
+// was after the call, under "in.<name>". Problems the candidate caused come
+// back as a structured Failure; each caller words it in its own report.
+package grade
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"cacheon/internal/metric"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+)
+
+// InputPrefix prefixes an input's name in a call dump: the dump holds the
+// input as it was after the call under InputPrefix+name.
+const InputPrefix = "in."
+
+// Kind is what a Failure found wrong.
+type Kind int
+
+// Failure kinds, in the order Call checks for them.
+const (
+	// InputMissing: the dump lacks an input that was sent.
+	InputMissing Kind = iota + 1
+	// InputMutated: the candidate wrote to an input (inputs are read-only).
+	InputMutated
+	// OutputMissing: the dump lacks an output.
+	OutputMissing
+	// OutputContract: an output came back with another dtype or shape.
+	OutputContract
+	// OutputMetric: an output failed the slot's metric.
+	OutputMetric
+)
+
+// OfInput reports whether k is about an input (InputMissing, InputMutated):
+// the call's outputs were then not graded.
+func (k Kind) OfInput() bool { return k == InputMissing || k == InputMutated }
+
+// Input is one input of a call: its name and its bytes as they were sent.
+type Input struct {
+	Name string
+	Sent *tensor.Tensor
+}
+
+// Failure is the first problem found in a call, caused by the candidate.
+type Failure struct {
+	Kind Kind
+	// Name is the input or output concerned.
+	Name string
+	// Got is the output that came back (OutputContract) and Want its
+	// contract.
+	Got  *tensor.Tensor
+	Want tensor.Spec
+	// Metric is the failing metric result (OutputMetric).
+	Metric metric.Result
+}
+
+// Graded is the metric result of one output.
+type Graded struct {
+	Name string
+	metric.Result
+}
+
+// Result is the grading of a call's outputs.
+type Result struct {
+	// Outputs are the graded outputs in contract order, up to and including
+	// a failing one: grading stops at the first failure.
+	Outputs []Graded
+	// Worst is the worst of Outputs (see Worse), nil when none was graded.
+	Worst *Graded
+	// Failure is the first problem found, nil when the call passes.
+	Failure *Failure
+}
+
+// Worse reports whether a is a worse metric result than b: a lower score,
+// or the same score with a larger severity.
+func Worse(a, b metric.Result) bool {
+	return a.Score < b.Score || (a.Score == b.Score && a.Severity > b.Severity)
+}
+
+// Call grades one call: Inputs, then Outputs. The error is an
+// infrastructure problem (the metric refused the reference or the
+// policy), never the candidate's fault; Result then holds the outputs
+// graded before it.
+func Call(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, expected map[string][]float64,
+	dump map[string]*tensor.Tensor, sent []Input) (Result, error) {
+	if f := Inputs(dump, sent); f != nil {
+		return Result{Failure: f}, nil
+	}
+	return Outputs(pol, tol, outputs, expected, dump)
+}
+
+// Inputs checks, in the order given, that every sent input is in the dump
+// (under InputPrefix+name) with exactly its dtype, shape and bytes.
+func Inputs(dump map[string]*tensor.Tensor, sent []Input) *Failure {
+	for _, in := range sent {
+		got := dump[InputPrefix+in.Name]
+		if got == nil {
+			return &Failure{Kind: InputMissing, Name: in.Name}
+		}
+		if got.DType != in.Sent.DType || !slices.Equal(got.Shape, in.Sent.Shape) || !bytes.Equal(got.Data, in.Sent.Data) {
+			return &Failure{Kind: InputMutated, Name: in.Name}
+		}
+	}
+	return nil
+}
+
+// Outputs grades every output of the contract, in order, against its
+// expected values with the metric of pol and tol, stopping at the first
+// failure. The error is an infrastructure problem, as for Call.
+func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, expected map[string][]float64,
+	dump map[string]*tensor.Tensor) (Result, error) {
+	var r Result
+	for _, o := range outputs {
+		got := dump[o.Name]
+		if got == nil {
+			r.Failure = &Failure{Kind: OutputMissing, Name: o.Name}
+			return r, nil
+		}
+		if got.DType != o.Spec.DType || !slices.Equal(got.Shape, o.Spec.Shape) {
+			r.Failure = &Failure{Kind: OutputContract, Name: o.Name, Got: got, Want: o.Spec}
+			return r, nil
+		}
+		res, err := metric.Grade(pol, tol, expected[o.Name], got.Float64s(), o.Spec.Shape)
+		if err != nil {
+			return r, fmt.Errorf("grading %s: %w", o.Name, err)
+		}
+		g := Graded{Name: o.Name, Result: res}
+		r.Outputs = append(r.Outputs, g)
+		if r.Worst == nil || Worse(res, r.Worst.Result) {
+			r.Worst = &g
+		}
+		if !res.Pass {
+			r.Failure = &Failure{Kind: OutputMetric, Name: o.Name, Metric: res}
+			return r, nil
+		}
+	}
+	return r, nil
+}
