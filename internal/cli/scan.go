@@ -25,7 +25,8 @@ func (a *app) scanCommand() *cobra.Command {
 		Long: `scan checks a bundle before any of its code runs: the manifest (strictly),
 the file tree (no symlinks, binaries, undeclared files or native sources) and
 every Python source, parsed with the real Python grammar (python3 -I -S with
-ast.parse: parsing never executes the candidate). Imports are allow-listed;
+ast.parse, run in the same sandbox as candidate code: parsing never executes
+the candidate). Imports are allow-listed;
 dynamic code, dunder access, unsafe loaders, FFI, threads and processes, and
 any assignment to an attribute of an imported module are findings.
 

@@ -7,8 +7,13 @@
 // calls ast.parse and reports raw syntax facts (imports, calls, attribute
 // chains, assignment targets, names, aliases and where module objects flow)
 // as JSON lines. The script never opens a bundle file and never imports or
-// executes candidate code; its output is decoded strictly and bounded like
-// any other hostile input.
+// executes candidate code; since it parses hostile source it still runs in
+// the sandbox (internal/sandbox) with limits sized for parsing. Its output
+// is decoded strictly and bounded like any other hostile input.
+//
+// Check is the scan a miner runs on a bundle directory. Admit is the gate:
+// it scans a staged copy of a bundle and returns the only form of a bundle
+// that verify and the engine accept (*Admitted).
 //
 // File rules (links, binaries, undeclared files) come from walking the
 // bundle without following links. Policy violations are findings; Scan
