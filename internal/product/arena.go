@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"cacheon/internal/canon"
+	"cacheon/internal/tensor"
 )
 
 // RuntimePin is the exact serving runtime a product or arena is built on.
@@ -153,8 +154,8 @@ func (a *Arena) Validate() error {
 	if err := within("model", a.Model.Validate()); err != nil {
 		return err
 	}
-	if !isFloatDType(a.DType) {
-		return fieldErr("dtype", "%q is not a floating-point torch dtype name (bfloat16, float16, float32, float64)", a.DType)
+	if _, err := tensor.ParseComputeDType(a.DType); err != nil {
+		return fieldErr("dtype", "%v", err)
 	}
 	if err := within("hardware", a.Hardware.Validate()); err != nil {
 		return err
@@ -189,14 +190,4 @@ func (a *Arena) CheckSettings(settings string) error {
 	default:
 		return fmt.Errorf("arena %s: %w", a.Name, fieldErr("settings", "%s is not the digest of the engine settings in use (%s)", a.Settings, settings))
 	}
-}
-
-// isFloatDType reports whether s is the torch name of a floating-point
-// dtype: exactly the four names, no aliases, no "torch." prefix.
-func isFloatDType(s string) bool {
-	switch s {
-	case "bfloat16", "float16", "float32", "float64":
-		return true
-	}
-	return false
 }

@@ -1,6 +1,9 @@
 package product
 
-import "fmt"
+import (
+	"cacheon/internal/tensor"
+	"fmt"
+)
 
 // ReferenceManifest is the pristine semantic authority of an arena: the
 // stock runtime and the model with no contributions at all. The type has no
@@ -28,8 +31,8 @@ func (r *ReferenceManifest) Validate() error {
 	if err := within("model", r.Model.Validate()); err != nil {
 		return err
 	}
-	if !isFloatDType(r.DType) {
-		return fieldErr("dtype", "%q is not a floating-point torch dtype name", r.DType)
+	if _, err := tensor.ParseComputeDType(r.DType); err != nil {
+		return fieldErr("dtype", "%v", err)
 	}
 	return nil
 }
