@@ -1,11 +1,18 @@
 package engine
 
 import (
+	"context"
 	"errors"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/fault"
+	"cacheon/internal/slot"
 	"cacheon/internal/worker"
 )
 
@@ -42,5 +49,80 @@ func TestSessionAttribute(t *testing.T) {
 	}
 	if (&Session{}).Attribute(nil) != nil {
 		t.Error("a nil error must stay nil")
+	}
+}
+
+// TestSessionsSideBySide opens two sessions of one arena at once in one
+// process, as the referee does (the incumbent stays resident while another
+// engine runs): each has its own runtime and scratch directory, both
+// answer, they agree token for token, and closing one leaves the other
+// serving.
+func TestSessionsSideBySide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two arena runtimes")
+	}
+	python, _ := realRuntime(t)
+	a, err := arena.Load("../../arenas/cpu-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = a.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var sessions [2]*Session
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessions[i], errs[i] = Open(ctx, Config{Arena: a, Slots: cat, Python: python, Strict: true,
+				LoadTimeout: 3 * time.Minute, ScratchRoot: t.TempDir()})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		t.Cleanup(func() { sessions[i].Close() })
+	}
+	if sessions[0].scratch == sessions[1].scratch {
+		t.Fatal("two sessions share a scratch directory")
+	}
+	generate := func(s *Session) []int {
+		t.Helper()
+		reqs, _, err := s.PromptRequests(nil, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.Generate(ctx, reqs, 2*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []int
+		for _, r := range g.Results {
+			toks = append(toks, r.Tokens...)
+		}
+		return toks
+	}
+	first, second := generate(sessions[0]), generate(sessions[1])
+	if len(first) == 0 || !slices.Equal(first, second) {
+		t.Fatalf("two sessions of one arena disagree: %v vs %v", first, second)
+	}
+	if err := sessions[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sessions[0].scratch); !os.IsNotExist(err) {
+		t.Fatalf("a closed session left its scratch directory: %v", err)
+	}
+	if again := generate(sessions[1]); !slices.Equal(again, second) {
+		t.Fatalf("the remaining session changed its tokens after the other closed: %v vs %v", again, second)
 	}
 }
