@@ -52,6 +52,9 @@ type WaveResult struct {
 
 	// Results are the wave's tokens and logprobs.
 	Results []Result `json:"-"`
+	// Wall is the host time of the full wave, exactly as measured (Seconds
+	// is its rounding to a float).
+	Wall time.Duration `json:"-"`
 }
 
 // Summary is the median over timed waves of each rate.
@@ -75,6 +78,10 @@ type BenchResult struct {
 	// RuntimeProfile is the runtime's self-reported time split (when
 	// loaded with Profile): untrusted, diagnostic only.
 	RuntimeProfile json.RawMessage `json:"runtime_profile_untrusted,omitempty"`
+	// TimedSlots are the slot counters of the timed waves alone (the
+	// prefill-only and full waves after warm-up): Slots less the counters
+	// read before the first timed wave.
+	TimedSlots map[string]SlotCounters `json:"-"`
 }
 
 // Bench drives the arena's workload on a loaded engine: warm-up waves, then
@@ -109,6 +116,12 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 			return nil, err
 		}
 	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	before, err := e.Stats(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	var digests []string
 	for i := 0; i < waves; i++ {
 		say("wave %d/%d", i+1, waves)
@@ -126,17 +139,20 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 		say("wave %d/%d: %d tokens in %.3fs (%.1f tok/s)", i+1, waves, wr.Generated, wr.Seconds, wr.TokensPerSec)
 	}
 	res.Median = summarize(res.Waves)
-	var err error
 	if res.TokensDigest, err = canon.Digest(TokensDomain, 1, digests); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	st, err := e.Stats(sctx)
+	actx, cancel2 := context.WithTimeout(ctx, time.Minute)
+	defer cancel2()
+	st, err := e.Stats(actx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	res.Slots, res.Receipts, res.RuntimeProfile = st.Slots, st.Receipts, st.Profile
+	res.TimedSlots = make(map[string]SlotCounters, len(st.Slots))
+	for name, c := range st.Slots {
+		res.TimedSlots[name] = c.Since(before.Slots[name])
+	}
 	return res, nil
 }
 
@@ -176,6 +192,7 @@ func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.
 // split fills in the rates from the wall times of the full wave and of the
 // prefill-only wave (Requests, PromptTokens and Generated already set).
 func (wr *WaveResult) split(full, prefill time.Duration) {
+	wr.Wall = full
 	wr.Seconds = full.Seconds()
 	wr.PrefillSeconds = prefill.Seconds()
 	wr.TokensPerSec = rate(wr.Generated, wr.Seconds)

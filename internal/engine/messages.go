@@ -321,6 +321,13 @@ type SlotCounters struct {
 	Stock      int64 `json:"stock"`
 }
 
+// Since is the counters accumulated after before was read.
+func (c SlotCounters) Since(before SlotCounters) SlotCounters {
+	return SlotCounters{Selected: c.Selected - before.Selected, Completed: c.Completed - before.Completed,
+		Fallback: c.Fallback - before.Fallback, Ineligible: c.Ineligible - before.Ineligible,
+		Audited: c.Audited - before.Audited, Stock: c.Stock - before.Stock}
+}
+
 // Fired is the number of calls the slot served (candidate or stock).
 func (c SlotCounters) Fired() int64 { return c.Selected + c.Stock + c.Ineligible }
 

@@ -268,6 +268,13 @@ func (s *Session) Generate(ctx context.Context, reqs []Request, timeout time.Dur
 	return g, s.Attribute(err)
 }
 
+// Score returns the teacher-forced NLL of every token of sequences[i] from
+// position from[i] on (see Engine.Score).
+func (s *Session) Score(ctx context.Context, sequences [][]int, from []int) ([][]float64, error) {
+	nll, err := s.Engine.Score(ctx, sequences, from)
+	return nll, s.Attribute(err)
+}
+
 // PromptRequests builds one generate batch: a request per prompt (none =
 // the first two requests of the arena's workload), each generating maxNew
 // tokens past EOS, checked against the model's vocabulary and positions.
