@@ -1,0 +1,325 @@
+package referee
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/engine"
+	"cacheon/internal/evidence"
+	"cacheon/internal/slot"
+)
+
+// Session is what the referee needs of a loaded engine; *engine.Session
+// provides it (OpenEngine).
+type Session interface {
+	Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error)
+	Score(ctx context.Context, sequences [][]int, from []int) ([][]float64, error)
+	Regrade(slots engine.SlotLookup, keep string) ([]engine.AuditResult, error)
+	Close() error
+}
+
+// Opener starts engine sessions.
+type Opener func(ctx context.Context, c engine.Config) (Session, error)
+
+// OpenEngine opens real engine sessions (engine.Open).
+func OpenEngine(ctx context.Context, c engine.Config) (Session, error) {
+	s, err := engine.Open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Device is the device guard: before every timed read nothing but the
+// referee's own engines may hold the device, and after the candidate's
+// engine ends its memory must be back.
+type Device interface {
+	// Quiet fails when a process other than the allowed engine processes
+	// holds a context on the device.
+	Quiet(ctx context.Context) error
+	// MemoryUsed is the device memory in use, bytes.
+	MemoryUsed(ctx context.Context) (int64, error)
+}
+
+// Proposal is one exact proposal: the incumbent evaluation stack of an
+// arena with one registered target replaced by a candidate bundle.
+type Proposal struct {
+	Arena     *arena.Arena
+	Incumbent []engine.StackSpec
+	Candidate engine.StackSpec // Slot is the target
+	// IncumbentDigest and CandidateHash name them in the plan.
+	IncumbentDigest, CandidateHash string
+}
+
+// candidateStack is the incumbent with the target replaced.
+func (p Proposal) candidateStack() []engine.StackSpec {
+	var out []engine.StackSpec
+	for _, s := range p.Incumbent {
+		if s.Slot != p.Candidate.Slot {
+			out = append(out, s)
+		}
+	}
+	return append(out, p.Candidate)
+}
+
+// Referee runs attempts.
+type Referee struct {
+	Open        Opener
+	Device      Device
+	Slots       *slot.Catalog
+	Store       *evidence.Store
+	Calibration *Calibration
+	CalibRef    evidence.Ref
+	Python      string
+	ScratchRoot string
+	// Waves and Warmup per read (0: the arena's); TPrompts prompts for T;
+	// AuditShare of candidate calls for A (decimal); MinAudited dumps of
+	// the target A must grade.
+	Waves, Warmup, TPrompts int
+	AuditShare              string
+	AuditMax, MinAudited    int
+	LoadTimeout, WaveTime   time.Duration
+	Progress                func(string)
+}
+
+func (r *Referee) say(format string, args ...any) {
+	if r.Progress != nil {
+		r.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// attemptState carries one attempt through its roles.
+type attemptState struct {
+	p      Proposal
+	order  string
+	rec    AttemptRecord
+	secret []byte
+	reads  map[string]*engine.BenchResult
+}
+
+// Attempt runs one attempt (1 or 2) of p and seals its record. The error
+// is for failures to seal evidence; every other failure is a verdict.
+func (r *Referee) Attempt(ctx context.Context, p Proposal, n int) (*AttemptRecord, evidence.Ref, error) {
+	st := &attemptState{p: p, order: order(n), reads: map[string]*engine.BenchResult{}}
+	st.secret = make([]byte, 32)
+	if _, err := rand.Read(st.secret); err != nil {
+		return nil, evidence.Ref{}, fmt.Errorf("attempt secret: %w", err)
+	}
+	commit := sha256.Sum256(st.secret)
+	qr, err := r.Calibration.Quality.Rule()
+	if err != nil {
+		return nil, evidence.Ref{}, err
+	}
+	qdigest, err := digestOf(r.Calibration.Quality)
+	if err != nil {
+		return nil, evidence.Ref{}, err
+	}
+	adigest, err := p.Arena.Digest()
+	if err != nil {
+		return nil, evidence.Ref{}, err
+	}
+	plan := Plan{Arena: adigest, Incumbent: p.IncumbentDigest, Target: p.Candidate.Slot, Candidate: p.CandidateHash,
+		Calibration: r.CalibRef.Digest, Attempt: n, Order: st.order, Commit: hex.EncodeToString(commit[:]),
+		Waves: r.Waves, Warmup: r.Warmup, TPrompts: r.TPrompts, AuditShare: r.AuditShare, AuditMaxDmp: r.AuditMax,
+		Device: p.Arena.Device, Schedule: "B C B′ A T", Workload: p.Arena.WorkloadName, Scheme: "cacheon-referee-1",
+		MinAudited: r.MinAudited, TailNLL: string(r.Calibration.Quality.TailNLL), QualityRule: qdigest}
+	if st.rec.Plan, err = r.Store.Put(DomainPlan, plan); err != nil {
+		return nil, evidence.Ref{}, err
+	}
+	st.rec.Verdict = r.roles(ctx, st, qr)
+	st.rec.Secret = hex.EncodeToString(st.secret)
+	ref, err := r.Store.Put(DomainAttempt, st.rec)
+	if err != nil {
+		return nil, evidence.Ref{}, err
+	}
+	return &st.rec, ref, nil
+}
+
+// order names the engine placement of attempt n: the second attempt swaps
+// which engine is started first on the device.
+func order(n int) string {
+	if n%2 == 0 {
+		return "candidate-placed-first"
+	}
+	return "incumbent-placed-first"
+}
+
+// roles runs B, C, B′, A and T and decides. The first verdict that ends
+// the attempt is returned; evidence of what ran is already sealed.
+func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) Verdict {
+	p := st.p
+	base := engine.Config{Arena: p.Arena, Slots: r.Slots, Python: r.Python, Strict: true, LoadTimeout: r.LoadTimeout,
+		ScratchRoot: r.ScratchRoot, Progress: r.Progress}
+	if base.LoadTimeout <= 0 {
+		base.LoadTimeout = 15 * time.Minute
+	}
+	incCfg := base
+	incCfg.Stack = p.Incumbent
+	candCfg := base
+	candCfg.Stack = p.candidateStack()
+
+	var inc Session
+	openInc := func() Verdict {
+		r.say("B: loading the incumbent engine")
+		var err error
+		if inc, err = r.Open(ctx, incCfg); err != nil {
+			return Because(ReasonIncumbent, "incumbent engine: %v", err)
+		}
+		return Verdict{}
+	}
+	// The second attempt loads the candidate engine once, ends it, and only
+	// then places the incumbent: the incumbent's memory lands where the
+	// candidate's was in the first attempt.
+	if st.order == "candidate-placed-first" {
+		r.say("placement: loading and ending the candidate engine first")
+		c, err := r.Open(ctx, candCfg)
+		if err != nil {
+			return Attribute(err, ReasonCandidateErr, "candidate engine (placement)")
+		}
+		_ = c.Close()
+	}
+	if v := openInc(); v.Outcome != "" {
+		return v
+	}
+	defer func() { _ = inc.Close() }()
+
+	// B.
+	if v := r.read(ctx, st, "B", inc, true); v.Outcome != "" {
+		return v
+	}
+	// C: the candidate engine exists only between B's and B′'s reads.
+	before, err := r.Device.MemoryUsed(ctx)
+	if err != nil {
+		return Because(ReasonInfrastructure, "device memory before C: %v", err)
+	}
+	r.say("C: loading the candidate engine")
+	cand, err := r.Open(ctx, candCfg)
+	if err != nil {
+		return Attribute(err, ReasonCandidateErr, "candidate engine")
+	}
+	v := r.read(ctx, st, "C", cand, false)
+	_ = cand.Close()
+	if v.Outcome != "" {
+		return v
+	}
+	after, err := r.Device.MemoryUsed(ctx)
+	if err != nil {
+		return Because(ReasonInfrastructure, "device memory after C: %v", err)
+	}
+	if after > before {
+		return Because(ReasonMemoryNotFreed, "device memory %d bytes after the candidate engine ended, %d before it started", after, before)
+	}
+	// B′.
+	if v := r.read(ctx, st, "B′", inc, true); v.Outcome != "" {
+		return v
+	}
+	// Fired, in C's timed waves.
+	cRead := st.reads["C"]
+	if c := cRead.TimedSlots[p.Candidate.Slot]; c.Selected == 0 {
+		return Because(ReasonNeverFired, "the candidate for %s was never selected in C's timed waves (%d calls, %d ineligible)", p.Candidate.Slot, c.Fired(), c.Ineligible)
+	}
+	// The speed rule.
+	waves := func(role string) []Wave { return wavesOf(st.reads[role]) }
+	speed, err := r.Calibration.Speed.Decide(waves("B"), waves("C"), waves("B′"))
+	if err != nil {
+		return Because(ReasonInfrastructure, "speed rule: %v", err)
+	}
+	st.rec.Speed = summary(speed)
+	if speed.Verdict.Outcome != Pass {
+		return speed.Verdict
+	}
+	// A: the audit, on a fresh eager candidate engine.
+	if v := r.audit(ctx, st, candCfg); v.Outcome != "" {
+		return v
+	}
+	// T: the pristine teacher scores the sealed trajectories.
+	return r.quality(ctx, st, base, qr, speed)
+}
+
+// read takes one timed read on s, seals it, and for incumbent reads checks
+// the device's sanity.
+func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Session, incumbent bool) Verdict {
+	if err := r.Device.Quiet(ctx); err != nil {
+		return Because(ReasonDeviceBusy, "before %s: %v", role, err)
+	}
+	r.say("%s: timed read", role)
+	res, err := s.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime, Progress: r.Progress})
+	if err != nil {
+		if incumbent {
+			return Because(ReasonIncumbent, "%s read: %v", role, err)
+		}
+		return Attribute(err, ReasonCandidateErr, role+" read")
+	}
+	st.reads[role] = res
+	traj, err := sealTrajectories(st.p.Arena, res)
+	if err != nil {
+		return Because(ReasonInfrastructure, "%s trajectories: %v", role, err)
+	}
+	tref, err := r.Store.Put(DomainTrajectory, traj)
+	if err != nil {
+		return Because(ReasonInfrastructure, "seal %s trajectories: %v", role, err)
+	}
+	c := res.TimedSlots[st.p.Candidate.Slot]
+	rr := ReadRecord{Role: role, Waves: wavesOf(res), TokensDigest: res.TokensDigest, Fired: c.Fired(), Selected: c.Selected, Trajectories: tref}
+	ref, err := r.Store.Put(DomainRead, rr)
+	if err != nil {
+		return Because(ReasonInfrastructure, "seal %s read: %v", role, err)
+	}
+	st.rec.Reads = append(st.rec.Reads, ref)
+	if incumbent {
+		rate, err := ScoredRate(rr.Waves)
+		if err != nil {
+			return Because(ReasonInfrastructure, "%s read: %v", role, err)
+		}
+		if v := r.Calibration.Sane(role, rate); v.Outcome != "" {
+			return v
+		}
+	}
+	return Verdict{}
+}
+
+// wavesOf are a read's host measurements.
+func wavesOf(res *engine.BenchResult) []Wave {
+	out := make([]Wave, len(res.Waves))
+	for i, w := range res.Waves {
+		out[i] = Wave{Tokens: int64(w.Generated), Nanos: w.Wall.Nanoseconds()}
+	}
+	return out
+}
+
+// sealTrajectories pairs every timed request's prompt (regenerated by Go
+// from the arena's workload, never taken from the engine) with the tokens
+// and log-probabilities the engine returned.
+func sealTrajectories(a *arena.Arena, res *engine.BenchResult) (TrajectorySet, error) {
+	var set TrajectorySet
+	for _, w := range res.Waves {
+		wave, err := engine.Requests(a.Work, w.Index, false)
+		if err != nil {
+			return TrajectorySet{}, err
+		}
+		if len(w.Results) != len(wave.Requests) {
+			return TrajectorySet{}, fmt.Errorf("wave %d: %d results for %d requests", w.Index, len(w.Results), len(wave.Requests))
+		}
+		for i, q := range wave.Requests {
+			res := w.Results[i]
+			if res.RID != q.RID {
+				return TrajectorySet{}, fmt.Errorf("wave %d: result %d is %s, not %s", w.Index, i, res.RID, q.RID)
+			}
+			set.Requests = append(set.Requests, SealedRequest{Wave: w.Index, RID: q.RID, Prompt: q.Prompt,
+				Tokens: append([]int{}, res.Tokens...), Logprobs: floats(res.Logprobs)})
+		}
+	}
+	return set, nil
+}
+
+// seedOf draws an int64 seed from the attempt's secret for a purpose.
+func seedOf(secret []byte, purpose string) int64 {
+	h := sha256.Sum256(append(append([]byte{}, secret...), purpose...))
+	return int64(binary.BigEndian.Uint64(h[:8]) >> 1)
+}

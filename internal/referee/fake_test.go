@@ -1,0 +1,228 @@
+package referee
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"cacheon/arenas"
+	"cacheon/internal/arena"
+	"cacheon/internal/canon"
+	"cacheon/internal/engine"
+	"cacheon/internal/evidence"
+	"cacheon/internal/fault"
+	"cacheon/internal/slot"
+)
+
+const target = "activation.silu_and_mul"
+
+// script says how the fake engines behave in one test.
+type script struct {
+	incRates   []float64 // tokens/s of successive incumbent reads (B, B′)
+	candRate   float64
+	neverFires bool
+	auditFail  bool
+	candErr    error // the candidate engine fails to open
+	ownGap     float64
+	busy       bool
+	opened     []string
+}
+
+// fakeSession is a scripted engine: every request generates its
+// max_new_tokens tokens in a time that gives the scripted rate.
+type fakeSession struct {
+	s         *script
+	a         *arena.Arena
+	candidate bool
+	audit     bool
+	reads     int
+}
+
+func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error) {
+	rate := f.s.candRate
+	if !f.candidate {
+		rate = f.s.incRates[min(f.reads, len(f.s.incRates)-1)]
+	}
+	f.reads++
+	res := &engine.BenchResult{TimedSlots: map[string]engine.SlotCounters{}}
+	for i := 0; i < f.a.Work.Waves; i++ {
+		wave, err := engine.Requests(f.a.Work, i, false)
+		if err != nil {
+			return nil, err
+		}
+		wr := engine.WaveResult{Index: i}
+		for _, q := range wave.Requests {
+			r := engine.Result{RID: q.RID}
+			for k := 0; k < q.MaxNewTokens; k++ {
+				r.Tokens = append(r.Tokens, 1+k%7)
+				r.Logprobs = append(r.Logprobs, -0.5-f.gap())
+			}
+			wr.Results = append(wr.Results, r)
+			wr.Generated += len(r.Tokens)
+		}
+		wr.Wall = time.Duration(float64(wr.Generated) / rate * 1e9)
+		res.Waves = append(res.Waves, wr)
+	}
+	c := engine.SlotCounters{Stock: 40}
+	if f.candidate && !f.s.neverFires {
+		c = engine.SlotCounters{Selected: 40, Completed: 40}
+	}
+	res.TimedSlots[target] = c
+	res.TokensDigest = fmt.Sprintf("%064x", f.reads)
+	return res, nil
+}
+
+func (f *fakeSession) gap() float64 {
+	if f.candidate {
+		return f.s.ownGap
+	}
+	return 0
+}
+
+func (f *fakeSession) Score(ctx context.Context, seqs [][]int, from []int) ([][]float64, error) {
+	out := make([][]float64, len(seqs))
+	for i, s := range seqs {
+		for range s[from[i]:] {
+			out[i] = append(out[i], 0.5)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.AuditResult, error) {
+	if !f.audit {
+		return nil, errors.New("not an audit session")
+	}
+	var out []engine.AuditResult
+	for i := 0; i < 4; i++ {
+		r := engine.AuditResult{Slot: target, Call: i * 10, Outcome: engine.AuditPass}
+		if f.s.auditFail && i == 3 {
+			r.Outcome, r.Reason = engine.AuditFail, "output out: allclose 0.3 > tol"
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (f *fakeSession) Close() error { return nil }
+
+type fakeDevice struct{ s *script }
+
+func (d fakeDevice) Quiet(context.Context) error {
+	if d.s.busy {
+		return errors.New("pid 4242 holds a context on the device")
+	}
+	return nil
+}
+func (fakeDevice) MemoryUsed(context.Context) (int64, error) { return 0, nil }
+
+// newFakeReferee builds a referee over scripted engines on cpu-tiny.
+func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
+	t.Helper()
+	a, err := arenas.Resolve("cpu-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = a.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	store, err := evidence.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := testCalibration(t, 1000)
+	calRef, err := store.Put(DomainCalibration, cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(ctx context.Context, c engine.Config) (Session, error) {
+		cand := false
+		for _, sp := range c.Stack {
+			cand = cand || sp.Bundle == "candidate"
+		}
+		s.opened = append(s.opened, fmt.Sprintf("cand=%v audit=%v", cand, c.Audit != nil))
+		if cand && s.candErr != nil {
+			return nil, s.candErr
+		}
+		return &fakeSession{s: s, a: a, candidate: cand, audit: c.Audit != nil}, nil
+	}
+	r := &Referee{Open: open, Device: fakeDevice{s}, Slots: cat, Store: store, Calibration: cal, CalibRef: calRef,
+		TPrompts: 6, AuditShare: "0.5", AuditMax: 16, MinAudited: 2}
+	p := Proposal{Arena: a, Candidate: engine.StackSpec{Slot: target, Bundle: "candidate"},
+		IncumbentDigest: fmt.Sprintf("%064x", 1), CandidateHash: fmt.Sprintf("%064x", 2)}
+	return r, p
+}
+
+func testCalibration(t *testing.T, stock int) *Calibration {
+	t.Helper()
+	cal := &Calibration{Arena: fmt.Sprintf("%064x", 3), Device: "cpu", Runtime: fmt.Sprintf("%064x", 4),
+		Speed: SpeedRule{N: "0.02", M: "0.01", K: "2"},
+		Quality: QualityConstants{Alpha: "0.05", TailNLL: "8", DriftEnvelope: [3]canon.Decimal{"0.01", "0.05", "0.01"},
+			AllowedDelta: [3]canon.Decimal{"0.005", "0.05", "0.01"}, DivergenceEnvelope: "0.02"},
+		StockRate: "1000", StockEnvelope: "0.5"}
+	if err := cal.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cal
+}
+
+func TestAttemptVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		s      script
+		want   Outcome
+		reason Reason
+	}{
+		{"faster honest candidate", script{incRates: []float64{1000, 1000}, candRate: 1100}, Pass, ""},
+		{"slower candidate", script{incRates: []float64{1000, 1000}, candRate: 900}, Fail, ReasonNotFaster},
+		{"never fired", script{incRates: []float64{1000, 1000}, candRate: 1100, neverFires: true}, Fail, ReasonNeverFired},
+		{"incumbent drift", script{incRates: []float64{1000, 1100}, candRate: 1300}, NoDecision, ReasonDrift},
+		{"degraded device", script{incRates: []float64{400, 400}, candRate: 1300}, NoDecision, ReasonDeviceDegraded},
+		{"audit violation", script{incRates: []float64{1000, 1000}, candRate: 1100, auditFail: true}, Fail, ReasonAudit},
+		{"own log-probabilities drift from pristine", script{incRates: []float64{1000, 1000}, candRate: 1100, ownGap: 0.1}, Fail, ReasonQuality},
+		{"candidate engine fails by its own fault", script{incRates: []float64{1000}, candErr: fault.CandidateErr(errors.New("graph capture raised"))}, Fail, ReasonCandidateErr},
+		{"candidate engine fails by the machine's", script{incRates: []float64{1000}, candErr: fault.InfraErr(errors.New("sandbox"))}, NoDecision, ReasonInfrastructure},
+		{"device held by another process", script{incRates: []float64{1000}, busy: true}, NoDecision, ReasonDeviceBusy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			r, p := newFakeReferee(t, &s)
+			rec, ref, err := r.Attempt(context.Background(), p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Verdict.Outcome != tc.want || rec.Verdict.Reason != tc.reason {
+				t.Fatalf("verdict %v, want %s %s (engines: %v)", rec.Verdict, tc.want, tc.reason, s.opened)
+			}
+			if _, err := evidence.Load[AttemptRecord](r.Store, ref); err != nil {
+				t.Fatalf("sealed attempt does not read back: %v", err)
+			}
+			if tc.want == Pass {
+				// B's engine, C's, A's (eager, auditing), T's (pristine).
+				want := "[cand=false audit=false cand=true audit=false cand=true audit=true cand=false audit=false]"
+				if got := fmt.Sprint(s.opened); got != want || len(rec.Scores) != 3*r.TPrompts || rec.Audit == nil || rec.Speed == nil {
+					t.Fatalf("a PASS ran engines %s (want %s), %d scores, audit %v, speed %v", got, want, len(rec.Scores), rec.Audit, rec.Speed)
+				}
+			}
+		})
+	}
+}
+
+// TestSecondAttemptSwapsPlacement: the second attempt places the candidate
+// engine on the device before the incumbent.
+func TestSecondAttemptSwapsPlacement(t *testing.T) {
+	s := script{incRates: []float64{1000, 1000}, candRate: 1100}
+	r, p := newFakeReferee(t, &s)
+	if _, _, err := r.Attempt(context.Background(), p, 2); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.opened) < 2 || s.opened[0] != "cand=true audit=false" || s.opened[1] != "cand=false audit=false" {
+		t.Fatalf("engine order %v: want the candidate placed first, then the incumbent", s.opened)
+	}
+}

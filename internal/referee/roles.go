@@ -1,0 +1,167 @@
+package referee
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sort"
+
+	"cacheon/internal/engine"
+	"cacheon/internal/evidence"
+)
+
+// audit is role A: a fresh eager engine with the candidate dumps calls
+// sampled at positions drawn from the attempt's secret over the whole run;
+// Go regrades every dump with the grader verify uses. Any violation is a
+// FAIL; so is an audit that found fewer than MinAudited calls of the
+// target (the candidate must fire where it is graded, too).
+func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Config) Verdict {
+	cfg := candCfg
+	cfg.Graphs = engine.GraphsOff
+	cfg.Audit = &engine.Audit{Share: r.AuditShare, Seed: seedOf(st.secret, "audit"), MaxDumps: r.AuditMax}
+	r.say("A: loading the audit engine (eager)")
+	s, err := r.Open(ctx, cfg)
+	if err != nil {
+		return Attribute(err, ReasonCandidateErr, "audit engine")
+	}
+	defer func() { _ = s.Close() }()
+	if _, err := s.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime, Progress: r.Progress}); err != nil {
+		return Attribute(err, ReasonCandidateErr, "audit run")
+	}
+	results, err := s.Regrade(r.Slots, "")
+	if err != nil {
+		return Because(ReasonInfrastructure, "audit regrade: %v", err)
+	}
+	var rec AuditRecord
+	target := 0
+	for _, a := range results {
+		rec.Dumps = append(rec.Dumps, AuditDump{Slot: a.Slot, Call: a.Call, Outcome: a.Outcome, Reason: a.Reason})
+		if a.Slot == st.p.Candidate.Slot {
+			target++
+		}
+	}
+	ref, err := r.Store.Put(DomainAudit, rec)
+	if err != nil {
+		return Because(ReasonInfrastructure, "seal audit: %v", err)
+	}
+	st.rec.Audit = &ref
+	return auditVerdict(rec, st.p.Candidate.Slot, r.MinAudited)
+}
+
+// auditVerdict decides A from its sealed record.
+func auditVerdict(rec AuditRecord, target string, minAudited int) Verdict {
+	n := 0
+	for _, d := range rec.Dumps {
+		if d.Outcome != engine.AuditPass {
+			return Because(ReasonAudit, "%s call %d: %s", d.Slot, d.Call, d.Reason)
+		}
+		if d.Slot == target {
+			n++
+		}
+	}
+	if n < minAudited {
+		return Because(ReasonNeverFired, "the audit graded %d call(s) of %s, fewer than %d", n, target, minAudited)
+	}
+	return Verdict{}
+}
+
+// quality is role T: after the reads are sealed, the secret is revealed
+// and ranks the requests; a pristine engine (stock stack, no contribution)
+// teacher-forces the first TPrompts of B's, C's and B′'s trajectories.
+func (r *Referee) quality(ctx context.Context, st *attemptState, base engine.Config, qr QualityRule, speed SpeedResult) Verdict {
+	sets := map[string]TrajectorySet{}
+	for _, role := range []string{"B", "C", "B′"} {
+		set, err := sealTrajectories(st.p.Arena, st.reads[role])
+		if err != nil {
+			return Because(ReasonInfrastructure, "%s trajectories: %v", role, err)
+		}
+		sets[role] = set
+	}
+	picked := selectPrompts(st.secret, sets["B"], r.TPrompts)
+	cfg := base
+	cfg.Stack = nil
+	r.say("T: loading the pristine engine")
+	t, err := r.Open(ctx, cfg)
+	if err != nil {
+		return Because(ReasonInfrastructure, "pristine engine: %v", err)
+	}
+	defer func() { _ = t.Close() }()
+	traj := map[string][]Trajectory{}
+	for _, role := range []string{"B", "C", "B′"} {
+		byRID := map[string]SealedRequest{}
+		for _, q := range sets[role].Requests {
+			byRID[q.RID] = q
+		}
+		var seqs [][]int
+		var from []int
+		var reqs []SealedRequest
+		for _, rid := range picked {
+			q, ok := byRID[rid]
+			if !ok || len(q.Tokens) == 0 {
+				return Because(ReasonInfrastructure, "%s has no trajectory for %s", role, rid)
+			}
+			seqs = append(seqs, append(append([]int{}, q.Prompt...), q.Tokens...))
+			from = append(from, len(q.Prompt))
+			reqs = append(reqs, q)
+		}
+		nll, err := t.Score(ctx, seqs, from)
+		if err != nil {
+			return Because(ReasonInfrastructure, "T scoring %s: %v", role, err)
+		}
+		for i, q := range reqs {
+			if len(nll[i]) != len(q.Tokens) {
+				return Because(ReasonInfrastructure, "T scored %d of %s's %d tokens of %s", len(nll[i]), role, len(q.Tokens), q.RID)
+			}
+			st.rec.Scores = append(st.rec.Scores, ScoreRecord{Role: role, RID: q.RID, Wave: q.Wave, NLL: floats(nll[i]), Digest: tokensDigest(q.Tokens)})
+			own, err := parseFloats(q.Logprobs)
+			if err != nil {
+				return Because(ReasonInfrastructure, "%s logprobs: %v", role, err)
+			}
+			traj[role] = append(traj[role], Trajectory{TeacherNLL: nll[i], OwnLogprob: own})
+		}
+	}
+	res, err := qr.Decide(traj["B"], traj["C"], traj["B′"])
+	if err != nil {
+		return Because(ReasonInfrastructure, "quality rule: %v", err)
+	}
+	if res.Verdict.Outcome != Pass {
+		return res.Verdict
+	}
+	return Passed(fmt.Sprintf("r = %s ≥ bar %s; audit clean; quality unchanged", speed.Ratio, speed.Bar))
+}
+
+// selectPrompts ranks the requests of a read by SHA-256(secret ‖ rid) and
+// returns the first n request ids: a selection fixed only once the secret
+// is revealed, after every read is sealed.
+func selectPrompts(secret []byte, set TrajectorySet, n int) []string {
+	type ranked struct {
+		rid  string
+		rank [32]byte
+	}
+	var all []ranked
+	for _, q := range set.Requests {
+		all = append(all, ranked{q.RID, sha256.Sum256(append(append([]byte{}, secret...), q.RID...))})
+	}
+	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].rank[:], all[j].rank[:]) < 0 })
+	var out []string
+	for i := 0; i < len(all) && i < n; i++ {
+		out = append(out, all[i].rid)
+	}
+	return out
+}
+
+// tokensDigest names a token sequence in a score record.
+func tokensDigest(tokens []int) string {
+	_, ref, err := evidence.Encode("cacheon.referee.tokens", tokens)
+	if err != nil {
+		return ""
+	}
+	return ref.Digest
+}
+
+// digestOf is the canon digest of a value (for plan fields).
+func digestOf(v any) (string, error) {
+	_, ref, err := evidence.Encode("cacheon.referee.value", v)
+	return ref.Digest, err
+}
