@@ -40,9 +40,9 @@ func OpenEngine(ctx context.Context, c engine.Config) (Session, error) {
 // referee's own engines may hold the device, and after the candidate's
 // engine ends its memory must be back.
 type Device interface {
-	// Quiet fails when a process other than the allowed engine processes
-	// holds a context on the device.
-	Quiet(ctx context.Context) error
+	// Quiet fails when more processes than the referee's own allowed
+	// engines hold a context on the device.
+	Quiet(ctx context.Context, allowed int) error
 	// MemoryUsed is the device memory in use, bytes.
 	MemoryUsed(ctx context.Context) (int64, error)
 }
@@ -86,6 +86,9 @@ type Referee struct {
 	AuditMax, MinAudited    int
 	LoadTimeout, WaveTime   time.Duration
 	Progress                func(string)
+	// Measure runs every role even after a verdict is reached (calibration
+	// measures A/A attempts whole); the verdict is the same.
+	Measure bool
 }
 
 func (r *Referee) say(format string, args ...any) {
@@ -124,7 +127,7 @@ func (r *Referee) Attempt(ctx context.Context, p Proposal, n int) (*AttemptRecor
 	if err != nil {
 		return nil, evidence.Ref{}, err
 	}
-	plan := Plan{Arena: adigest, Incumbent: p.IncumbentDigest, Target: p.Candidate.Slot, Candidate: p.CandidateHash,
+	plan := Plan{Arena: adigest, Incumbent: p.IncumbentDigest, Stock: len(p.Incumbent) == 0, Target: p.Candidate.Slot, Candidate: p.CandidateHash,
 		Calibration: r.CalibRef.Digest, Attempt: n, Order: st.order, Commit: hex.EncodeToString(commit[:]),
 		Waves: r.Waves, Warmup: r.Warmup, TPrompts: r.TPrompts, AuditShare: r.AuditShare, AuditMaxDmp: r.AuditMax,
 		Device: p.Arena.Device, Schedule: "B C B′ A T", Workload: p.Arena.WorkloadName, Scheme: "cacheon-referee-1",
@@ -231,21 +234,36 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 		return Because(ReasonInfrastructure, "speed rule: %v", err)
 	}
 	st.rec.Speed = summary(speed)
-	if speed.Verdict.Outcome != Pass {
+	if speed.Verdict.Outcome != Pass && !r.Measure {
 		return speed.Verdict
 	}
 	// A: the audit, on a fresh eager candidate engine.
-	if v := r.audit(ctx, st, candCfg); v.Outcome != "" {
-		return v
+	audit := r.audit(ctx, st, candCfg)
+	if audit.Outcome != "" && !r.Measure {
+		return audit
 	}
 	// T: the pristine teacher scores the sealed trajectories.
-	return r.quality(ctx, st, base, qr, speed)
+	quality := r.quality(ctx, st, base, qr, speed)
+	// The first that did not pass decides, in the order the roles ran.
+	for _, v := range []Verdict{speed.Verdict, audit} {
+		if v.Outcome != "" && v.Outcome != Pass {
+			return v
+		}
+	}
+	return quality
 }
 
-// read takes one timed read on s, seals it, and for incumbent reads checks
-// the device's sanity.
+// read takes one timed read on s, seals it, and for reads of the stock
+// incumbent checks the device's sanity against the calibrated stock rate
+// (an incumbent holding contributions has no calibrated rate: its drift
+// between B and B′ is what the speed rule bounds).
 func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Session, incumbent bool) Verdict {
-	if err := r.Device.Quiet(ctx); err != nil {
+	// The incumbent engine stays resident; C's read has the candidate's too.
+	allowed := 1
+	if !incumbent {
+		allowed = 2
+	}
+	if err := r.Device.Quiet(ctx, allowed); err != nil {
 		return Because(ReasonDeviceBusy, "before %s: %v", role, err)
 	}
 	r.say("%s: timed read", role)
@@ -272,7 +290,7 @@ func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Ses
 		return Because(ReasonInfrastructure, "seal %s read: %v", role, err)
 	}
 	st.rec.Reads = append(st.rec.Reads, ref)
-	if incumbent {
+	if incumbent && len(st.p.Incumbent) == 0 {
 		rate, err := ScoredRate(rr.Waves)
 		if err != nil {
 			return Because(ReasonInfrastructure, "%s read: %v", role, err)

@@ -90,10 +90,10 @@ func derive(store *evidence.Store, rec AttemptRecord, plan Plan, secret []byte, 
 		}
 		reads[rr.Role], sets[rr.Role] = rr, set
 	}
-	// Incumbent sanity, in the order the reads happened.
+	// Stock incumbent sanity, in the order the reads happened.
 	for _, role := range []string{"B", "B′"} {
 		rr, ok := reads[role]
-		if !ok {
+		if !ok || !plan.Stock {
 			continue
 		}
 		rate, err := ScoredRate(rr.Waves)
@@ -152,37 +152,7 @@ func derive(store *evidence.Store, rec AttemptRecord, plan Plan, secret []byte, 
 
 // deriveQuality recomputes T's selection and the quality rule.
 func deriveQuality(rec AttemptRecord, plan Plan, secret []byte, sets map[string]TrajectorySet, qr QualityRule, speed SpeedResult) (Verdict, error) {
-	picked := selectPrompts(secret, sets["B"], plan.TPrompts)
-	traj := map[string][]Trajectory{}
-	var order []string
-	for _, sc := range rec.Scores {
-		q, ok := findRequest(sets[sc.Role], sc.RID)
-		if !ok {
-			return Verdict{}, fmt.Errorf("T scored %s of %s, which no sealed read holds", sc.RID, sc.Role)
-		}
-		if tokensDigest(q.Tokens) != sc.Digest {
-			return Verdict{}, fmt.Errorf("T's score of %s/%s names other tokens than the sealed trajectory", sc.Role, sc.RID)
-		}
-		nll, err := parseFloats(sc.NLL)
-		if err != nil {
-			return Verdict{}, err
-		}
-		own, err := parseFloats(q.Logprobs)
-		if err != nil {
-			return Verdict{}, err
-		}
-		if len(nll) != len(own) {
-			return Verdict{}, fmt.Errorf("T's score of %s/%s has %d values for %d tokens", sc.Role, sc.RID, len(nll), len(own))
-		}
-		traj[sc.Role] = append(traj[sc.Role], Trajectory{TeacherNLL: nll, OwnLogprob: own})
-		if sc.Role == "B" {
-			order = append(order, sc.RID)
-		}
-	}
-	if !slices.Equal(order, picked) {
-		return Verdict{}, fmt.Errorf("T scored prompts %v; the revealed secret selects %v", order, picked)
-	}
-	res, err := qr.Decide(traj["B"], traj["C"], traj["B′"])
+	res, err := qualityOf(rec, plan, secret, sets, qr)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -190,6 +160,41 @@ func deriveQuality(rec AttemptRecord, plan Plan, secret []byte, sets map[string]
 		return res.Verdict, nil
 	}
 	return Passed(fmt.Sprintf("r = %s ≥ bar %s; audit clean; quality unchanged", speed.Ratio, speed.Bar)), nil
+}
+
+// qualityOf recomputes T's selection and applies qr to T's sealed scores.
+func qualityOf(rec AttemptRecord, plan Plan, secret []byte, sets map[string]TrajectorySet, qr QualityRule) (QualityResult, error) {
+	picked := selectPrompts(secret, sets["B"], plan.TPrompts)
+	traj := map[string][]Trajectory{}
+	var order []string
+	for _, sc := range rec.Scores {
+		q, ok := findRequest(sets[sc.Role], sc.RID)
+		if !ok {
+			return QualityResult{}, fmt.Errorf("T scored %s of %s, which no sealed read holds", sc.RID, sc.Role)
+		}
+		if tokensDigest(q.Tokens) != sc.Digest {
+			return QualityResult{}, fmt.Errorf("T's score of %s/%s names other tokens than the sealed trajectory", sc.Role, sc.RID)
+		}
+		nll, err := parseFloats(sc.NLL)
+		if err != nil {
+			return QualityResult{}, err
+		}
+		own, err := parseFloats(q.Logprobs)
+		if err != nil {
+			return QualityResult{}, err
+		}
+		if len(nll) != len(own) {
+			return QualityResult{}, fmt.Errorf("T's score of %s/%s has %d values for %d tokens", sc.Role, sc.RID, len(nll), len(own))
+		}
+		traj[sc.Role] = append(traj[sc.Role], Trajectory{TeacherNLL: nll, OwnLogprob: own})
+		if sc.Role == "B" {
+			order = append(order, sc.RID)
+		}
+	}
+	if !slices.Equal(order, picked) {
+		return QualityResult{}, fmt.Errorf("T scored prompts %v; the revealed secret selects %v", order, picked)
+	}
+	return qr.Decide(traj["B"], traj["C"], traj["B′"])
 }
 
 func findRequest(set TrajectorySet, rid string) (SealedRequest, bool) {

@@ -16,7 +16,7 @@ import (
 	"cacheon/internal/slot"
 )
 
-const target = "activation.silu_and_mul"
+const targetSlot = "activation.silu_and_mul"
 
 // script says how the fake engines behave in one test.
 type script struct {
@@ -69,7 +69,7 @@ func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine
 	if f.candidate && !f.s.neverFires {
 		c = engine.SlotCounters{Selected: 40, Completed: 40}
 	}
-	res.TimedSlots[target] = c
+	res.TimedSlots[targetSlot] = c
 	res.TokensDigest = fmt.Sprintf("%064x", f.reads)
 	return res, nil
 }
@@ -97,7 +97,7 @@ func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.Au
 	}
 	var out []engine.AuditResult
 	for i := 0; i < 4; i++ {
-		r := engine.AuditResult{Slot: target, Call: i * 10, Outcome: engine.AuditPass}
+		r := engine.AuditResult{Slot: targetSlot, Call: i * 10, Outcome: engine.AuditPass}
 		if f.s.auditFail && i == 3 {
 			r.Outcome, r.Reason = engine.AuditFail, "output out: allclose 0.3 > tol"
 		}
@@ -110,7 +110,7 @@ func (f *fakeSession) Close() error { return nil }
 
 type fakeDevice struct{ s *script }
 
-func (d fakeDevice) Quiet(context.Context) error {
+func (d fakeDevice) Quiet(context.Context, int) error {
 	if d.s.busy {
 		return errors.New("pid 4242 holds a context on the device")
 	}
@@ -154,7 +154,7 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 	}
 	r := &Referee{Open: open, Device: fakeDevice{s}, Slots: cat, Store: store, Calibration: cal, CalibRef: calRef,
 		TPrompts: 6, AuditShare: "0.5", AuditMax: 16, MinAudited: 2}
-	p := Proposal{Arena: a, Candidate: engine.StackSpec{Slot: target, Bundle: "candidate"},
+	p := Proposal{Arena: a, Candidate: engine.StackSpec{Slot: targetSlot, Bundle: "candidate"},
 		IncumbentDigest: fmt.Sprintf("%064x", 1), CandidateHash: fmt.Sprintf("%064x", 2)}
 	return r, p
 }

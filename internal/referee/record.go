@@ -21,8 +21,11 @@ const (
 
 // Plan is what an attempt was going to do, sealed before its first read.
 type Plan struct {
-	Arena       string `json:"arena"`        // arena digest (settings, workload selected)
-	Incumbent   string `json:"incumbent"`    // digest of the incumbent stack (slot → content hash)
+	Arena     string `json:"arena"`     // arena digest (settings, workload selected)
+	Incumbent string `json:"incumbent"` // digest of the incumbent stack (slot → content hash)
+	// Stock says the incumbent is the stock stack: only its reads have a
+	// calibrated rate to be sane against.
+	Stock       bool   `json:"stock"`
 	Target      string `json:"target"`       // the slot the candidate replaces
 	Candidate   string `json:"candidate"`    // candidate bundle content hash
 	Calibration string `json:"calibration"`  // digest of the calibration record

@@ -1,0 +1,78 @@
+package referee
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HostDevice is the device guard of a CPU arena: the host has no device
+// contexts to count, and no device memory to give back.
+type HostDevice struct{}
+
+// Quiet implements Device.
+func (HostDevice) Quiet(context.Context, int) error { return nil }
+
+// MemoryUsed implements Device.
+func (HostDevice) MemoryUsed(context.Context) (int64, error) { return 0, nil }
+
+// NvidiaDevice guards one NVIDIA GPU through nvidia-smi: the compute
+// processes holding a context on it, and its memory in use.
+type NvidiaDevice struct {
+	// Index is the GPU's index as nvidia-smi counts them.
+	Index int
+	// SMI is the nvidia-smi binary ("" = from PATH).
+	SMI string
+}
+
+func (d NvidiaDevice) query(ctx context.Context, args ...string) (string, error) {
+	smi := d.SMI
+	if smi == "" {
+		smi = "nvidia-smi"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, smi, append([]string{"-i", strconv.Itoa(d.Index)}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w (%s)", smi, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// Quiet fails when more processes than the referee's own allowed engines
+// hold a compute context on the GPU.
+func (d NvidiaDevice) Quiet(ctx context.Context, allowed int) error {
+	out, err := d.query(ctx, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits")
+	if err != nil {
+		return err
+	}
+	var procs []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			procs = append(procs, l)
+		}
+	}
+	if len(procs) > allowed {
+		return fmt.Errorf("GPU %d: %d process(es) hold a context (pid, MiB: %s), the referee allows its own %d", d.Index, len(procs), strings.Join(procs, "; "), allowed)
+	}
+	return nil
+}
+
+// MemoryUsed is the GPU's memory in use, bytes.
+func (d NvidiaDevice) MemoryUsed(ctx context.Context) (int64, error) {
+	out, err := d.query(ctx, "--query-gpu=memory.used", "--format=csv,noheader,nounits")
+	if err != nil {
+		return 0, err
+	}
+	mib, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("GPU %d memory.used %q: %w", d.Index, strings.TrimSpace(out), err)
+	}
+	return mib << 20, nil
+}

@@ -1,0 +1,167 @@
+package referee
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/bundle"
+	"cacheon/internal/engine"
+	"cacheon/internal/evidence"
+	"cacheon/internal/product"
+	"cacheon/internal/target"
+)
+
+// Request is one qualification as a validator asks for it.
+type Request struct {
+	Arena *arena.Arena // workload selected
+	// Candidate is the candidate bundle (directory or archive); Target the
+	// registered singleton target it replaces ("" = the manifest's
+	// [competition] target, else its only slot).
+	Candidate, Target string
+	// Incumbent is the incumbent stack (nil = stock).
+	Incumbent []engine.StackSpec
+	Attempts  int
+	// Contributor is credited in the crown record.
+	Contributor string
+	Targets     *target.Catalog
+}
+
+// Result is a qualification's outcome.
+type Result struct {
+	Target        string         `json:"target"`
+	ContentHash   string         `json:"content_hash,omitempty"`
+	Screen        string         `json:"screen,omitempty"`
+	Qualification *Qualification `json:"qualification,omitempty"`
+	// Crown is the crown record integrate takes (a crowned candidate over
+	// the stock stack); CrownDigest its digest.
+	Crown       *product.CrownRecord `json:"crown,omitempty"`
+	CrownDigest string               `json:"crown_digest,omitempty"`
+	Verdict     Verdict              `json:"verdict"`
+}
+
+// LoadCalibration reads a calibration file (the canonical envelope calibrate
+// writes), checks it was made for arenaDigest, and seals it in the store.
+func LoadCalibration(store *evidence.Store, path, arenaDigest string) (*Calibration, evidence.Ref, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, evidence.Ref{}, fmt.Errorf("calibration: %w", err)
+	}
+	if n := len(data); n > 0 && data[n-1] == '\n' {
+		data = data[:n-1]
+	}
+	sum := sha256.Sum256(data)
+	ref := evidence.Ref{Domain: DomainCalibration, Digest: hex.EncodeToString(sum[:])}
+	cal, err := evidence.Decode[Calibration](ref, data)
+	if err != nil {
+		return nil, evidence.Ref{}, fmt.Errorf("calibration %s: %w", path, err)
+	}
+	if err := cal.Validate(); err != nil {
+		return nil, evidence.Ref{}, fmt.Errorf("calibration %s: %w", path, err)
+	}
+	if cal.Arena != arenaDigest {
+		return nil, evidence.Ref{}, fmt.Errorf("calibration %s was made for arena %s, not this arena (%s): run cacheon calibrate for it", path, cal.Arena, arenaDigest)
+	}
+	sealed, err := store.Put(DomainCalibration, cal)
+	if err != nil {
+		return nil, evidence.Ref{}, err
+	}
+	if sealed != ref {
+		return nil, evidence.Ref{}, fmt.Errorf("calibration %s: sealed as %s, file digest %s", path, sealed.Digest, ref.Digest)
+	}
+	return &cal, sealed, nil
+}
+
+// Run screens the candidate, runs the attempts and, for a crown over the
+// stock stack, builds the crown record.
+func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
+	res := &Result{}
+	scr, v := Screen(ctx, req.Candidate, req.Arena, r.Slots, r.Python, r.ScratchRoot, r.Progress)
+	if v.Outcome != "" {
+		res.Verdict = v
+		return res, nil
+	}
+	defer scr.Close()
+	res.Screen = screenDetail(scr.Report)
+	res.ContentHash = scr.ContentHash()
+	b := scr.Job.Admitted.Bundle()
+	res.Target = req.Target
+	if res.Target == "" {
+		switch {
+		case b.Manifest.Competition != nil:
+			res.Target = b.Manifest.Competition.Target
+		case len(b.Manifest.Ops) == 1:
+			res.Target = b.Manifest.Ops[0].Slot
+		default:
+			return nil, fmt.Errorf("qualify: the bundle names no [competition] target and has %d rows: give --target", len(b.Manifest.Ops))
+		}
+	}
+	t, ok := req.Targets.Lookup(res.Target)
+	if !ok {
+		return nil, fmt.Errorf("qualify: %s is not a registered target", res.Target)
+	}
+	if len(t.Members) != 1 {
+		return nil, fmt.Errorf("qualify: %s is an atomic target (%v); this referee qualifies singleton targets", res.Target, t.Members)
+	}
+	inc, err := r.incumbentDigest(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	p := Proposal{Arena: req.Arena, Incumbent: req.Incumbent, Candidate: engine.StackSpec{Slot: t.Members[0], Bundle: scr.Dir()},
+		IncumbentDigest: inc, CandidateHash: res.ContentHash}
+	if res.Qualification, err = r.Qualify(ctx, p, req.Attempts); err != nil {
+		return nil, err
+	}
+	res.Verdict = res.Qualification.Verdict
+	if !res.Qualification.Crowned || len(req.Incumbent) > 0 {
+		return res, nil
+	}
+	ad, err := req.Arena.Digest()
+	if err != nil {
+		return nil, err
+	}
+	crown, err := CrownRecord(res.Qualification, CrownInput{Catalog: req.Targets, ArenaDigest: ad, Target: res.Target,
+		Contributor: req.Contributor, BundleDir: scr.Dir(), ContentHash: res.ContentHash})
+	if err != nil {
+		return nil, err
+	}
+	if res.CrownDigest, err = product.Digest(&crown); err != nil {
+		return nil, err
+	}
+	res.Crown = &crown
+	return res, nil
+}
+
+// incumbentDigest names the incumbent: the genesis evaluation stack's
+// digest for the stock stack, else the digest of its slot → content hash
+// listing (staged, so an archive counts as what it holds).
+func (r *Referee) incumbentDigest(ctx context.Context, req Request) (string, error) {
+	ad, err := req.Arena.Digest()
+	if err != nil {
+		return "", err
+	}
+	if len(req.Incumbent) == 0 {
+		g := product.Genesis(ad, req.Targets)
+		return product.Digest(&g)
+	}
+	tmp, err := os.MkdirTemp(r.ScratchRoot, "cacheon-incumbent-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	listing := map[string]string{}
+	for i, sp := range req.Incumbent {
+		st, err := bundle.Stage(ctx, sp.Bundle, filepath.Join(tmp, strconv.Itoa(i)), r.Slots)
+		if err != nil {
+			return "", fmt.Errorf("incumbent slot %s: %w", sp.Slot, err)
+		}
+		listing[sp.Slot] = st.ContentHash
+	}
+	_, ref, err := evidence.Encode("cacheon.referee.incumbent", map[string]any{"arena": ad, "slots": listing})
+	return ref.Digest, err
+}
