@@ -104,6 +104,9 @@ candidate code only ever runs in a separate, sandboxed Python process.`,
 		a.integrateCommand,
 		a.releaseCommand,
 		a.engineCommand,
+		a.qualifyCommand,
+		a.calibrateCommand,
+		a.evidenceCommand,
 	} {
 		root.AddCommand(mk())
 	}

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"cacheon/internal/engine"
+	"cacheon/internal/product"
+	"cacheon/internal/referee"
+)
+
+func (a *app) qualifyCommand() *cobra.Command {
+	var (
+		fl                                        refereeFlags
+		candidate, incumbent, target, calibration string
+		contributor, crownOut                     string
+		attempts                                  int
+	)
+	cmd := &cobra.Command{
+		Use:   "qualify --arena A --candidate BUNDLE --calibration FILE",
+		Short: "Decide whether a candidate makes the whole engine faster at unchanged quality, twice",
+		Long: `qualify screens the candidate (scan and verify on the arena's device), then
+runs attempts of B (incumbent, timed), C (incumbent with the target replaced,
+timed; its engine exists only between B's and B′'s reads), B′ (incumbent
+again), A (audit of sampled candidate calls on a fresh eager engine, regraded
+in Go) and T (a pristine engine teacher-forces trajectories chosen after the
+reads). Every read is timed by this process; every number of a verdict is
+sealed in the evidence store and re-derivable with cacheon evidence check.
+
+The speed rule: s = |B′−B| / mean(B, B′) (> n: NO_DECISION), r = C / max(B,
+B′), PASS iff r ≥ 1 + max(m, k·s); n, m, k come from --calibration (written
+by cacheon calibrate for this arena), never from flags. A crown needs two
+passing attempts (the second with the engine placement swapped); its speedup
+is the lower r. A crown over the stock stack is written as the crown record
+cacheon integrate takes (--crown-out).
+
+Exit status: 0 PASS (crowned with two attempts), 2 candidate FAIL, 3
+NO_DECISION or infrastructure, 1 usage.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if candidate == "" || calibration == "" {
+				return fmt.Errorf("qualify: --candidate BUNDLE and --calibration FILE are required")
+			}
+			prog := newProgress(a.stderr)
+			defer prog.done()
+			r, ea, err := a.newReferee(fl, prog)
+			if err != nil {
+				return err
+			}
+			ad, err := ea.ar.Digest()
+			if err != nil {
+				return withCode(ExitInfra, err)
+			}
+			if r.Calibration, r.CalibRef, err = referee.LoadCalibration(r.Store, calibration, ad); err != nil {
+				return err
+			}
+			var inc []engine.StackSpec
+			if incumbent != "" {
+				if inc, err = engine.LoadStackFile(incumbent); err != nil {
+					return err
+				}
+			}
+			res, err := r.Run(a.ctx, referee.Request{Arena: ea.ar, Candidate: candidate, Target: target, Incumbent: inc,
+				Attempts: attempts, Contributor: contributor, Targets: ea.targets})
+			if err != nil {
+				return withCode(ExitInfra, err)
+			}
+			prog.done()
+			if res.Crown != nil {
+				if crownOut == "" {
+					crownOut = filepath.Join(fl.evidence, "crown-"+res.CrownDigest[:16]+".json")
+				}
+				data, _, err := product.Encode(res.Crown)
+				if err != nil {
+					return withCode(ExitInfra, err)
+				}
+				if err := os.WriteFile(crownOut, data, 0o644); err != nil {
+					return withCode(ExitInfra, fmt.Errorf("crown record: %w", err))
+				}
+			}
+			if fl.json {
+				if err := writeJSON(a.stdout, res); err != nil {
+					return err
+				}
+			} else {
+				printQualify(a.stdout, res, crownOut)
+			}
+			return verdictExit(res.Verdict)
+		},
+	}
+	fl.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&candidate, "candidate", "", "candidate bundle (directory or .tar.gz)")
+	f.StringVar(&incumbent, "incumbent", "", "incumbent stack file (default: the stock stack)")
+	f.StringVar(&target, "target", "", "registered target (default: the bundle's [competition] target)")
+	f.StringVar(&calibration, "calibration", "", "calibration record of this arena (cacheon calibrate -o)")
+	f.StringVar(&contributor, "contributor", "local", "who the crown record credits")
+	f.StringVar(&crownOut, "crown-out", "", "where to write the crown record (default: in the evidence directory)")
+	f.IntVar(&attempts, "attempts", 2, "attempts: 2 for a crown, 1 to look")
+	return cmd
+}
+
+func printQualify(w io.Writer, res *referee.Result, crownOut string) {
+	fmt.Fprintf(w, "qualify %s  target %s\n", shortHash(res.ContentHash), res.Target)
+	if res.Screen != "" {
+		fmt.Fprintf(w, "screen: PASS (%s)\n", res.Screen)
+	}
+	if q := res.Qualification; q != nil {
+		fmt.Fprintf(w, "\n%-8s %12s %12s %12s %10s %10s %10s  %s\n", "attempt", "B tok/s", "C tok/s", "B′ tok/s", "s", "r", "bar", "verdict")
+		for i, at := range q.Attempts {
+			sp := at.Record.Speed
+			if sp == nil {
+				fmt.Fprintf(w, "%-8d %12s %12s %12s %10s %10s %10s  %v\n", i+1, "-", "-", "-", "-", "-", "-", at.Record.Verdict)
+				continue
+			}
+			fmt.Fprintf(w, "%-8d %12s %12s %12s %10s %10s %10s  %v\n", i+1, sp.B, sp.C, sp.BPrime, sp.Drift, sp.Ratio, sp.Bar, at.Record.Verdict)
+			fmt.Fprintf(w, "         audit: %s; quality: %d score(s) by T; evidence %s\n", auditLine(at.Record), len(at.Record.Scores), at.Ref)
+		}
+	}
+	fmt.Fprintf(w, "\nverdict: %v\n", res.Verdict)
+	if res.Crown != nil {
+		fmt.Fprintf(w, "crown: speedup %s, record %s -> %s\n", res.Crown.Speedup, res.CrownDigest, crownOut)
+	}
+}
+
+func auditLine(rec referee.AttemptRecord) string {
+	if rec.Audit == nil {
+		return "not run"
+	}
+	return "sealed " + rec.Audit.Digest[:12]
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

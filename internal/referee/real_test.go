@@ -1,0 +1,144 @@
+package referee
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cacheon/arenas"
+	"cacheon/internal/canon"
+	"cacheon/internal/engine"
+	"cacheon/internal/evidence"
+	"cacheon/internal/slot"
+	"cacheon/internal/target"
+	"cacheon/internal/worker"
+)
+
+// realReferee is a referee over the real sandboxed engine on cpu-tiny
+// (one timed wave per read) with a calibration the test chooses.
+func realReferee(t *testing.T, cal *Calibration) (*Referee, *target.Catalog, func(string) Request) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the arena runtime")
+	}
+	ctx := context.Background()
+	python, err := worker.FindPython(ctx, "")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	a, err := arenas.Resolve("cpu-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = a.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	if cal.Arena, err = a.Digest(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets, err := target.NewCatalog(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := evidence.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calRef, err := store.Put(DomainCalibration, *cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Referee{Open: OpenEngine, Device: HostDevice{}, Slots: cat, Store: store, Calibration: cal, CalibRef: calRef,
+		Python: python, ScratchRoot: t.TempDir(), Waves: 1, Warmup: -1, TPrompts: 4, AuditShare: "0.5", AuditMax: 16,
+		MinAudited: 1, LoadTimeout: 3 * time.Minute, WaveTime: 3 * time.Minute}
+	req := func(candidate string) Request {
+		return Request{Arena: a, Candidate: candidate, Attempts: 1, Contributor: "test", Targets: targets}
+	}
+	return r, targets, req
+}
+
+// lenient is a calibration under which only the run's own numbers decide.
+func lenient() *Calibration {
+	wide := canon.Decimal("1000000000")
+	return &Calibration{Device: "cpu", Runtime: fmt.Sprintf("%064x", 1),
+		Speed:     SpeedRule{N: "1", M: "0.05", K: "0"},
+		Quality:   QualityConstants{Alpha: "0.05", TailNLL: "6.2", DriftEnvelope: [3]canon.Decimal{"0.5", "2", "0.5"}, AllowedDelta: [3]canon.Decimal{"0.5", "2", "0.5"}, DivergenceEnvelope: "0.5"},
+		StockRate: "1", StockEnvelope: wide}
+}
+
+// TestRealFlow runs whole attempts on the real CPU engine: a slower
+// candidate FAILs not_faster; an incumbent whose reads are far from the
+// calibrated stock rate is NO_DECISION device_degraded; the fast kernel
+// against an incumbent holding the slow one PASSes through every role
+// (A regrades real dumps, T teacher-forces on a pristine engine), and
+// every attempt re-derives from its evidence.
+func TestRealFlow(t *testing.T) {
+	slow, err := filepath.Abs("testdata/silu_slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := filepath.Abs("../../examples/silu_torch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	check := func(t *testing.T, r *Referee, res *Result) {
+		t.Helper()
+		for _, a := range res.Qualification.Attempts {
+			if _, err := Check(r.Store, a.Ref); err != nil {
+				t.Fatalf("evidence check: %v", err)
+			}
+		}
+	}
+	t.Run("slower candidate", func(t *testing.T) {
+		r, _, req := realReferee(t, lenient())
+		res, err := r.Run(ctx, req(slow))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict.Outcome != Fail || res.Verdict.Reason != ReasonNotFaster {
+			t.Fatalf("verdict %v", res.Verdict)
+		}
+		check(t, r, res)
+	})
+	t.Run("degraded device", func(t *testing.T) {
+		cal := lenient()
+		cal.StockRate, cal.StockEnvelope = "1", "0.05"
+		r, _, req := realReferee(t, cal)
+		res, err := r.Run(ctx, req(fast))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict.Outcome != NoDecision || res.Verdict.Reason != ReasonDeviceDegraded {
+			t.Fatalf("verdict %v", res.Verdict)
+		}
+		check(t, r, res)
+	})
+	t.Run("faster than a slow incumbent", func(t *testing.T) {
+		r, _, req := realReferee(t, lenient())
+		q := req(fast)
+		q.Incumbent = []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: slow}}
+		res, err := r.Run(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict.Outcome != Pass {
+			t.Fatalf("verdict %v", res.Verdict)
+		}
+		at := res.Qualification.Attempts[0].Record
+		if at.Audit == nil || len(at.Scores) != 3*r.TPrompts {
+			t.Fatalf("a PASS without A or T: audit %v, %d scores", at.Audit, len(at.Scores))
+		}
+		check(t, r, res)
+	})
+}
