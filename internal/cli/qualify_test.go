@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cacheon/arenas"
+	"cacheon/internal/canon"
+	"cacheon/internal/evidence"
+	"cacheon/internal/referee"
+)
+
+// cpuTinyCalibration writes a calibration record for cpu-tiny under which
+// only the run's own numbers decide (wide stock envelope, no drift bar).
+func cpuTinyCalibration(t *testing.T) string {
+	t.Helper()
+	a, err := arenas.Resolve("cpu-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = a.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	ad, err := a.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := canon.Decimal("1000000000")
+	cal := referee.Calibration{Arena: ad, Device: "cpu", Runtime: strings.Repeat("1", 64),
+		Speed: referee.SpeedRule{N: "1", M: "0.05", K: "0"},
+		Quality: referee.QualityConstants{Alpha: "0.05", TailNLL: "6.2", DriftEnvelope: [3]canon.Decimal{"0.5", "2", "0.5"},
+			AllowedDelta: [3]canon.Decimal{"0.5", "2", "0.5"}, DivergenceEnvelope: "0.5"},
+		StockRate: "1", StockEnvelope: wide}
+	data, _, err := evidence.Encode(referee.DomainCalibration, cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "cal.json")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestQualifyCommand: a wrong kernel is a candidate FAIL at the screen
+// (exit 2); a slower one FAILs not_faster after real reads (exit 2), and
+// its evidence re-derives with evidence check until a byte of it changes.
+func TestQualifyCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the arena runtime")
+	}
+	cal := cpuTinyCalibration(t)
+	ev := t.TempDir()
+	code, out, errs := run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "../../examples/broken_silu_wrong_math",
+		"--calibration", cal, "--evidence", ev, "--attempts", "1", "--waves", "1")
+	if code != ExitFindings || !strings.Contains(out, "FAIL verify_failed") {
+		t.Fatalf("a wrong kernel: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "../referee/testdata/silu_slow",
+		"--calibration", cal, "--evidence", ev, "--attempts", "1", "--waves", "1", "--warmup", "0", "--json")
+	if code != ExitFindings {
+		t.Fatalf("a slower kernel: exit %d\n%s\n%s", code, out, errs)
+	}
+	var res referee.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if res.Verdict.Reason != referee.ReasonNotFaster || res.Qualification == nil || len(res.Qualification.Attempts) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	ref := res.Qualification.Attempts[0].Ref
+	if code, out, errs = run(t, "evidence", "check", ref.String(), "--evidence", ev); code != 0 || !strings.Contains(out, "re-derived: the speed rule") {
+		t.Fatalf("evidence check: exit %d\n%s\n%s", code, out, errs)
+	}
+	p := filepath.Join(ev, ref.Domain, ref.Digest[:2], ref.Digest)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, bytes.Replace(b, []byte("not_faster"), []byte("not_slower"), 1), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs = run(t, "evidence", "check", ref.String(), "--evidence", ev); code != ExitFindings || !strings.Contains(errs, "digest mismatch") {
+		t.Fatalf("evidence check after a change: exit %d\n%s", code, errs)
+	}
+	if code, _, errs = run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "x"); code != ExitUsage || !strings.Contains(errs, "--calibration") {
+		t.Fatalf("qualify without a calibration: exit %d\n%s", code, errs)
+	}
+}
