@@ -89,12 +89,18 @@ type Referee struct {
 	// Measure runs every role even after a verdict is reached (calibration
 	// measures A/A attempts whole); the verdict is the same.
 	Measure bool
+
+	started time.Time // for progress lines' elapsed time
 }
 
 func (r *Referee) say(format string, args ...any) {
-	if r.Progress != nil {
-		r.Progress(fmt.Sprintf(format, args...))
+	if r.Progress == nil {
+		return
 	}
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
+	r.Progress(fmt.Sprintf("[%6.1fs] ", time.Since(r.started).Seconds()) + fmt.Sprintf(format, args...))
 }
 
 // attemptState carries one attempt through its roles.

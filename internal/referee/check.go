@@ -164,7 +164,7 @@ func deriveQuality(rec AttemptRecord, plan Plan, secret []byte, sets map[string]
 
 // qualityOf recomputes T's selection and applies qr to T's sealed scores.
 func qualityOf(rec AttemptRecord, plan Plan, secret []byte, sets map[string]TrajectorySet, qr QualityRule) (QualityResult, error) {
-	picked := selectPrompts(secret, sets["B"], plan.TPrompts)
+	picked := selectPrompts(secret, rec.Reads, sets["B"], plan.TPrompts)
 	traj := map[string][]Trajectory{}
 	var order []string
 	for _, sc := range rec.Scores {

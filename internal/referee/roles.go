@@ -78,7 +78,7 @@ func (r *Referee) quality(ctx context.Context, st *attemptState, base engine.Con
 		}
 		sets[role] = set
 	}
-	picked := selectPrompts(st.secret, sets["B"], r.TPrompts)
+	picked := selectPrompts(st.secret, st.rec.Reads, sets["B"], r.TPrompts)
 	cfg := base
 	cfg.Stack = nil
 	r.say("T: loading the pristine engine")
@@ -131,17 +131,23 @@ func (r *Referee) quality(ctx context.Context, st *attemptState, base engine.Con
 	return Passed(fmt.Sprintf("r = %s ≥ bar %s; audit clean; quality unchanged", speed.Ratio, speed.Bar))
 }
 
-// selectPrompts ranks the requests of a read by SHA-256(secret ‖ rid) and
-// returns the first n request ids: a selection fixed only once the secret
-// is revealed, after every read is sealed.
-func selectPrompts(secret []byte, set TrajectorySet, n int) []string {
+// selectPrompts ranks the requests of a read by SHA-256(secret ‖ the
+// digests of the sealed reads ‖ rid) and returns the first n request ids:
+// a selection fixed only once the secret is revealed, after every read is
+// sealed, and moved by what the reads measured (post-read entropy), so no
+// one — the referee included — could have known it before the reads.
+func selectPrompts(secret []byte, reads []evidence.Ref, set TrajectorySet, n int) []string {
+	seed := append([]byte{}, secret...)
+	for _, r := range reads {
+		seed = append(seed, r.Digest...)
+	}
 	type ranked struct {
 		rid  string
 		rank [32]byte
 	}
 	var all []ranked
 	for _, q := range set.Requests {
-		all = append(all, ranked{q.RID, sha256.Sum256(append(append([]byte{}, secret...), q.RID...))})
+		all = append(all, ranked{q.RID, sha256.Sum256(append(append([]byte{}, seed...), q.RID...))})
 	}
 	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].rank[:], all[j].rank[:]) < 0 })
 	var out []string
