@@ -9,6 +9,7 @@ import (
 
 	"cacheon/internal/arena"
 	"cacheon/internal/canon"
+	"cacheon/internal/worker"
 )
 
 // TokensDomain is the canon domain of a wave's generated tokens (one list
@@ -143,7 +144,7 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 // runWave times the prefill-only wave and then the full wave.
 func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.Duration, label string) (*WaveResult, error) {
 	gen := func(w Wave, what string) (*Generated, error) {
-		gctx, cancel := context.WithTimeout(ctx, timeout)
+		gctx, cancel := worker.WithLimit(ctx, timeout, "--timeout")
 		defer cancel()
 		g, err := e.Generate(gctx, w.Requests, w.Arrivals, vocab)
 		if err != nil {
