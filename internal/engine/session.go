@@ -117,7 +117,7 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		names[i] = sp.Slot
 	}
 	if err := CheckStack(ar, names); err != nil {
-		return nil, err
+		return nil, fault.CandidateErr(err) // a stack slot this model never calls
 	}
 	if s.scratch, err = os.MkdirTemp(c.ScratchRoot, "cacheon-engine-*"); err != nil {
 		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
