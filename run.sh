@@ -3,7 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/ensure-torch
-CGO_ENABLED=0 go build -o .bin/cacheon ./cmd/cacheon
+# The revision is stamped at link time too, so that cacheon version names it
+# also in a build without VCS stamping (-buildvcs=false, or no .git).
+rev=$(git rev-parse HEAD 2>/dev/null || true)
+dirty=false
+if [ -n "$rev" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then dirty=true; fi
+CGO_ENABLED=0 go build -ldflags "-X main.revision=$rev -X main.modified=$dirty" -o .bin/cacheon ./cmd/cacheon
 .bin/cacheon version
 .bin/cacheon slots
 .bin/cacheon targets

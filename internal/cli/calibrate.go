@@ -45,7 +45,7 @@ store and written canonically to -o FILE.`,
 			}
 			inc, err := engine.LoadStackFile(posInc)
 			if err != nil {
-				return err
+				return withCode(ExitFindings, err)
 			}
 			cal, ref, rep, err := r.Calibrate(a.ctx, referee.CalibrateRequest{Arena: ea.ar, AA: aa, Pairs: pairs, Negative: negative,
 				Positive: positive, PositiveIncumbent: inc, Targets: ea.targets, Device: ea.ar.Device, Runtime: python.Digest()})

@@ -37,34 +37,57 @@ func writeJSON(w io.Writer, v any) error {
 func (a *app) slotsCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "slots",
-		Short: "List the registered slots and their call contracts",
+		Use:   "slots [NAME]",
+		Short: "List the registered slots and their call contracts (or show one)",
 		Long: `List the registered slots: kind, entry signature, prepare, outputs,
 graph-dynamic inputs, correctness policy, registered shapes and the
-capability fields each slot's binding supplies. --json prints the typed
-contract projection (the same data that is hashed into target digests).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+capability fields each slot's binding supplies. With NAME, show that slot
+only (an unknown name is a usage error that lists the known ones). --json
+prints the typed contract projection (the same data that is hashed into
+target digests).`,
+		Args: cobra.MaximumNArgs(1),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			slots, _, err := catalogs()
+			if err != nil || len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, n := range slots.Names() {
+				if strings.HasPrefix(n, prefix) {
+					names = append(names, n)
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			slots, _, err := catalogs()
 			if err != nil {
-				return err
+				return withCode(ExitInfra, err)
+			}
+			specs := slots.Specs()
+			if len(args) == 1 {
+				s, ok := slots.Lookup(args[0])
+				if !ok {
+					return fmt.Errorf("slots: unknown slot %q; the registered slots are %s", args[0], strings.Join(slots.Names(), ", "))
+				}
+				specs = []*slot.Spec{s}
 			}
 			if asJSON {
 				type row struct {
 					slot.Contract
 					ContractDigest string `json:"contract_digest"`
 				}
-				var rows []row
-				for _, s := range slots.Specs() {
+				rows := []row{}
+				for _, s := range specs {
 					d, err := s.ContractDigest()
 					if err != nil {
-						return err
+						return withCode(ExitInfra, err)
 					}
 					rows = append(rows, row{Contract: s.Contract(), ContractDigest: d})
 				}
 				return writeJSON(a.stdout, map[string]any{"slots": rows})
 			}
-			for i, s := range slots.Specs() {
+			for i, s := range specs {
 				if i > 0 {
 					fmt.Fprintln(a.stdout)
 				}
@@ -142,50 +165,4 @@ func printSlot(w io.Writer, s *slot.Spec) {
 	}
 	fmt.Fprintf(w, "  shapes:   %s\n", strings.Join(shapes, "; "))
 	fmt.Fprintf(w, "  capability fields: %s\n", strings.Join(s.DescriptorFields, ", "))
-}
-
-func (a *app) targetsCommand() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "targets",
-		Short: "List the registered reward targets with their contract digests",
-		Long: `List the registered targets: one singleton per slot plus atomic targets
-that span several slots, with members, allowed features, displacement,
-compatibility, precedence and the target specification digest. The catalog
-digest identifies the whole set.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, targets, err := catalogs()
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				type row struct {
-					*target.Target
-					SpecDigest string `json:"spec_digest"`
-				}
-				var rows []row
-				for _, t := range targets.Targets() {
-					rows = append(rows, row{Target: t, SpecDigest: t.SpecDigest()})
-				}
-				return writeJSON(a.stdout, map[string]any{"catalog_digest": targets.Digest(), "targets": rows})
-			}
-			fmt.Fprintf(a.stdout, "catalog %s\n", targets.Digest())
-			for _, t := range targets.Targets() {
-				fmt.Fprintf(a.stdout, "\n%s  (%s)\n", t.Name, t.Kind)
-				fmt.Fprintf(a.stdout, "  spec digest: %s\n", t.SpecDigest())
-				fmt.Fprintf(a.stdout, "  members:     %s\n", strings.Join(t.Members, ", "))
-				fmt.Fprintf(a.stdout, "  features:    %s\n", strings.Join(t.Features, ", "))
-				if len(t.Displaces) > 0 {
-					fmt.Fprintf(a.stdout, "  displaces:   %s\n", strings.Join(t.Displaces, ", "))
-				}
-				if len(t.Compatible) > 0 {
-					fmt.Fprintf(a.stdout, "  compatible:  %s (first applicable: %s)\n", strings.Join(t.Compatible, ", "), strings.Join(t.Precedence, " > "))
-				}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for automation")
-	return cmd
 }

@@ -58,35 +58,40 @@ func (fl *engineFlags) register(cmd *cobra.Command) {
 	_ = cmd.MarkFlagRequired("arena")
 }
 
-// openSession resolves the arena, selects the workload, reads the stack
-// file and opens an engine session (engine.Open does the rest).
-func (a *app) openSession(ctx context.Context, fl engineFlags, audit *engine.Audit, prog *progress) (*engine.Session, error) {
+// sessionConfig resolves the arena, selects the workload and reads the
+// stack file into the configuration of an engine session.
+func (a *app) sessionConfig(fl engineFlags, audit *engine.Audit, prog *progress) (engine.Config, error) {
 	if fl.loadTimeout <= 0 {
-		return nil, fmt.Errorf("--load-timeout %v: want a positive duration", fl.loadTimeout)
+		return engine.Config{}, fmt.Errorf("--load-timeout %v: want a positive duration", fl.loadTimeout)
 	}
 	if fl.timeout <= 0 {
-		return nil, fmt.Errorf("--timeout %v: want a positive duration", fl.timeout)
+		return engine.Config{}, fmt.Errorf("--timeout %v: want a positive duration", fl.timeout)
 	}
 	ar, err := arenas.Resolve(fl.arena)
 	if err != nil {
-		return nil, err
+		return engine.Config{}, inputErr(err)
 	}
 	if ar, err = ar.Select(fl.workload); err != nil {
-		return nil, err
+		return engine.Config{}, err
 	}
 	var stack []engine.StackSpec
 	if fl.stack != "" {
 		if stack, err = engine.LoadStackFile(fl.stack); err != nil {
-			return nil, err
+			return engine.Config{}, inputErr(err)
 		}
 	}
 	slots, _, err := catalogs()
 	if err != nil {
-		return nil, withCode(ExitInfra, err)
+		return engine.Config{}, withCode(ExitInfra, err)
 	}
-	s, err := engine.Open(ctx, engine.Config{Arena: ar, Slots: slots, Stack: stack, Python: fl.python, Graphs: fl.graphs,
+	return engine.Config{Arena: ar, Slots: slots, Stack: stack, Python: fl.python, Graphs: fl.graphs,
 		Strict: !fl.nonStrict, Profile: fl.profile, Audit: audit, LoadTimeout: fl.loadTimeout,
-		ScratchRoot: worker.ScratchRoot(), Progress: prog.line})
+		ScratchRoot: worker.ScratchRoot(), Progress: prog.line}, nil
+}
+
+// openSession opens an engine session (engine.Open does the work).
+func (a *app) openSession(ctx context.Context, c engine.Config) (*engine.Session, error) {
+	s, err := engine.Open(ctx, c)
 	if err != nil {
 		a.printFindings(err)
 		return nil, err

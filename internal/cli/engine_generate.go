@@ -65,7 +65,11 @@ func (a *app) runEngineGenerate(fl engineFlags, prompts []string, maxNew int, as
 	}
 	prog := newProgress(a.stderr)
 	defer prog.done()
-	s, err := a.openSession(ctx, fl, nil, prog)
+	cfg, err := a.sessionConfig(fl, nil, prog)
+	if err != nil {
+		return err
+	}
+	s, err := a.openSession(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,14 @@ package cli
 
 import (
 	"bytes"
-	"cacheon/internal/engine"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
+
+	"cacheon/internal/engine"
 )
 
 func printEngineBench(w io.Writer, r *engineBenchReport) {
@@ -48,6 +49,7 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 	}
 	m := b.Median
 	fmt.Fprintf(w, "%-7s %8s %7s %7s %9.4f %10.1f %10s %14.1f %9s %13.1f\n", "median", "", "", "", m.Seconds, m.TokensPerSec, "", m.PrefillTokensPerSec, "", m.DecodeTokensPerSec)
+	fmt.Fprintf(w, "%-7s %s\n", "spread", spreadLine(b))
 	fmt.Fprintf(w, "(host-timed; %d warm-up wave(s) not scored; decode = full wave - prefill-only wave)\n", b.Warmup)
 	if unresolved > 0 {
 		fmt.Fprintf(w, "(-: %d wave(s) whose prefill-only wave took as long as the whole wave: decode is within timing noise\n"+
@@ -73,21 +75,58 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 				"   python/bench/profile_kernels.py --split gives the kernel time of a decode step by region and slot)\n")
 		}
 	}
-	if len(r.Audit) > 0 {
-		fmt.Fprintln(w)
+	printAudit(w, r)
+	fmt.Fprintf(w, "\ntokens digest %s; %.1fs\n", b.TokensDigest, r.Seconds)
+	switch c := r.StockTokens; {
+	case c == nil:
+	case c.Match:
+		fmt.Fprintf(w, "tokens: the same as the stock stack's (same arena, workload and seed; stock median %.1f tok/s)\n", c.Median.TokensPerSec)
+	default:
+		fmt.Fprintf(w, "WARNING: %s\n", stockDiffers(c))
 	}
+}
+
+// spreadLine words the spread of a read's timed waves beside its median.
+func spreadLine(b *engine.BenchResult) string {
+	sp, m := b.Spread, b.Median.TokensPerSec
+	line := fmt.Sprintf("tok/s %.1f-%.1f over %d timed wave(s)", sp.MinTokensPerSec, sp.MaxTokensPerSec, len(b.Waves))
+	if m > 0 {
+		line += fmt.Sprintf(" (%+.1f%% / %+.1f%% of the median)", 100*(sp.MinTokensPerSec/m-1), 100*(sp.MaxTokensPerSec/m-1))
+	}
+	return line
+}
+
+// stockDiffers says that a candidate stack's tokens differ from stock's.
+func stockDiffers(c *engine.StockComparison) string {
+	waves := make([]string, len(c.DifferingWaves))
+	for i, n := range c.DifferingWaves {
+		waves[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("the stack's tokens DIFFER from the stock stack's on the same arena, workload and seed (timed wave(s) %s; stock tokens digest %s): the candidates change what the model generates",
+		strings.Join(waves, ", "), c.TokensDigest)
+}
+
+// printAudit prints the audit per slot: dumps, failures and the worst.
+func printAudit(w io.Writer, r *engineBenchReport) {
+	if len(r.Audit) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
 	pass := 0
-	for _, a := range r.Audit {
-		if a.Outcome == engine.AuditPass {
-			pass++
+	for _, s := range r.AuditSlots {
+		pass += s.Dumps - s.Failed
+		if s.Worst == nil {
+			fmt.Fprintf(w, "audit PASS %s: %d dump(s)\n", s.Slot, s.Dumps)
 			continue
 		}
-		fmt.Fprintf(w, "audit FAIL %s (%s call %d): %s\n", a.File, a.Slot, a.Call, a.Reason)
+		x := s.Worst
+		worst := x.Reason
+		if x.Metric != "" {
+			worst += fmt.Sprintf(" (score %.6g)", x.Score)
+		}
+		fmt.Fprintf(w, "audit FAIL %s: %d of %d dump(s) failed; worst %s (call %d): %s\n", s.Slot, s.Failed, s.Dumps, x.File, x.Call, worst)
 	}
-	if len(r.Audit) > 0 {
-		fmt.Fprintf(w, "audit: %d of %d dump(s) PASS\n", pass, len(r.Audit))
-	}
-	fmt.Fprintf(w, "\ntokens digest %s; %.1fs\n", b.TokensDigest, r.Seconds)
+	fmt.Fprintf(w, "audit: %d of %d dump(s) PASS\n", pass, len(r.Audit))
 }
 
 func indentJSON(raw []byte) string {
@@ -123,48 +162,5 @@ func sortedKeys[V any](m map[string]V) []string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return keys
-}
-
-// profilePhase is one phase of the runtime's self-reported profile.
-type profilePhase struct {
-	Count    int                `json:"count"`
-	DeviceMS float64            `json:"device_ms"`
-	HostMS   float64            `json:"host_ms"`
-	SplitMS  map[string]float64 `json:"split_ms"`
-	SlotsMS  map[string]float64 `json:"slots_ms"`
-}
-
-// printProfile renders the runtime's time split per phase as shares of a
-// step, and each slot's share: a slot that is 0.1% of a decode step cannot
-// produce a measurable end-to-end win. Unknown shapes print as JSON.
-func printProfile(w io.Writer, raw json.RawMessage) {
-	var phases map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &phases); err != nil {
-		fmt.Fprintln(w, indentJSON(raw))
-		return
-	}
-	for _, name := range []string{"prefill", "decode"} {
-		var p profilePhase
-		if err := json.Unmarshal(phases[name], &p); err != nil || p.Count == 0 || p.DeviceMS <= 0 {
-			continue
-		}
-		fmt.Fprintf(w, "  %s: %d steps, %.3f ms/step\n", name, p.Count, p.DeviceMS/float64(p.Count))
-		fmt.Fprintf(w, "    split:")
-		for _, k := range byValueDesc(p.SplitMS) {
-			fmt.Fprintf(w, " %s %.1f%%", k, 100*p.SplitMS[k]/p.DeviceMS)
-		}
-		fmt.Fprintf(w, "\n    slot share of a step:")
-		for _, k := range byValueDesc(p.SlotsMS) {
-			fmt.Fprintf(w, " %s %.1f%%", k, 100*p.SlotsMS[k]/p.DeviceMS)
-		}
-		fmt.Fprintln(w)
-	}
-}
-
-// byValueDesc lists m's keys, largest value first.
-func byValueDesc(m map[string]float64) []string {
-	keys := sortedKeys(m)
-	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
 	return keys
 }

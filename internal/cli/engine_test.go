@@ -28,14 +28,21 @@ func TestPrintEngineBench(t *testing.T) {
 				{Index: 1, Requests: 1, PromptTokens: 4, Generated: 2, Seconds: 0.005, TokensPerSec: 400,
 					PrefillSeconds: 0.006, PrefillTokensPerSec: 666, DecodeWithinNoise: true}},
 			Median:         engine.Summary{TokensPerSec: 1280, PrefillTokensPerSec: 6200, DecodeTokensPerSec: 1500, Seconds: 0.1},
+			Spread:         engine.Spread{MinTokensPerSec: 400, MaxTokensPerSec: 1280},
 			TokensDigest:   strings.Repeat("d", 64),
 			Slots:          map[string]engine.SlotCounters{"activation.silu_and_mul": {Selected: 3, Completed: 2, Fallback: 1}},
 			Receipts:       []engine.Receipt{{Slot: "activation.silu_and_mul", Variant: "default", Reason: "raised", Count: 1}},
 			RuntimeProfile: []byte(`{"mode":"eager"}`),
 		},
-		Audit:      []engine.AuditResult{{File: "activation.silu_and_mul-0.safetensors", Slot: "activation.silu_and_mul", Outcome: engine.AuditFail, Reason: "output out: allclose"}},
-		NeverFired: []string{"norm.rmsnorm"},
+		Audit: []engine.AuditResult{
+			{File: "activation.silu_and_mul-0.safetensors", Slot: "activation.silu_and_mul", Call: 0, Outcome: engine.AuditFail, Reason: "output out: allclose", Metric: "allclose", Score: 0.5},
+			{File: "activation.silu_and_mul-1.safetensors", Slot: "activation.silu_and_mul", Call: 1, Outcome: engine.AuditFail, Reason: "output out: allclose worse", Metric: "allclose", Score: 0.25},
+			{File: "norm.rmsnorm-0.safetensors", Slot: "norm.rmsnorm", Outcome: engine.AuditPass, Metric: "allclose", Score: 1},
+		},
+		NeverFired:  []string{"norm.rmsnorm"},
+		StockTokens: &engine.StockComparison{TokensDigest: strings.Repeat("e", 64), DifferingWaves: []int{1, 2}},
 	}
+	rep.AuditSlots = engine.SummarizeAudit(rep.Audit)
 	var b bytes.Buffer
 	printEngineBench(&b, rep)
 	out := b.String()
@@ -51,19 +58,29 @@ func TestPrintEngineBench(t *testing.T) {
 		"fallback receipt: activation.silu_and_mul ×1: raised",
 		"warning: stack slot norm.rmsnorm never fired",
 		"runtime self-reported profile (untrusted, diagnostic only",
-		"audit FAIL activation.silu_and_mul-0.safetensors",
-		"audit: 0 of 1 dump(s) PASS",
+		"\nspread  tok/s 400.0-1280.0 over 2 timed wave(s) (-68.8% / +0.0% of the median)\n",
+		"\naudit FAIL activation.silu_and_mul: 2 of 2 dump(s) failed; worst activation.silu_and_mul-1.safetensors (call 1): output out: allclose worse (score 0.25)\n",
+		"\naudit PASS norm.rmsnorm: 1 dump(s)\n",
+		"\naudit: 1 of 3 dump(s) PASS\n",
+		"\nWARNING: the stack's tokens DIFFER from the stock stack's on the same arena, workload and seed (timed wave(s) 1, 2; stock tokens digest " + strings.Repeat("e", 64) + ")",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Count(out, "audit FAIL") != 1 {
+		t.Errorf("audit failures are not one line per slot:\n%s", out)
+	}
 	if strings.Contains(out, "prefill graphs") {
 		t.Errorf("a runtime without prefill graphs printed a prefill graphs line:\n%s", out)
 	}
+	rep.StockTokens = &engine.StockComparison{Match: true, Median: engine.Summary{TokensPerSec: 1300}}
 	rep.Loaded.PrefillGraphTokens = []int{32, 64}
 	b.Reset()
 	printEngineBench(&b, rep)
+	if want := "\ntokens: the same as the stock stack's (same arena, workload and seed; stock median 1300.0 tok/s)\n"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "WARNING") {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
 	if want := "prefill graphs: a single prompt padded to [32 64] tokens\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("output lacks %q:\n%s", want, b.String())
 	}

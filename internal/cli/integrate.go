@@ -17,8 +17,9 @@ import (
 
 func (a *app) integrateCommand() *cobra.Command {
 	var source, review, prefix, out string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "integrate CROWN_REF --source DIR --review FILE [--prefix DIR] [-o RECORD]",
+		Use:   "integrate CROWN_REF --source DIR --review FILE [--prefix DIR] [-o RECORD] [--json]",
 		Short: "Record the review of a crown over reviewed source (an integration record)",
 		Long: `integrate binds a crown to reviewed, maintained source. CROWN_REF is the
 crown record file settlement exported (its canonical JSON bytes, optionally
@@ -31,7 +32,8 @@ otherwise (exit status 2, naming the file). FILE is the maintainer's review
 The integration record — crown ref and crown record, reviewed source tree
 digest, the preserved payload files, and the review — is written canonically
 to -o RECORD, or to standard output. Integration changes no evaluation stack
-and no release.`,
+and no release. A crown, review or source that is missing or invalid is
+exit status 2, like a source that does not preserve the payload.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if source == "" || review == "" {
@@ -42,30 +44,31 @@ and no release.`,
 			}
 			crown, _, err := product.ReadFile[product.CrownRecord](args[0])
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
+				return inputErr(fmt.Errorf("integrate: %w", err))
 			}
 			rev, _, err := product.ReadLenientFile[product.Review](review)
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: %w", err))
+				return inputErr(fmt.Errorf("integrate: %w", err))
 			}
 			l, _, err := product.ScanSource(source)
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("integrate: --source: %w", err))
+				return inputErr(fmt.Errorf("integrate: --source: %w", err))
 			}
 			rec, err := product.Integrate(crown, l, prefix, rev)
 			if err != nil {
 				var pe *product.PreserveError
 				if errors.As(err, &pe) {
-					return withCode(ExitFindings, fmt.Errorf("integrate: %s: %v; the source does not preserve the crowned selected payload byte for byte", source, pe))
+					return inputErr(fmt.Errorf("integrate: %s: %v; the source does not preserve the crowned selected payload byte for byte", source, pe))
 				}
-				return withCode(ExitUsage, err)
+				return inputErr(err)
 			}
-			return a.writeReleaseObject("integration record", &rec, out)
+			return a.writeReleaseObject("integration record", &rec, out, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "reviewed source tree directory")
 	cmd.Flags().StringVar(&review, "review", "", "review file (JSON) written by the maintainer")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "directory of the source tree holding the selected payload (default: the root)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "file to write the record to (default standard output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {kind, digest, file} as JSON (with the record as \"object\" when there is no -o)")
 	return cmd
 }

@@ -61,13 +61,13 @@ NO_DECISION or infrastructure, 1 usage.`,
 			var inc []engine.StackSpec
 			if incumbent != "" {
 				if inc, err = engine.LoadStackFile(incumbent); err != nil {
-					return err
+					return withCode(ExitFindings, err)
 				}
 			}
 			res, err := r.Run(a.ctx, referee.Request{Arena: ea.ar, Candidate: candidate, Target: target, Incumbent: inc,
 				Attempts: attempts, Contributor: contributor, Targets: ea.targets})
 			if err != nil {
-				return withCode(ExitInfra, err)
+				return attributedOr(ExitInfra, err)
 			}
 			prog.done()
 			if res.Crown != nil {

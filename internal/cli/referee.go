@@ -4,9 +4,11 @@ import (
 	"cacheon/arenas"
 	"cacheon/internal/arena"
 	"cacheon/internal/evidence"
+	"cacheon/internal/fault"
 	"cacheon/internal/referee"
 	"cacheon/internal/target"
 	"cacheon/internal/worker"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -81,4 +83,15 @@ func verdictExit(v referee.Verdict) error {
 		return silentExit{ExitFindings}
 	}
 	return silentExit{ExitInfra}
+}
+
+// attributedOr returns err for the exit-code table when a domain package
+// attributed it, else ends with code: an error the referee did not
+// attribute comes from the machinery around it.
+func attributedOr(code int, err error) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return withCode(code, err)
 }

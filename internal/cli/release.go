@@ -10,6 +10,7 @@ package cli
 // picks the exit code.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -52,8 +53,9 @@ Typical session:
 func (a *app) releaseManifestCommand() *cobra.Command {
 	var sources, records []string
 	var out string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "manifest BASE --source NAME=DIR... [--integration RECORD...] [-o FILE]",
+		Use:   "manifest BASE --source NAME=DIR... [--integration RECORD...] [-o FILE] [--json]",
 		Short: "Assemble a release manifest from a base and integration records",
 		Long: `manifest makes a new release manifest: the release base BASE (JSON a
 maintainer writes: name, version, previous, runtime, model, native, reference,
@@ -67,7 +69,7 @@ written to -o FILE, or to standard output.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			base, _, err := product.ReadLenientFile[product.ReleaseBase](args[0])
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release manifest: %w", err))
+				return inputErr(fmt.Errorf("release manifest: %w", err))
 			}
 			digests := map[string]string{}
 			for _, s := range sources {
@@ -80,13 +82,13 @@ written to -o FILE, or to standard output.`,
 				}
 				_, d, err := product.ScanSource(dir)
 				if err != nil {
-					return withCode(ExitUsage, fmt.Errorf("release manifest: --source %s: %w", name, err))
+					return inputErr(fmt.Errorf("release manifest: --source %s: %w", name, err))
 				}
 				digests[name] = d
 			}
 			recs, err := product.ReadFiles[product.IntegrationRecord](records)
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release manifest: %w", err))
+				return inputErr(fmt.Errorf("release manifest: %w", err))
 			}
 			_, cat, err := catalogs()
 			if err != nil {
@@ -96,20 +98,22 @@ written to -o FILE, or to standard output.`,
 			if err != nil {
 				return withCode(ExitFindings, fmt.Errorf("release manifest: %w", err))
 			}
-			return a.writeReleaseObject("release manifest", &m, out)
+			return a.writeReleaseObject("release manifest", &m, out, asJSON)
 		},
 	}
 	cmd.Flags().StringArrayVar(&sources, "source", nil, "NAME=DIR of a reviewed source tree named in the base (repeatable)")
 	cmd.Flags().StringArrayVar(&records, "integration", nil, "integration record file of a contribution to ship (repeatable)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "file to write the manifest to (default standard output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {kind, digest, file} as JSON (with the manifest as \"object\" when there is no -o)")
 	return cmd
 }
 
 func (a *app) releaseBuildCommand() *cobra.Command {
 	var sources, records []string
 	var out string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "build RELEASE_MANIFEST --integration RECORD... --source DIR... -o OUTDIR",
+		Use:   "build RELEASE_MANIFEST --integration RECORD... --source DIR... -o OUTDIR [--json]",
 		Short: "Build the deterministic engine tree, tar, SBOM and descriptor of a release",
 		Long: `build materializes a release into OUTDIR (which must not exist or be empty):
 tree/ (the release manifest, its integration records and its reviewed source
@@ -126,22 +130,26 @@ for byte. The same inputs give byte-identical output on any machine.`,
 			}
 			m, _, err := product.ReadFile[product.ReleaseManifest](args[0])
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release build: %w", err))
+				return inputErr(fmt.Errorf("release build: %w", err))
 			}
 			recs, err := product.ReadFiles[product.IntegrationRecord](records)
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release build: %w", err))
+				return inputErr(fmt.Errorf("release build: %w", err))
 			}
 			rep, err := release.Build(release.BuildInput{Manifest: m, Records: recs, Sources: sources, Out: out})
 			if err != nil {
-				// An uncovered contribution or a payload the source does
-				// not preserve is a finding; anything else is usage or I/O.
-				var fe *product.FieldError
-				var pe *product.PreserveError
-				if errors.As(err, &fe) || errors.As(err, &pe) {
-					return withCode(ExitFindings, fmt.Errorf("release %w", err))
+				// Where the release may not be written is the command
+				// line's fault; everything else (an uncovered
+				// contribution, a payload the source does not preserve,
+				// an unreadable source) is the inputs'.
+				var oe *release.OutputError
+				if errors.As(err, &oe) {
+					return withCode(ExitUsage, fmt.Errorf("release %w", err))
 				}
-				return withCode(ExitUsage, fmt.Errorf("release %w", err))
+				return inputErr(fmt.Errorf("release %w", err))
+			}
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"out": out, "report": rep})
 			}
 			fmt.Fprintf(a.stdout, "built %s %s in %s\ndescriptor %s\ntree %s (%d files)\ncontributions %d\n",
 				rep.Name, rep.Version, out, rep.Descriptor, rep.Tree, rep.Files, len(rep.Contributions))
@@ -151,22 +159,30 @@ for byte. The same inputs give byte-identical output on any machine.`,
 	cmd.Flags().StringArrayVar(&sources, "source", nil, "reviewed source tree directory of the release (repeatable)")
 	cmd.Flags().StringArrayVar(&records, "integration", nil, "integration record file covering a contribution (repeatable)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "release directory to create")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the build report as JSON")
 	return cmd
 }
 
 // writeReleaseObject writes a canonical object to path (or standard output when
-// path is empty) and reports its digest.
-func (a *app) writeReleaseObject(what string, o product.Object, path string) error {
+// path is empty) and reports its digest; asJSON reports it as JSON.
+func (a *app) writeReleaseObject(what string, o product.Object, path string, asJSON bool) error {
 	data, d, err := product.Encode(o)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
+		return inputErr(fmt.Errorf("%s: %w", what, err))
 	}
-	if path == "" {
+	if path != "" {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	switch {
+	case asJSON && path == "":
+		return writeJSON(a.stdout, map[string]any{"kind": what, "digest": d, "object": json.RawMessage(data)})
+	case asJSON:
+		return writeJSON(a.stdout, map[string]any{"kind": what, "digest": d, "file": path})
+	case path == "":
 		_, err := a.stdout.Write(data)
 		return err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("%s: %w", what, err))
 	}
 	fmt.Fprintf(a.stdout, "%s %s -> %s\n", what, d, path)
 	return nil

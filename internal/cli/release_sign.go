@@ -1,72 +1,23 @@
 package cli
 
-// keygen, sign and verify: the release commands around the signature (see
-// release.go).
+// sign and verify: the release commands around the signature (keygen in
+// release_keygen.go; see release.go).
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"cacheon/internal/release"
 )
 
-// releaseStateDir is where cacheon keeps its state: $CACHEON_STATE_DIR, else
-// $XDG_STATE_HOME/cacheon, else ~/.local/state/cacheon ("" when none can
-// be named).
-func releaseStateDir() string {
-	if d := os.Getenv("CACHEON_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cacheon")
-	}
-	if h, err := os.UserHomeDir(); err == nil && h != "" {
-		return filepath.Join(h, ".local", "state", "cacheon")
-	}
-	return ""
-}
-
-func (a *app) releaseKeygenCommand() *cobra.Command {
-	var out, pub, state string
-	cmd := &cobra.Command{
-		Use:   "keygen --out KEY [--pub PUB]",
-		Short: "Create an ed25519 release signing key pair",
-		Long: `keygen writes a new ed25519 private key (PKCS#8 PEM, mode 0600) to the file
---out names and its public key (PKIX PEM) to --pub (default KEY.pub). Neither
-file may exist. The private key is refused inside a git work tree and inside
-the state directory (--state-dir, default $CACHEON_STATE_DIR, else
-$XDG_STATE_HOME/cacheon, else ~/.local/state/cacheon).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return withCode(ExitUsage, errors.New("release keygen: --out KEY is required"))
-			}
-			if pub == "" {
-				pub = out + ".pub"
-			}
-			k, err := release.Keygen(release.KeygenOptions{Private: out, Public: pub, Forbidden: []string{state}})
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release %w", err))
-			}
-			fmt.Fprintf(a.stdout, "private key %s\npublic key %s\nkeyid %s\n", out, pub, release.KeyID(k))
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&out, "out", "", "private key file to create (kept out of repositories and the state directory)")
-	cmd.Flags().StringVar(&pub, "pub", "", "public key file to create (default KEY.pub)")
-	cmd.Flags().StringVar(&state, "state-dir", releaseStateDir(), "state directory the private key must stay out of")
-	return cmd
-}
-
 func (a *app) releaseSignCommand() *cobra.Command {
 	var key string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "sign OUTDIR --key KEY",
+		Use:   "sign OUTDIR --key KEY [--json]",
 		Short: "Check a built release and sign its descriptor",
 		Long: `sign re-checks the release in OUTDIR (every digest recomputed, every
 contribution covered) and signs descriptor.json with the ed25519 private key
@@ -79,24 +30,28 @@ one). The key file must not be readable by group or others.`,
 			}
 			priv, err := release.ReadPrivateKey(key)
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release sign: %w", err))
+				return inputErr(fmt.Errorf("release sign: %w", err))
 			}
 			if err := releaseDirArg(args[0]); err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release sign: %w", err))
+				return inputErr(fmt.Errorf("release sign: %w", err))
 			}
 			rep, err := release.Sign(args[0], priv)
 			if err != nil {
 				var f *release.Failure
 				if errors.As(err, &f) {
-					return withCode(ExitFindings, fmt.Errorf("release sign: %s: %w", args[0], f))
+					return inputErr(fmt.Errorf("release sign: %s: %w", args[0], f))
 				}
-				return withCode(ExitUsage, fmt.Errorf("release %w", err))
+				return inputErr(fmt.Errorf("release %w", err))
+			}
+			if asJSON {
+				return writeJSON(a.stdout, rep)
 			}
 			fmt.Fprintf(a.stdout, "signed %s %s\ndescriptor %s\nkeyid %s\n", rep.Name, rep.Version, rep.Descriptor, rep.KeyID)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "ed25519 private key file (PKCS#8 PEM)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the signed release's report as JSON")
 	return cmd
 }
 
@@ -121,10 +76,10 @@ wrong when anything differs.`,
 			}
 			key, err := release.ReadPublicKey(pub)
 			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
+				return inputErr(fmt.Errorf("release verify: %w", err))
 			}
 			if err := releaseDirArg(args[0]); err != nil {
-				return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
+				return inputErr(fmt.Errorf("release verify: %w", err))
 			}
 			rep, err := release.Verify(args[0], key)
 			if asJSON {
@@ -163,10 +118,8 @@ func (a *app) printVerifyJSON(rep release.Report, verr error) error {
 		}
 		out.Failure = f
 	}
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("release verify: %w", err))
+	if err := writeJSON(a.stdout, out); err != nil {
+		return withCode(ExitInfra, fmt.Errorf("release verify: %w", err))
 	}
 	if verr != nil {
 		return silentExit{code: ExitFindings}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 
 	"github.com/spf13/cobra"
 
+	"cacheon/internal/bundle"
 	"cacheon/internal/scan"
 	"cacheon/internal/worker"
 )
@@ -22,7 +24,9 @@ func (a *app) scanCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scan BUNDLE",
 		Short: "Statically check a bundle's manifest, files and Python sources against the arena policy",
-		Long: `scan checks a bundle before any of its code runs: the manifest (strictly),
+		Long: `scan checks a bundle (a directory or its .tar.gz, as verify takes it;
+an archive is extracted into a private directory first and findings name
+paths inside the bundle) before any of its code runs: the manifest (strictly),
 the file tree (no symlinks, binaries, undeclared files or native sources) and
 every Python source, parsed with the real Python grammar (python3 -I -S with
 ast.parse, run in the same sandbox as candidate code: parsing never executes
@@ -31,7 +35,9 @@ dynamic code, dunder access, unsafe loaders, FFI, threads and processes, and
 any assignment to an attribute of an imported module are findings.
 
 Each finding prints "path:line:col rule-id message"; --rules lists the rules.
-Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.`,
+Exit status: 0 clean, 2 findings (or an invalid manifest, or a bundle that
+is missing or cannot be extracted), 1 usage error, 3 the scan could not be
+done (no parser interpreter, the sandbox).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if rules {
 				return cobra.NoArgs(cmd, args)
@@ -101,21 +107,38 @@ type findingJSON struct {
 	Message string `json:"message"`
 }
 
-// scanBundle scans a bundle directory as scan.Check does, for the report.
-func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Policy) (*scanReport, error) {
+// scanBundle scans a bundle directory as scan.Check does, for the report;
+// an archive is staged (bundle.Stage) into a private directory and the
+// extracted copy is scanned, so finding paths stay bundle-relative.
+func (a *app) scanBundle(ctx context.Context, path, python string, pol scan.Policy) (*scanReport, error) {
 	slots, _, err := catalogs()
 	if err != nil {
-		return nil, err
+		return nil, withCode(ExitInfra, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, inputErr(fmt.Errorf("scan: bundle %s: %w", path, errors.Unwrap(err)))
+	}
+	dir := path
+	if !st.IsDir() {
+		tmp, err := os.MkdirTemp(worker.ScratchRoot(), "cacheon-scan-*")
+		if err != nil {
+			return nil, withCode(ExitInfra, fmt.Errorf("scan: scratch directory: %w", err))
+		}
+		defer os.RemoveAll(tmp)
+		dir = filepath.Join(tmp, "bundle")
+		// A copy whose manifest does not load is still scanned: the
+		// manifest problem is a finding, as it is for a directory.
+		var se *bundle.StageError
+		if _, err := bundle.Stage(ctx, path, dir, slots); err != nil && !(errors.As(err, &se) && se.Step == "load") {
+			return nil, inputErr(fmt.Errorf("scan: %w", err))
+		}
 	}
 	r, err := scan.Check(ctx, dir, scan.Config{Slots: slots, Python: parserPython(python), Policy: pol})
 	if err != nil {
-		return nil, err
+		return nil, withCode(ExitInfra, err)
 	}
-	rep := &scanReport{Bundle: dir, Files: r.Files, Findings: r.Findings, JSON: []findingJSON{}}
-	for _, f := range rep.Findings {
-		rep.JSON = append(rep.JSON, findingJSON{f.Path, f.Line, f.Col, f.Rule, f.Message})
-	}
-	return rep, nil
+	return &scanReport{Bundle: path, Files: r.Files, Findings: r.Findings, JSON: findingsJSON(r.Findings)}, nil
 }
 
 // printFindings prints the findings an error carries (a bundle refused by

@@ -104,7 +104,7 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	})
 	if err != nil {
 		a.printFindings(err)
-		return err
+		return bundleOpenErr(err)
 	}
 	defer job.Close()
 	if !fl.json {

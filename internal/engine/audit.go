@@ -191,3 +191,54 @@ func auditReason(f *grade.Failure) string {
 	}
 	return fmt.Sprintf("output %s: %s %s", f.Name, f.Metric.Metric, f.Metric.Explain)
 }
+
+// AuditSlot summarizes the audit of one slot: how many dumps were
+// regraded, how many failed, and the worst failure.
+type AuditSlot struct {
+	Slot   string `json:"slot"`
+	Dumps  int    `json:"dumps"`
+	Failed int    `json:"failed"`
+	// Worst is the first failure that never reached a metric (an
+	// unreadable dump, a mutated input, a missing output), else the failed
+	// dump with the lowest score; nil when every dump passed.
+	Worst *AuditResult `json:"worst,omitempty"`
+}
+
+// SummarizeAudit groups regraded dumps by slot, in slot order (dumps with
+// no slot, from an unexpected file name, under "").
+func SummarizeAudit(res []AuditResult) []AuditSlot {
+	var out []AuditSlot
+	at := map[string]int{}
+	for _, r := range res {
+		i, ok := at[r.Slot]
+		if !ok {
+			i = len(out)
+			at[r.Slot] = i
+			out = append(out, AuditSlot{Slot: r.Slot})
+		}
+		s := &out[i]
+		s.Dumps++
+		if r.Outcome == AuditPass {
+			continue
+		}
+		s.Failed++
+		if worse(r, s.Worst) {
+			s.Worst = &r
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Slot < out[j].Slot })
+	return out
+}
+
+// worse reports whether failure r is worse than the worst so far.
+func worse(r AuditResult, worst *AuditResult) bool {
+	switch {
+	case worst == nil:
+		return true
+	case worst.Metric == "":
+		return false
+	case r.Metric == "":
+		return true
+	}
+	return r.Score < worst.Score
+}

@@ -9,6 +9,7 @@ import (
 
 	"cacheon/internal/arena"
 	"cacheon/internal/canon"
+	"cacheon/internal/worker"
 )
 
 // TokensDomain is the canon domain of a wave's generated tokens (one list
@@ -65,11 +66,19 @@ type Summary struct {
 	Seconds             float64 `json:"seconds"`
 }
 
+// Spread is the range of the timed waves' generated tokens per second, to
+// read beside the median: how far the waves of one read are apart.
+type Spread struct {
+	MinTokensPerSec float64 `json:"min_tokens_per_s"`
+	MaxTokensPerSec float64 `json:"max_tokens_per_s"`
+}
+
 // BenchResult is a whole read: the scored rate is Median.TokensPerSec.
 type BenchResult struct {
 	Warmup int          `json:"warmup_waves"`
 	Waves  []WaveResult `json:"waves"`
 	Median Summary      `json:"median"`
+	Spread Spread       `json:"spread"`
 	// TokensDigest identifies every timed wave's tokens together: the same
 	// arena, stack and seed must give the same digest.
 	TokensDigest string                  `json:"tokens_digest"`
@@ -138,7 +147,7 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 		digests = append(digests, wr.TokensDigest)
 		say("wave %d/%d: %d tokens in %.3fs (%.1f tok/s)", i+1, waves, wr.Generated, wr.Seconds, wr.TokensPerSec)
 	}
-	res.Median = summarize(res.Waves)
+	res.Median, res.Spread = summarize(res.Waves), spread(res.Waves)
 	if res.TokensDigest, err = canon.Digest(TokensDomain, 1, digests); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -159,7 +168,7 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 // runWave times the prefill-only wave and then the full wave.
 func runWave(ctx context.Context, e *Engine, wave Wave, vocab int, timeout time.Duration, label string) (*WaveResult, error) {
 	gen := func(w Wave, what string) (*Generated, error) {
-		gctx, cancel := context.WithTimeout(ctx, timeout)
+		gctx, cancel := worker.WithLimit(ctx, timeout, "--timeout")
 		defer cancel()
 		g, err := e.Generate(gctx, w.Requests, w.Arrivals, vocab)
 		if err != nil {
@@ -231,6 +240,20 @@ func summarize(ws []WaveResult) Summary {
 		DecodeTokensPerSec:  Median(decode),
 		Seconds:             pick(func(w WaveResult) float64 { return w.Seconds }),
 	}
+}
+
+// spread is the min and max tokens per second over the timed waves.
+func spread(ws []WaveResult) Spread {
+	var s Spread
+	for i, w := range ws {
+		if i == 0 || w.TokensPerSec < s.MinTokensPerSec {
+			s.MinTokensPerSec = w.TokensPerSec
+		}
+		if i == 0 || w.TokensPerSec > s.MaxTokensPerSec {
+			s.MaxTokensPerSec = w.TokensPerSec
+		}
+	}
+	return s
 }
 
 // Median is the middle value (the mean of the two middle values for an

@@ -117,7 +117,7 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		names[i] = sp.Slot
 	}
 	if err := CheckStack(ar, names); err != nil {
-		return nil, err
+		return nil, fault.CandidateErr(err) // a stack slot this model never calls
 	}
 	if s.scratch, err = os.MkdirTemp(c.ScratchRoot, "cacheon-engine-*"); err != nil {
 		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
@@ -177,7 +177,7 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		return nil, fault.InfraErr(fmt.Errorf("arena %s needs cuda; the runtime's torch sees no CUDA device", ar.Name))
 	}
 	progress(c, fmt.Sprintf("loading %s (%s, %d layers)", ar.Name, ar.Model.Kind, ar.Model.NumLayers))
-	lctx, cancel := context.WithTimeout(ctx, c.LoadTimeout)
+	lctx, cancel := worker.WithLimit(ctx, c.LoadTimeout, "--load-timeout")
 	defer cancel()
 	s.Loaded, err = s.Engine.Load(lctx, LoadRequest{Arena: ar.Runtime(), Checkpoint: checkpoint, Stack: stack,
 		Graphs: s.Graphs, Strict: s.Strict, Audit: au, Profile: c.Profile})
@@ -262,7 +262,7 @@ func (s *Session) Bench(ctx context.Context, o BenchOptions) (*BenchResult, erro
 
 // Generate runs one batch of requests within timeout.
 func (s *Session) Generate(ctx context.Context, reqs []Request, timeout time.Duration) (*Generated, error) {
-	gctx, cancel := context.WithTimeout(ctx, timeout)
+	gctx, cancel := worker.WithLimit(ctx, timeout, "--timeout")
 	defer cancel()
 	g, err := s.Engine.Generate(gctx, reqs, nil, s.Arena.Model.VocabSize)
 	return g, s.Attribute(err)

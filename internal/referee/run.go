@@ -13,6 +13,7 @@ import (
 	"cacheon/internal/bundle"
 	"cacheon/internal/engine"
 	"cacheon/internal/evidence"
+	"cacheon/internal/fault"
 	"cacheon/internal/product"
 	"cacheon/internal/target"
 )
@@ -50,7 +51,7 @@ type Result struct {
 func LoadCalibration(store *evidence.Store, path, arenaDigest string) (*Calibration, evidence.Ref, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, evidence.Ref{}, fmt.Errorf("calibration: %w", err)
+		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration: %w", err))
 	}
 	if n := len(data); n > 0 && data[n-1] == '\n' {
 		data = data[:n-1]
@@ -59,20 +60,20 @@ func LoadCalibration(store *evidence.Store, path, arenaDigest string) (*Calibrat
 	ref := evidence.Ref{Domain: DomainCalibration, Digest: hex.EncodeToString(sum[:])}
 	cal, err := evidence.Decode[Calibration](ref, data)
 	if err != nil {
-		return nil, evidence.Ref{}, fmt.Errorf("calibration %s: %w", path, err)
+		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: %w", path, err))
 	}
 	if err := cal.Validate(); err != nil {
-		return nil, evidence.Ref{}, fmt.Errorf("calibration %s: %w", path, err)
+		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: %w", path, err))
 	}
 	if cal.Arena != arenaDigest {
-		return nil, evidence.Ref{}, fmt.Errorf("calibration %s was made for arena %s, not this arena (%s): run cacheon calibrate for it", path, cal.Arena, arenaDigest)
+		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s was made for arena %s, not this arena (%s): run cacheon calibrate for it", path, cal.Arena, arenaDigest))
 	}
 	sealed, err := store.Put(DomainCalibration, cal)
 	if err != nil {
-		return nil, evidence.Ref{}, err
+		return nil, evidence.Ref{}, fault.InfraErr(err)
 	}
 	if sealed != ref {
-		return nil, evidence.Ref{}, fmt.Errorf("calibration %s: sealed as %s, file digest %s", path, sealed.Digest, ref.Digest)
+		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: not in canonical form (sealed as %s, file digest %s)", path, sealed.Digest, ref.Digest))
 	}
 	return &cal, sealed, nil
 }
@@ -98,15 +99,15 @@ func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
 		case len(b.Manifest.Ops) == 1:
 			res.Target = b.Manifest.Ops[0].Slot
 		default:
-			return nil, fmt.Errorf("qualify: the bundle names no [competition] target and has %d rows: give --target", len(b.Manifest.Ops))
+			return nil, fault.UsageErr(fmt.Errorf("qualify: the bundle names no [competition] target and has %d rows: give --target", len(b.Manifest.Ops)))
 		}
 	}
 	t, ok := req.Targets.Lookup(res.Target)
 	if !ok {
-		return nil, fmt.Errorf("qualify: %s is not a registered target", res.Target)
+		return nil, fault.UsageErr(fmt.Errorf("qualify: %s is not a registered target (cacheon targets lists them)", res.Target))
 	}
 	if len(t.Members) != 1 {
-		return nil, fmt.Errorf("qualify: %s is an atomic target (%v); this referee qualifies singleton targets", res.Target, t.Members)
+		return nil, fault.UsageErr(fmt.Errorf("qualify: %s is an atomic target (%v); this referee qualifies singleton targets", res.Target, t.Members))
 	}
 	inc, err := r.incumbentDigest(ctx, req)
 	if err != nil {
@@ -158,7 +159,7 @@ func (r *Referee) incumbentDigest(ctx context.Context, req Request) (string, err
 	for i, sp := range req.Incumbent {
 		st, err := bundle.Stage(ctx, sp.Bundle, filepath.Join(tmp, strconv.Itoa(i)), r.Slots)
 		if err != nil {
-			return "", fmt.Errorf("incumbent slot %s: %w", sp.Slot, err)
+			return "", fault.CandidateErr(fmt.Errorf("incumbent slot %s: %w", sp.Slot, err))
 		}
 		listing[sp.Slot] = st.ContentHash
 	}

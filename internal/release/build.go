@@ -89,11 +89,11 @@ func Build(in BuildInput) (Report, error) {
 
 	parent := filepath.Dir(filepath.Clean(in.Out))
 	if err := checkOutput(in.Out); err != nil {
-		return Report{}, fmt.Errorf("build: output: %w", err)
+		return Report{}, fmt.Errorf("build: %w", &OutputError{err})
 	}
 	tmp, err := os.MkdirTemp(parent, ".cacheon-release-*")
 	if err != nil {
-		return Report{}, fmt.Errorf("build: %w", err)
+		return Report{}, fmt.Errorf("build: %w", &OutputError{err})
 	}
 	defer os.RemoveAll(tmp)
 	if err := os.Chmod(tmp, 0o755); err != nil {
@@ -142,13 +142,21 @@ func Build(in BuildInput) (Report, error) {
 		return Report{}, fmt.Errorf("build: self-check: %w", err)
 	}
 	if err := os.Remove(in.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Report{}, fmt.Errorf("build: output: %w", err)
+		return Report{}, fmt.Errorf("build: %w", &OutputError{err})
 	}
 	if err := os.Rename(tmp, in.Out); err != nil {
-		return Report{}, fmt.Errorf("build: output: %w", err)
+		return Report{}, fmt.Errorf("build: %w", &OutputError{err})
 	}
 	return rep, nil
 }
+
+// OutputError is a release directory that cannot be created where Build
+// was told to (it is not empty, or its parent is not writable): the
+// caller's choice of output, not a fault of the inputs.
+type OutputError struct{ Err error }
+
+func (e *OutputError) Error() string { return "output: " + e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
 
 type sourceTree struct {
 	dir     string

@@ -28,7 +28,7 @@ func KeyID(pub ed25519.PublicKey) string {
 type KeygenOptions struct {
 	// Private is the private key file (PKCS#8 PEM, mode 0600). It must not
 	// exist yet, and must lie neither inside a git work tree nor inside
-	// any of Forbidden.
+	// any of Forbidden. Missing directories above it are created (0700).
 	Private string
 	// Public is the public key file (PKIX PEM, mode 0644); it must not
 	// exist yet.
@@ -64,16 +64,52 @@ func Keygen(opts KeygenOptions) (ed25519.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keygen: encode public key: %w", err)
 	}
+	created, err := mkdirs(filepath.Dir(opts.Private), 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("keygen: private key directory: %w", err)
+	}
 	if err := writeNew(opts.Private, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		removeDirs(created)
 		return nil, fmt.Errorf("keygen: private key: %w", err)
 	}
 	if err := writeNew(opts.Public, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
 		// No half pair: the private key without its public key would
 		// block the next try (files are never overwritten).
 		os.Remove(opts.Private)
+		removeDirs(created)
 		return nil, fmt.Errorf("keygen: public key: %w", err)
 	}
 	return pub, nil
+}
+
+// mkdirs creates dir and its missing parents with perm and returns the
+// directories it created, outermost first.
+func mkdirs(dir string, perm os.FileMode) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		missing = append([]string{d}, missing...)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	for i, d := range missing {
+		if err := os.Mkdir(d, perm); err != nil {
+			removeDirs(missing[:i])
+			return nil, err
+		}
+	}
+	return missing, nil
+}
+
+// removeDirs removes directories mkdirs created, innermost first (only
+// while they are empty).
+func removeDirs(dirs []string) {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
 }
 
 // writeNew creates path (which must not exist) with exactly perm.

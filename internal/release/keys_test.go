@@ -30,6 +30,7 @@ func TestKeygen(t *testing.T) {
 		name, priv, wantErr string
 	}{
 		{"outside", filepath.Join(dir, "ok.key"), ""},
+		{"into missing directories", filepath.Join(dir, "new", "keys", "ok.key"), ""},
 		{"inside a git work tree", filepath.Join(repo, "sub", "release.key"), "git work tree"},
 		{"inside the state directory", filepath.Join(state, "release.key"), "state directory"},
 		{"inside the state directory through a link", filepath.Join(dir, "state-link", "keys", "release.key"), "state directory"},
@@ -54,6 +55,9 @@ func TestKeygen(t *testing.T) {
 			}
 			if info.Mode().Perm() != 0o600 {
 				t.Fatalf("private key mode %v", info.Mode().Perm())
+			}
+			if d, err := os.Stat(filepath.Dir(c.priv)); err != nil || (d.Mode().Perm()&0o077 != 0 && c.name == "into missing directories") {
+				t.Fatalf("key directory: %v %v (want 0700 when created)", d.Mode(), err)
 			}
 			if _, err := release.ReadPrivateKey(c.priv); err != nil {
 				t.Fatal(err)
@@ -137,6 +141,14 @@ func TestEnvelope(t *testing.T) {
 func TestKeygenLeavesNoHalfPair(t *testing.T) {
 	dir := t.TempDir()
 	priv := filepath.Join(dir, "o.key")
+	// a private key into a directory keygen creates: on failure the
+	// created directory goes too
+	if _, err := release.Keygen(release.KeygenOptions{Private: filepath.Join(dir, "made", "o.key"), Public: filepath.Join(dir, "missing", "o.pub")}); err == nil {
+		t.Fatal("public key in a missing directory: no error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "made")); !os.IsNotExist(err) {
+		t.Fatalf("the directory made for the private key was left behind (%v)", err)
+	}
 	for _, pub := range []string{filepath.Join(dir, "missing", "o.pub"), priv} {
 		if _, err := release.Keygen(release.KeygenOptions{Private: priv, Public: pub}); err == nil {
 			t.Fatalf("public key %s: no error", pub)

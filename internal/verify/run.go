@@ -85,7 +85,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		}
 	}
 	for _, c := range clients {
-		lctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+		lctx, cancel := worker.WithLimit(ctx, o.CallTimeout, "--timeout")
 		err := c.Load(lctx, "m0", b.Dir, op.Source, op.Entry, op.Prepare)
 		cancel()
 		if err != nil {
@@ -220,7 +220,7 @@ func receiveRanks(ctx context.Context, clients []*worker.Client, ids []string, t
 		rep  *worker.RunReply
 		err  error
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	rctx, cancel := worker.WithLimit(ctx, timeout, "--timeout")
 	defer cancel()
 	ch := make(chan result, len(clients))
 	for r, c := range clients {

@@ -163,11 +163,52 @@ func (c *Client) Exited() (bool, error) {
 }
 
 // TimeoutError reports a request that outlived its deadline; the worker has
-// been killed.
-type TimeoutError struct{ After time.Duration }
+// been killed. When the deadline was a limit the user set (WithLimit),
+// Limit and Name say which, and the message names it as they gave it.
+type TimeoutError struct {
+	After time.Duration // how long the request waited
+	Limit time.Duration // the user's limit (0 when the deadline was not one)
+	Name  string        // how the user set it, e.g. "--timeout"
+}
 
 func (e *TimeoutError) Error() string {
+	if e.Limit > 0 {
+		return fmt.Sprintf("worker did not answer within %s (%s %s) and was killed", e.Limit, e.Name, e.Limit)
+	}
 	return fmt.Sprintf("worker did not answer within %s and was killed", e.After.Round(time.Millisecond))
+}
+
+// limitKey carries a userLimit in a context.
+type limitKey struct{}
+
+type userLimit struct {
+	d        time.Duration
+	name     string
+	deadline time.Time
+}
+
+// WithLimit is context.WithTimeout for a limit the user set (name is how
+// they set it, e.g. "--timeout"): a request that outlives it fails with a
+// *TimeoutError naming the limit. When ctx already ends sooner, the limit
+// is not what ends the request and is not named.
+func WithLimit(ctx context.Context, d time.Duration, name string) (context.Context, context.CancelFunc) {
+	want := time.Now().Add(d)
+	ctx, cancel := context.WithDeadline(ctx, want)
+	if got, ok := ctx.Deadline(); ok && got.Equal(want) {
+		ctx = context.WithValue(ctx, limitKey{}, userLimit{d: d, name: name, deadline: want})
+	}
+	return ctx, cancel
+}
+
+// timeoutError is the error of a request whose ctx reached its deadline.
+func timeoutError(ctx context.Context, after time.Duration) *TimeoutError {
+	te := &TimeoutError{After: after}
+	if l, ok := ctx.Value(limitKey{}).(userLimit); ok {
+		if dl, ok := ctx.Deadline(); ok && dl.Equal(l.deadline) {
+			te.Limit, te.Name = l.d, l.name
+		}
+	}
+	return te
 }
 
 // ExitError reports a worker that died while a request was outstanding.
@@ -222,7 +263,7 @@ func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 		c.Kill()
 		<-ch
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return &TimeoutError{After: time.Since(start)}
+			return timeoutError(ctx, time.Since(start))
 		}
 		return ctx.Err()
 	}

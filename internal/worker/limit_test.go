@@ -1,0 +1,35 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTimeoutNamesTheUserLimit: a request that outlives a limit set with
+// WithLimit says so with the limit as the user gave it; a sooner deadline
+// of the parent is not blamed on that limit.
+func TestTimeoutNamesTheUserLimit(t *testing.T) {
+	c := startFake(t, `read l; sleep 60`)
+	ctx, cancel := WithLimit(context.Background(), 300*time.Millisecond, "--timeout")
+	defer cancel()
+	_, err := c.Hello(ctx)
+	var te *TimeoutError
+	if !errors.As(err, &te) || te.Limit != 300*time.Millisecond || te.Name != "--timeout" {
+		t.Fatalf("err = %v (%#v), want a timeout naming --timeout 300ms", err, te)
+	}
+	if want := "worker did not answer within 300ms (--timeout 300ms) and was killed"; te.Error() != want {
+		t.Fatalf("message %q, want %q", te.Error(), want)
+	}
+
+	parent, pcancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer pcancel()
+	inner, icancel := WithLimit(parent, time.Hour, "--timeout")
+	defer icancel()
+	<-inner.Done()
+	if te := timeoutError(inner, time.Millisecond); te.Limit != 0 || strings.Contains(te.Error(), "--timeout") {
+		t.Fatalf("a parent's sooner deadline was blamed on the limit: %v", te)
+	}
+}
