@@ -43,7 +43,7 @@ func Check(ctx context.Context, dir string, c Config) (*Report, error) {
 		return nil, fmt.Errorf("scan: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("scan %s: not a directory (extract archives with cacheon verify, or scan the directory)", dir)
+		return nil, fmt.Errorf("scan %s: not a directory (stage an archive with bundle.Stage first)", dir)
 	}
 	in := Input{Root: dir, Python: c.Python}
 	var findings []Finding

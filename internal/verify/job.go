@@ -92,11 +92,7 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		if !errors.As(err, &fe) {
 			return nil, fault.InfraErr(err)
 		}
-		see := "see cacheon scan " + s.Bundle
-		if staged.OriginDir == "" {
-			see = "cacheon scan takes the extracted bundle directory"
-		}
-		return nil, fault.CandidateErr(fmt.Errorf("%w: verify does not run a bundle that fails the scan (%s)", err, see))
+		return nil, fault.CandidateErr(fmt.Errorf("%w: verify does not run a bundle that fails the scan (see cacheon scan %s)", err, s.Bundle))
 	}
 	switch j.Device = s.Device; j.Device {
 	case "":
