@@ -64,6 +64,9 @@ Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.
 					return err
 				}
 			} else {
+				for _, i := range rep.Info {
+					fmt.Fprintf(a.stderr, "info: %s: %s\n", i.Path, i.Message)
+				}
 				for _, f := range rep.Findings {
 					fmt.Fprintln(a.stdout, f.String())
 				}
@@ -91,6 +94,14 @@ type scanReport struct {
 	Files    int            `json:"files"`
 	Findings []scan.Finding `json:"-"`
 	JSON     []findingJSON  `json:"findings"`
+	// Info is information, not findings: metadata keys ignored and how
+	// legacy keys were read.
+	Info []infoJSON `json:"info"`
+}
+
+type infoJSON struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 type findingJSON struct {
@@ -111,9 +122,12 @@ func (a *app) scanBundle(ctx context.Context, dir, python string, pol scan.Polic
 	if err != nil {
 		return nil, err
 	}
-	rep := &scanReport{Bundle: dir, Files: r.Files, Findings: r.Findings, JSON: []findingJSON{}}
+	rep := &scanReport{Bundle: dir, Files: r.Files, Findings: r.Findings, JSON: []findingJSON{}, Info: []infoJSON{}}
 	for _, f := range rep.Findings {
 		rep.JSON = append(rep.JSON, findingJSON{f.Path, f.Line, f.Col, f.Rule, f.Message})
+	}
+	for _, i := range r.Info {
+		rep.Info = append(rep.Info, infoJSON{i.Path, i.Message})
 	}
 	return rep, nil
 }
