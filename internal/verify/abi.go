@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"cacheon/internal/slot"
 	"cacheon/internal/worker"
@@ -53,6 +54,9 @@ func entryABI(spec *slot.Spec, entry string, params []worker.Param) string {
 	case required > n:
 		why = fmt.Sprintf("it requires %d positional argument(s), the slot passes %d", required, n)
 	case len(kwOnly) > 0:
+		for i := range kwOnly {
+			kwOnly[i] = paramName(kwOnly[i])
+		}
 		why = fmt.Sprintf("it requires keyword-only argument(s) %s, the slot passes arguments positionally", strings.Join(kwOnly, ", "))
 	default:
 		return ""
@@ -63,12 +67,12 @@ func entryABI(spec *slot.Spec, entry string, params []worker.Param) string {
 	}
 	got := make([]string, len(params))
 	for i, p := range params {
-		got[i] = p.Name
+		got[i] = paramName(p.Name)
 		switch {
 		case p.Kind == "var_positional":
-			got[i] = "*" + p.Name
+			got[i] = "*" + got[i]
 		case p.Kind == "var_keyword":
-			got[i] = "**" + p.Name
+			got[i] = "**" + got[i]
 		case p.Default:
 			got[i] += "=…"
 		}
@@ -79,4 +83,19 @@ func entryABI(spec *slot.Spec, entry string, params []worker.Param) string {
 		reason += "; " + note
 	}
 	return reason
+}
+
+// paramName renders a parameter name the worker reported (candidate
+// controlled) for a report line: printable, at most 64 bytes.
+func paramName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, s)
+	if len(s) > 64 {
+		s = strings.ToValidUTF8(s[:61], "") + "..."
+	}
+	return s
 }

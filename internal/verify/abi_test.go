@@ -3,6 +3,7 @@ package verify
 import (
 	"strings"
 	"testing"
+	"unicode"
 
 	"cacheon/internal/fault"
 	"cacheon/internal/slot"
@@ -110,4 +111,40 @@ func TestNoneApplicable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzEntryABI: whatever parameter list a worker reports, the check never
+// panics, and it refuses only lists that cannot take the slot's arguments
+// positionally.
+func FuzzEntryABI(f *testing.F) {
+	f.Add("q k v seq_lens sm_scale out", 3)
+	f.Add("x out eps= kw:flag *a **k", 0)
+	f.Add("", 9)
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		f.Fatal(err)
+	}
+	specs := cat.Specs()
+	f.Fuzz(func(t *testing.T, list string, which int) {
+		spec := specs[uint(which)%uint(len(specs))]
+		ps := params(list)
+		reason := entryABI(spec, "entry", ps)
+		pos, varPos := 0, false
+		for _, p := range ps {
+			switch p.Kind {
+			case "positional":
+				pos++
+			case "var_positional":
+				varPos = true
+			}
+		}
+		for _, r := range reason {
+			if !unicode.IsPrint(r) {
+				t.Fatalf("unprintable %U in reason %q", r, reason)
+			}
+		}
+		if reason != "" && (pos >= len(spec.Args) || varPos) && !strings.Contains(reason, "requires") {
+			t.Fatalf("refused a list that takes %d positional arguments (var: %v): %s", pos, varPos, reason)
+		}
+	})
 }
