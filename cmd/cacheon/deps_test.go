@@ -40,6 +40,8 @@ var layerRules = []rule{
 		"the CLI is the top: domain packages never reach back into it"},
 	{"cacheon/...", []string{"cacheon/internal/product/producttest"},
 		"producttest is test support: only tests import it"},
+	{"cacheon/...", []string{"cacheon/internal/compattest"},
+		"compattest is test support: only tests import it"},
 	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
 		"attribution is a leaf every layer may use"},
 }

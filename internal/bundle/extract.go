@@ -116,6 +116,12 @@ func clipName(s string) string {
 // the content hash of what it extracted; when wantHash is not "", that hash
 // must equal it.
 //
+// An archive packed by the established tool holds the bundle under one top
+// folder named after it: when every member lies under a single top folder
+// and that folder holds manifest.toml, the folder is stripped, so the
+// archive extracts (and hashes) exactly as the folder it was packed from.
+// Our own packages have manifest.toml at the root and are never stripped.
+//
 // dest must be an empty directory or not exist (its parent must). The
 // archive must be one gzip member holding one tar stream of regular files
 // and directories only, followed by nothing but zero padding; every bound of
@@ -159,6 +165,11 @@ func Extract(ctx context.Context, r io.Reader, dest string, lim ExtractLimits, w
 	}
 	if x.files == 0 {
 		return "", &ExtractError{Kind: ExtractMalformed, Msg: "archive holds no files"}
+	}
+	if top := x.singleTop(); top != "" {
+		if err := stripTop(root, top); err != nil {
+			return "", &ExtractError{Kind: ExtractIO, Member: top, Msg: "move the bundle out of its top folder", Err: err}
+		}
 	}
 	got, err := ContentHash(dest)
 	if err != nil {

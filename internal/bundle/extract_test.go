@@ -239,6 +239,19 @@ func TestExtractAccepts(t *testing.T) {
 			return tgz(t, m)
 		}, []string{"ü.py"}},
 		{"bare .pyc name is kept", func(t *testing.T) []byte { return tgz(t, file(".pyc", "x"), file("dir.pyc/a", "y")) }, []string{".pyc", "dir.pyc/a"}},
+		{"established top folder is stripped", func(t *testing.T) []byte {
+			return tgz(t, dirEntry("b/"), file("b/manifest.toml", "m"), file("b/kernels/a.py", "x"), dirEntry("b/empty/"))
+		}, []string{"kernels/a.py", "manifest.toml"}},
+		{"top folder holding its own name", func(t *testing.T) []byte {
+			return tgz(t, file("b/b/x", "y"), file("b/manifest.toml", "m"), file("b/__pycache__x", "z"))
+		}, []string{"__pycache__x", "b/x", "manifest.toml"}},
+		{"single folder without a manifest is kept", func(t *testing.T) []byte { return tgz(t, file("k/a.py", "x"), file("k/m/manifest.toml", "m")) },
+			[]string{"k/a.py", "k/m/manifest.toml"}},
+		{"root manifest is never stripped", func(t *testing.T) []byte {
+			return tgz(t, file("manifest.toml", "m"), file("b/manifest.toml", "m"))
+		}, []string{"b/manifest.toml", "manifest.toml"}},
+		{"a manifest directory is not a manifest", func(t *testing.T) []byte { return tgz(t, file("b/manifest.toml/x", "m")) },
+			[]string{"b/manifest.toml/x"}},
 		{"no end-of-archive blocks", func(t *testing.T) []byte {
 			b := rawTar(t, file("a", "x"))
 			return gz(t, b[:len(b)-1024])
@@ -355,6 +368,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(tgz(f, file("A", "x"), file("a", "y")))
 	f.Add(cat(tgz(f, file("a", "x")), []byte("trailer")))
 	f.Add(gz(f, cat(rawTar(f, file("a", "x")), make([]byte, 2048))))
+	f.Add(tgz(f, dirEntry("b/"), file("b/manifest.toml", "m"), file("b/b/x", "y")))
 	lim := ExtractLimits{MaxCompressedBytes: 1 << 20, MaxExtractedBytes: 1 << 20, MaxMembers: 64, MaxFileBytes: 256 << 10, MaxNameBytes: 512}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"cacheon/internal/contentrule"
@@ -31,8 +32,8 @@ type File struct {
 func Excluded(rel string) bool { return contentrule.Excluded(rel) }
 
 // Files lists the files the content hash of dir covers: regular,
-// non-symlink files that are not Excluded, sorted by the bytes of their full
-// slash-separated relative path. Symlinks (to files or directories) and other
+// non-symlink files that are not Excluded, in PathLess order (by path
+// components, as the established rule sorts them). Symlinks (to files or directories) and other
 // non-regular files are skipped, never followed. A file name that is not
 // valid UTF-8 is an error.
 func Files(dir string) ([]File, error) {
@@ -93,9 +94,34 @@ func listFiles(dir string) ([]File, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("list bundle files in %s: %w", dir, err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	sort.Slice(out, func(i, j int) bool { return PathLess(out[i].Path, out[j].Path) })
 	sort.Strings(left)
 	return out, left, nil
+}
+
+// PathLess is the order of the content hash (DESIGN.md §4): slash-separated
+// paths compared component by component, each component by its bytes (for
+// UTF-8, by code point, as the established tool's sorted paths compare), a
+// path before the longer paths it is a prefix of. So kernels/a.py comes
+// before kernels-notes/b.md, although '-' (0x2d) sorts before '/' (0x2f) in
+// whole-path byte order.
+func PathLess(a, b string) bool {
+	for {
+		ca, resta, moreA := strings.Cut(a, "/")
+		cb, restb, moreB := strings.Cut(b, "/")
+		if ca != cb {
+			return ca < cb
+		}
+		switch {
+		case !moreA && !moreB:
+			return false
+		case !moreA:
+			return true
+		case !moreB:
+			return false
+		}
+		a, b = resta, restb
+	}
 }
 
 func kindOf(m fs.FileMode) string {
@@ -136,7 +162,7 @@ const hashBufSize = 256 << 10
 
 // ContentHash returns the bundle's content hash, the identity a miner
 // commits to (DESIGN.md §4): SHA-256, lowercase hex, over every file that
-// Files lists, in that order, each fed as a 4-byte big-endian path length,
+// Files lists, in that order (by path components, PathLess), each fed as a 4-byte big-endian path length,
 // the UTF-8 path bytes, an 8-byte big-endian size and the file's bytes.
 // Files are streamed, never read whole. A tree with no files is an error.
 func ContentHash(dir string) (string, error) {

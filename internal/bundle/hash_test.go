@@ -100,16 +100,17 @@ func TestContentHashGolden(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("hash vector differs from %s:\n got:\n%s\nwant:\n%s", golden, got, want)
 	}
-	// Byte order of the full path, not per component: '-' (0x2d) < '.'
-	// (0x2e) < '/' (0x2f), so a-b/x < a.b < a/b.
+	// Order by path components, not by whole-path bytes: the component
+	// "a" sorts before "a-b" and "a.b", so a/b < a-b/x < a.b, although
+	// '-' (0x2d) < '.' (0x2e) < '/' (0x2f).
 	order := map[string]int{}
 	for i, f := range files {
 		order[f.Path] = i
 	}
-	if !(order["a-b/x"] < order["a.b"] && order["a.b"] < order["a/b"]) {
-		t.Fatalf("files not in bytewise full-path order: %v", files)
+	if !(order["a/b"] < order["a-b/x"] && order["a-b/x"] < order["a.b"]) {
+		t.Fatalf("files not in path-component order: %v", files)
 	}
-	if !sort.SliceIsSorted(files, func(i, j int) bool { return files[i].Path < files[j].Path }) {
+	if !sort.SliceIsSorted(files, func(i, j int) bool { return PathLess(files[i].Path, files[j].Path) }) {
 		t.Fatal("files not sorted")
 	}
 	// Noise that the hash ignores leaves it unchanged.
@@ -139,14 +140,15 @@ func TestLeftOut(t *testing.T) {
 }
 
 // TestContentHashByHand recomputes one vector from a literal byte layout,
-// independently of the implementation.
+// independently of the implementation: a/c comes before a-b (the component
+// "a" is a prefix of "a-b").
 func TestContentHashByHand(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"b": "hi", "a/c": "", "a-b": "x", ".pyc": "k", "x.pyc": "skip", "dir.pyc/in": "y"})
 	var layout []byte
 	layout = append(layout, 0, 0, 0, 4, '.', 'p', 'y', 'c', 0, 0, 0, 0, 0, 0, 0, 1, 'k')
-	layout = append(layout, 0, 0, 0, 3, 'a', '-', 'b', 0, 0, 0, 0, 0, 0, 0, 1, 'x')
 	layout = append(layout, 0, 0, 0, 3, 'a', '/', 'c', 0, 0, 0, 0, 0, 0, 0, 0)
+	layout = append(layout, 0, 0, 0, 3, 'a', '-', 'b', 0, 0, 0, 0, 0, 0, 0, 1, 'x')
 	layout = append(layout, 0, 0, 0, 1, 'b', 0, 0, 0, 0, 0, 0, 0, 2, 'h', 'i')
 	layout = append(layout, 0, 0, 0, 10, 'd', 'i', 'r', '.', 'p', 'y', 'c', '/', 'i', 'n', 0, 0, 0, 0, 0, 0, 0, 1, 'y')
 	sum := sha256.Sum256(layout)
@@ -157,6 +159,32 @@ func TestContentHashByHand(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("ContentHash = %s, want %s (hand-computed)", got, want)
+	}
+}
+
+func TestPathLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		less bool
+	}{
+		{"kernels/a.py", "kernels-notes/b.md", true},
+		{"kernels-notes/b.md", "kernels/a.py", false},
+		{"a/b", "a-b", true},
+		{"a/b", "a.b", true},
+		{"a.b", "a/b", false},
+		{"a", "a/b", true},
+		{"a/b", "a", false},
+		{"a/b", "a/b", false},
+		{"B", "a", true},
+		{"z/deep/er/file.txt", "~", true},
+		{"é.py", "日本/語.txt", true},
+		{"x/y/z", "x/y-z", true},
+		{"", "a", true},
+	}
+	for _, tt := range tests {
+		if got := PathLess(tt.a, tt.b); got != tt.less {
+			t.Errorf("PathLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.less)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -58,6 +59,21 @@ func Load(dir string, cat *slot.Catalog) (*Bundle, error) {
 		return nil, err
 	}
 	return &Bundle{Dir: root, Manifest: *m}, nil
+}
+
+// LastDimField is the capability field that the established tool's
+// metadata key max_last_dim bounds on a slot: the last dimension of the
+// slot's main input as its live binding supplies it — last_dim where the
+// binding supplies that, else the head dimension (attention slots: q, k and
+// v end in head_dim), else the hidden dimension (MoE and fused collective
+// slots, whose inputs end in the hidden size).
+func LastDimField(spec *slot.Spec) string {
+	for _, f := range []string{"last_dim", "head_dim", "hidden_dim"} {
+		if slices.Contains(spec.DescriptorFields, f) {
+			return f
+		}
+	}
+	return "last_dim"
 }
 
 // readBundleFile reads a regular, non-symlink file of at most limit bytes.
@@ -269,9 +285,22 @@ func (mp *manifestParser) row(i int, r *rawOp, root string, cat *slot.Catalog) (
 		if err != nil {
 			return op, mp.wrapAt(at("metadata"), "read "+op.Metadata, err)
 		}
-		meta, err = capability.ParseMetadata(b)
+		md, err := capability.ReadMetadata(b, capability.ReadOptions{LastDimField: LastDimField(spec)})
 		if err != nil {
 			return op, mp.wrapAt(at("metadata"), op.Metadata, err)
+		}
+		if md.SlotKey != "" {
+			if named, ok := cat.Lookup(md.Slot); !ok || named.Name != spec.Name {
+				return op, mp.errAt(at("metadata"), "make the metadata name the row's slot, or point the row at the metadata of its slot",
+					"%s: %s: names slot %q, but this row is for slot %s", op.Metadata, md.SlotKey, clipName(md.Slot), spec.Name)
+			}
+		}
+		meta = md.Domain
+		for _, k := range md.Ignored {
+			op.Notes = append(op.Notes, capability.IgnoredNote(k))
+		}
+		if md.LastDimField != "" && md.LastDimField != "last_dim" {
+			op.Notes = append(op.Notes, fmt.Sprintf("max_last_dim bounds %s, the last dimension of slot %s's inputs", md.LastDimField, spec.Name))
 		}
 	}
 	if r.CUDASources != nil {
@@ -327,10 +356,11 @@ func (mp *manifestParser) checkFile(path, root, p string, suffixes ...string) er
 	return nil
 }
 
-// contextList normalises a row's dtypes or architectures list.
+// contextList normalises a row's dtypes or architectures list. An empty
+// list places no restriction.
 func (mp *manifestParser) contextList(path, field string, vals []string) ([]string, capability.Domain, error) {
 	if len(vals) == 0 {
-		return nil, capability.Domain{}, mp.errAt(path, "omit the key to allow any value", "the list is empty")
+		return nil, capability.Domain{}, nil // no restriction, as in the established tool
 	}
 	if len(vals) > maxListLen {
 		return nil, capability.Domain{}, mp.errAt(path, "", "more than %d entries", maxListLen)

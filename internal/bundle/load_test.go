@@ -110,19 +110,23 @@ func TestLoadGolden(t *testing.T) {
 // baseFiles is a valid bundle that the rejection table mutates.
 func baseFiles() map[string]string {
 	return map[string]string{
-		"kernels/a.py":        "def run(x, out):\n    pass\n",
-		"kernels/b.py":        "def run(x, out):\n    pass\n",
-		"kernels/moe.py":      "def prepare(w13, w2):\n    return None\n",
-		"kernels/native.cu":   "__global__ void k() {}\n",
-		"kernels/native.cuh":  "#pragma once\n",
-		"metadata/t64.json":   `{"capabilities": {"num_tokens": {"max": 64}}}`,
-		"metadata/t65.json":   `{"capabilities": {"num_tokens": {"min": 65}}}`,
-		"metadata/t32.json":   `{"capabilities": {"num_tokens": {"max": 32}}}`,
-		"metadata/world.json": `{"capabilities": {"world_size": 2}}`,
-		"metadata/bad.json":   `{"capabilities": {"head_dim": []}}`,
-		"metadata/bf16.json":  `{"capabilities": {"dtype": "bf16"}}`,
-		"metadata/h128.json":  `{"capabilities": {"head_dim": 128}}`,
-		"notes.txt":           "not python\n",
+		"kernels/a.py":            "def run(x, out):\n    pass\n",
+		"kernels/b.py":            "def run(x, out):\n    pass\n",
+		"kernels/moe.py":          "def prepare(w13, w2):\n    return None\n",
+		"kernels/native.cu":       "__global__ void k() {}\n",
+		"kernels/native.cuh":      "#pragma once\n",
+		"metadata/t64.json":       `{"capabilities": {"num_tokens": {"max": 64}}}`,
+		"metadata/t65.json":       `{"capabilities": {"num_tokens": {"min": 65}}}`,
+		"metadata/t32.json":       `{"capabilities": {"num_tokens": {"max": 32}}}`,
+		"metadata/world.json":     `{"capabilities": {"world_size": 2}}`,
+		"metadata/bad.json":       `{"capabilities": {"head_dim": []}}`,
+		"metadata/bf16.json":      `{"capabilities": {"dtype": "bf16"}}`,
+		"metadata/h128.json":      `{"capabilities": {"head_dim": 128}}`,
+		"metadata/op_rms.json":    `{"op": "norm.rmsnorm", "dtypes": ["bf16"]}`,
+		"metadata/slot_gelu.json": `{"slot": "activation.gelu"}`,
+		"metadata/upstream.json":  `{"op": "activation.silu_and_mul", "dtypes": [], "max_last_dim": 65536, "notes": "x", "arch": "sm_90"}`,
+		"metadata/attn.json":      `{"op": "attention.sdpa", "dtypes": ["float32"], "max_last_dim": 128, "notes": "head_dim<=128"}`,
+		"notes.txt":               "not python\n",
 	}
 }
 
@@ -184,6 +188,30 @@ func TestLoadValidVariants(t *testing.T) {
 		{"different slots need no variants", head + silu + "[[ops]]\nslot = \"norm.rmsnorm\"\nsource = \"kernels/b.py\"\n", nil},
 		{"prepare slot", head + "[[ops]]\nslot = \"moe.fused_experts\"\nsource = \"kernels/moe.py\"\nprepare = \"prepare\"\n", nil},
 		{"inline tables", head + "ops = [{slot = \"activation.silu_and_mul\", source = \"kernels/a.py\"}]\n", nil},
+		{"empty dtypes restrict nothing", head + silu + "dtypes = []\narchitectures = []\n", func(t *testing.T, b *Bundle) {
+			if op := b.Manifest.Ops[0]; op.DTypes != nil || op.Architectures != nil || op.Domain.String() != "any" {
+				t.Fatalf("empty lists: dtypes %v architectures %v domain %s", op.DTypes, op.Architectures, op.Domain)
+			}
+		}},
+		{"upstream metadata", head + silu + "metadata = \"metadata/upstream.json\"\n", func(t *testing.T, b *Bundle) {
+			op := b.Manifest.Ops[0]
+			if got := op.Domain.String(); got != "last_dim <= 65536" {
+				t.Fatalf("domain = %s", got)
+			}
+			want := `top-level key "notes" is descriptive and ignored|top-level key "arch" is descriptive and ignored; to restrict architecture, put it under "capabilities"`
+			if got := strings.Join(op.Notes, "|"); got != want {
+				t.Fatalf("notes = %q, want %q", got, want)
+			}
+		}},
+		{"max_last_dim bounds head_dim on attention", head + "[[ops]]\nslot = \"attention.sdpa\"\nsource = \"kernels/a.py\"\nmetadata = \"metadata/attn.json\"\n", func(t *testing.T, b *Bundle) {
+			op := b.Manifest.Ops[0]
+			if got := op.Domain.String(); got != `dtype = "float32", head_dim <= 128` {
+				t.Fatalf("domain = %s", got)
+			}
+			if got := strings.Join(op.Notes, "|"); !strings.Contains(got, "max_last_dim bounds head_dim, the last dimension of slot attention.sdpa's inputs") {
+				t.Fatalf("notes = %q", got)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,8 +260,14 @@ func TestLoadRejects(t *testing.T) {
 		{"invalid TOML", "bundle_id = \n", "manifest.toml:1:"},
 		{"byte-order mark", "\ufeff" + head + silu, "manifest.toml:1:1: the file starts with a UTF-8 byte-order mark (hint: save it as UTF-8 without a BOM)"},
 		{"duplicate key", head + "bundle_id = \"u\"\n" + silu, "manifest.toml:3:1: bundle_id: key bundle_id is already defined"},
-		{"unknown top-level key", head + "setup = \"x\"\n" + silu, "manifest.toml:3:1: setup: unknown key"},
-		{"unknown row key", head + silu + "setup = \"engine\"\n", "manifest.toml:7:1: ops[0].setup: unknown key"},
+		{"unknown top-level key", head + "extras = \"x\"\n" + silu, "manifest.toml:3:1: extras: unknown key"},
+		{"unknown row key", head + silu + "speedup = \"2x\"\n", "manifest.toml:7:1: ops[0].speedup: unknown key"},
+		{"setup hook", head + silu + "setup = \"engine\"\n", "manifest.toml:7:1: ops[0].setup: not supported by this validator: setup names an engine setup hook"},
+		{"top-level setup", head + "setup = \"x\"\n" + silu, "manifest.toml:3:1: setup: not supported by this validator"},
+		{"override point", head + silu + "base_kernel = \"mega\"\noverride_point = \"epilogue\"\n", "ops[0].base_kernel: not supported by this validator: base_kernel asks for an override"},
+		{"override point after unknown key", head + silu + "speedup = 2\noverride_point = \"epilogue\"\n", "ops[0].override_point: not supported by this validator"},
+		{"metadata names another slot", head + silu + "metadata = \"metadata/op_rms.json\"\n", `manifest.toml:7:12: ops[0].metadata: metadata/op_rms.json: op: names slot "norm.rmsnorm", but this row is for slot activation.silu_and_mul`},
+		{"metadata names an unknown slot", head + silu + "metadata = \"metadata/slot_gelu.json\"\n", `ops[0].metadata: metadata/slot_gelu.json: slot: names slot "activation.gelu", but this row is for slot activation.silu_and_mul`},
 		{"unknown competition key", head + "[competition]\ntarget = \"a.b\"\nmode = \"slot\"\nfoo = 1\n" + silu, "competition.foo: unknown key"},
 		{"wrong type bundle_id", "bundle_id = 7\nabi_version = \"cacheon-op-abi-v0\"\n" + silu, "manifest.toml:1:13: bundle_id: wrong type: got a TOML integer, want a string"},
 		{"wrong type variant", head + silu + "variant = 7\n", "manifest.toml:7:11: ops[0].variant: wrong type: got a TOML integer, want a string"},
@@ -287,7 +321,6 @@ func TestLoadRejects(t *testing.T) {
 		{"metadata unsupplied field", head + silu + "metadata = \"metadata/world.json\"\n", "ops[0].metadata: predicate on capability field \"world_size\" can never match: slot activation.silu_and_mul's live binding supplies only architecture, device"},
 		{"metadata unsupplied head_dim", head + silu + "metadata = \"metadata/h128.json\"\n", "capability field \"head_dim\" can never match"},
 		{"empty domain", head + silu + "dtypes = [\"fp16\"]\nmetadata = \"metadata/bf16.json\"\n", "manifest.toml:3:3: ops[0]: capability domain of variant \"default\" is empty: dtype: no value satisfies every predicate (the allowed set is empty) (metadata: = \"bfloat16\"; manifest row: = \"float16\")"},
-		{"empty dtypes", head + silu + "dtypes = []\n", "ops[0].dtypes: the list is empty"},
 		{"bad dtype", head + silu + "dtypes = [\"int8\"]\n", "manifest.toml:7:11: ops[0].dtypes[0]: unknown dtype \"int8\""},
 		{"duplicate dtype", head + silu + "dtypes = [\"bf16\", \"bfloat16\"]\n", "ops[0].dtypes[1]: \"bfloat16\" duplicates entry 0"},
 		{"bad architecture", head + silu + "architectures = [\"hopper\"]\n", "ops[0].architectures[0]: invalid architecture"},

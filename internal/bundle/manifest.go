@@ -72,6 +72,10 @@ type Op struct {
 	// Domain is the variant's capability domain: the metadata's predicates
 	// intersected with the row's dtypes and architectures.
 	Domain capability.Domain `json:"domain"`
+	// Notes is information for the author about how the row's metadata was
+	// read (descriptive keys ignored, where max_last_dim applies); never a
+	// problem.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Crownable reports whether the manifest requests a target that can earn a
@@ -165,8 +169,20 @@ func translateTOMLError(data []byte, err error) error {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		de := &strict.Errors[0]
+		for i := range strict.Errors {
+			if k := strict.Errors[i].Key(); len(k) > 0 && unsupportedKey(k[len(k)-1]) != "" {
+				de = &strict.Errors[i]
+				break
+			}
+		}
 		line, col := de.Position()
 		path := tomlKeyPath(data, de.Key(), line)
+		if k := de.Key(); len(k) > 0 {
+			if reason := unsupportedKey(k[len(k)-1]); reason != "" {
+				return &ManifestError{File: ManifestName, Line: line, Col: col, Path: path,
+					Msg: "not supported by this validator: " + reason, Hint: "remove the key"}
+			}
+		}
 		known := "bundle_id, abi_version, [competition] target and mode, [[ops]] slot, variant, source, entry, prepare, dtypes, architectures, metadata, cuda_sources"
 		return &ManifestError{File: ManifestName, Line: line, Col: col, Path: path, Msg: "unknown key",
 			Hint: "the manifest schema is closed: " + known}
@@ -182,6 +198,21 @@ func translateTOMLError(data []byte, err error) error {
 		return &ManifestError{File: ManifestName, Line: line, Col: col, Path: path, Msg: msg}
 	}
 	return &ManifestError{File: ManifestName, Msg: "invalid TOML", Err: err}
+}
+
+// unsupportedKey says why a manifest key of the established tool is not
+// supported by this validator, or returns "" for any other key. These keys
+// ask for more than a slot's entry ABI, which is all this validator runs.
+func unsupportedKey(key string) string {
+	switch key {
+	case "setup":
+		return "setup names an engine setup hook, bundle code run inside the serving engine at startup; " +
+			"this validator runs candidate code only in its sandboxed worker, through the slot's entry (and prepare)"
+	case "base_kernel", "override_point":
+		return key + " asks for an override composed into a validator-owned base kernel; " +
+			"this validator serves no base kernels or override points: implement the slot's entry ABI directly"
+	}
+	return ""
 }
 
 // decodedKind extracts the TOML value kind from go-toml's "cannot decode

@@ -18,7 +18,7 @@ const PackageCompression = gzip.BestCompression
 // pass.
 //
 // The archive holds exactly the files ContentHash covers, in the same
-// bytewise path order, and no directory entries (Extract creates parents).
+// order (by path components, PathLess), and no directory entries (Extract creates parents).
 // Every header is fixed: mode 0644, uid/gid 0, empty user and group names,
 // modification time the Unix epoch, type regular file; the tar format is
 // USTAR, or PAX where a name needs it (long or non-ASCII), as archive/tar

@@ -119,7 +119,45 @@ func parseValue(dec *json.Decoder, path string, depth int) (any, error) {
 	return tok, nil
 }
 
-// ParseMetadata parses a variant's metadata JSON file:
+// Metadata is a read metadata file: the capability domain it declares, the
+// slot it names (if any) and the top-level keys it carries for people only.
+type Metadata struct {
+	// Domain is the conjunction of every predicate the file declares.
+	Domain Domain
+	// Slot is the slot the descriptive key "op" or "slot" names, as written
+	// ("" when the file names none); SlotKey is that key. The reader does not
+	// know the catalog: the caller compares Slot with the row's slot.
+	Slot, SlotKey string
+	// Ignored lists the top-level keys that are description only (notes,
+	// model, arch, kl_threshold, regime, ...), in file order. They never
+	// affect the domain.
+	Ignored []string
+	// LastDimField is the capability field the legacy key max_last_dim
+	// bounded ("" when the file has no max_last_dim).
+	LastDimField string
+}
+
+// ReadOptions say how the legacy keys whose meaning depends on the slot are
+// read.
+type ReadOptions struct {
+	// LastDimField is the numeric capability field that the legacy key
+	// max_last_dim bounds: the last dimension of the slot's main input as
+	// its live binding supplies it ("" means last_dim; attention slots use
+	// head_dim).
+	LastDimField string
+}
+
+// ParseMetadata reads a variant's metadata JSON file with the default
+// options and returns its domain; see ReadMetadata.
+func ParseMetadata(b []byte) (Domain, error) {
+	m, err := ReadMetadata(b, ReadOptions{})
+	if err != nil {
+		return Domain{}, err
+	}
+	return m.Domain, nil
+}
+
+// ReadMetadata reads a variant's metadata JSON file:
 //
 //	{"capabilities": {"head_dim": 128, "num_tokens": {"min": 1, "max": 4096},
 //	                  "dtype": ["bf16", "fp16"]}}
@@ -129,25 +167,36 @@ func parseValue(dec *json.Decoder, path string, depth int) (any, error) {
 // numeric fields only, min ≤ max). Field names and values are normalised
 // (aliases such as tokens → num_tokens, bf16 → bfloat16, sm_90 → sm90).
 //
-// The tolerated legacy top-level keys are folded into the domain by
-// intersection: dtypes (→ dtype one_of), architectures (→ architecture
-// one_of), quant (string or list → quant one_of), max_last_dim (→ last_dim
-// max), min_num_tokens / max_num_tokens (→ num_tokens min / max) and
-// graph_safe (a bool declaration, see Domain.GraphSafe). "regime" is a
-// descriptive object that is ignored. Any other top-level key, a duplicate
-// key anywhere, a float, or an unknown field is an error.
-func ParseMetadata(b []byte) (Domain, error) {
+// The legacy top-level keys of the established tool are folded into the
+// domain by intersection: dtypes (→ dtype one_of), architectures (→
+// architecture one_of), quant (string or list → quant one_of); an empty
+// list of any of them places no restriction. max_last_dim bounds
+// o.LastDimField, min_num_tokens / max_num_tokens bound num_tokens, and
+// graph_safe is a bool declaration (see Domain.GraphSafe). "op" and "slot"
+// name the slot (a string; both given must agree). Every other top-level key
+// is descriptive and ignored, as the established reader ignores it, and is
+// listed in Metadata.Ignored. A duplicate key anywhere, a float in a
+// predicate, or an unknown capability field is an error (*MetadataError).
+func ReadMetadata(b []byte, o ReadOptions) (*Metadata, error) {
+	lastDim := "last_dim"
+	if o.LastDimField != "" {
+		lastDim = o.LastDimField
+	}
+	if !IsNumericField(lastDim) {
+		return nil, fmt.Errorf("read metadata: LastDimField %q is not a numeric capability field", clip(lastDim))
+	}
 	if len(b) > MaxMetadataBytes {
-		return Domain{}, metaErr("", "", "file is %d bytes, more than the %d-byte limit", len(b), MaxMetadataBytes)
+		return nil, metaErr("", "", "file is %d bytes, more than the %d-byte limit", len(b), MaxMetadataBytes)
 	}
 	v, err := parseJSON(b)
 	if err != nil {
-		return Domain{}, err
+		return nil, err
 	}
 	top, ok := v.(*jobject)
 	if !ok {
-		return Domain{}, metaErr("", `write {"capabilities": {...}}`, "metadata must be a JSON object, got %s", jsonKind(v))
+		return nil, metaErr("", `write {"capabilities": {...}}`, "metadata must be a JSON object, got %s", jsonKind(v))
 	}
+	m := &Metadata{}
 	var d Domain
 	for _, key := range top.keys {
 		val := top.vals[key]
@@ -162,7 +211,8 @@ func ParseMetadata(b []byte) (Domain, error) {
 		case "quant":
 			part, err = legacyStrings("quant", "quant", val, true)
 		case "max_last_dim":
-			part, err = legacyBound(key, "last_dim", val, false)
+			part, err = legacyBound(key, lastDim, val, false)
+			m.LastDimField = lastDim
 		case "min_num_tokens":
 			part, err = legacyBound(key, "num_tokens", val, true)
 		case "max_num_tokens":
@@ -170,24 +220,48 @@ func ParseMetadata(b []byte) (Domain, error) {
 		case "graph_safe":
 			bv, isBool := val.(bool)
 			if !isBool {
-				return Domain{}, metaErr(key, "", "must be true or false, got %s", jsonKind(val))
+				return nil, metaErr(key, "", "must be true or false, got %s", jsonKind(val))
 			}
 			part.GraphSafe = &bv
-		case "regime":
-			if _, isObj := val.(*jobject); !isObj {
-				return Domain{}, metaErr(key, "", "must be an object (it is descriptive only), got %s", jsonKind(val))
-			}
-			continue
+		case "op", "slot":
+			err = m.slotKey(key, val)
 		default:
-			return Domain{}, metaErr(key, "put predicates under \"capabilities\"; allowed top-level keys are capabilities, dtypes, architectures, quant, max_last_dim, min_num_tokens, max_num_tokens, graph_safe, regime",
-				"unknown top-level key")
+			m.Ignored = append(m.Ignored, key)
+			continue
 		}
 		if err != nil {
-			return Domain{}, err
+			return nil, err
 		}
 		d = d.Intersect(part)
 	}
-	return d, nil
+	m.Domain = d
+	return m, nil
+}
+
+// slotKey records the slot that "op" or "slot" names.
+func (m *Metadata) slotKey(key string, val any) error {
+	s, isStr := val.(string)
+	switch {
+	case !isStr:
+		return metaErr(key, "", "must be the slot name as a string, got %s", jsonKind(val))
+	case s == "":
+		return metaErr(key, "name the slot, or leave the key out", "empty slot name")
+	case m.SlotKey != "" && s != m.Slot:
+		return metaErr(key, "keep one of op and slot", "names slot %q, but %q names %q", clip(s), m.SlotKey, clip(m.Slot))
+	case m.SlotKey == "":
+		m.Slot, m.SlotKey = s, key
+	}
+	return nil
+}
+
+// IgnoredNote explains, for a person, why the top-level key key of a
+// metadata file has no effect; a key that spells a capability field says
+// where a predicate on it belongs.
+func IgnoredNote(key string) string {
+	if f, err := NormalizeField(key); err == nil {
+		return fmt.Sprintf("top-level key %q is descriptive and ignored; to restrict %s, put it under \"capabilities\"", clip(key), f)
+	}
+	return fmt.Sprintf("top-level key %q is descriptive and ignored", clip(key))
 }
 
 func jsonKind(v any) string {
@@ -371,9 +445,13 @@ func contextValue(path, field string, v any) (string, error) {
 }
 
 // legacyStrings parses a legacy top-level list of strings (or, when
-// scalarOK, a single string) into a one_of predicate on field.
+// scalarOK, a single string) into a one_of predicate on field. An empty list
+// places no restriction, as in the established reader.
 func legacyStrings(key, field string, v any, scalarOK bool) (Domain, error) {
 	list, isList := v.([]any)
+	if isList && len(list) == 0 {
+		return Domain{}, nil
+	}
 	if !isList {
 		if _, isStr := v.(string); !isStr || !scalarOK {
 			return Domain{}, metaErr(key, "", "must be a list of strings, got %s", jsonKind(v))

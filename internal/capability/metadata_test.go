@@ -43,6 +43,7 @@ func TestParseMetadataValid(t *testing.T) {
 		{"legacy and capabilities intersect", `{"dtypes": ["bf16", "fp16"], "capabilities": {"dtype": "bf16"}}`, `dtype = "bfloat16"`},
 		{"range and set fold", `{"max_num_tokens": 100, "capabilities": {"num_tokens": [16, 64, 128]}}`, "num_tokens one_of [16, 64]"},
 		{"regime is descriptive", `{"regime": {"anything": [1.5, null]}, "capabilities": {"top_k": 8}}`, "top_k = 8"},
+		{"empty legacy lists restrict nothing", `{"dtypes": [], "architectures": [], "quant": []}`, "any"},
 		{"zero is allowed", `{"capabilities": {"num_tokens": 0}}`, "num_tokens = 0"},
 	}
 	for _, tt := range tests {
@@ -55,6 +56,63 @@ func TestParseMetadataValid(t *testing.T) {
 				t.Errorf("domain = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadMetadataCompat reads metadata written for the established tool:
+// descriptive keys are ignored and listed, op/slot name the slot, and
+// max_last_dim bounds the field the options name.
+func TestReadMetadataCompat(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		opt     ReadOptions
+		domain  string
+		slot    string
+		slotKey string
+		ignored string // joined with |
+		lastDim string
+	}{
+		{name: "upstream silu", in: `{"op": "activation.silu_and_mul", "dtypes": ["float32", "bfloat16"], "max_last_dim": 65536, "notes": "x"}`,
+			domain: `dtype one_of ["bfloat16", "float32"], last_dim <= 65536`, slot: "activation.silu_and_mul", slotKey: "op", ignored: "notes", lastDim: "last_dim"},
+		{name: "attention bounds head_dim", in: `{"op": "attention.sdpa", "max_last_dim": 256, "notes": "head_dim<=256"}`, opt: ReadOptions{LastDimField: "head_dim"},
+			domain: "head_dim <= 256", slot: "attention.sdpa", slotKey: "op", ignored: "notes", lastDim: "head_dim"},
+		{name: "descriptive keys of any type", in: `{"slot": "moe.fused_experts", "model": "M3", "arch": "sm_100", "kl_threshold": 5e-3, "correctness": {"min_cosine": 0.985}, "regime": [1], "setup": null}`,
+			domain: "any", slot: "moe.fused_experts", slotKey: "slot", ignored: "model|arch|kl_threshold|correctness|regime|setup"},
+		{name: "op and slot agree", in: `{"op": "norm.rmsnorm", "slot": "norm.rmsnorm"}`, domain: "any", slot: "norm.rmsnorm", slotKey: "op"},
+		{name: "no slot named", in: `{"capabilities": {"top_k": 2}}`, domain: "top_k = 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ReadMetadata([]byte(tt.in), tt.opt)
+			if err != nil {
+				t.Fatalf("ReadMetadata: %v", err)
+			}
+			if got := m.Domain.String(); got != tt.domain {
+				t.Errorf("domain = %s, want %s", got, tt.domain)
+			}
+			if m.Slot != tt.slot || m.SlotKey != tt.slotKey {
+				t.Errorf("slot = %q from %q, want %q from %q", m.Slot, m.SlotKey, tt.slot, tt.slotKey)
+			}
+			if got := strings.Join(m.Ignored, "|"); got != tt.ignored {
+				t.Errorf("ignored = %q, want %q", got, tt.ignored)
+			}
+			if m.LastDimField != tt.lastDim {
+				t.Errorf("LastDimField = %q, want %q", m.LastDimField, tt.lastDim)
+			}
+		})
+	}
+	if _, err := ReadMetadata([]byte(`{}`), ReadOptions{LastDimField: "dtype"}); err == nil {
+		t.Error("a context field as LastDimField was accepted")
+	}
+}
+
+func TestIgnoredNote(t *testing.T) {
+	if got := IgnoredNote("notes"); got != `top-level key "notes" is descriptive and ignored` {
+		t.Errorf("IgnoredNote(notes) = %q", got)
+	}
+	if got := IgnoredNote("arch"); !strings.Contains(got, `to restrict architecture, put it under "capabilities"`) {
+		t.Errorf("IgnoredNote(arch) = %q", got)
 	}
 }
 
@@ -84,8 +142,11 @@ func TestParseMetadataRejects(t *testing.T) {
 		{"trailing data", `{} {}`, "trailing data"},
 		{"trailing garbage", `{} x`, "trailing data"},
 		{"invalid utf8", "{\"model\": \"\xff\"}", "not valid UTF-8"},
-		{"unknown top-level key", `{"description": "x"}`, "description: unknown top-level key"},
-		{"setup key", `{"setup": "x"}`, "unknown top-level key"},
+		{"op not a string", `{"op": 3}`, "op: must be the slot name as a string"},
+		{"empty slot", `{"slot": ""}`, "slot: empty slot name"},
+		{"op and slot disagree", `{"op": "norm.rmsnorm", "slot": "activation.silu_and_mul"}`, `slot: names slot "activation.silu_and_mul", but "op" names "norm.rmsnorm"`},
+		{"graph_safe not bool", `{"graph_safe": "yes"}`, "graph_safe: must be true or false"},
+		{"legacy dtypes element", `{"dtypes": ["bf16", 3]}`, "dtypes[1]: want a string"},
 		{"duplicate top-level key", `{"capabilities": {}, "capabilities": {}}`, "capabilities: duplicate key"},
 		{"duplicate nested key", `{"capabilities": {"head_dim": 64, "head_dim": 128}}`, "capabilities.head_dim: duplicate key"},
 		{"duplicate predicate key", `{"capabilities": {"head_dim": {"min": 1, "min": 2}}}`, "capabilities.head_dim.min: duplicate key"},
@@ -125,11 +186,9 @@ func TestParseMetadataRejects(t *testing.T) {
 		{"empty string", `{"capabilities": {"model": ""}}`, "empty value"},
 		{"legacy dtypes not list", `{"dtypes": "bf16"}`, "dtypes: must be a list of strings"},
 		{"legacy dtypes number", `{"dtypes": [16]}`, "dtypes[0]: want a string"},
-		{"legacy dtypes empty", `{"dtypes": []}`, "one_of must not be empty"},
 		{"legacy max_last_dim string", `{"max_last_dim": "8"}`, "want an integer"},
 		{"legacy graph_safe string", `{"graph_safe": "yes"}`, "graph_safe: must be true or false"},
 		{"legacy quant number", `{"quant": 8}`, "quant: must be a list of strings"},
-		{"regime not object", `{"regime": 1}`, "regime: must be an object"},
 		{"deep nesting", `{"regime": ` + strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40) + `}`, "nested more than"},
 		{"too large", `{"regime": {"a": "` + strings.Repeat("x", MaxMetadataBytes) + `"}}`, "byte limit"},
 	}
@@ -210,6 +269,9 @@ func FuzzMetadata(f *testing.F) {
 		`{"capabilities": {"num_tokens": {"min": 10, "max": 5}}}`,
 		`{"regime": {"a": [1, 2.5, null, true]}}`,
 		`[`,
+		`{"op": "attention.sdpa", "max_last_dim": 256, "notes": "x", "kl_threshold": 5e-3}`,
+		`{"op": "a", "slot": "b"}`,
+		`{"dtypes": [], "architectures": [], "quant": []}`,
 	}
 	if files, err := filepath.Glob(filepath.Join("testdata", "metadata", "*.json")); err == nil {
 		for _, p := range files {
@@ -228,6 +290,28 @@ func FuzzMetadata(f *testing.F) {
 				t.Fatalf("error %v is %T, want *MetadataError", err, err)
 			}
 			return
+		}
+		// The options only move max_last_dim's bound; what is accepted,
+		// ignored and named does not depend on them.
+		m1, err1 := ReadMetadata(b, ReadOptions{})
+		m2, err2 := ReadMetadata(b, ReadOptions{LastDimField: "head_dim"})
+		if err1 != nil || err2 != nil {
+			t.Fatalf("ParseMetadata accepted what ReadMetadata refuses: %v / %v", err1, err2)
+		}
+		if m1.Slot != m2.Slot || m1.SlotKey != m2.SlotKey || strings.Join(m1.Ignored, "\x00") != strings.Join(m2.Ignored, "\x00") {
+			t.Fatalf("options changed more than max_last_dim: %+v vs %+v", m1, m2)
+		}
+		if (m1.Slot == "") != (m1.SlotKey == "") {
+			t.Fatalf("slot %q named by %q", m1.Slot, m1.SlotKey)
+		}
+		for _, k := range m1.Ignored {
+			switch k {
+			case "capabilities", "dtypes", "architectures", "quant", "max_last_dim", "min_num_tokens", "max_num_tokens", "graph_safe", "op", "slot":
+				t.Fatalf("read key %q listed as ignored", k)
+			}
+		}
+		if m2.LastDimField != "" && m2.LastDimField != "head_dim" {
+			t.Fatalf("max_last_dim read into %q", m2.LastDimField)
 		}
 		// Every accepted domain has a canonical, hashable form, and
 		// intersecting it with itself changes nothing.

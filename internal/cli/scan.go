@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 
 	"github.com/spf13/cobra"
 
-	"cacheon/internal/bundle"
 	"cacheon/internal/scan"
 	"cacheon/internal/worker"
 )
@@ -70,6 +68,9 @@ done (no parser interpreter, the sandbox).`,
 					return err
 				}
 			} else {
+				for _, i := range rep.Info {
+					fmt.Fprintf(a.stderr, "info: %s: %s\n", i.Path, i.Message)
+				}
 				for _, f := range rep.Findings {
 					fmt.Fprintln(a.stdout, f.String())
 				}
@@ -97,6 +98,14 @@ type scanReport struct {
 	Files    int            `json:"files"`
 	Findings []scan.Finding `json:"-"`
 	JSON     []findingJSON  `json:"findings"`
+	// Info is information, not findings: metadata keys ignored and how
+	// legacy keys were read.
+	Info []infoJSON `json:"info"`
+}
+
+type infoJSON struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 type findingJSON struct {
@@ -107,38 +116,26 @@ type findingJSON struct {
 	Message string `json:"message"`
 }
 
-// scanBundle scans a bundle directory as scan.Check does, for the report;
-// an archive is staged (bundle.Stage) into a private directory and the
-// extracted copy is scanned, so finding paths stay bundle-relative.
+// scanBundle scans a bundle directory or archive as scan.Check does (an
+// archive is extracted into a private directory and scanned there, so
+// finding paths stay bundle-relative), for the report.
 func (a *app) scanBundle(ctx context.Context, path, python string, pol scan.Policy) (*scanReport, error) {
 	slots, _, err := catalogs()
 	if err != nil {
 		return nil, withCode(ExitInfra, err)
 	}
-	st, err := os.Stat(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return nil, inputErr(fmt.Errorf("scan: bundle %s: %w", path, errors.Unwrap(err)))
 	}
-	dir := path
-	if !st.IsDir() {
-		tmp, err := os.MkdirTemp(worker.ScratchRoot(), "cacheon-scan-*")
-		if err != nil {
-			return nil, withCode(ExitInfra, fmt.Errorf("scan: scratch directory: %w", err))
-		}
-		defer os.RemoveAll(tmp)
-		dir = filepath.Join(tmp, "bundle")
-		// A copy whose manifest does not load is still scanned: the
-		// manifest problem is a finding, as it is for a directory.
-		var se *bundle.StageError
-		if _, err := bundle.Stage(ctx, path, dir, slots); err != nil && !(errors.As(err, &se) && se.Step == "load") {
-			return nil, inputErr(fmt.Errorf("scan: %w", err))
-		}
-	}
-	r, err := scan.Check(ctx, dir, scan.Config{Slots: slots, Python: parserPython(python), Policy: pol})
+	r, err := scan.Check(ctx, path, scan.Config{Slots: slots, Python: parserPython(python), Policy: pol, ScratchRoot: worker.ScratchRoot()})
 	if err != nil {
-		return nil, withCode(ExitInfra, err)
+		return nil, attributedOr(ExitInfra, err)
 	}
-	return &scanReport{Bundle: path, Files: r.Files, Findings: r.Findings, JSON: findingsJSON(r.Findings)}, nil
+	rep := &scanReport{Bundle: path, Files: r.Files, Findings: r.Findings, JSON: findingsJSON(r.Findings), Info: []infoJSON{}}
+	for _, i := range r.Info {
+		rep.Info = append(rep.Info, infoJSON{i.Path, i.Message})
+	}
+	return rep, nil
 }
 
 // printFindings prints the findings an error carries (a bundle refused by

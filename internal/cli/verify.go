@@ -45,8 +45,9 @@ peer-to-peer transport fails inside the sandbox (docs/verify.md).
 Outcomes per row: PASS, NUMERICAL_PASS (all calls pass; CUDA graphs cannot be
 checked on cpu), FAIL (with the reason), N/A (outside the variant's
 capability domain), INFRA (the run could not be established).
-Exit status: 0 every applicable row passed, 2 a row failed (or scan
-findings), 3 infrastructure failure, 1 usage error.`,
+Exit status: 0 every applicable row passed, 2 a row failed, no row was
+applicable ("no variant applicable": nothing was verified) or scan findings,
+3 infrastructure failure, 1 usage error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
@@ -131,6 +132,9 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	}
 	if ctx.Err() != nil {
 		return withCode(ExitInfra, ctx.Err())
+	}
+	if err := rep.NoneApplicableErr(); err != nil {
+		return err // a candidate failure: exit 2, "no variant applicable"
 	}
 	return nil
 }

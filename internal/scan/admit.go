@@ -24,6 +24,9 @@ type Config struct {
 	Python string
 	// Policy is the arena policy (DefaultPolicy when zero).
 	Policy Policy
+	// ScratchRoot holds the private directory an archive is extracted into
+	// (CheckArchive; "" = the system temp directory).
+	ScratchRoot string
 }
 
 func (c Config) policy() Policy {
@@ -36,17 +39,28 @@ func (c Config) policy() Policy {
 // Check scans the bundle directory dir as a miner runs it: the manifest is
 // loaded and checked (a missing or invalid one is a finding of rule
 // "manifest"; the tree is still scanned), then the file tree and every
-// Python source. Findings are sorted by path.
+// Python source. Findings are sorted by path; Report.Info says what the
+// metadata carries that is ignored. dir may also be a .tar.gz archive of a
+// bundle, scanned with CheckArchive.
 func Check(ctx context.Context, dir string, c Config) (*Report, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("scan: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("scan %s: not a directory (stage an archive with bundle.Stage first)", dir)
+		if st.Mode().IsRegular() && IsArchive(dir) {
+			return CheckArchive(ctx, dir, c)
+		}
+		return nil, fmt.Errorf("scan %s: not a bundle directory or a .tar.gz archive", dir)
 	}
+	return checkDir(ctx, dir, c)
+}
+
+// checkDir is Check on a directory.
+func checkDir(ctx context.Context, dir string, c Config) (*Report, error) {
 	in := Input{Root: dir, Python: c.Python}
 	var findings []Finding
+	var info []Info
 	if _, err := os.Lstat(filepath.Join(dir, bundle.ManifestName)); errors.Is(err, fs.ErrNotExist) {
 		findings = append(findings, Finding{Path: bundle.ManifestName, Rule: RuleManifest,
 			Message: "missing: a bundle has a manifest.toml at its root (is " + dir + " a bundle?)"})
@@ -61,15 +75,33 @@ func Check(ctx context.Context, dir string, c Config) (*Report, error) {
 			findings = append(findings, f)
 		} else {
 			declare(&in, b)
+			info = notes(b)
 		}
 	}
 	r, err := Scan(ctx, in, c.policy())
 	if err != nil {
 		return nil, err
 	}
+	r.Info = info
 	r.Findings = append(findings, r.Findings...)
 	sort.SliceStable(r.Findings, func(i, j int) bool { return r.Findings[i].Path < r.Findings[j].Path })
 	return r, nil
+}
+
+// notes lists, once per metadata file, the notes of how the manifest's
+// rows read it (bundle.Op.Notes).
+func notes(b *bundle.Bundle) []Info {
+	var out []Info
+	seen := map[string]bool{}
+	for _, op := range b.Manifest.Ops {
+		for _, n := range op.Notes {
+			if k := op.Metadata + "\x00" + n; !seen[k] {
+				seen[k] = true
+				out = append(out, Info{Path: op.Metadata, Message: n})
+			}
+		}
+	}
+	return out
 }
 
 // declare fills in what the manifest declares.

@@ -103,8 +103,12 @@ func (fc *fileCheck) imports(imports []importFact) {
 			continue
 		}
 		if im.Level == 0 && !fc.allowed[topLevel(abs)] && !fc.ix.isLocal(abs) {
-			fc.add(im.Line, im.Col, RuleImportNotAllowed,
-				"import of %q is not allowed: the arena allows %s and the bundle's own modules", abs, fc.allow)
+			if msg := unsupportedImport(abs, topLevel(abs)); msg != "" { // unsupported.go
+				fc.add(im.Line, im.Col, RuleImportNotAllowed, "%s", msg)
+			} else {
+				fc.add(im.Line, im.Col, RuleImportNotAllowed,
+					"import of %q is not allowed: the arena allows %s and the bundle's own modules", abs, fc.allow)
+			}
 		}
 		if !im.From {
 			fc.referenceAll(fc.resolve(im.Module, 0), im.Line, im.Col, "import of", true, true)

@@ -77,9 +77,23 @@ func (f Finding) String() string {
 type Report struct {
 	// Findings are sorted by path, line, column, rule and message.
 	Findings []Finding
+	// Info is information that is not a finding: what the manifest's
+	// metadata files carry that this validator ignores (descriptive keys)
+	// and how legacy keys were read. Check fills it; it never fails a
+	// bundle.
+	Info []Info
 	// Files counts the regular files examined.
 	Files int
 }
+
+// Info is one piece of information about a bundle, for its author.
+type Info struct {
+	Path    string
+	Message string
+}
+
+// String renders "path: message".
+func (i Info) String() string { return i.Path + ": " + i.Message }
 
 // Scan applies the static policy to the bundle in.Root. It returns an error
 // only for infrastructure or I/O problems (no interpreter, unreadable

@@ -86,12 +86,16 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 	}
 	for _, c := range clients {
 		lctx, cancel := worker.WithLimit(ctx, o.CallTimeout, "--timeout")
-		err := c.Load(lctx, "m0", b.Dir, op.Source, op.Entry, op.Prepare)
+		loaded, err := c.LoadEntry(lctx, "m0", b.Dir, op.Source, op.Entry, op.Prepare)
 		cancel()
 		if err != nil {
 			reason, infra := failureReason(err, c.Stderr())
 			st.failOrInfra(reason, infra)
 			st.row.Stderr = tail(c.Stderr())
+			return torch
+		}
+		if reason := entryABI(spec, op.Entry, loaded.EntryParams); reason != "" {
+			st.fail(reason)
 			return torch
 		}
 	}

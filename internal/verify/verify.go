@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"cacheon/internal/fault"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -110,7 +111,8 @@ type Report struct {
 }
 
 // Failed reports whether any row failed; Infra whether any row could not be
-// established. Exit codes follow from these.
+// established; NoneApplicable whether nothing was verified. Exit codes
+// follow from these.
 func (r *Report) Failed() bool {
 	for _, row := range r.Rows {
 		if row.Outcome == Fail {
@@ -128,6 +130,33 @@ func (r *Report) InfraFailed() bool {
 		}
 	}
 	return false
+}
+
+// NoneApplicable reports whether the run verified nothing: the bundle has
+// rows and every one of them is N/A (outside its declared capability domain
+// on this device, dtype or world size, or with no shape that splits).
+func (r *Report) NoneApplicable() bool {
+	for _, row := range r.Rows {
+		if row.Outcome != NotApplicable {
+			return false
+		}
+	}
+	return len(r.Rows) > 0
+}
+
+// NoneApplicableErr returns the candidate failure of a run that verified
+// nothing (NoneApplicable): a bundle is not passed on the strength of rows
+// that never ran. It names each row's reason; nil when some row applied.
+func (r *Report) NoneApplicableErr() error {
+	if !r.NoneApplicable() {
+		return nil
+	}
+	var why []string
+	for _, row := range r.Rows {
+		why = append(why, fmt.Sprintf("%s/%s: %s", row.Slot, row.Variant, row.Reason))
+	}
+	return fault.CandidateErr(fmt.Errorf("no variant applicable on device=%s dtype=%s (world size %d for collectives): every row is N/A, so nothing was verified (%s)",
+		r.Device, r.DType, r.WorldSize, strings.Join(why, "; ")))
 }
 
 // Run verifies every row of an admitted bundle: verify runs nothing the

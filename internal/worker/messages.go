@@ -44,10 +44,40 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 
 // Load imports one bundle source as module name.
 func (c *Client) Load(ctx context.Context, module, bundleDir, source, entry, prepare string) error {
+	_, err := c.LoadEntry(ctx, module, bundleDir, source, entry, prepare)
+	return err
+}
+
+// Param is one parameter of a loaded entry as the worker reports it (a
+// claim, used only to refuse an entry that cannot take the slot's
+// arguments). Kind is "positional", "var_positional", "keyword_only" or
+// "var_keyword"; Default says whether it has a default value.
+type Param struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Default bool   `json:"default"`
+}
+
+// Loaded is the worker's reply to a load request.
+type Loaded struct {
+	ID string `json:"id"`
+	OK bool   `json:"ok"`
+	// EntryParams are the entry's parameters in order; nil when the worker
+	// could not tell.
+	EntryParams []Param `json:"entry_params"`
+}
+
+// LoadEntry imports one bundle source as module name, as Load does, and
+// returns what the worker reports about the entry.
+func (c *Client) LoadEntry(ctx context.Context, module, bundleDir, source, entry, prepare string) (*Loaded, error) {
+	var l Loaded
 	_, err := c.Call(ctx, map[string]any{
 		"op": "load", "module": module, "bundle": bundleDir, "source": source, "entry": entry, "prepare": prepare,
-	}, nil)
-	return err
+	}, &l)
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
 }
 
 // Group initializes torch.distributed in the worker.

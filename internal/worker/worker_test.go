@@ -197,6 +197,8 @@ func FuzzReplyLine(f *testing.F) {
 	f.Add([]byte(`{"id":"1","ok":false,"error":{"class":"exception","type":"ValueError","message":"x"}}`+"\n"), 64)
 	f.Add([]byte(`{"id":"2","ok":true}`), 8)
 	f.Add([]byte("\n\n"), 1)
+	f.Add([]byte(`{"id":"1","ok":true,"entry_params":[{"name":"x","kind":"positional","default":false},{"name":"kw","kind":"var_keyword","default":false}]}`+"\n"), 256)
+	f.Add([]byte(`{"id":"1","ok":true,"entry_params":null}`+"\n"), 64)
 	f.Fuzz(func(t *testing.T, data []byte, limit int) {
 		if limit < 1 || limit > 1<<16 {
 			limit = 1 << 10
@@ -211,6 +213,10 @@ func FuzzReplyLine(f *testing.F) {
 		var rr RunReply
 		if err := decodeReply(line, "1", &rr); err == nil && rr.ID != "1" {
 			t.Fatalf("accepted a reply for id %q", rr.ID)
+		}
+		var ld Loaded
+		if err := decodeReply(line, "1", &ld); err == nil && ld.ID != "1" {
+			t.Fatalf("accepted a load reply for id %q", ld.ID)
 		}
 	})
 }

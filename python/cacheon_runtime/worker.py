@@ -23,7 +23,7 @@ candidate before a ``load`` request.
 import os
 import sys
 
-from . import host, runcase, wire
+from . import host, runcase, signature, wire
 from .wire import Failure, bad, field
 
 MAX_REQUEST_BYTES = 16 << 20
@@ -74,8 +74,9 @@ class Worker:
         source = field(req, "source", str)
         entry = field(req, "entry", str)
         prepare = field(req, "prepare", str, "", required=False)
-        self.loader.load(mid, bundle, source, entry, prepare)
-        return {}
+        mod = self.loader.load(mid, bundle, source, entry, prepare)
+        # The entry's parameters, a fact for Go's ABI check (signature.py).
+        return {"entry_params": signature.describe(self.loader.lookup(mod, entry, "entry"))}
 
     # -- group -------------------------------------------------------------
 
