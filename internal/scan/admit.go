@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/fault"
 	"cacheon/internal/slot"
 )
 
@@ -51,7 +52,7 @@ func Check(ctx context.Context, dir string, c Config) (*Report, error) {
 		if st.Mode().IsRegular() && IsArchive(dir) {
 			return CheckArchive(ctx, dir, c)
 		}
-		return nil, fmt.Errorf("scan %s: not a bundle directory or a .tar.gz archive", dir)
+		return nil, fault.CandidateErr(fmt.Errorf("scan %s: not a bundle: want a directory or a .tar.gz archive", dir))
 	}
 	return checkDir(ctx, dir, c)
 }
