@@ -13,7 +13,7 @@ const (
 		`"calls":[{"func":"getattr","nargs":2,"nkeywords":0,"starred":false,"target":"x","name_literal":true,"name_arg":"y","module_level":true,"line":3,"col":1}],` +
 		`"attributes":[{"base":"torch","attrs":["load"],"ctx":"load","module_level":false,"line":4,"col":5}],` +
 		`"stores":[{"root":"torch","target":"torch.x","ctx":"store","line":5,"col":1}],` +
-		`"names":[{"name":"eval","ctx":"load","line":6,"col":3},{"name":"f","ctx":"def","line":7,"col":1}],` +
+		`"names":[{"name":"eval","ctx":"load","line":6,"col":3},{"name":"f","ctx":"def","kind":"function","line":7,"col":1}],` +
 		`"aliases":[{"name":"t","chains":["torch.nn"],"line":8,"col":1}],` +
 		`"flows":[{"chain":"torch","where":"container","callee":"","line":9,"col":2}]}` + "\n"
 	testError = `{"path":"b.py","error":{"line":3,"col":6,"msg":"invalid syntax"},"imports":[],"calls":[],"attributes":[],"stores":[],"names":[]}` + "\n"
@@ -109,7 +109,7 @@ func FuzzParseFacts(f *testing.F) {
 			}
 			// The rules must digest anything the parser accepts.
 			ix := newModIndex([]string{"a.py", "b.py", "pkg/__init__.py"}, map[string]bool{"os": true})
-			c := newChecker(ix, DefaultPolicy(), map[string]*fileFacts{ff.Path: &b.files[i]})
+			c := newChecker(ix, DefaultPolicy(), map[string]*fileFacts{ff.Path: &b.files[i]}, &b.header)
 			for _, fd := range c.check(ff.Path, &b.files[i]) {
 				if strings.ContainsAny(fd.String(), "\n\r") {
 					t.Fatalf("finding spans lines: %q", fd.String())

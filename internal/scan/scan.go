@@ -125,14 +125,15 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 	}
 
 	findings := append(t.findings, missing...)
-	var stdlib []string
+	var header *factsHeader
 	facts := make(map[string]*fileFacts)
 	if len(srcs) > 0 {
 		p, err := newParser(ctx, in.Python)
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
-		header, results, err := p.parseAll(ctx, srcs)
+		p.packages = allowedTops(pol)
+		h, results, err := p.parseAll(ctx, srcs)
 		cerr := p.close()
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
@@ -140,7 +141,7 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 		if cerr != nil {
 			return nil, fmt.Errorf("scan: %w", cerr)
 		}
-		stdlib = header.Stdlib
+		header = h
 		for i, r := range results {
 			rel := srcs[i].path
 			switch {
@@ -160,12 +161,13 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 		}
 	}
 
-	ix := newModIndex(t.pyFiles(), reservedModules(pol, stdlib))
+	ix := newModIndex(t.pyFiles(), reservedModules(pol, header))
 	for _, name := range ix.shadowNames() {
 		findings = append(findings, Finding{Path: ix.shadows[name], Rule: RuleModuleShadowing,
-			Message: fmt.Sprintf("bundle module %q has the name of a standard-library, allowed or policed module; rename it", name)})
+			Message: fmt.Sprintf("bundle module %q has the name of a module the interpreter can import (standard library or installed), an allowed or a policed module: "+
+				"at run time the import may bind that module instead; rename it", name)})
 	}
-	c := newChecker(ix, pol, facts)
+	c := newChecker(ix, pol, facts, header)
 	for _, s := range srcs {
 		if ff := facts[s.path]; ff != nil {
 			findings = append(findings, c.check(s.path, ff)...)
@@ -175,6 +177,21 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 		findings = append(findings, t.undeclared(ix, declared, declaredCUDA, facts)...)
 	}
 	return &Report{Findings: sortFindings(findings), Files: len(t.files)}, nil
+}
+
+// allowedTops returns the policy's allowed top-level modules, sorted and
+// deduplicated: the packages whose submodules the parser lists.
+func allowedTops(pol Policy) []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, m := range pol.AllowedImports {
+		if top := topLevel(m); !seen[top] {
+			seen[top] = true
+			out = append(out, top)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // pythonSources reads every .py file that has no file-level finding yet,
