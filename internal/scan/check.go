@@ -195,8 +195,13 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		chain := strings.Join(a.Attrs, ".")
 		for _, name := range a.Attrs {
 			if isDunder(name) && !harmlessDunder(name) {
-				fc.add(a.Line, a.Col, RuleDunderAccess,
-					"access to %s (in %q) reaches interpreter internals; use the public API instead", name, showChain(a.Base, chain))
+				if a.Format {
+					fc.add(a.Line, a.Col, RuleDunderAccess,
+						"a format string's field reads %s, which reaches interpreter internals; format the values you need", name)
+				} else {
+					fc.add(a.Line, a.Col, RuleDunderAccess,
+						"access to %s (in %q) reaches interpreter internals; use the public API instead", name, showChain(a.Base, chain))
+				}
 				break
 			}
 		}

@@ -11,15 +11,16 @@ import (
 // classFact is a class statement: its bases (name chains; "" for a base
 // that is not one), whether it has keywords (metaclass=...), the names of
 // its own methods its body uses as plain names (refs), and whether it is
-// directly in the module body (Top).
+// directly in the module body (Top), and its decorators.
 type classFact struct {
-	Name     string   `json:"name"`
-	Bases    []string `json:"bases"`
-	Keywords bool     `json:"keywords"`
-	Refs     []string `json:"refs"`
-	Top      bool     `json:"top"`
-	Line     int      `json:"line"`
-	Col      int      `json:"col"`
+	Name       string          `json:"name"`
+	Bases      []string        `json:"bases"`
+	Keywords   bool            `json:"keywords"`
+	Decorators []decoratorFact `json:"decorators"`
+	Refs       []string        `json:"refs"`
+	Top        bool            `json:"top"`
+	Line       int             `json:"line"`
+	Col        int             `json:"col"`
 }
 
 // methodFact is a function defined directly in a class body. Class is the
@@ -64,6 +65,9 @@ func checkClasses(f *fileFacts) error {
 				return fmt.Errorf("class: %w", err)
 			}
 		}
+		if err := checkDecorators(c.Decorators); err != nil {
+			return fmt.Errorf("class: %w", err)
+		}
 	}
 	for _, m := range f.Methods {
 		if m.Class < 1 || m.Class > len(f.Classes) {
@@ -72,13 +76,21 @@ func checkClasses(f *fileFacts) error {
 		if err := firstErr(checkIdent(m.Name, false), checkPos(m.Line, m.Col)); err != nil {
 			return fmt.Errorf("method: %w", err)
 		}
-		for _, d := range m.Decorators {
-			if d.Chain == "" {
-				continue
-			}
-			if err := checkChain(d.Chain); err != nil {
-				return fmt.Errorf("method: decorator: %w", err)
-			}
+		if err := checkDecorators(m.Decorators); err != nil {
+			return fmt.Errorf("method: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkDecorators validates decorator facts.
+func checkDecorators(ds []decoratorFact) error {
+	for _, d := range ds {
+		if d.Chain == "" {
+			continue
+		}
+		if err := checkChain(d.Chain); err != nil {
+			return fmt.Errorf("decorator: %w", err)
 		}
 	}
 	return nil
@@ -112,6 +124,13 @@ func checkNameKind(n nameFact) error {
 		return fmt.Errorf("unknown definition kind %q", n.Kind)
 	case n.Ctx != "def" && n.Kind != "":
 		return errors.New("kind on a name that is not a definition")
+	case len(n.Decorators) > 0 && n.Kind != "function" && n.Kind != "class":
+		return errors.New("decorators on a name that is not a def or class")
+	}
+	if err := checkDecorators(n.Decorators); err != nil {
+		return err
+	}
+	switch {
 	case n.Value == nil:
 		return nil
 	case n.Ctx != "store":

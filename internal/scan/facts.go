@@ -139,14 +139,16 @@ type storeFact struct {
 // also one unbound at the end of an except handler. Kind says what a "def"
 // binds ("function", "class", "param", "typeparam"). Value is what an
 // assignment binds a "store" name to, reported only for names that are the
-// root of an attribute store or a setattr/delattr target.
+// root of an attribute store or a setattr/delattr target. Decorators are
+// those of a decorated def or class.
 type nameFact struct {
-	Name  string     `json:"name"`
-	Ctx   string     `json:"ctx"`
-	Kind  string     `json:"kind"`
-	Value *valueFact `json:"value"`
-	Line  int        `json:"line"`
-	Col   int        `json:"col"`
+	Name       string          `json:"name"`
+	Ctx        string          `json:"ctx"`
+	Kind       string          `json:"kind"`
+	Decorators []decoratorFact `json:"decorators"`
+	Value      *valueFact      `json:"value"`
+	Line       int             `json:"line"`
+	Col        int             `json:"col"`
 }
 
 // aliasFact is a name bound, by an assignment, an assignment expression, a

@@ -42,13 +42,18 @@ const (
 	kindUnsafe   = "unsafe" // a decorator that may call it with anything
 )
 
-// safeDecorators are the resolved decorator names that only wrap a method
-// (they call it with the arguments its callers give).
+// safeDecorators are the resolved decorator names that return the object
+// they decorate, or a new wrapper that calls it only with the arguments
+// its callers give. Any other decorator (a bundle function included) may
+// call the function with any object, or return a shared object in its
+// place.
 var safeDecorators = map[string]bool{
 	"property": true, "functools.lru_cache": true, "functools.cache": true,
-	"functools.cached_property": true, "abc.abstractmethod": true, "typing.overload": true,
-	"typing.final": true, "typing.override": true, "torch.no_grad": true,
-	"torch.inference_mode": true, "torch.enable_grad": true,
+	"functools.cached_property": true, "functools.wraps": true, "functools.total_ordering": true,
+	"abc.abstractmethod": true, "typing.overload": true, "typing.final": true,
+	"typing.override": true, "typing.runtime_checkable": true, "torch.no_grad": true,
+	"torch.inference_mode": true, "torch.enable_grad": true, "dataclasses.dataclass": true,
+	"enum.unique": true, "triton.jit": true, "triton.autotune": true, "triton.heuristics": true,
 }
 
 // classRef names a class statement: its file and index in the file's
@@ -74,49 +79,135 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 	c.owners = ownerIndex{classes: make(map[string]classRef), instanceMethods: make(map[string]bool),
 		kinds: make(map[string][]string)}
 	for _, rel := range files {
-		ff := facts[rel]
 		mod, _, ok := moduleOf(rel)
-		for i, cl := range ff.Classes {
+		for i, cl := range facts[rel].Classes {
 			if ok && cl.Top {
 				c.owners.classes[joinName(mod, cl.Name)] = classRef{rel, i}
 			}
 		}
+	}
+	for _, rel := range files {
+		ff := facts[rel]
 		kinds := make([]string, len(ff.Methods))
-		for i := range ff.Methods {
+		for i, m := range ff.Methods {
 			kinds[i] = c.decoratedKind(rel, ff, i)
+			if kinds[i] != kindStatic && !c.plainClass(classRef{rel, m.Class - 1}, 0) {
+				kinds[i] = kindUnsafe // a metaclass or class decorator gets its functions
+			}
 			if kinds[i] == kindInstance {
-				c.owners.instanceMethods[ff.Methods[i].Name] = true
+				c.owners.instanceMethods[m.Name] = true
 			}
 		}
 		c.owners.kinds[rel] = kinds
 	}
 }
 
-// decoratedKind judges a method's decorators.
+// decoratedKind judges a method by its name and decorators.
 func (c *checker) decoratedKind(rel string, ff *fileFacts, i int) string {
 	m := ff.Methods[i]
 	kind := kindInstance
+	switch m.Name {
+	case "__new__":
+		return kindStatic // an implicit staticmethod
+	case "__init_subclass__", "__class_getitem__":
+		kind = kindClass // implicit classmethods
+	}
 	for _, d := range m.Decorators {
 		names := c.resolvedNames(rel, d.Chain)
 		switch {
 		case d.Chain == "staticmethod" && len(names) == 1 && names[0] == "staticmethod":
 			return kindStatic
 		case d.Chain == "classmethod" && len(names) == 1 && names[0] == "classmethod":
-			kind = kindClass
+			if kind != kindUnsafe {
+				kind = kindClass
+			}
 		case len(names) > 0 && allSafe(names):
 		case !d.Call && c.propertyPart(ff, m.Class, d.Chain):
 		default:
 			kind = kindUnsafe
 		}
 	}
-	if kind == kindUnsafe {
-		for _, d := range m.Decorators {
-			if d.Chain == "staticmethod" {
-				return kindStatic
+	return kind
+}
+
+// safeDecorated reports whether every decorator of a def or class is safe.
+func (c *checker) safeDecorated(rel string, ds []decoratorFact) bool {
+	for _, d := range ds {
+		if names := c.resolvedNames(rel, d.Chain); len(names) == 0 || !allSafe(names) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainClass reports a class statement whose class object is the one the
+// statement creates and whose functions nothing but its callers gets: no
+// keywords (metaclass=), safe decorators, and bases that are foreign or
+// plain bundle classes.
+func (c *checker) plainClass(ref classRef, depth int) bool {
+	ff := c.facts[ref.file]
+	if ref.idx < 0 || ref.idx >= len(ff.Classes) || depth > 16 {
+		return false
+	}
+	cl := ff.Classes[ref.idx]
+	if cl.Keywords || !c.safeDecorated(ref.file, cl.Decorators) {
+		return false
+	}
+	for _, base := range cl.Bases {
+		refs, foreign := c.baseClasses(ref.file, base)
+		if foreign {
+			continue
+		}
+		if len(refs) == 0 {
+			return false
+		}
+		for _, r := range refs {
+			if !c.plainClass(r, depth+1) {
+				return false
 			}
 		}
 	}
-	return kind
+	return true
+}
+
+// baseClasses resolves a base of a class of file rel: foreign (a name of
+// an import or a builtin), or the bundle classes it may be (none when it
+// is neither: an expression or another kind of binding).
+func (c *checker) baseClasses(rel, base string) (refs []classRef, foreign bool) {
+	if base == "" {
+		return nil, false
+	}
+	if names := c.resolvedNames(rel, base); names != nil {
+		return nil, true
+	}
+	root, rest := splitRoot(base)
+	if len(c.binds[rel][root]) == 0 {
+		if rest != "" {
+			return nil, false
+		}
+		ff := c.facts[rel]
+		for _, n := range ff.Names {
+			if n.Name == base && n.Ctx != "load" && (n.Ctx != "def" || n.Kind != "class") {
+				return nil, false
+			}
+		}
+		for i, cl := range ff.Classes {
+			if cl.Name == base {
+				refs = append(refs, classRef{rel, i})
+			}
+		}
+		return refs, false
+	}
+	for _, b := range c.binds[rel][root] {
+		for _, r := range c.extend(b, rest) {
+			ref, ok := c.owners.classes[r.name]
+			if !r.local || !ok {
+				return nil, false
+			}
+			refs = append(refs, ref)
+		}
+	}
+	return refs, false
 }
 
 func allSafe(names []string) bool {
@@ -200,7 +291,8 @@ func (fc *fileCheck) ownedName(name string, ff *fileFacts) bool {
 			continue
 		}
 		switch {
-		case n.Ctx == "def" && (n.Kind == "class" || n.Kind == "function"):
+		case n.Ctx == "def" && n.Kind == "function" && fc.safeDecorated(fc.rel, n.Decorators):
+		case n.Ctx == "def" && n.Kind == "class" && fc.safeDecorated(fc.rel, n.Decorators) && fc.plainClassAt(n, ff):
 		case n.Ctx == "store" && n.Value != nil && n.Value.Kind == "literal":
 		case n.Ctx == "store" && n.Value != nil && n.Value.Kind == "call" && fc.fresh(n.Value.Callee, ff, 0):
 		default:
@@ -220,42 +312,26 @@ var freshFactories = map[string]bool{
 }
 
 // fresh reports whether calling callee returns a new object of the
-// bundle's: a bundle class without __new__ or metaclass, a torch.nn
-// module class, a tensor factory, dict/list/set.
+// bundle's: an instance of a plain bundle class without __new__, a
+// torch.nn module class, a tensor factory, dict/list/set.
 func (fc *fileCheck) fresh(callee string, ff *fileFacts, depth int) bool {
-	if callee == "" || depth > 16 {
+	if callee == "" {
 		return false
 	}
-	if !strings.Contains(callee, ".") && len(fc.binds[callee]) == 0 && len(fc.checker.imports[fc.rel][callee]) == 0 {
-		switch callee {
-		case "dict", "list", "set", "bytearray":
-			return !fc.rebound[callee]
-		}
-		refs, all := fc.localClasses(callee, ff)
-		return all && fc.freshClasses(refs, depth)
+	switch callee {
+	case "dict", "list", "set", "bytearray":
+		return len(fc.binds[callee]) == 0 && !fc.rebound[callee]
 	}
-	names := fc.resolvedNames(fc.rel, callee)
-	if names == nil {
-		// Through a bundle module: every binding must be a fresh class.
-		root, rest := splitRoot(callee)
-		var refs []classRef
-		for _, b := range fc.binds[root] {
-			for _, r := range fc.extend(b, rest) {
-				ref, ok := fc.owners.classes[r.name]
-				if !r.local || !ok {
-					return false
-				}
-				refs = append(refs, ref)
+	if names := fc.resolvedNames(fc.rel, callee); names != nil {
+		for _, n := range names {
+			if !freshFactories[n] && !torchModuleClass(n) {
+				return false
 			}
 		}
-		return len(refs) > 0 && fc.freshClasses(refs, depth)
+		return true
 	}
-	for _, n := range names {
-		if !freshFactories[n] && !torchModuleClass(n) {
-			return false
-		}
-	}
-	return true
+	refs, _ := fc.baseClasses(fc.rel, callee)
+	return len(refs) > 0 && fc.freshClasses(refs, depth)
 }
 
 // torchModuleClass reports torch.nn.X for a capitalised X (a module class).
@@ -268,49 +344,36 @@ func torchModuleClass(name string) bool {
 	return unicode.IsUpper(r[0])
 }
 
-// localClasses returns the classes a bare name of this file is bound to by
-// class statements; all is false when anything else binds it too.
-func (fc *fileCheck) localClasses(name string, ff *fileFacts) (refs []classRef, all bool) {
-	all = true
-	for _, n := range ff.Names {
-		if n.Name != name || n.Ctx == "load" {
-			continue
-		}
-		if n.Ctx != "def" || n.Kind != "class" {
-			all = false
-		}
-	}
+// plainClassAt reports whether the class statement a def name fact
+// stands for is plain.
+func (fc *fileCheck) plainClassAt(n nameFact, ff *fileFacts) bool {
 	for i, cl := range ff.Classes {
-		if cl.Name == name {
-			refs = append(refs, classRef{fc.rel, i})
+		if cl.Name == n.Name && cl.Line == n.Line && cl.Col == n.Col {
+			return fc.plainClass(classRef{fc.rel, i}, 0)
 		}
 	}
-	return refs, all && len(refs) > 0
+	return false
 }
 
 // freshClasses reports whether instantiating each class gives a new
-// instance: no __new__, no keywords (metaclass), and bundle bases alike.
+// instance: a plain class with no __new__ in it or its bundle bases.
 func (fc *fileCheck) freshClasses(refs []classRef, depth int) bool {
+	if depth > 16 {
+		return false
+	}
 	for _, ref := range refs {
-		ff := fc.facts[ref.file]
-		cl := ff.Classes[ref.idx]
-		if cl.Keywords {
+		if !fc.plainClass(ref, 0) {
 			return false
 		}
+		ff := fc.facts[ref.file]
 		for _, m := range ff.Methods {
 			if m.Class == ref.idx+1 && m.Name == "__new__" {
 				return false
 			}
 		}
-		for _, base := range cl.Bases {
-			if base == "" {
-				return false
-			}
-			sub := &fileCheck{checker: fc.checker, rel: ref.file, binds: fc.checker.binds[ref.file], rebound: fc.reboundBy[ref.file]}
-			if names := sub.resolvedNames(ref.file, base); names != nil {
-				continue // a foreign base
-			}
-			if !sub.fresh(base, ff, depth+1) {
+		for _, base := range ff.Classes[ref.idx].Bases {
+			sub, _ := fc.baseClasses(ref.file, base)
+			if !fc.freshClasses(sub, depth+1) {
 				return false
 			}
 		}

@@ -45,9 +45,8 @@ func (fc *fileCheck) stores(stores []storeFact) {
 // not own.
 func (fc *fileCheck) foreignStore(line, col int, what string) {
 	fc.add(line, col, RuleForeignStore,
-		"%s stores into an object the bundle did not create (a parameter, a call result, an item, an attribute of another object, "+
-			"a class or a function of a module could be shared with the engine); store only into self, the bundle's own classes and "+
-			"functions, and instances it constructs", what)
+		"%s changes an object the bundle did not create, which may be shared with the engine (a parameter, a call result, an item, "+
+			"an attribute of another object); only self, the bundle's own classes and functions and the instances it constructs may be changed", what)
 }
 
 // unboundAttr applies unbound-method to an attribute chain whose first

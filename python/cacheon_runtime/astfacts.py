@@ -40,7 +40,7 @@ from astflow import (  # noqa: E402
     _DEF_NODES, _DEFINING, _MATCH, _Collector, _captures_all, _chain, _ctx,
     _pos, _reachable, _roots, _target, _unchain,
 )
-from astscope import Scopes  # noqa: E402
+from astscope import Scopes, _decorator  # noqa: E402
 
 # String constants longer than this are not searched for format fields.
 _MAX_FORMAT = 1 << 16
@@ -206,8 +206,11 @@ def _facts(tree):
             # A def, class, parameter or type parameter binds its name.
             name = node.arg if isinstance(node, ast.arg) else node.name
             if name:
-                names.append({"name": name, "ctx": "def", "kind": _KINDS.get(type(node), "typeparam"),
-                              "line": line, "col": col})
+                fact = {"name": name, "ctx": "def", "kind": _KINDS.get(type(node), "typeparam"),
+                        "line": line, "col": col}
+                if getattr(node, "decorator_list", None):
+                    fact["decorators"] = [_decorator(d) for d in node.decorator_list]
+                names.append(fact)
         elif isinstance(node, ast.ExceptHandler):
             if node.name:
                 # "except E as n" unbinds n when the handler ends.

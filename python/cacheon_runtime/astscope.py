@@ -144,6 +144,7 @@ def _class(node, top):
         "name": node.name,
         "bases": [_chain(b) for b in node.bases],
         "keywords": bool(node.keywords),
+        "decorators": [_decorator(d) for d in node.decorator_list],
         "refs": sorted(_class_refs(node, methods)),
         "top": top, "line": node.lineno, "col": node.col_offset + 1,
     }
