@@ -77,7 +77,6 @@ func attrTables() map[string][]attrEntry {
 		"itertools":   {{pattern: "itertools.*"}},
 		"numbers":     {{pattern: "numbers.*"}},
 		"__future__":  {{pattern: "__future__.*"}},
-		"functools":   names("functools", "lru_cache", "cache", "cached_property", "partial", "partialmethod", "reduce", "wraps", "update_wrapper", "total_ordering", "cmp_to_key", "singledispatch", "singledispatchmethod", "WRAPPER_ASSIGNMENTS", "WRAPPER_UPDATES"),
 		"dataclasses": names("dataclasses", "dataclass", "field", "fields", "asdict", "astuple", "replace", "is_dataclass", "InitVar", "KW_ONLY", "MISSING", "Field", "FrozenInstanceError"),
 		"enum":        names("enum", "Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "ReprEnum", "auto", "unique", "EnumMeta", "EnumType"),
 		"abc":         names("abc", "ABC", "ABCMeta", "abstractmethod", "abstractproperty", "abstractclassmethod", "abstractstaticmethod"),
@@ -94,6 +93,11 @@ func attrTables() map[string][]attrEntry {
 			"assert_type", "get_origin", "get_args", "runtime_checkable", "no_type_check", "dataclass_transform"),
 			attrEntry{pattern: "typing.get_type_hints", kind: attrDeny, why: whyEval},
 			attrEntry{pattern: "typing.ForwardRef", kind: attrDeny, why: whyEval}),
+		// singledispatch's register() evaluates string annotations.
+		"functools": append(names("functools", "lru_cache", "cache", "cached_property", "partial",
+			"partialmethod", "reduce", "wraps", "update_wrapper", "total_ordering", "cmp_to_key",
+			"WRAPPER_ASSIGNMENTS", "WRAPPER_UPDATES"),
+			attrEntry{pattern: "functools.singledispatch*", kind: attrDeny, why: whyEval}),
 		"operator": {
 			{pattern: "operator.*"},
 			{pattern: "operator.attrgetter", kind: attrDeny, why: whyDynamic},
