@@ -5,8 +5,17 @@
 // grammar: one interpreter start per bundle runs the embedded script
 // python/cacheon_runtime/astfacts.py, which receives the sources on stdin,
 // calls ast.parse and reports raw syntax facts (imports, calls, attribute
-// chains, assignment targets, names, aliases and where module objects flow)
-// as JSON lines. The script never opens a bundle file and never imports or
+// chains, assignment targets, names, aliases, where module objects flow,
+// classes, methods and their receivers) as JSON lines, after a header that
+// lists every module the interpreter can import and the allowed packages'
+// submodules.
+//
+// The policy is an allow-list of what a bundle uses (docs/verify.md,
+// "Static policy"): allowed imports (policy.go), the attribute allow-list of
+// each allowed module (attrs.go), deny rules with their own messages
+// (refs.go), introspection (introspect.go), ownership of what a bundle may
+// store into (owner.go, stores.go) and the module names a bundle may not
+// take (reserved.go). The script never opens a bundle file and never imports or
 // executes candidate code; since it parses hostile source it still runs in
 // the sandbox (internal/sandbox) with limits sized for parsing. Its output
 // is decoded strictly and bounded like any other hostile input.

@@ -72,7 +72,7 @@ def _call(node, module_level, scopes):
         if not target:
             target_roots = _roots(args[0])
     line, col = _pos(node)
-    return {
+    fact = {
         "func": node.func.id,
         "nargs": len(args),
         "nkeywords": len(node.keywords),
@@ -81,11 +81,12 @@ def _call(node, module_level, scopes):
         "target_roots": target_roots,
         "name_literal": name_literal,
         "name_arg": name_arg,
-        "target_receiver": receiver,
         "module_level": module_level,
         "line": line,
         "col": col,
     }
+    _set(fact, "target_receiver", receiver)
+    return fact
 
 
 def _value(node):
@@ -143,24 +144,30 @@ def _attribute(node, scopes, consumed, module_level):
     line, col = _pos(node)
     inner, attrs = _unchain(node, consumed)
     fact = {"base": "", "attrs": attrs, "ctx": _ctx(node), "module_level": module_level,
-            "receiver": 0, "root_call": "", "root_arg": 0, "called": False, "arg0": 0,
-            "format": False, "line": line, "col": col}
+            "line": line, "col": col}
     if isinstance(inner, ast.Name):
         consumed.add(id(inner))
         fact["base"] = inner.id
-        fact["receiver"] = scopes.receiver(inner)
+        _set(fact, "receiver", scopes.receiver(inner))
     elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name):
         fact["root_call"] = inner.func.id
         if inner.func.id == "super" and not inner.args:
-            fact["root_arg"] = scopes.enclosing_method(inner)
+            _set(fact, "root_arg", scopes.enclosing_method(inner))
         elif len(inner.args) == 2 and isinstance(inner.args[1], ast.Name):
-            fact["root_arg"] = scopes.receiver(inner.args[1])
+            _set(fact, "root_arg", scopes.receiver(inner.args[1]))
     parent = scopes.parent.get(id(node))
     if isinstance(parent, ast.Call) and parent.func is node:
         fact["called"] = True
         if parent.args and isinstance(parent.args[0], ast.Name):
-            fact["arg0"] = scopes.receiver(parent.args[0])
+            _set(fact, "arg0", scopes.receiver(parent.args[0]))
     return fact
+
+
+def _set(fact, key, value):
+    """Set an optional fact field; zero values are left out (the Go side
+    reads a missing field as zero), which keeps the output small."""
+    if value:
+        fact[key] = value
 
 
 def _facts(tree):
@@ -222,10 +229,8 @@ def _facts(tree):
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if id(node) not in docs and "{" in node.value and len(node.value) <= _MAX_FORMAT:
                 for attrs in _format_attrs(node.value):
-                    attributes.append({
-                        "base": "", "attrs": attrs, "ctx": "load", "module_level": module_level,
-                        "receiver": 0, "root_call": "", "root_arg": 0, "called": False,
-                        "arg0": 0, "format": True, "line": line, "col": col})
+                    attributes.append({"base": "", "attrs": attrs, "ctx": "load", "module_level": module_level,
+                                       "format": True, "line": line, "col": col})
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -233,9 +238,11 @@ def _facts(tree):
                     values[id(t)] = _value(node.value)
         if isinstance(node, (ast.Attribute, ast.Subscript)) and _ctx(node) != "load":
             root_node, root, shown, roots, links = _target(node)
-            receiver = scopes.receiver(root_node) if root else 0
-            stores.append({"root": root, "target": shown, "roots": roots, "links": links,
-                           "receiver": receiver, "ctx": _ctx(node), "line": line, "col": col})
+            fact = {"root": root, "target": shown, "roots": roots, "links": links,
+                    "ctx": _ctx(node), "line": line, "col": col}
+            if root:
+                _set(fact, "receiver", scopes.receiver(root_node))
+            stores.append(fact)
         extra.visit(node)
         inner_level = module_level and not isinstance(node, _DEF_NODES)
         children = list(ast.iter_child_nodes(node))

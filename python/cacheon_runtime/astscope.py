@@ -104,8 +104,7 @@ class Scopes:
         node = self.parent.get(id(name_node))
         while node is not None:
             if isinstance(node, _SCOPES):
-                inside = child is node.body if isinstance(node, ast.Lambda) else child in node.body
-                if inside:
+                if inside_body(node, child):
                     counts = self.binds.get(id(node), {})
                     params = [a.arg for a in _positional(node)] if isinstance(node, _FUNCS) else []
                     if counts.get(name, 0) > 0:
@@ -148,6 +147,19 @@ def _class(node, top):
         "refs": sorted(_class_refs(node, methods)),
         "top": top, "line": node.lineno, "col": node.col_offset + 1,
     }
+
+
+def inside_body(fn, child):
+    """Whether child (a direct child of fn) is in the function's own scope:
+    its body, not its arguments (defaults, annotations), decorators,
+    return annotation or type parameters, which the enclosing scope
+    evaluates. Constant time in the body's length."""
+    if isinstance(fn, ast.Lambda):
+        return child is fn.body
+    if child is fn.args or child is fn.returns:
+        return False
+    return not any(child is d for d in fn.decorator_list) and not any(
+        child is t for t in getattr(fn, "type_params", ()))
 
 
 def _decorator(node):
