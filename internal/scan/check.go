@@ -3,6 +3,7 @@ package scan
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -159,9 +160,10 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 		fc.add(c.Line, c.Col, RuleIntrospection,
 			"%s() with name %q reaches frames, code or interpreter namespaces; remove it", c.Func, c.NameArg)
 	}
-	if c.Func == "getattr" && c.NameLiteral && fc.owners.instanceMethods[c.NameArg] &&
-		c.Target != "" && !strings.Contains(c.Target, ".") && fc.anyBundleClass(c.Target, fc.ff) {
-		fc.unboundMethod(c.Line, c.Col, c.Target+"."+c.NameArg)
+	if c.Func == "getattr" && c.NameLiteral && fc.owners.mutators[c.NameArg] &&
+		!(c.Target != "" && !strings.Contains(c.Target, ".") &&
+			(fc.methodKind(c.TargetReceiver) == kindInstance || fc.instanceName(c.Target, fc.ff))) {
+		fc.unboundMethod(c.Line, c.Col, "getattr(..., "+strconv.Quote(c.NameArg)+")")
 	}
 	if c.Func == "getattr" && c.NameLiteral && isIdentifier(c.NameArg) {
 		// getattr(obj, "name") reads what obj.name does.

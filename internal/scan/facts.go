@@ -138,9 +138,10 @@ type storeFact struct {
 // marks a name bound by a def, class, parameter or type parameter, "del"
 // also one unbound at the end of an except handler. Kind says what a "def"
 // binds ("function", "class", "param", "typeparam"). Value is what an
-// assignment binds a "store" name to, reported only for names that are the
-// root of an attribute store or a setattr/delattr target. Decorators are
-// those of a decorated def or class.
+// assignment binds a "store" name to, when it is a call or a literal,
+// reported only for names used as objects (roots of attribute chains and
+// stores, getattr/setattr/delattr targets). Decorators are those of a
+// decorated def or class.
 type nameFact struct {
 	Name       string          `json:"name"`
 	Ctx        string          `json:"ctx"`

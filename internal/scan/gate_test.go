@@ -88,6 +88,13 @@ func TestGateClasses(t *testing.T) {
 			"k.py:5 unbound-method"},
 		{"unbound method through type()", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\ntype(P()).m(torch.Tensor)\n"},
 			"k.py:5 unbound-method"},
+		{"unbound method through a plain alias", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\nk = P\nk.m(torch.Tensor)\n"},
+			"k.py:6 unbound-method"},
+		{"unbound method through an item, a call, an attribute", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\n" +
+			"def get():\n    return P\n[P][0].m(torch.Tensor)\nget().m(torch.Tensor)\nclass H:\n    def __init__(self):\n        self.c = P\n    def go(self):\n        self.c.m(torch.Tensor)\n"},
+			"k.py:7 unbound-method|k.py:8 unbound-method|k.py:13 unbound-method"},
+		{"methods on instances and read-only methods anywhere", map[string]string{"k.py": "import torch\nclass P:\n    def m(self, v):\n        self.v = v\n    def r(self):\n        return self.v\n" +
+			"    def both(self):\n        self.m(1)\n        return self.r()\ni = P()\ni.m(2)\nP().m(3)\nP.r(torch.Tensor)\n[i][0].r()\n"}, ""},
 		{"method used in its class body", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\n    m(torch.Tensor)\n"},
 			"k.py:2 unbound-method"},
 		{"decorator that calls the method", map[string]string{"k.py": "import torch\ndef d(f):\n    f(torch.Tensor)\n    return f\nclass P:\n    @d\n    def m(self):\n        self.add = 1\n"},

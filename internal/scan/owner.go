@@ -29,10 +29,12 @@ import (
 // output tensor is the contract.
 //
 // A method's receiver is only the instance when nothing calls the method
-// with another object: C.m(torch.Tensor), type(x).m(obj), cls.m(obj) and
-// super().m(obj) in a classmethod, getattr(C, "m"), and a method name used
-// as a plain function in its class body all can. unbound-method refuses
-// them, except C.m(self, ...) with the instance's own receiver.
+// with another object: C.m(torch.Tensor), k = C; k.m(obj), type(x).m(obj),
+// cls.m(obj), getattr(C, "m"), and a method name used as a plain function
+// in its class body all can. unbound-method refuses reading a mutator (a
+// method that stores into its receiver) from anything not known to be an
+// instance (stores.go), except C.m(self, ...) with the instance's own
+// receiver.
 
 // Method kinds, from the decorators.
 const (
@@ -68,15 +70,16 @@ type ownerIndex struct {
 	// classes maps a module-qualified top-level class name ("helpers.C")
 	// to its statement.
 	classes map[string]classRef
-	// instanceMethods holds the names of the methods whose receiver is
-	// the instance, in any class of the bundle.
-	instanceMethods map[string]bool
+	// mutators holds the names of the methods, in any class of the
+	// bundle, whose receiver is the instance and which store into it:
+	// called with another object as self, they would patch that object.
+	mutators map[string]bool
 	kinds           map[string][]string // per file, per method
 }
 
 // indexOwners builds the ownership index after name resolution.
 func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
-	c.owners = ownerIndex{classes: make(map[string]classRef), instanceMethods: make(map[string]bool),
+	c.owners = ownerIndex{classes: make(map[string]classRef), mutators: make(map[string]bool),
 		kinds: make(map[string][]string)}
 	for _, rel := range files {
 		mod, _, ok := moduleOf(rel)
@@ -94,11 +97,23 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 			if kinds[i] != kindStatic && !c.plainClass(classRef{rel, m.Class - 1}, 0) {
 				kinds[i] = kindUnsafe // a metaclass or class decorator gets its functions
 			}
-			if kinds[i] == kindInstance {
-				c.owners.instanceMethods[m.Name] = true
-			}
 		}
 		c.owners.kinds[rel] = kinds
+		mutator := func(idx int) {
+			if idx >= 1 && idx <= len(kinds) && kinds[idx-1] == kindInstance {
+				c.owners.mutators[ff.Methods[idx-1].Name] = true
+			}
+		}
+		for _, st := range ff.Stores {
+			if len(st.Links) == 1 {
+				mutator(st.Receiver)
+			}
+		}
+		for _, call := range ff.Calls {
+			if (call.Func == "setattr" || call.Func == "delattr") && call.Target != "" && !strings.Contains(call.Target, ".") {
+				mutator(call.TargetReceiver)
+			}
+		}
 	}
 }
 
@@ -381,19 +396,21 @@ func (fc *fileCheck) freshClasses(refs []classRef, depth int) bool {
 	return true
 }
 
-// anyBundleClass reports whether a bare name may be one of the bundle's
-// classes (a class statement of this file, or imported from a bundle
-// module).
-func (fc *fileCheck) anyBundleClass(name string, ff *fileFacts) bool {
-	for _, cl := range ff.Classes {
-		if cl.Name == name {
-			return true
-		}
+// instanceName reports a bare name the file binds only to new instances
+// (calls of plain bundle classes, torch.nn modules, tensor factories).
+func (fc *fileCheck) instanceName(name string, ff *fileFacts) bool {
+	if len(fc.binds[name]) > 0 || len(fc.checker.imports[fc.rel][name]) > 0 {
+		return false
 	}
-	for _, b := range fc.binds[name] {
-		if _, ok := fc.owners.classes[b.name]; ok && b.local {
-			return true
+	bound := false
+	for _, n := range ff.Names {
+		if n.Name != name || n.Ctx == "load" {
+			continue
 		}
+		if n.Ctx != "store" || n.Value == nil || n.Value.Kind != "call" || !fc.fresh(n.Value.Callee, ff, 0) {
+			return false
+		}
+		bound = true
 	}
-	return false
+	return bound
 }

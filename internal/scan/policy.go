@@ -82,7 +82,7 @@ func Rules() []RuleInfo {
 		{RuleConcurrency, "threads, processes and event loops: threading, multiprocessing, subprocess, asyncio, os.fork, DataLoader, torch.jit.fork"},
 		{RuleGlobalMutation, "assignment to state of an imported module (also through an alias), or a call to a process-wide setter"},
 		{RuleForeignStore, "an attribute store (=, +=, del, setattr) into an object the bundle did not create: only self, the bundle's own classes and functions and instances it constructs may be changed"},
-		{RuleUnboundMethod, "a bundle method reached through its class (C.m, type(x).m, cls.m, super() in a classmethod) or used as a plain function in its class body, so that self could be any object"},
+		{RuleUnboundMethod, "a bundle method that stores into self, read from something not known to be an instance (its class, cls, type(x), a parameter, an item, an attribute, a call result) or used as a plain function in its class body, so that self could be any object"},
 		{RulePrivateAPI, "torch._C, triton._C and the private compiler configuration modules"},
 		{RuleModuleShadowing, "a bundle module (file or package) named like any module the interpreter can import (standard library, installed packages), an allowed or a policed module"},
 		{RuleModuleEscape, "a module outside the allow-list reached through an allowed one: torch.os, typing.sys, from torch import os, getattr(torch, \"os\")"},

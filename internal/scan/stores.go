@@ -49,37 +49,51 @@ func (fc *fileCheck) foreignStore(line, col int, what string) {
 			"an attribute of another object); only self, the bundle's own classes and functions and the instances it constructs may be changed", what)
 }
 
-// unboundAttr applies unbound-method to an attribute chain whose first
-// attribute is an instance method of a bundle class, read from something
-// that may be the class rather than an instance.
+// unboundAttr applies unbound-method to an attribute chain: a mutator
+// (a bundle method that stores into its instance) may be read only from
+// what is known to be an instance: self in an instance method, a name the
+// file binds only to new instances, a new instance itself (P().m), super()
+// bound to an instance. Read from anything else (the class, cls, type(x),
+// a parameter, an item, an attribute, a call result) it may be the plain
+// function, callable with any object as self. C.m(self, ...) with the
+// instance's own receiver is allowed.
 func (fc *fileCheck) unboundAttr(a attrFact) {
-	if len(a.Attrs) == 0 || !fc.owners.instanceMethods[a.Attrs[0]] {
+	for i, name := range a.Attrs {
+		if !fc.owners.mutators[name] || (i == 0 && fc.knownInstance(a)) {
+			continue
+		}
+		if i == len(a.Attrs)-1 && a.Called && fc.methodKind(a.Arg0) == kindInstance {
+			continue
+		}
+		shown := showChain(a.Base, strings.Join(a.Attrs[:i+1], "."))
+		if a.RootCall != "" {
+			shown = a.RootCall + "(...)." + strings.Join(a.Attrs[:i+1], ".")
+		}
+		fc.unboundMethod(a.Line, a.Col, shown)
 		return
 	}
+}
+
+// knownInstance reports whether the object an attribute chain starts at
+// is known to be an instance (not a class) of the bundle's.
+func (fc *fileCheck) knownInstance(a attrFact) bool {
 	p := pos{a.Line, a.Col}
-	classLike := false
 	switch {
 	case a.Base != "":
-		classLike = fc.anyBundleClass(a.Base, fc.ff) || fc.methodKind(a.Receiver) == kindClass
-	case a.RootCall == "type" && fc.builtinAt("type", p):
-		classLike = true
+		return fc.methodKind(a.Receiver) == kindInstance || fc.instanceName(a.Base, fc.ff)
 	case a.RootCall == "super" && fc.builtinAt("super", p):
-		classLike = fc.methodKind(a.RootArg) != kindInstance
+		return fc.methodKind(a.RootArg) == kindInstance
+	case a.RootCall != "" && a.RootCall != "type":
+		return fc.fresh(a.RootCall, fc.ff, 0)
 	}
-	if !classLike || (a.Called && len(a.Attrs) == 1 && fc.methodKind(a.Arg0) == kindInstance) {
-		return
-	}
-	shown := showChain(a.Base, strings.Join(a.Attrs, "."))
-	if a.RootCall != "" {
-		shown = a.RootCall + "(...)." + strings.Join(a.Attrs, ".")
-	}
-	fc.unboundMethod(a.Line, a.Col, shown)
+	return false
 }
 
 func (fc *fileCheck) unboundMethod(line, col int, shown string) {
 	fc.add(line, col, RuleUnboundMethod,
-		"%q reaches a method through its class, where it can be called with any object as self (and its stores into self would patch that object); "+
-			"call methods on instances (C.m(self, ...) with the instance's own self is fine)", shown)
+		"%q may be the plain function of a method that stores into self (read from a class, cls, type(x), a parameter, an item, "+
+			"an attribute or a call result), callable with any object as self, which it would patch; call such methods on self, "+
+			"on a name bound to a new instance, or on a new instance", shown)
 }
 
 // classRefs reports a class body that uses one of its own instance
@@ -89,7 +103,7 @@ func (fc *fileCheck) classRefs(ff *fileFacts) {
 	for ci, cl := range ff.Classes {
 		for _, r := range cl.Refs {
 			for mi, m := range ff.Methods {
-				if m.Class == ci+1 && m.Name == r && fc.methodKind(mi+1) == kindInstance {
+				if m.Class == ci+1 && m.Name == r && fc.methodKind(mi+1) == kindInstance && fc.owners.mutators[r] {
 					fc.add(cl.Line, cl.Col, RuleUnboundMethod,
 						"class %s uses its method %s as a plain function in its body, where it can be called with any object as self; call it on an instance", cl.Name, r)
 					break

@@ -91,7 +91,8 @@ def _call(node, module_level, scopes):
 
 def _value(node):
     """What a name is assigned: a call (with its callee chain), a literal
-    (display, comprehension, constant, lambda) or anything else."""
+    (display, comprehension, constant, lambda) or anything else ("other",
+    left out of the facts)."""
     if isinstance(node, ast.Call):
         return {"kind": "call", "callee": _chain(node.func)}
     if isinstance(node, _LITERALS):
@@ -248,13 +249,17 @@ def _facts(tree):
         children = list(ast.iter_child_nodes(node))
         for child in reversed(children):
             stack.append((child, inner_level))
-    # What the roots of attribute stores and setattr/delattr targets are
-    # assigned (only theirs: the rest is only volume).
+    # What the names used as objects (roots of attribute chains and
+    # stores, getattr/setattr/delattr targets) are assigned, when it is a
+    # call or a literal (only theirs: the rest is only volume).
     roots = set(s["root"] for s in stores if s["root"])
-    roots.update(c["target"] for c in calls if c["func"] in ("setattr", "delattr") and c["target"])
+    roots.update(a["base"] for a in attributes if a["base"])
+    roots.update(c["target"].split(".", 1)[0] for c in calls
+                 if c["func"] in ("getattr", "setattr", "delattr") and c["target"])
     for i, nid in stored:
-        if names[i]["name"] in roots and nid in values:
-            names[i]["value"] = values[nid]
+        value = values.get(nid)
+        if names[i]["name"] in roots and value is not None and value["kind"] != "other":
+            names[i]["value"] = value
     aliases, flows = _reachable(imports, extra.aliases, extra.flows)
     return {
         "imports": imports, "calls": calls, "attributes": attributes,
