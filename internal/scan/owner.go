@@ -74,7 +74,7 @@ type ownerIndex struct {
 	// bundle, whose receiver is the instance and which store into it:
 	// called with another object as self, they would patch that object.
 	mutators map[string]bool
-	kinds           map[string][]string // per file, per method
+	kinds    map[string][]string // per file, per method
 }
 
 // indexOwners builds the ownership index after name resolution.
