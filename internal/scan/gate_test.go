@@ -65,6 +65,10 @@ func TestGateClasses(t *testing.T) {
 		{"subclass walk by mro", map[string]string{"k.py": "x = type(1).mro()[-1]\n"}, "k.py:1 introspection"},
 		{"format string field", map[string]string{"k.py": "s = '{0.__class__.__init__.__globals__}'.format(1)\nt = '{0.gi_frame}'\n"},
 			"k.py:1 dunder-access|k.py:2 introspection"},
+		{"match class pattern reads attributes", map[string]string{"k.py": "def g():\n    yield 1\nmatch g():\n    case object(gi_frame=object(f_builtins=b)):\n        pass\n"},
+			"k.py:4 introspection|k.py:4 introspection"},
+		{"ndarray ctypes and dump", map[string]string{"k.py": "import torch\na = torch.ones(1).numpy()\nc = a.ctypes\na.dump('x')\n"},
+			"k.py:3 native-ffi|k.py:4 file-access"},
 		{"honest format strings", map[string]string{"k.py": "s = '{0.shape} {1:>{2}} {x.__name__}'.format(1, 2, 3, x=int)\n"}, ""},
 
 		// 3. Stores into objects the bundle did not create.

@@ -65,6 +65,8 @@ var genSnippets = []genSnippet{
 	{code: "torch.ops.load_library('x{n}')", forbidden: true},
 	{code: "tw{n} = torch.textwrap", forbidden: true},
 	{code: "mr{n} = int.mro()", forbidden: true},
+	{code: "def mg{n}():\n    yield 1\nmatch mg{n}():\n    case object(gi_frame=fr{n}):\n        pass", forbidden: true},
+	{code: "nd{n} = torch.ones(1).numpy().ctypes", forbidden: true},
 }
 
 // genSource builds a file from fuzz bytes: each byte picks a snippet and

@@ -105,9 +105,7 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 			}
 		}
 		for _, st := range ff.Stores {
-			if len(st.Links) == 1 {
-				mutator(st.Receiver)
-			}
+			mutator(st.Receiver) // self.x = v, self.cache[k] = v, self[k] = v
 		}
 		for _, call := range ff.Calls {
 			if (call.Func == "setattr" || call.Func == "delattr") && call.Target != "" && !strings.Contains(call.Target, ".") {

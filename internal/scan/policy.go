@@ -71,7 +71,7 @@ func Rules() []RuleInfo {
 		{RuleSyntaxError, "a Python file does not parse (or crashes the parser)"},
 		{RuleImportNotAllowed, "an import outside the arena's allow-list and the bundle's own modules"},
 		{RuleStarImport, "from M import * hides which names a module binds"},
-		{RuleForbiddenBuiltin, "eval, exec, compile, __import__, open, input, breakpoint, help, globals, vars, locals, dir or __builtins__"},
+		{RuleForbiddenBuiltin, "eval, exec, compile, __import__, open, input, breakpoint, help, license, credits, copyright, globals, vars, locals, dir or __builtins__"},
 		{RuleDynamicAttribute, "getattr/setattr/delattr/hasattr with a computed or dunder name, or attrgetter/methodcaller"},
 		{RuleModuleAttribute, "a name of an allowed module that is not on its attribute allow-list (torch.utils, torch.jit.load, torch.compile, typing.get_type_hints, torch.distributed beyond the collectives, private names, ...)"},
 		{RuleDunderAccess, "access to a dunder name outside the harmless list (__name__, __doc__, __init__, ...)"},
@@ -128,11 +128,13 @@ func harmlessDunder(name string) bool {
 
 // forbiddenCall lists the builtins a bundle may not call. dir() only lists
 // names, but a kernel has no use for listing a module; help("name")
-// imports the module it is given.
+// imports the module it is given; license(), credits() and copyright()
+// read files and wait for input.
 func forbiddenCall(name string) bool {
 	switch name {
 	case "eval", "exec", "compile", "__import__", "open", "input",
-		"breakpoint", "help", "globals", "vars", "locals", "dir":
+		"breakpoint", "help", "license", "credits", "copyright", "globals",
+		"vars", "locals", "dir":
 		return true
 	}
 	return false

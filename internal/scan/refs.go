@@ -145,7 +145,7 @@ func referenceRules() []refRule {
 	// sys.modules; dataclasses.builtins.open is open).
 	for _, name := range []string{
 		"eval", "exec", "compile", "__import__", "open", "input", "breakpoint",
-		"help", "globals", "vars", "locals", "dir",
+		"help", "license", "credits", "copyright", "globals", "vars", "locals", "dir",
 	} {
 		rules = append(rules, refRule{prefix: "builtins." + name, rule: RuleForbiddenBuiltin,
 			why: "this is the " + name + "() builtin: bundles may not evaluate code, reach the file system or the interpreter's namespaces"})
@@ -184,8 +184,14 @@ func attributeRules() map[string]refRule {
 		"_share_fd_cpu_", "share_memory_",
 		"_dump_snapshot", "_save_segment_usage", "_save_memory_usage",
 		"export_chrome_trace", "export_stacks", "export_memory_timeline",
+		"dump", // numpy's ndarray.dump pickles to a file
 	} {
 		out[name] = refRule{prefix: name, rule: RuleFileAccess, why: file}
+	}
+	// numpy's ndarray.ctypes (x.numpy().ctypes) holds the ctypes module.
+	for _, name := range []string{"ctypes", "_ctypes"} {
+		out[name] = refRule{prefix: name, rule: RuleNativeFFI,
+			why: "foreign-function interfaces bypass the sandbox; write the kernel in triton or a declared CUDA source"}
 	}
 	for _, name := range []string{"load_library", "CUDAPluggableAllocator"} {
 		out[name] = refRule{prefix: name, rule: RuleUnsafeLoader, why: loader}

@@ -42,6 +42,7 @@ from astflow import (  # noqa: E402
 )
 from astscope import Scopes, _decorator  # noqa: E402
 
+_MATCH_CLASS = getattr(ast, "MatchClass", None)
 # String constants longer than this are not searched for format fields.
 _MAX_FORMAT = 1 << 16
 _LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Set, ast.Tuple, ast.ListComp,
@@ -223,6 +224,11 @@ def _facts(tree):
             if node.name:
                 # "except E as n" unbinds n when the handler ends.
                 names.append({"name": node.name, "ctx": "del", "line": line, "col": col})
+        elif _MATCH_CLASS is not None and isinstance(node, _MATCH_CLASS):
+            # case C(name=pattern) reads subject.name like an attribute.
+            for attr in node.kwd_attrs:
+                attributes.append({"base": "", "attrs": [attr], "ctx": "load",
+                                   "module_level": module_level, "line": line, "col": col})
         elif _MATCH is not None and isinstance(node, _MATCH):
             for name, p in _captures_all(node):
                 pline, pcol = _pos(p)
