@@ -45,7 +45,7 @@ Exit status: 0 clean, 2 findings (or an invalid manifest), 1 usage or I/O error.
 					return writeJSON(a.stdout, scan.Rules())
 				}
 				for _, r := range scan.Rules() {
-					fmt.Fprintf(a.stdout, "%-20s %s\n", r.ID, r.Summary)
+					fmt.Fprintf(a.stdout, "%-28s %s\n", r.ID, r.Summary)
 				}
 				return nil
 			}
