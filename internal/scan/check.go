@@ -374,7 +374,10 @@ func (fc *fileCheck) referenceAll(bs []binding, line, col int, what string, isIm
 // A name rooted at an allowed module is also matched from every component
 // that names an allowed or escape module (F.torch.load is torch.load,
 // torch.os.system is os.system), and an escape module anywhere after the
-// root is a module-escape finding of its own.
+// root is a module-escape finding of its own. When no deny rule speaks,
+// the name (and those suffixes) must be on the attribute allow-list
+// (attrs.go), and a standard-library module it passes through is an
+// escape too.
 func (fc *fileCheck) reference(b binding, line, col int, what string, isImport, moduleLevel bool) {
 	if b.deep {
 		fc.add(line, col, RuleScanLimit, "%s %q is too long or goes through too many bundle re-exports for the scanner to follow (%d at most)", what, b.name, maxResolveDepth)
