@@ -28,9 +28,10 @@ paths inside the bundle) before any of its code runs: the manifest (strictly),
 the file tree (no symlinks, binaries, undeclared files or native sources) and
 every Python source, parsed with the real Python grammar (python3 -I -S with
 ast.parse, run in the same sandbox as candidate code: parsing never executes
-the candidate). Imports are allow-listed;
-dynamic code, dunder access, unsafe loaders, FFI, threads and processes, and
-any assignment to an attribute of an imported module are findings.
+the candidate). Imports and what a bundle uses of each allowed module are
+allow-listed (docs/verify.md, "Static policy"); dynamic code, introspection,
+unsafe loaders, FFI, threads and processes, stores into objects the bundle
+did not create, and bundle modules named like importable ones are findings.
 
 Each finding prints "path:line:col rule-id message"; --rules lists the rules.
 Exit status: 0 clean, 2 findings (or an invalid manifest, or a bundle that
@@ -48,7 +49,7 @@ done (no parser interpreter, the sandbox).`,
 					return writeJSON(a.stdout, scan.Rules())
 				}
 				for _, r := range scan.Rules() {
-					fmt.Fprintf(a.stdout, "%-20s %s\n", r.ID, r.Summary)
+					fmt.Fprintf(a.stdout, "%-28s %s\n", r.ID, r.Summary)
 				}
 				return nil
 			}

@@ -3,6 +3,7 @@ package scan
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -10,6 +11,7 @@ import (
 type fileCheck struct {
 	*checker
 	rel   string
+	ff    *fileFacts
 	binds map[string][]binding
 	// shadows lists, per name, where an import directly in the module
 	// body binds it; rebound holds the names also assigned or deleted.
@@ -28,7 +30,7 @@ func (fc *fileCheck) add(line, col int, rule, format string, args ...any) {
 // check applies every source rule to one parsed file.
 func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc := &fileCheck{
-		checker: c, rel: rel, binds: c.binds[rel],
+		checker: c, rel: rel, binds: c.binds[rel], ff: ff,
 		shadows: make(map[string][]pos), rebound: make(map[string]bool),
 	}
 	if fc.binds == nil {
@@ -42,6 +44,7 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.stores(ff.Stores)
 	fc.names(ff.Names)
 	fc.flows(ff.Flows)
+	fc.classRefs(ff)
 	return fc.findings
 }
 
@@ -157,6 +160,14 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 	case isDunder(c.NameArg) && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleDynamicAttribute,
 			"%s() with dunder name %q reaches interpreter internals; remove it", c.Func, c.NameArg)
+	case introspective(c.NameArg) && c.Func != "hasattr":
+		fc.add(c.Line, c.Col, RuleIntrospection,
+			"%s() with name %q reaches frames, code or interpreter namespaces; remove it", c.Func, c.NameArg)
+	}
+	if c.Func == "getattr" && c.NameLiteral && fc.owners.mutators[c.NameArg] &&
+		!(c.Target != "" && !strings.Contains(c.Target, ".") &&
+			(fc.methodKind(c.TargetReceiver) == kindInstance || fc.instanceName(c.Target, fc.ff))) {
+		fc.unboundMethod(c.Line, c.Col, "getattr(..., "+strconv.Quote(c.NameArg)+")")
 	}
 	if c.Func == "getattr" && c.NameLiteral && isIdentifier(c.NameArg) {
 		// getattr(obj, "name") reads what obj.name does.
@@ -180,6 +191,9 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 			return
 		}
 	}
+	if c.Target == "" || strings.Contains(c.Target, ".") || !(fc.ownedReceiver(c.TargetReceiver) || fc.ownedName(c.Target, fc.ff)) {
+		fc.foreignStore(c.Line, c.Col, fmt.Sprintf("%s() on %q", c.Func, shown))
+	}
 }
 
 func (fc *fileCheck) attributes(attrs []attrFact) {
@@ -187,11 +201,18 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		chain := strings.Join(a.Attrs, ".")
 		for _, name := range a.Attrs {
 			if isDunder(name) && !harmlessDunder(name) {
-				fc.add(a.Line, a.Col, RuleDunderAccess,
-					"access to %s (in %q) reaches interpreter internals; use the public API instead", name, showChain(a.Base, chain))
+				if a.Format {
+					fc.add(a.Line, a.Col, RuleDunderAccess,
+						"a format string's field reads %s, which reaches interpreter internals; format the values you need", name)
+				} else {
+					fc.add(a.Line, a.Col, RuleDunderAccess,
+						"access to %s (in %q) reaches interpreter internals; use the public API instead", name, showChain(a.Base, chain))
+				}
 				break
 			}
 		}
+		fc.introspection(a)
+		fc.unboundAttr(a)
 		mark := len(fc.findings)
 		if a.Base != "" {
 			switch {
@@ -230,33 +251,11 @@ func (fc *fileCheck) chain(chain string, line, col int, moduleLevel bool) {
 	root, rest := splitRoot(chain)
 	bs := fc.binds[root]
 	if len(bs) == 0 {
-		fc.reference(binding{name: chain}, line, col, "use of", false, moduleLevel)
+		fc.reference(binding{name: chain, written: true}, line, col, "use of", false, moduleLevel)
 		return
 	}
 	for _, b := range bs {
 		fc.referenceAll(fc.extend(b, rest), line, col, "use of", false, moduleLevel)
-	}
-}
-
-func (fc *fileCheck) stores(stores []storeFact) {
-	for _, s := range stores {
-		roots := s.Roots
-		if s.Root != "" {
-			roots = []string{s.Root}
-		}
-		for _, r := range roots {
-			b, ok := fc.first(r)
-			if !ok {
-				continue
-			}
-			verb := "assignment to"
-			if s.Ctx == "del" {
-				verb = "deletion of"
-			}
-			fc.add(s.Line, s.Col, RuleGlobalMutation,
-				"%s %q changes imported %q, which the engine shares; keep state in your own objects", verb, s.Target, displayModule(b.name))
-			break
-		}
 	}
 }
 
@@ -379,7 +378,10 @@ func (fc *fileCheck) referenceAll(bs []binding, line, col int, what string, isIm
 // A name rooted at an allowed module is also matched from every component
 // that names an allowed or escape module (F.torch.load is torch.load,
 // torch.os.system is os.system), and an escape module anywhere after the
-// root is a module-escape finding of its own.
+// root is a module-escape finding of its own. When no deny rule speaks,
+// the name (and those suffixes) must be on the attribute allow-list
+// (attrs.go), and a standard-library module it passes through is an
+// escape too.
 func (fc *fileCheck) reference(b binding, line, col int, what string, isImport, moduleLevel bool) {
 	if b.deep {
 		fc.add(line, col, RuleScanLimit, "%s %q is too long or goes through too many bundle re-exports for the scanner to follow (%d at most)", what, b.name, maxResolveDepth)
@@ -388,8 +390,8 @@ func (fc *fileCheck) reference(b binding, line, col int, what string, isImport, 
 		return
 	}
 	names := []string{b.name} // suffixes of b.name to match the rules on
+	escaped := false
 	if root, _ := splitRoot(b.name); fc.allowed[root] {
-		escaped := false
 		for start := len(root) + 1; start < len(b.name); {
 			end := strings.IndexByte(b.name[start:], '.')
 			if end < 0 {
@@ -400,7 +402,7 @@ func (fc *fileCheck) reference(b binding, line, col int, what string, isImport, 
 			switch p := b.name[start:end]; {
 			case fc.allowed[p]:
 				names = append(names, b.name[start:])
-			case fc.escapes[p] && !submoduleNotEscape(b.name[:end]):
+			case fc.escape(p, b.name[:end]):
 				names = append(names, b.name[start:])
 				if !escaped {
 					escaped = true
@@ -425,6 +427,75 @@ func (fc *fileCheck) reference(b binding, line, col int, what string, isImport, 
 			}
 		}
 	}
+	if len(done) > 0 || escaped || b.written || fc.hasAttributeRule(b.name) {
+		return // one finding per use; a chain as written is no module's
+	}
+	for _, name := range names {
+		if v := fc.attrs.check(name); !v.ok {
+			shown := fmt.Sprintf("%q", b.name)
+			if name != b.name {
+				shown = fmt.Sprintf("%q (as %q)", b.name, name)
+			}
+			fc.add(line, col, RuleModuleAttribute,
+				"%s %s: %s; a bundle may use only what the attribute allow-list names (docs/verify.md, Static policy)", what, shown, v.why)
+			return
+		}
+	}
+	fc.stdlibEscape(b.name, line, col, what)
+}
+
+// hasAttributeRule reports a component of name that an attribute rule
+// (from_file, load_library, ...) reports wherever it is read.
+func (fc *fileCheck) hasAttributeRule(name string) bool {
+	for _, part := range strings.Split(name, ".") {
+		if _, ok := fc.attrRules[part]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// stdlibEscape reports the first component of a name the allow-list
+// allows that is a standard-library module the allowed package
+// re-exports (torch.textwrap), not its own submodule nor a function of the
+// same name (torch.select). The listed escape modules are reported before
+// the allow-list (escapeModules); this catches the rest.
+func (fc *fileCheck) stdlibEscape(name string, line, col int, what string) {
+	root, _ := splitRoot(name)
+	if !fc.allowed[root] {
+		return
+	}
+	for start := len(root) + 1; start < len(name); {
+		end := strings.IndexByte(name[start:], '.')
+		if end < 0 {
+			end = len(name)
+		} else {
+			end += start
+		}
+		p, upTo := name[start:end], name[:end]
+		if fc.stdlib[p] && !escapeExempt[p] && !fc.allowed[p] && !fc.attrs.submodules[upTo] && !submoduleNotEscape(upTo) {
+			fc.add(line, col, RuleModuleEscape,
+				"%s %q reaches module %q through %q; a module outside the arena's allow-list is no more allowed when an allowed module re-exports it",
+				what, name, p, name[:start-1])
+			return
+		}
+		start = end + 1
+	}
+}
+
+// escape reports whether component p of a chain rooted at an allowed
+// module, reached as the dotted prefix upTo, is a listed escape module
+// (escapeModules) rather than the package's own submodule.
+func (fc *fileCheck) escape(p, upTo string) bool {
+	return fc.escapes[p] && !fc.allowed[p] && !submoduleNotEscape(upTo) && !fc.attrs.submodules[upTo]
+}
+
+// escapeExempt lists standard-library module names that are also names of
+// functions and methods of the allowed packages (torch.select,
+// Tensor.chunk), which are not re-exported modules.
+var escapeExempt = map[string]bool{
+	"chunk": true, "select": true, "trace": true, "copy": true, "array": true,
+	"string": true, "stat": true, "time": true, "token": true,
 }
 
 // splitRoot splits a dotted chain into its first component and the rest.

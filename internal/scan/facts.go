@@ -17,6 +17,12 @@ import (
 type factsHeader struct {
 	Python string   `json:"python"`
 	Stdlib []string `json:"stdlib"`
+	// Importable lists every top-level module name the interpreter can
+	// import (standard library, built-ins, sys.path and site directories).
+	Importable []string `json:"importable"`
+	// Submodules lists the real submodules (dotted) of the packages the
+	// request named: the policy's allowed modules.
+	Submodules []string `json:"submodules"`
 }
 
 // fileFacts is one output line per source, in input order.
@@ -30,6 +36,8 @@ type fileFacts struct {
 	Names      []nameFact   `json:"names"`
 	Aliases    []aliasFact  `json:"aliases"`
 	Flows      []flowFact   `json:"flows"`
+	Classes    []classFact  `json:"classes"`
+	Methods    []methodFact `json:"methods"`
 }
 
 // parseError is a source that ast.parse rejected.
@@ -74,19 +82,35 @@ type callFact struct {
 	TargetRoots []string `json:"target_roots"`
 	NameLiteral bool     `json:"name_literal"`
 	NameArg     string   `json:"name_arg"`
-	ModuleLevel bool     `json:"module_level"`
-	Line        int      `json:"line"`
-	Col         int      `json:"col"`
+	// TargetReceiver is the method (1-based index into Methods) whose
+	// receiver the first argument is, when it is a bare name; else 0.
+	TargetReceiver int  `json:"target_receiver"`
+	ModuleLevel    bool `json:"module_level"`
+	Line           int  `json:"line"`
+	Col            int  `json:"col"`
 }
 
 // attrFact is a maximal attribute chain: Base is the root name ("" when the
 // chain starts at a call, subscript or literal) and Attrs the attribute
 // names in source order. A getattr(obj, "name") link counts as obj.name.
+// Receiver is the method whose receiver Base is (see methodFact); RootCall
+// names the bare-name function when the chain starts at a call of one
+// (type(x).m, super().m), and RootArg the method whose receiver that call
+// is bound to (super() in a method: the method; super(C, x) and type(x):
+// x's). Called says the chain is called directly, Arg0 the method whose
+// receiver the call's first argument is. Format marks the attribute names
+// a literal format string's replacement field reads ("{0.__class__}").
 type attrFact struct {
 	Base        string   `json:"base"`
 	Attrs       []string `json:"attrs"`
 	Ctx         string   `json:"ctx"`
 	ModuleLevel bool     `json:"module_level"`
+	Receiver    int      `json:"receiver"`
+	RootCall    string   `json:"root_call"`
+	RootArg     int      `json:"root_arg"`
+	Called      bool     `json:"called"`
+	Arg0        int      `json:"arg0"`
+	Format      bool     `json:"format"`
 	Line        int      `json:"line"`
 	Col         int      `json:"col"`
 }
@@ -95,24 +119,37 @@ type attrFact struct {
 // deleted; Root is the name the target chain starts at ("" if none), and
 // when there is none, Roots are the names the chain's starting object may
 // come from (a call's callee, a container literal's elements, ...).
+// Links are the attribute names and subscripts ("[]") from the root to the
+// stored place, root side first; Receiver is the method whose receiver
+// Root is (see methodFact).
 type storeFact struct {
-	Root   string   `json:"root"`
-	Target string   `json:"target"`
-	Roots  []string `json:"roots"`
-	Ctx    string   `json:"ctx"`
-	Line   int      `json:"line"`
-	Col    int      `json:"col"`
+	Root     string   `json:"root"`
+	Target   string   `json:"target"`
+	Roots    []string `json:"roots"`
+	Links    []string `json:"links"`
+	Receiver int      `json:"receiver"`
+	Ctx      string   `json:"ctx"`
+	Line     int      `json:"line"`
+	Col      int      `json:"col"`
 }
 
 // nameFact is a bare name that is neither a callee nor the root of an
 // attribute chain (those are reported by callFact and attrFact). Ctx "def"
 // marks a name bound by a def, class, parameter or type parameter, "del"
-// also one unbound at the end of an except handler.
+// also one unbound at the end of an except handler. Kind says what a "def"
+// binds ("function", "class", "param", "typeparam"). Value is what an
+// assignment binds a "store" name to, when it is a call or a literal,
+// reported only for names used as objects (roots of attribute chains and
+// stores, getattr/setattr/delattr targets). Decorators are those of a
+// decorated def or class.
 type nameFact struct {
-	Name string `json:"name"`
-	Ctx  string `json:"ctx"`
-	Line int    `json:"line"`
-	Col  int    `json:"col"`
+	Name       string          `json:"name"`
+	Ctx        string          `json:"ctx"`
+	Kind       string          `json:"kind"`
+	Decorators []decoratorFact `json:"decorators"`
+	Value      *valueFact      `json:"value"`
+	Line       int             `json:"line"`
+	Col        int             `json:"col"`
 }
 
 // aliasFact is a name bound, by an assignment, an assignment expression, a
@@ -154,6 +191,8 @@ const (
 	maxIdentifier = 4096    // bytes in one name or module
 	maxChain      = 1 << 16 // bytes in one dotted chain of an alias or flow
 	maxMessage    = 4096    // bytes in one parser message
+	// maxHeaderNames bounds each module list of the header.
+	maxHeaderNames = 1 << 16
 )
 
 // factsBatch is the decoded output of one interpreter run.
@@ -219,9 +258,18 @@ func checkHeader(h *factsHeader) error {
 	if h.Python == "" || len(h.Python) > 64 {
 		return errors.New("missing or oversized interpreter version")
 	}
-	for _, m := range h.Stdlib {
-		if err := checkIdent(m, false); err != nil {
-			return fmt.Errorf("stdlib name: %w", err)
+	for _, list := range []struct {
+		what   string
+		names  []string
+		dotted bool
+	}{{"stdlib", h.Stdlib, false}, {"importable", h.Importable, false}, {"submodule", h.Submodules, true}} {
+		if len(list.names) > maxHeaderNames {
+			return fmt.Errorf("%d %s names (at most %d)", len(list.names), list.what, maxHeaderNames)
+		}
+		for _, m := range list.names {
+			if err := checkIdent(m, list.dotted); err != nil {
+				return fmt.Errorf("%s name: %w", list.what, err)
+			}
 		}
 	}
 	return nil
@@ -231,7 +279,7 @@ func checkHeader(h *factsHeader) error {
 // names non-empty and bounded, no facts next to a parse error.
 func checkFile(f *fileFacts) error {
 	if f.Error != nil {
-		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows) != 0 {
+		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows)+len(f.Classes)+len(f.Methods) != 0 {
 			return errors.New("facts next to a parse error")
 		}
 		if len(f.Error.Msg) > maxMessage {
@@ -256,7 +304,7 @@ func checkFile(f *fileFacts) error {
 				return fmt.Errorf("call: %w", err)
 			}
 		}
-		if err := checkNames(c.TargetRoots); err != nil {
+		if err := firstErr(checkNames(c.TargetRoots), checkMethodRef(f, c.TargetReceiver)); err != nil {
 			return fmt.Errorf("call: %w", err)
 		}
 	}
@@ -277,6 +325,14 @@ func checkFile(f *fileFacts) error {
 				return fmt.Errorf("attribute: %w", err)
 			}
 		}
+		if err := firstErr(checkMethodRef(f, a.Receiver), checkMethodRef(f, a.RootArg), checkMethodRef(f, a.Arg0)); err != nil {
+			return fmt.Errorf("attribute: %w", err)
+		}
+		if a.RootCall != "" {
+			if err := checkIdent(a.RootCall, false); err != nil {
+				return fmt.Errorf("attribute: %w", err)
+			}
+		}
 	}
 	for _, s := range f.Stores {
 		if s.Ctx == "load" || len(s.Target) > 1<<20 {
@@ -290,7 +346,7 @@ func checkFile(f *fileFacts) error {
 				return fmt.Errorf("store: %w", err)
 			}
 		}
-		if err := checkNames(s.Roots); err != nil {
+		if err := firstErr(checkNames(s.Roots), checkLinks(s.Links), checkMethodRef(f, s.Receiver)); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
 	}
@@ -299,7 +355,7 @@ func checkFile(f *fileFacts) error {
 		if n.Ctx == "def" {
 			ctx = nil
 		}
-		if err := firstErr(checkIdent(n.Name, false), ctx, checkPos(n.Line, n.Col)); err != nil {
+		if err := firstErr(checkIdent(n.Name, false), ctx, checkPos(n.Line, n.Col), checkNameKind(n)); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
 	}
@@ -329,7 +385,7 @@ func checkFile(f *fileFacts) error {
 			}
 		}
 	}
-	return nil
+	return checkClasses(f)
 }
 
 // checkNames validates a list of bare names.

@@ -13,10 +13,23 @@ const (
 		`"calls":[{"func":"getattr","nargs":2,"nkeywords":0,"starred":false,"target":"x","name_literal":true,"name_arg":"y","module_level":true,"line":3,"col":1}],` +
 		`"attributes":[{"base":"torch","attrs":["load"],"ctx":"load","module_level":false,"line":4,"col":5}],` +
 		`"stores":[{"root":"torch","target":"torch.x","ctx":"store","line":5,"col":1}],` +
-		`"names":[{"name":"eval","ctx":"load","line":6,"col":3},{"name":"f","ctx":"def","line":7,"col":1}],` +
+		`"names":[{"name":"eval","ctx":"load","line":6,"col":3},{"name":"f","ctx":"def","kind":"function","line":7,"col":1}],` +
 		`"aliases":[{"name":"t","chains":["torch.nn"],"line":8,"col":1}],` +
 		`"flows":[{"chain":"torch","where":"container","callee":"","line":9,"col":2}]}` + "\n"
 	testError = `{"path":"b.py","error":{"line":3,"col":6,"msg":"invalid syntax"},"imports":[],"calls":[],"attributes":[],"stores":[],"names":[]}` + "\n"
+	// testClasses carries the facts of astscope: classes, methods,
+	// receivers, store links, values and format fields.
+	testClasses = `{"path":"a.py","error":null,"imports":[],` +
+		`"calls":[{"func":"setattr","nargs":3,"nkeywords":0,"starred":false,"target":"self","target_roots":[],"name_literal":true,"name_arg":"x","target_receiver":1,"module_level":false,"line":4,"col":9}],` +
+		`"attributes":[{"base":"self","attrs":["m"],"ctx":"load","module_level":false,"receiver":1,"root_call":"","root_arg":0,"called":true,"arg0":1,"format":false,"line":5,"col":9},` +
+		`{"base":"","attrs":["__class__"],"ctx":"load","module_level":true,"receiver":0,"root_call":"type","root_arg":0,"called":false,"arg0":0,"format":true,"line":6,"col":1}],` +
+		`"stores":[{"root":"self","target":"self.x[...]","roots":[],"links":["x","[]"],"receiver":1,"ctx":"store","line":3,"col":9}],` +
+		`"names":[{"name":"C","ctx":"def","kind":"class","decorators":[{"chain":"dataclasses.dataclass","call":false}],"line":1,"col":1},` +
+		`{"name":"c","ctx":"store","value":{"kind":"call","callee":"C"},"line":7,"col":1}],` +
+		`"aliases":[],"flows":[],` +
+		`"classes":[{"name":"C","bases":["torch.nn.Module",""],"keywords":false,"decorators":[],"refs":["m"],"top":true,"line":1,"col":1}],` +
+		`"methods":[{"class":1,"name":"m","decorators":[{"chain":"functools.lru_cache","call":true}],"line":2,"col":5}]}` + "\n"
+	testRichHeader = `{"python":"3.11.2","stdlib":["os"],"importable":["os","six"],"submodules":["torch.nn","torch.utils.data"]}` + "\n"
 )
 
 func TestParseFacts(t *testing.T) {
@@ -59,6 +72,18 @@ func TestParseFacts(t *testing.T) {
 		{name: "bad flow callee", out: testHeader + strings.Replace(testFile, `"callee":""`, `"callee":"a b"`, 1), wantErr: "bad character"},
 		{name: "bad store roots", out: testHeader + strings.Replace(testFile, `"target":"torch.x"`, `"target":"torch.x","roots":["a.b"]`, 1), wantErr: "bad character"},
 		{name: "bad call target", out: testHeader + strings.Replace(testFile, `"target":"x"`, `"target":"x..y"`, 1), wantErr: "bad character"},
+		{name: "classes and methods", out: testRichHeader + testClasses, files: 1},
+		{name: "receiver out of range", out: testHeader + strings.Replace(testClasses, `"receiver":1,"ctx"`, `"receiver":2,"ctx"`, 1), wantErr: "method reference 2"},
+		{name: "negative receiver", out: testHeader + strings.Replace(testClasses, `"arg0":1`, `"arg0":-1`, 1), wantErr: "method reference -1"},
+		{name: "method of no class", out: testHeader + strings.Replace(testClasses, `"class":1`, `"class":2`, 1), wantErr: "class 2 out of range"},
+		{name: "bad link", out: testHeader + strings.Replace(testClasses, `"links":["x","[]"]`, `"links":["x","[0]"]`, 1), wantErr: "bad character"},
+		{name: "unknown def kind", out: testHeader + strings.Replace(testClasses, `"kind":"class"`, `"kind":"module"`, 1), wantErr: "unknown definition kind"},
+		{name: "value on a def", out: testHeader + strings.Replace(testClasses, `"kind":"class",`, `"kind":"class","value":{"kind":"other","callee":""},`, 1), wantErr: "not stored"},
+		{name: "unknown value kind", out: testHeader + strings.Replace(testClasses, `"value":{"kind":"call"`, `"value":{"kind":"eval"`, 1), wantErr: "unknown value kind"},
+		{name: "bad decorator chain", out: testHeader + strings.Replace(testClasses, `"chain":"functools.lru_cache"`, `"chain":"functools..lru_cache"`, 1), wantErr: "decorator"},
+		{name: "bad root call", out: testHeader + strings.Replace(testClasses, `"root_call":"type"`, `"root_call":"ty pe"`, 1), wantErr: "bad character"},
+		{name: "bad submodule", out: strings.Replace(testRichHeader, `"torch.nn"`, `"torch..nn"`, 1), wantErr: "submodule name"},
+		{name: "bad importable name", out: strings.Replace(testRichHeader, `"six"`, `"six.moves"`, 1), wantErr: "importable name"},
 		{name: "facts next to error (alias)", out: testHeader + testFile + strings.Replace(testError, `"names":[]`, `"names":[],"aliases":[{"name":"x","chains":["y"],"line":1,"col":1}]`, 1), wantErr: "next to a parse error"},
 	}
 	for _, tt := range tests {
@@ -86,6 +111,7 @@ func FuzzParseFacts(f *testing.F) {
 	f.Add([]byte(testHeader))
 	f.Add([]byte(`{"python":"3.9.18","stdlib":[]}` + "\n" + `{"path":"a.py","error":null,"imports":null}` + "\n"))
 	f.Add([]byte("{}\n{}\n"))
+	f.Add([]byte(testRichHeader + testClasses + testError))
 	paths := []string{"a.py", "b.py"}
 	f.Fuzz(func(t *testing.T, out []byte) {
 		b, err := parseFacts(out, paths)
@@ -109,7 +135,7 @@ func FuzzParseFacts(f *testing.F) {
 			}
 			// The rules must digest anything the parser accepts.
 			ix := newModIndex([]string{"a.py", "b.py", "pkg/__init__.py"}, map[string]bool{"os": true})
-			c := newChecker(ix, DefaultPolicy(), map[string]*fileFacts{ff.Path: &b.files[i]})
+			c := newChecker(ix, DefaultPolicy(), map[string]*fileFacts{ff.Path: &b.files[i]}, &b.header)
 			for _, fd := range c.check(ff.Path, &b.files[i]) {
 				if strings.ContainsAny(fd.String(), "\n\r") {
 					t.Fatalf("finding spans lines: %q", fd.String())

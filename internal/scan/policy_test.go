@@ -131,8 +131,8 @@ func TestAllowedExtra(t *testing.T) {
 }
 
 func TestReservedModules(t *testing.T) {
-	r := reservedModules(Policy{AllowedImports: []string{"numpy.linalg"}}, []string{"zlib"})
-	for _, name := range []string{"numpy", "zlib", "os", "pickle", "dill", "torch", "cffi"} {
+	r := reservedModules(Policy{AllowedImports: []string{"numpy.linalg"}}, &factsHeader{Stdlib: []string{"zlib"}, Importable: []string{"six"}})
+	for _, name := range []string{"numpy", "zlib", "os", "pickle", "dill", "torch", "cffi", "six", "cacheon_runtime"} {
 		if !r[name] {
 			t.Errorf("%q is not reserved", name)
 		}

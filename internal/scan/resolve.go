@@ -27,6 +27,9 @@ type binding struct {
 	name  string
 	local bool
 	deep  bool
+	// written marks a chain taken as written: its root is bound by no
+	// import or alias of the file.
+	written bool
 }
 
 // pos is a source position, for "does this use come after that import".
@@ -72,10 +75,36 @@ type checker struct {
 	memo map[string][]binding
 	// modDepth is the most components a bundle module name has.
 	modDepth int
+	// attrs is the attribute allow-list; stdlib the interpreter's
+	// standard-library module names (module-escape).
+	attrs  *attrPolicy
+	stdlib map[string]bool
+	// facts are the parsed files; reboundBy holds, per file, the names
+	// bound other than by import (assigned, deleted, def, class, param).
+	facts     map[string]*fileFacts
+	reboundBy map[string]map[string]bool
+	owners    ownerIndex
 }
 
-func newChecker(ix *modIndex, pol Policy, facts map[string]*fileFacts) *checker {
+// newChecker resolves the names of every parsed file. env is the parse
+// script's header (nil when there were no sources): its standard-library
+// list and the allowed packages' submodules refine module-escape and the
+// attribute allow-list.
+func newChecker(ix *modIndex, pol Policy, facts map[string]*fileFacts, env *factsHeader) *checker {
+	if env == nil {
+		env = &factsHeader{}
+	}
+	submodules := make(map[string]bool)
+	for _, list := range [][]string{knownModules(), env.Submodules} {
+		for _, m := range list {
+			submodules[m] = true
+		}
+	}
 	c := &checker{
+		attrs:     newAttrPolicy(attrTables(), submodules),
+		stdlib:    make(map[string]bool),
+		facts:     facts,
+		reboundBy: make(map[string]map[string]bool),
 		ix:        ix,
 		allowed:   make(map[string]bool),
 		refs:      referenceRules(),
@@ -104,10 +133,21 @@ func newChecker(ix *modIndex, pol Policy, facts map[string]*fileFacts) *checker 
 		files = append(files, rel)
 	}
 	sort.Strings(files)
+	for _, m := range env.Stdlib {
+		c.stdlib[m] = true
+	}
 	for _, rel := range files {
 		c.collect(rel, facts[rel])
+		rebound := make(map[string]bool)
+		for _, n := range facts[rel].Names {
+			if n.Ctx != "load" {
+				rebound[n.Name] = true
+			}
+		}
+		c.reboundBy[rel] = rebound
 	}
 	c.solve(files)
+	c.indexOwners(files, facts)
 	return c
 }
 

@@ -22,8 +22,11 @@ const (
 	maxStderr = 64 << 10
 )
 
-// scriptName is the parse script's path inside python.Files().
+// scriptName is the parse script's path inside python.Files(); helperNames
+// are the modules it imports, written next to it.
 const scriptName = "cacheon_runtime/astfacts.py"
+
+var helperNames = []string{"cacheon_runtime/astflow.py", "cacheon_runtime/astscope.py", "cacheon_runtime/astenv.py"}
 
 // source is one Python file to parse: its bundle-relative slash path and
 // its bytes.
@@ -57,12 +60,14 @@ type parser struct {
 	script string
 	limit  int // stdout bytes accepted per run
 	policy sandbox.Policy
+	// packages are the modules whose submodules the header lists.
+	packages []string
 }
 
 // newParser resolves the interpreter, asks it where its installation lives
-// (the sandbox grants exactly that) and writes the embedded parse script to
-// a private temporary directory, the parser's job directory. The caller must
-// call close.
+// (the sandbox grants exactly that) and writes the embedded parse script and
+// its helper modules to a private temporary directory, the parser's job
+// directory. The caller must call close.
 func newParser(ctx context.Context, interpreter string) (*parser, error) {
 	name := interpreter
 	if name == "" {
@@ -84,19 +89,21 @@ func newParser(ctx context.Context, interpreter string) (*parser, error) {
 		// which cannot run in the sandbox: run what it resolves to.
 		py = install.Executable
 	}
-	code, err := fs.ReadFile(python.Files(), scriptName)
-	if err != nil {
-		return nil, fmt.Errorf("read embedded parse script: %w", err)
-	}
 	dir, err := os.MkdirTemp("", "cacheon-scan-")
 	if err != nil {
 		return nil, fmt.Errorf("create parse script directory: %w", err)
 	}
-	script := filepath.Join(dir, "astfacts.py")
-	if err := os.WriteFile(script, code, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("write parse script: %w", err)
+	for _, name := range append([]string{scriptName}, helperNames...) {
+		code, err := fs.ReadFile(python.Files(), name)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, filepath.Base(name)), code, 0o600)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("write parse script: %w", err)
+		}
 	}
+	script := filepath.Join(dir, filepath.Base(scriptName))
 	pol := sandbox.Policy{
 		Dir: dir, Exec: append(install.Paths, filepath.Dir(py)), Network: sandbox.NetNone,
 		CPUSeconds: parserCPUSeconds, MemoryBytes: parserMemory, MaxProcs: parserProcs,
@@ -179,7 +186,7 @@ func (p *parser) parseAll(ctx context.Context, srcs []source) (*factsHeader, []p
 // process was stopped right then), the process's exit error, a bounded
 // stderr, and err for failures to run at all.
 func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflow bool, exitErr error, stderr string, err error) {
-	input, err := encodeRequest(srcs)
+	input, err := encodeRequest(srcs, p.packages)
 	if err != nil {
 		return nil, false, nil, "", err
 	}
@@ -211,9 +218,11 @@ func (p *parser) run(ctx context.Context, srcs []source) (stdout []byte, overflo
 	return out.buf.Bytes(), false, waitErr, errOut.buf.String(), nil
 }
 
-// wireRequest is the script's stdin.
+// wireRequest is the script's stdin: the sources, and the packages whose
+// submodules the header lists.
 type wireRequest struct {
-	Files []wireFile `json:"files"`
+	Files    []wireFile `json:"files"`
+	Packages []string   `json:"packages"`
 }
 
 // wireFile carries a source's bytes as latin-1 code points, so the script
@@ -224,8 +233,8 @@ type wireFile struct {
 	Source string `json:"source"`
 }
 
-func encodeRequest(srcs []source) ([]byte, error) {
-	req := wireRequest{Files: make([]wireFile, len(srcs))}
+func encodeRequest(srcs []source, packages []string) ([]byte, error) {
+	req := wireRequest{Files: make([]wireFile, len(srcs)), Packages: packages}
 	for i, s := range srcs {
 		req.Files[i] = wireFile{Path: s.path, Source: latin1(s.data)}
 	}

@@ -5,8 +5,17 @@
 // grammar: one interpreter start per bundle runs the embedded script
 // python/cacheon_runtime/astfacts.py, which receives the sources on stdin,
 // calls ast.parse and reports raw syntax facts (imports, calls, attribute
-// chains, assignment targets, names, aliases and where module objects flow)
-// as JSON lines. The script never opens a bundle file and never imports or
+// chains, assignment targets, names, aliases, where module objects flow,
+// classes, methods and their receivers) as JSON lines, after a header that
+// lists every module the interpreter can import and the allowed packages'
+// submodules.
+//
+// The policy is an allow-list of what a bundle uses (docs/verify.md,
+// "Static policy"): allowed imports (policy.go), the attribute allow-list of
+// each allowed module (attrs.go), deny rules with their own messages
+// (refs.go), introspection (introspect.go), ownership of what a bundle may
+// store into (owner.go, stores.go) and the module names a bundle may not
+// take (reserved.go). The script never opens a bundle file and never imports or
 // executes candidate code; since it parses hostile source it still runs in
 // the sandbox (internal/sandbox) with limits sized for parsing. Its output
 // is decoded strictly and bounded like any other hostile input.
@@ -139,14 +148,15 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 	}
 
 	findings := append(t.findings, missing...)
-	var stdlib []string
+	var header *factsHeader
 	facts := make(map[string]*fileFacts)
 	if len(srcs) > 0 {
 		p, err := newParser(ctx, in.Python)
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
-		header, results, err := p.parseAll(ctx, srcs)
+		p.packages = allowedTops(pol)
+		h, results, err := p.parseAll(ctx, srcs)
 		cerr := p.close()
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
@@ -154,7 +164,7 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 		if cerr != nil {
 			return nil, fmt.Errorf("scan: %w", cerr)
 		}
-		stdlib = header.Stdlib
+		header = h
 		for i, r := range results {
 			rel := srcs[i].path
 			switch {
@@ -174,12 +184,13 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 		}
 	}
 
-	ix := newModIndex(t.pyFiles(), reservedModules(pol, stdlib))
+	ix := newModIndex(t.pyFiles(), reservedModules(pol, header))
 	for _, name := range ix.shadowNames() {
 		findings = append(findings, Finding{Path: ix.shadows[name], Rule: RuleModuleShadowing,
-			Message: fmt.Sprintf("bundle module %q has the name of a standard-library, allowed or policed module; rename it", name)})
+			Message: fmt.Sprintf("bundle module %q has the name of a module the interpreter can import (standard library or installed), an allowed or a policed module: "+
+				"at run time the import may bind that module instead; rename it", name)})
 	}
-	c := newChecker(ix, pol, facts)
+	c := newChecker(ix, pol, facts, header)
 	for _, s := range srcs {
 		if ff := facts[s.path]; ff != nil {
 			findings = append(findings, c.check(s.path, ff)...)
@@ -189,6 +200,21 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 		findings = append(findings, t.undeclared(ix, declared, declaredCUDA, facts)...)
 	}
 	return &Report{Findings: sortFindings(findings), Files: len(t.files)}, nil
+}
+
+// allowedTops returns the policy's allowed top-level modules, sorted and
+// deduplicated: the packages whose submodules the parser lists.
+func allowedTops(pol Policy) []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, m := range pol.AllowedImports {
+		if top := topLevel(m); !seen[top] {
+			seen[top] = true
+			out = append(out, top)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // pythonSources reads every .py file that has no file-level finding yet,

@@ -63,12 +63,18 @@ func adversarialCases() []adversarialCase {
 		{name: "control_rmsnorm_helper_module", control: true},
 		{name: "control_moe_prepared", control: true},
 		{name: "control_all_reduce", control: true},
+		// Honest kernels in unusual but legal styles (issue 16): the static
+		// policy must not refuse them.
+		{name: "control_callable_entry", control: true},
+		{name: "control_subpackage", control: true},
+		{name: "control_online_softmax", control: true},
+		{name: "control_grouped_moe", control: true},
 
 		// The output contract: validator-owned, poisoned, fixed storage.
 		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \((\d+)/(\d+) elements non-finite\)`},
 		{name: "returns_new_tensor", verify: firstCall + `, ` + nonFinite},
 		{name: "rebinds_out_set", verify: firstCall + `: storage identity of out changed during the call`},
-		{name: "rebinds_out_data", verify: firstCall + `: storage identity of out changed during the call`},
+		{name: "rebinds_out_data", scan: `foreign-store assignment to "out.data"`, verify: firstCall + `: storage identity of out changed during the call`},
 		{name: "mutates_input", verify: firstCall + `: input mutation: the candidate wrote to input "x"`},
 		{name: "relies_on_zeroed_out", verify: firstCall + `, ` + nonFinite},
 		{name: "ignores_out_stride", verify: firstCall + `, output out: topk_overlap`},
@@ -134,6 +140,22 @@ func adversarialCases() []adversarialCase {
 		{name: "dunder_escape", scan: `dunder-access`},
 		{name: "eval_code", scan: `forbidden-builtin call to eval\(\)`},
 		{name: "ctypes_ffi", scan: `native-ffi`},
+
+		// The static policy as an allow-list of what is used (issue 16).
+		// 1. Code execution and I/O through allowed modules.
+		{name: "eval_via_type_hints", scan: `module-attribute-not-allowed use of "typing\.get_type_hints"`},
+		{name: "shell_via_torch_utils", scan: `module-attribute-not-allowed import of "torch\.utils\.collect_env"`},
+		{name: "exec_via_benchmark_timer", scan: `module-attribute-not-allowed import of "torch\.utils\.benchmark"`},
+		// 2. Introspection.
+		{name: "frame_builtins_open", scan: `introspection access to gi_frame`},
+		{name: "introspection_getattr_literal", scan: `introspection getattr\(\) with name "gi_frame"`},
+		{name: "format_string_globals", scan: `dunder-access a format string's field reads __globals__`},
+		// 3. Global patching through any expression.
+		{name: "patches_tensor_via_type", scan: `foreign-store assignment to "<expr>\.sigmoid"`},
+		{name: "patches_via_unbound_method", scan: `unbound-method "_Installer\.install"`},
+		{name: "patches_via_helper_param", scan: `foreign-store assignment to "cls\.sigmoid"`},
+		// 4. Shadow modules.
+		{name: "shadow_installed_module", scan: `module-shadowing bundle module "typing_extensions"`},
 	}
 }
 

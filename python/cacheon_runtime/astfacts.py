@@ -3,198 +3,55 @@
 Run as ``python3 -I -S -W ignore astfacts.py``. It reads one JSON object
 from stdin::
 
-    {"files": [{"path": "kernels/silu.py", "source": "..."}]}
+    {"files": [{"path": "kernels/silu.py", "source": "..."}],
+     "packages": ["torch", "triton"]}
 
 where ``source`` carries the file's bytes, each byte as the code point of
 the same value (latin-1), so that ``ast.parse`` decodes the bytes exactly as
 ``import`` would (BOM, PEP 263 coding cookie). It writes JSON lines to
-stdout: first a header (interpreter version, standard-library module names),
-then one line per file in input order with either a parse error or lists of
-facts: imports, calls of bare names, attribute chains, store targets, bare
-names, aliases (a name bound to what a name chain holds) and flows (a name
-chain whose object goes where no name follows it). Each line is flushed before the next file is parsed, so that when the
-parser itself crashes on a hostile file the caller knows which file it was.
+stdout: first a header (interpreter version, standard-library module names,
+every importable top-level module name, the submodules of ``packages``:
+see astenv), then one line per file in input order with either a parse
+error or lists of facts: imports, calls of bare names, attribute chains
+(also those a literal format string reaches), store targets, bare names,
+classes and methods (astscope), aliases (a name bound to what a name chain
+holds) and flows (a name chain whose object goes where no name follows it:
+astflow). Each line is flushed before the next file is parsed, so that when
+the parser itself crashes on a hostile file the caller knows which file it
+was.
 
-This script never opens a file, never imports or executes candidate code and
-decides nothing: it only calls ``ast.parse`` and walks the tree. The policy
-lives in Go (internal/scan), which treats this output as untrusted input.
-It must run on Python 3.9 to 3.13 with the standard library only (ast, json,
-sys).
+This script never opens a bundle file, never imports or executes candidate
+code and decides nothing: it only calls ``ast.parse`` and walks the tree.
+The policy lives in Go (internal/scan), which treats this output as
+untrusted input. It must run on Python 3.9 to 3.13 with the standard
+library only; its helper modules (astflow, astscope, astenv) sit next to it
+in the parser's private directory.
 """
 
 import ast
 import json
+import os
 import sys
 
-_DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_SEQ_NODES = (ast.List, ast.Tuple, ast.Set)
-_COMP_NODES = (ast.ListComp, ast.SetComp, ast.GeneratorExp)
-# Statement and pattern nodes of Python 3.10+ (absent on 3.9).
-_MATCH = getattr(ast, "Match", None)
-_MATCH_AS = getattr(ast, "MatchAs", None)
-_MATCH_STAR = getattr(ast, "MatchStar", None)
-_MATCH_MAPPING = getattr(ast, "MatchMapping", None)
-# Nodes that bind the name they carry (type parameters: Python 3.12+).
-_DEFINING = tuple([ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg] + [
-    getattr(ast, n) for n in ("TypeVar", "ParamSpec", "TypeVarTuple") if hasattr(ast, n)])
-# A getattr literal longer than this is not merged into a chain.
-_MAX_LITERAL = 1024
+sys.path.insert(0, os.path.dirname(os.path.abspath(globals().get("__file__") or sys.argv[0])))
+
+import astenv  # noqa: E402
+from astflow import (  # noqa: E402
+    _DEF_NODES, _DEFINING, _MATCH, _Collector, _captures_all, _chain, _ctx,
+    _pos, _reachable, _roots, _target, _unchain,
+)
+from astscope import Scopes, _decorator  # noqa: E402
+
+_MATCH_CLASS = getattr(ast, "MatchClass", None)
+# String constants longer than this are not searched for format fields.
+_MAX_FORMAT = 1 << 16
+_LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Set, ast.Tuple, ast.ListComp,
+             ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.Lambda)
+_KINDS = {ast.FunctionDef: "function", ast.AsyncFunctionDef: "function",
+          ast.ClassDef: "class", ast.arg: "param"}
 
 
-def _pos(node):
-    """Return (line, col) with a 1-based column, 0 when unknown."""
-    line = getattr(node, "lineno", 0) or 0
-    col = getattr(node, "col_offset", -1)
-    if col is None:
-        col = -1
-    return line, col + 1
-
-
-def _getattr_literal(node):
-    """(object, name) of ``getattr(obj, "name"[, default])``, else None.
-
-    Only the syntax is matched: whether ``getattr`` is the builtin is for the
-    rules to judge. Such a call reads the attribute like ``obj.name`` does.
-    """
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "getattr" and not node.keywords
-            and len(node.args) in (2, 3)):
-        return None
-    if any(isinstance(a, ast.Starred) for a in node.args):
-        return None
-    name = node.args[1]
-    if (isinstance(name, ast.Constant) and isinstance(name.value, str)
-            and len(name.value) <= _MAX_LITERAL and name.value.isidentifier()):
-        return node.args[0], name.value
-    return None
-
-
-def _unchain(node, consumed=None):
-    """Follow a chain of Attribute links and ``getattr(obj, "name")`` calls
-    down to its root: returns (root, attrs) with attrs root-side first.
-    With consumed, every Attribute node walked is added to it by id."""
-    attrs = []
-    while True:
-        if isinstance(node, ast.Attribute):
-            if consumed is not None:
-                consumed.add(id(node))
-            attrs.append(node.attr)
-            node = node.value
-            continue
-        lit = _getattr_literal(node)
-        if lit is None:
-            break
-        node, attr = lit
-        attrs.append(attr)
-    attrs.reverse()
-    return node, attrs
-
-
-def _chain(node):
-    """Dotted name of a Name/Attribute chain rooted at a Name, else "".
-
-    A ``getattr(obj, "name")`` link counts as ``obj.name``.
-    """
-    root, attrs = _unchain(node)
-    if not isinstance(root, ast.Name):
-        return ""
-    return ".".join([root.id] + attrs)
-
-
-def _leaves(node):
-    """Name chains whose object the value of node may be, in source order.
-
-    Follows conditional and boolean operators and assignment expressions;
-    a call result, a subscript or a container literal is not one of its
-    parts' objects (containers are reported as flows instead).
-    """
-    out = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.IfExp):
-            stack.append(n.orelse)
-            stack.append(n.body)
-        elif isinstance(n, ast.BoolOp):
-            stack.extend(reversed(n.values))
-        elif isinstance(n, (ast.NamedExpr, ast.Starred)):
-            stack.append(n.value)
-        else:
-            chain = _chain(n)
-            if chain:
-                out.append(chain)
-    return out
-
-
-def _roots(node):
-    """Every name the object of node may have been reached from, sorted.
-
-    Used for a store target that does not start at a name: a call result
-    counts as reached from its callee (``getattr(o, "x")``: from o), an item
-    from its container, a container literal from its elements.
-    """
-    out = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Name):
-            out.add(n.id)
-        elif isinstance(n, (ast.Attribute, ast.Subscript, ast.NamedExpr, ast.Starred, ast.Await)):
-            stack.append(n.value)
-        elif isinstance(n, ast.Call):
-            lit = _getattr_literal(n)
-            stack.append(lit[0] if lit is not None else n.func)
-        elif isinstance(n, ast.IfExp):
-            stack.extend((n.body, n.orelse))
-        elif isinstance(n, ast.BoolOp):
-            stack.extend(n.values)
-        elif isinstance(n, _SEQ_NODES):
-            stack.extend(n.elts)
-        elif isinstance(n, ast.Dict):
-            stack.extend(k for k in n.keys if k is not None)
-            stack.extend(n.values)
-        elif isinstance(n, ast.Lambda):
-            stack.append(n.body)
-        elif isinstance(n, _COMP_NODES):
-            stack.append(n.elt)
-        elif isinstance(n, ast.DictComp):
-            stack.extend((n.key, n.value))
-    return sorted(out)
-
-
-def _target(node):
-    """Root name, display form and fallback roots of a store target."""
-    parts = []
-    while True:
-        if isinstance(node, ast.Attribute):
-            parts.append("." + node.attr)
-            node = node.value
-            continue
-        if isinstance(node, ast.Subscript):
-            parts.append("[...]")
-            node = node.value
-            continue
-        lit = _getattr_literal(node)
-        if lit is None:
-            break
-        node, attr = lit
-        parts.append("." + attr)
-    parts.reverse()
-    if isinstance(node, ast.Name):
-        return node.id, node.id + "".join(parts), []
-    return "", "<expr>" + "".join(parts), _roots(node)
-
-
-def _ctx(node):
-    ctx = getattr(node, "ctx", None)
-    if isinstance(ctx, ast.Store):
-        return "store"
-    if isinstance(ctx, ast.Del):
-        return "del"
-    return "load"
-
-
-def _call(node, module_level):
+def _call(node, module_level, scopes):
     args = node.args
     starred = any(isinstance(a, ast.Starred) for a in args) or any(
         k.arg is None for k in node.keywords
@@ -208,12 +65,15 @@ def _call(node, module_level):
             name_arg = second.value
     target = ""
     target_roots = []
+    receiver = 0
+    if args and isinstance(args[0], ast.Name):
+        receiver = scopes.receiver(args[0])
     if args and not isinstance(args[0], ast.Starred):
         target = _chain(args[0])
         if not target:
             target_roots = _roots(args[0])
     line, col = _pos(node)
-    return {
+    fact = {
         "func": node.func.id,
         "nargs": len(args),
         "nkeywords": len(node.keywords),
@@ -226,223 +86,100 @@ def _call(node, module_level):
         "line": line,
         "col": col,
     }
+    _set(fact, "target_receiver", receiver)
+    return fact
 
 
-class _Collector:
-    """Alias and flow facts: where the object of a name chain goes.
-
-    An alias is a name bound, by an assignment, an assignment expression, a
-    for target or a match capture, to what a name chain holds. A flow is a
-    name chain whose object is put where a name no longer follows it: into
-    a container literal, a call argument, a return value, a default, an
-    attribute or item, a match subject.
-    """
-
-    def __init__(self):
-        self.aliases = []
-        self.flows = []
-        self.unpacked = set()  # ids of literals assigned element-wise
-
-    def alias(self, target, leaves):
-        if leaves:
-            line, col = _pos(target)
-            self.aliases.append({"name": target.id, "chains": leaves, "line": line, "col": col})
-
-    def flow(self, node, where, callee=""):
-        leaves = _leaves(node)
-        if leaves:
-            line, col = _pos(node)
-            for chain in leaves:
-                self.flows.append({"chain": chain, "where": where, "callee": callee,
-                                   "line": line, "col": col})
-
-    def bind(self, target, value, unpack=True):
-        """Facts of ``target = value``. A literal is paired element-wise
-        with a target of the same shape only when unpack is set (the value
-        goes nowhere else: ``x = a, b = torch, F`` keeps the tuple in x)."""
-        stack = [(target, value)]
-        while stack:
-            t, v = stack.pop()
-            if isinstance(t, ast.Name):
-                self.alias(t, _leaves(v))
-            elif isinstance(t, (ast.Attribute, ast.Subscript)):
-                self.flow(v, "stored")
-            elif isinstance(t, ast.Starred):
-                stack.append((t.value, v))
-            elif isinstance(t, (ast.Tuple, ast.List)):
-                if (unpack and isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) == len(t.elts)
-                        and not any(isinstance(e, ast.Starred) for e in t.elts)
-                        and not any(isinstance(e, ast.Starred) for e in v.elts)):
-                    self.unpacked.add(id(v))
-                    stack.extend(zip(t.elts, v.elts))
-                else:
-                    self.spread(t, v)
-
-    def spread(self, target, value):
-        """Facts of an assignment or loop whose elements do not pair up:
-        every name of target may hold any part of value."""
-        parts = [value]
-        if isinstance(value, _SEQ_NODES):
-            parts.extend(value.elts)
-        leaves = []
-        for p in parts:
-            leaves.extend(_leaves(p))
-        stack = [target]
-        while stack:
-            t = stack.pop()
-            if isinstance(t, ast.Name):
-                self.alias(t, leaves)
-            elif isinstance(t, ast.Starred):
-                stack.append(t.value)
-            elif isinstance(t, (ast.Tuple, ast.List)):
-                stack.extend(t.elts)
-            elif isinstance(t, (ast.Attribute, ast.Subscript)):
-                for p in parts:
-                    self.flow(p, "stored")
-
-    def visit(self, node):
-        """Record the facts node itself gives (not those of its children)."""
-        handler = _VISIT.get(type(node))
-        if handler is not None:
-            handler(self, node)
-
-    def _assign(self, node):
-        for t in node.targets:
-            self.bind(t, node.value, len(node.targets) == 1)
-
-    def _ann_assign(self, node):
-        if node.value is not None:
-            self.bind(node.target, node.value)
-
-    def _aug_assign(self, node):
-        if isinstance(node.target, (ast.Attribute, ast.Subscript)):
-            self.flow(node.value, "stored")
-
-    def _named_expr(self, node):
-        self.bind(node.target, node.value)
-
-    def _loop(self, node):
-        self.spread(node.target, node.iter)
-
-    def _sequence(self, node):
-        if _ctx(node) == "load" and id(node) not in self.unpacked:
-            for e in node.elts:
-                self.flow(e, "container")
-
-    def _dict(self, node):
-        for k in node.keys:
-            if k is not None:
-                self.flow(k, "container")
-        for v in node.values:
-            self.flow(v, "container")
-
-    def _call(self, node):
-        for i, a in enumerate(node.args):
-            callee = ""
-            if i == 0 and isinstance(node.func, ast.Name) and not isinstance(a, ast.Starred):
-                callee = node.func.id  # getattr(m, "x") only reads m, if the builtin
-            self.flow(a, "argument", callee)
-        for k in node.keywords:
-            self.flow(k.value, "argument")
-
-    def _class(self, node):
-        for b in node.bases:
-            self.flow(b, "argument")
-        for k in node.keywords:
-            self.flow(k.value, "argument")
-        for stmt in node.body:
-            # A class attribute (class C: m = torch) is an attribute.
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-                self.flow(stmt.value, "stored")
-
-    def _comprehension(self, node):
-        self.flow(node.elt, "container")
-
-    def _dict_comprehension(self, node):
-        self.flow(node.key, "container")
-        self.flow(node.value, "container")
-
-    def _return(self, node):
-        if node.value is not None:
-            self.flow(node.value, "return")
-
-    def _lambda(self, node):
-        self.flow(node.body, "return")
-        self.defaults(node.args)
-
-    def _function(self, node):
-        self.defaults(node.args)
-
-    def _subscript(self, node):
-        self.flow(node.slice, "container")
-
-    def _match(self, node):
-        self.flow(node.subject, "match")
-        leaves = _leaves(node.subject)
-        for case in node.cases:
-            for name, p in _captures(case.pattern):
-                line, col = _pos(p)
-                if leaves:
-                    self.aliases.append({"name": name, "chains": leaves, "line": line, "col": col})
-
-    def defaults(self, args):
-        for d in args.defaults:
-            self.flow(d, "default")
-        for d in args.kw_defaults:
-            if d is not None:
-                self.flow(d, "default")
+def _value(node):
+    """What a name is assigned: a call (with its callee chain), a literal
+    (display, comprehension, constant, lambda) or anything else ("other",
+    left out of the facts)."""
+    if isinstance(node, ast.Call):
+        return {"kind": "call", "callee": _chain(node.func)}
+    if isinstance(node, _LITERALS):
+        return {"kind": "literal", "callee": ""}
+    return {"kind": "other", "callee": ""}
 
 
-_VISIT = {
-    ast.Assign: _Collector._assign,
-    ast.AnnAssign: _Collector._ann_assign,
-    ast.AugAssign: _Collector._aug_assign,
-    ast.NamedExpr: _Collector._named_expr,
-    ast.For: _Collector._loop,
-    ast.AsyncFor: _Collector._loop,
-    ast.comprehension: _Collector._loop,
-    ast.List: _Collector._sequence,
-    ast.Tuple: _Collector._sequence,
-    ast.Set: _Collector._sequence,
-    ast.Dict: _Collector._dict,
-    ast.Call: _Collector._call,
-    ast.ClassDef: _Collector._class,
-    ast.ListComp: _Collector._comprehension,
-    ast.SetComp: _Collector._comprehension,
-    ast.GeneratorExp: _Collector._comprehension,
-    ast.DictComp: _Collector._dict_comprehension,
-    ast.Return: _Collector._return,
-    ast.Yield: _Collector._return,
-    ast.YieldFrom: _Collector._return,
-    ast.Lambda: _Collector._lambda,
-    ast.FunctionDef: _Collector._function,
-    ast.AsyncFunctionDef: _Collector._function,
-    ast.Subscript: _Collector._subscript,
-}
-if _MATCH is not None:
-    _VISIT[_MATCH] = _Collector._match
-
-
-def _captures(pattern):
-    """(name, node) of every name a match pattern binds."""
+def _format_attrs(text):
+    """Attribute names the replacement fields of a format string read
+    (``"{0.__class__}".format(x)`` reads x.__class__), one list per field."""
+    try:
+        import _string
+    except ImportError:  # pragma: no cover
+        return []
     out = []
-    for p in ast.walk(pattern):
-        name = None
-        if _MATCH_AS is not None and isinstance(p, _MATCH_AS):
-            name = p.name
-        elif _MATCH_STAR is not None and isinstance(p, _MATCH_STAR):
-            name = p.name
-        elif _MATCH_MAPPING is not None and isinstance(p, _MATCH_MAPPING):
-            name = p.rest
-        if name:
-            out.append((name, p))
+    pending = [text]
+    while pending and len(out) < 256:
+        try:
+            fields = list(_string.formatter_parser(pending.pop()))
+        except (ValueError, TypeError):
+            continue
+        for _, field, spec, _ in fields:
+            if spec and "{" in spec:
+                pending.append(spec)
+            if not field:
+                continue
+            try:
+                _, rest = _string.formatter_field_name_split(field)
+                attrs = [key for is_attr, key in rest if is_attr]
+            except (ValueError, TypeError):
+                continue
+            attrs = [a for a in attrs if isinstance(a, str) and a.isidentifier()]
+            if attrs:
+                out.append(attrs)
     return out
+
+
+def _docstrings(tree):
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def _attribute(node, scopes, consumed, module_level):
+    """The fact of a maximal attribute chain ending at node."""
+    line, col = _pos(node)
+    inner, attrs = _unchain(node, consumed)
+    fact = {"base": "", "attrs": attrs, "ctx": _ctx(node), "module_level": module_level,
+            "line": line, "col": col}
+    if isinstance(inner, ast.Name):
+        consumed.add(id(inner))
+        fact["base"] = inner.id
+        _set(fact, "receiver", scopes.receiver(inner))
+    elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name):
+        fact["root_call"] = inner.func.id
+        if inner.func.id == "super" and not inner.args:
+            _set(fact, "root_arg", scopes.enclosing_method(inner))
+        elif len(inner.args) == 2 and isinstance(inner.args[1], ast.Name):
+            _set(fact, "root_arg", scopes.receiver(inner.args[1]))
+    parent = scopes.parent.get(id(node))
+    if isinstance(parent, ast.Call) and parent.func is node:
+        fact["called"] = True
+        if parent.args and isinstance(parent.args[0], ast.Name):
+            _set(fact, "arg0", scopes.receiver(parent.args[0]))
+    return fact
+
+
+def _set(fact, key, value):
+    """Set an optional fact field; zero values are left out (the Go side
+    reads a missing field as zero), which keeps the output small."""
+    if value:
+        fact[key] = value
 
 
 def _facts(tree):
     imports, calls, attributes, stores, names = [], [], [], [], []
+    scopes = Scopes(tree)
+    docs = _docstrings(tree)
     extra = _Collector()
     consumed = set()  # ids of Name/Attribute nodes already reported as part of a chain
+    values = {}  # id(Name target) -> what an assignment binds it to
+    stored = []  # (index into names, id(Name node)) of names with a store context
     top = set(id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)))
     stack = [(tree, True)]
     while stack:
@@ -465,97 +202,83 @@ def _facts(tree):
         elif isinstance(node, ast.Call):
             if isinstance(node.func, ast.Name):
                 consumed.add(id(node.func))
-                calls.append(_call(node, module_level))
+                calls.append(_call(node, module_level, scopes))
         elif isinstance(node, ast.Attribute):
             if id(node) not in consumed:
-                inner, attrs = _unchain(node, consumed)
-                base = ""
-                if isinstance(inner, ast.Name):
-                    consumed.add(id(inner))
-                    base = inner.id
-                attributes.append({
-                    "base": base, "attrs": attrs, "ctx": _ctx(node),
-                    "module_level": module_level, "line": line, "col": col,
-                })
+                attributes.append(_attribute(node, scopes, consumed, module_level))
         elif isinstance(node, ast.Name):
             if id(node) not in consumed:
+                if _ctx(node) == "store":
+                    stored.append((len(names), id(node)))
                 names.append({"name": node.id, "ctx": _ctx(node), "line": line, "col": col})
         elif isinstance(node, _DEFINING):
             # A def, class, parameter or type parameter binds its name.
             name = node.arg if isinstance(node, ast.arg) else node.name
             if name:
-                names.append({"name": name, "ctx": "def", "line": line, "col": col})
+                fact = {"name": name, "ctx": "def", "kind": _KINDS.get(type(node), "typeparam"),
+                        "line": line, "col": col}
+                if getattr(node, "decorator_list", None):
+                    fact["decorators"] = [_decorator(d) for d in node.decorator_list]
+                names.append(fact)
         elif isinstance(node, ast.ExceptHandler):
             if node.name:
                 # "except E as n" unbinds n when the handler ends.
                 names.append({"name": node.name, "ctx": "del", "line": line, "col": col})
+        elif _MATCH_CLASS is not None and isinstance(node, _MATCH_CLASS):
+            # case C(name=pattern) reads subject.name like an attribute.
+            for attr in node.kwd_attrs:
+                attributes.append({"base": "", "attrs": [attr], "ctx": "load",
+                                   "module_level": module_level, "line": line, "col": col})
         elif _MATCH is not None and isinstance(node, _MATCH):
             for name, p in _captures_all(node):
                 pline, pcol = _pos(p)
                 names.append({"name": name, "ctx": "store", "line": pline, "col": pcol})
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docs and "{" in node.value and len(node.value) <= _MAX_FORMAT:
+                for attrs in _format_attrs(node.value):
+                    attributes.append({"base": "", "attrs": attrs, "ctx": "load", "module_level": module_level,
+                                       "format": True, "line": line, "col": col})
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    values[id(t)] = _value(node.value)
         if isinstance(node, (ast.Attribute, ast.Subscript)) and _ctx(node) != "load":
-            root, shown, roots = _target(node)
-            stores.append({"root": root, "target": shown, "roots": roots,
-                           "ctx": _ctx(node), "line": line, "col": col})
+            root_node, root, shown, roots, links = _target(node)
+            fact = {"root": root, "target": shown, "roots": roots, "links": links,
+                    "ctx": _ctx(node), "line": line, "col": col}
+            if root:
+                _set(fact, "receiver", scopes.receiver(root_node))
+            stores.append(fact)
         extra.visit(node)
         inner_level = module_level and not isinstance(node, _DEF_NODES)
         children = list(ast.iter_child_nodes(node))
         for child in reversed(children):
             stack.append((child, inner_level))
+    # What the names used as objects (roots of attribute chains and
+    # stores, getattr/setattr/delattr targets) are assigned, when it is a
+    # call or a literal (only theirs: the rest is only volume).
+    roots = set(s["root"] for s in stores if s["root"])
+    roots.update(a["base"] for a in attributes if a["base"])
+    roots.update(c["target"].split(".", 1)[0] for c in calls
+                 if c["func"] in ("getattr", "setattr", "delattr") and c["target"])
+    for i, nid in stored:
+        value = values.get(nid)
+        if names[i]["name"] in roots and value is not None and value["kind"] != "other":
+            names[i]["value"] = value
     aliases, flows = _reachable(imports, extra.aliases, extra.flows)
     return {
         "imports": imports, "calls": calls, "attributes": attributes,
         "stores": stores, "names": names, "aliases": aliases,
-        "flows": flows,
+        "flows": flows, "classes": scopes.classes, "methods": scopes.methods,
     }
-
-
-def _root(chain):
-    return chain.split(".", 1)[0]
-
-
-def _reachable(imports, aliases, flows):
-    """Keep the aliases and flows whose chains start at a name an import of
-    the file binds, directly or through other aliases: no other chain can
-    hold anything imported, so the rest is only volume."""
-    bound = set()
-    for im in imports:
-        if not im["from"]:
-            bound.add(im["asname"] or im["module"].split(".", 1)[0])
-            continue
-        for n in im["names"]:
-            if n["name"] != "*":
-                bound.add(n["asname"] or n["name"])
-    users = {}
-    for a in aliases:
-        for chain in a["chains"]:
-            users.setdefault(_root(chain), []).append(a["name"])
-    work = list(bound)
-    while work:
-        for name in users.get(work.pop(), ()):
-            if name not in bound:
-                bound.add(name)
-                work.append(name)
-    kept = []
-    for a in aliases:
-        chains = [c for c in a["chains"] if _root(c) in bound]
-        if chains:
-            a["chains"] = chains
-            kept.append(a)
-    return kept, [f for f in flows if _root(f["chain"]) in bound]
-
-
-def _captures_all(match):
-    out = []
-    for case in match.cases:
-        out.extend(_captures(case.pattern))
-    return out
 
 
 def _one(entry):
     path = entry.get("path", "")
     out = {"path": path, "error": None, "imports": [], "calls": [],
-           "attributes": [], "stores": [], "names": [], "aliases": [], "flows": []}
+           "attributes": [], "stores": [], "names": [], "aliases": [], "flows": [],
+           "classes": [], "methods": []}
     try:
         data = entry.get("source", "").encode("latin-1")
         tree = ast.parse(data, filename=path, mode="exec")
@@ -584,7 +307,10 @@ def main():
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     stdlib = set(getattr(sys, "stdlib_module_names", ()))
     stdlib.update(sys.builtin_module_names)
-    _emit({"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "stdlib": sorted(stdlib)})
+    path = astenv.search_path()
+    packages = request.get("packages") or []
+    _emit({"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "stdlib": sorted(stdlib),
+           "importable": astenv.importable(path), "submodules": astenv.submodules(packages, path)})
     for entry in request.get("files", []):
         _emit(_one(entry))
 

@@ -37,7 +37,6 @@ def silu_and_mul(x: torch.Tensor, out: torch.Tensor, scale: Optional[float] = No
             out[:, start:stop] = F.silu(gate) * up
     if scale is not None and not math.isclose(scale, 1.0):
         out.mul_(scale)
-    out.grad = None
     _stats()
     if hasattr(out, "is_contiguous") and getattr(out, "dtype") is torch.bfloat16:
         setattr(_stats, "calls", 0)

@@ -1,0 +1,201 @@
+package scan
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestGateClasses covers the four classes of issue 16 (what a bundle uses
+// of allowed modules, introspection, stores into objects it did not
+// create, shadow modules) with an attack and, where it matters, the honest
+// pattern next to it. want lists "path:line rule" findings in order; ""
+// means the bundle is clean.
+func TestGateClasses(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		// 1. Code execution and I/O through allowed modules.
+		{"utils by from-import alias", map[string]string{"k.py": "from torch import utils as u\nu.data\n"},
+			"k.py:1 module-attribute-not-allowed|k.py:2 module-attribute-not-allowed"},
+		{"utils by plain import alias", map[string]string{"k.py": "import torch.utils.data as D\nD.DataLoader\n"},
+			"k.py:1 module-attribute-not-allowed|k.py:2 concurrency"},
+		{"utils through an assignment chain", map[string]string{"k.py": "import torch\na = torch\nb = a.utils\nb.benchmark.Timer\n"},
+			"k.py:3 module-attribute-not-allowed|k.py:4 module-attribute-not-allowed"},
+		{"utils through a bundle re-export", map[string]string{
+			"h.py": "import torch\nT = torch\n",
+			"k.py": "from h import T\nT.utils.collect_env.run('id')\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"utils through getattr literal", map[string]string{"k.py": "import torch\ngetattr(torch, 'utils')\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"type hints evaluate strings", map[string]string{"k.py": "import typing\ndef f(x: 'int'): pass\ntyping.get_type_hints(f)\n"},
+			"k.py:3 module-attribute-not-allowed"},
+		{"forward ref evaluate", map[string]string{"k.py": "from typing import ForwardRef\nForwardRef('1')._evaluate(None, None, frozenset())\n"},
+			"k.py:1 module-attribute-not-allowed|k.py:2 module-attribute-not-allowed"},
+		{"singledispatch evaluates annotations", map[string]string{"k.py": "import functools\n@functools.singledispatch\ndef f(x): pass\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"jit save and load", map[string]string{"k.py": "import torch.jit as J\nJ.save(None, 'x')\nJ.load('x')\n"},
+			"k.py:2 file-access|k.py:3 unsafe-loader"},
+		{"compile", map[string]string{"k.py": "import torch\nf = torch.compile(lambda x: x)\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"distributed beyond the collectives", map[string]string{"k.py": "import torch.distributed as dist\ndist.distributed_c10d._world\ndist.all_reduce\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"re-exported stdlib module", map[string]string{"k.py": "import torch\ntorch.textwrap.dedent('x')\ntorch.select\n"},
+			"k.py:2 module-escape"},
+		{"operator setitem", map[string]string{"k.py": "import operator, torch\noperator.setitem(torch.ops.__dict__, 'x', 1)\n"},
+			"k.py:2 module-attribute-not-allowed|k.py:2 dunder-access"},
+		{"help imports by name", map[string]string{"k.py": "help('os')\n"}, "k.py:1 forbidden-builtin"},
+		{"allowed uses", map[string]string{"k.py": "import torch, math, functools, itertools\nfrom typing import Optional\n" +
+			"import torch.nn.functional as F\nimport torch.distributed as dist\n" +
+			"y = F.silu(torch.ones(1)) * math.pi\nz = functools.partial(F.gelu, approximate='tanh')\n" +
+			"o = dist.ReduceOp.SUM\nw = torch.cuda.is_available() and torch.backends.cuda.matmul.allow_tf32\n" +
+			"q = torch._scaled_mm if hasattr(torch, '_scaled_mm') else None\n"}, ""},
+
+		// 2. Introspection.
+		{"generator frame builtins", map[string]string{"k.py": "def g():\n    yield 1\nb = g().gi_frame.f_back.f_globals\n"},
+			"k.py:3 introspection"},
+		{"introspection through getattr", map[string]string{"k.py": "def g():\n    yield 1\nf = getattr(g(), 'gi_frame')\n"},
+			"k.py:3 introspection"},
+		{"code object", map[string]string{"k.py": "async def c():\n    pass\nx = c().cr_code.co_consts\n"},
+			"k.py:3 introspection"},
+		{"traceback frame", map[string]string{"k.py": "try:\n    1/0\nexcept Exception as e:\n    t = e.__traceback__.tb_frame\n"},
+			"k.py:4 dunder-access"},
+		{"subclass walk by mro", map[string]string{"k.py": "x = type(1).mro()[-1]\n"}, "k.py:1 introspection"},
+		{"format string field", map[string]string{"k.py": "s = '{0.__class__.__init__.__globals__}'.format(1)\nt = '{0.gi_frame}'\n"},
+			"k.py:1 dunder-access|k.py:2 introspection"},
+		{"match class pattern reads attributes", map[string]string{"k.py": "def g():\n    yield 1\nmatch g():\n    case object(gi_frame=object(f_builtins=b)):\n        pass\n"},
+			"k.py:4 introspection|k.py:4 introspection"},
+		{"ndarray ctypes and dump", map[string]string{"k.py": "import torch\na = torch.ones(1).numpy()\nc = a.ctypes\na.dump('x')\n"},
+			"k.py:3 native-ffi|k.py:4 file-access"},
+		{"honest format strings", map[string]string{"k.py": "s = '{0.shape} {1:>{2}} {x.__name__}'.format(1, 2, 3, x=int)\n"}, ""},
+
+		// 3. Stores into objects the bundle did not create.
+		{"class through type()", map[string]string{"k.py": "import torch\ntype(torch.ones(1)).add = torch.sub\n"},
+			"k.py:2 foreign-store"},
+		{"class through a name bound to type()", map[string]string{"k.py": "import torch\nt = type(torch.ones(1))\nt.add = torch.sub\n"},
+			"k.py:3 foreign-store"},
+		{"torch.Tensor directly", map[string]string{"k.py": "import torch\ntorch.Tensor.add = torch.sub\n"},
+			"k.py:2 global-mutation"},
+		{"through __class__", map[string]string{"k.py": "def f(x):\n    x.__class__.foo = 1\n"},
+			"k.py:2 dunder-access|k.py:2 foreign-store"},
+		{"parameter patched by a helper", map[string]string{"k.py": "import torch\ndef p(c):\n    c.add = torch.sub\np(torch.Tensor)\n"},
+			"k.py:3 foreign-store"},
+		{"setattr on a call result", map[string]string{"k.py": "import torch\nsetattr(type(torch.ones(1)), 'add', 1)\n"},
+			"k.py:2 foreign-store"},
+		{"item of a container", map[string]string{"k.py": "import torch\nl = [torch.Tensor]\nl[0].add = 1\n"},
+			"k.py:3 foreign-store"},
+		{"loop variable", map[string]string{"k.py": "import torch\nfor k in (torch.Tensor,):\n    k.add = 1\n"},
+			"k.py:3 global-mutation"},
+		{"unbound method with a foreign self", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\nP.m(torch.Tensor)\n"},
+			"k.py:5 unbound-method"},
+		{"unbound method through type()", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\ntype(P()).m(torch.Tensor)\n"},
+			"k.py:5 unbound-method"},
+		{"unbound method through a plain alias", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\nk = P\nk.m(torch.Tensor)\n"},
+			"k.py:6 unbound-method"},
+		{"unbound method through an item, a call, an attribute", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\n" +
+			"def get():\n    return P\n[P][0].m(torch.Tensor)\nget().m(torch.Tensor)\nclass H:\n    def __init__(self):\n        self.c = P\n    def go(self):\n        self.c.m(torch.Tensor)\n"},
+			"k.py:7 unbound-method|k.py:8 unbound-method|k.py:13 unbound-method"},
+		{"methods on instances and read-only methods anywhere", map[string]string{"k.py": "import torch\nclass P:\n    def m(self, v):\n        self.v = v\n    def r(self):\n        return self.v\n" +
+			"    def both(self):\n        self.m(1)\n        return self.r()\ni = P()\ni.m(2)\nP().m(3)\nP.r(torch.Tensor)\n[i][0].r()\n"}, ""},
+		{"method used in its class body", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\n    m(torch.Tensor)\n"},
+			"k.py:2 unbound-method"},
+		{"decorator that calls the method", map[string]string{"k.py": "import torch\ndef d(f):\n    f(torch.Tensor)\n    return f\nclass P:\n    @d\n    def m(self):\n        self.add = 1\n"},
+			"k.py:8 foreign-store"},
+		{"metaclass returns a shared class", map[string]string{"k.py": "import torch\nclass M(type):\n    def __new__(m, *a):\n        return torch.Tensor\nclass C(metaclass=M):\n    pass\nC.add = 1\n"},
+			"k.py:7 foreign-store"},
+		{"__new__ returns a shared class", map[string]string{"k.py": "import torch\nclass R:\n    def __new__(cls):\n        return torch.Tensor\nr = R()\nr.add = 1\n"},
+			"k.py:6 foreign-store"},
+		{"subscript store into a module's dict", map[string]string{"k.py": "import torch\ntorch.ops.__dict__['x'] = 1\n"},
+			"k.py:2 dunder-access|k.py:2 global-mutation"},
+		{"honest stores", map[string]string{"k.py": "import torch\nimport dataclasses\n" +
+			"@dataclasses.dataclass\nclass Cfg:\n    block: int = 64\n" +
+			"class K:\n    n = 0\n    def __init__(self):\n        self.cache = {}\n        self.cfg = Cfg()\n" +
+			"    @property\n    def size(self):\n        return self._size\n    @size.setter\n    def size(self, v):\n        self._size = v\n" +
+			"    @classmethod\n    def make(cls):\n        cls.n += 1\n        return cls()\n" +
+			"    def __call__(self, x, out):\n        self.cache[x.shape] = 1\n        setattr(self, 'last', x.shape)\n        out[...] = x\n" +
+			"class L(K):\n    def __init__(self):\n        super().__init__()\n        K.__init__(self)\n" +
+			"k = K()\nk.size = 3\nc = Cfg()\nc.block = 128\nK.n = 1\n" +
+			"def f():\n    pass\nf.calls = 0\nD = {}\nD['a'] = 1\n" +
+			"m = torch.nn.Identity()\nm.training = False\nb = torch.zeros(2)\nb.requires_grad = False\n"}, ""},
+
+		// 4. Shadow modules: see TestShadowInstalledModule.
+		{"runtime package", map[string]string{"cacheon_runtime.py": "", "k.py": "import torch\n"},
+			"cacheon_runtime.py:0 module-shadowing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := strings.Join(scanFiles(t, tt.files), "|"); got != tt.want {
+				t.Errorf("findings %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHonestUnusualStyles: the styles honest kernels use must scan clean:
+// a callable object as the entry, a sub-package, unicode identifiers, a
+// match statement, blockwise attention with an online softmax, grouped
+// MoE with index_add_.
+func TestHonestUnusualStyles(t *testing.T) {
+	if err := exec.Command("python3", "-I", "-S", "-c", "import sys; sys.exit(sys.version_info < (3, 10))").Run(); err != nil {
+		t.Skip("python3 is older than 3.10 (match)")
+	}
+	got := scanFiles(t, map[string]string{
+		"ops/__init__.py": "from .softmax import online_softmax\n",
+		"ops/softmax.py": "import torch\n\n\ndef online_softmax(q, k, v, blk=16):\n" +
+			"    m = torch.full(q.shape[:-1], float('-inf'))\n    l = torch.zeros(q.shape[:-1])\n" +
+			"    acc = torch.zeros(q.shape, dtype=torch.float32)\n    for s in range(0, k.shape[0], blk):\n" +
+			"        sc = q.float() @ k[s:s + blk].float().t()\n        m_new = torch.maximum(m, sc.amax(-1))\n" +
+			"        p = torch.exp(sc - m_new[..., None])\n        corr = torch.exp(m - m_new)\n" +
+			"        l = l * corr + p.sum(-1)\n        acc = acc * corr[..., None] + p @ v[s:s + blk].float()\n" +
+			"        m = m_new\n    return acc / l[..., None]\n",
+		"k.py": "import torch\nfrom ops import online_softmax\n\n\nclass Attention:\n" +
+			"    def __init__(self, blk: int = 16) -> None:\n        self.blk = blk\n\n" +
+			"    def __call__(self, q, k, v, out):\n        match q.dim():\n            case 2:\n" +
+			"                out.copy_(online_softmax(q, k, v, self.blk))\n            case _:\n" +
+			"                raise ValueError('2-D only')\n\n\nattention = Attention()\nε = 1e-6\n\n\n" +
+			"def moe(x, ids, w, w1, out):\n    res = torch.zeros(x.shape[0], w1.shape[1])\n" +
+			"    for e in range(w1.shape[0]):\n        rows = (ids == e).nonzero()[:, 0]\n" +
+			"        res.index_add_(0, rows, (x[rows] @ w1[e].t()) * w[rows, None] + ε)\n    out.copy_(res)\n",
+	})
+	if len(got) != 0 {
+		t.Errorf("findings %q, want none", got)
+	}
+}
+
+// TestShadowInstalledModule: a bundle module named like a package the
+// interpreter has installed (not standard library, not allowed, not
+// policed) is refused, whichever package that is on this machine.
+func TestShadowInstalledModule(t *testing.T) {
+	requirePython(t)
+	p, err := newParser(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	out, _, _, _, err := p.run(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := parseFacts(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := reservedModules(DefaultPolicy(), &factsHeader{Stdlib: b.header.Stdlib})
+	name := ""
+	for _, m := range b.header.Importable {
+		if !plain[m] && isIdentifier(m) && !strings.HasPrefix(m, "_") {
+			name = m
+			break
+		}
+	}
+	if name == "" {
+		t.Skip("the interpreter has no installed package beyond the standard library and the policy")
+	}
+	got := scanFiles(t, map[string]string{name + ".py": "", "k.py": "import torch\n"})
+	if want := name + ".py:0 module-shadowing"; strings.Join(got, "|") != want {
+		t.Errorf("shadowing installed %q: findings %q, want %q", name, got, want)
+	}
+}

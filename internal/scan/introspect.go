@@ -1,0 +1,63 @@
+package scan
+
+import "strings"
+
+// Introspection: the attributes that reach the interpreter's namespaces
+// without naming a forbidden builtin. A generator's frame holds the
+// builtins (g.gi_frame.f_builtins["eval"]), its caller's globals
+// (f_back.f_globals) and its code object; a traceback holds frames; a class
+// lists its subclasses (mro). The scanner cannot follow string subscripts
+// of those mappings, so the attribute access itself is refused, on any
+// object. Non-harmless dunders (__globals__, __class__, __dict__, ...) have
+// their own rule, dunder-access.
+
+// introspectionPrefixes are the attribute families of generators,
+// coroutines, async generators and code objects.
+var introspectionPrefixes = []string{"gi_", "cr_", "ag_", "co_"}
+
+// introspectionNames are the other introspective attributes: frames,
+// tracebacks, cells, method objects, Python 2 function aliases, mro.
+var introspectionNames = map[string]bool{
+	"f_back": true, "f_builtins": true, "f_code": true, "f_globals": true, "f_locals": true,
+	"f_trace": true, "f_trace_lines": true, "f_trace_opcodes": true, "f_lasti": true, "f_generator": true,
+	"tb_frame": true, "tb_next": true, "tb_lasti": true,
+	"cell_contents": true, "mro": true,
+	"func_globals": true, "func_code": true, "func_closure": true, "func_defaults": true,
+	"func_dict": true, "func_name": true, "func_doc": true,
+	"im_func": true, "im_self": true, "im_class": true,
+}
+
+// introspective reports whether an attribute name (not a dunder) is one
+// of the introspection set.
+func introspective(name string) bool {
+	if introspectionNames[name] {
+		return true
+	}
+	for _, p := range introspectionPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// introspection reports the first introspective name of an attribute
+// chain, once per chain.
+func (fc *fileCheck) introspection(a attrFact) {
+	for _, name := range a.Attrs {
+		if isDunder(name) && !harmlessDunder(name) {
+			return // dunder-access reports the chain
+		}
+		if !introspective(name) {
+			continue
+		}
+		if a.Format {
+			fc.add(a.Line, a.Col, RuleIntrospection,
+				"a format string's field reads %s, which reaches frames, code or interpreter namespaces; format the values you need", name)
+		} else {
+			fc.add(a.Line, a.Col, RuleIntrospection,
+				"access to %s (in %q) reaches frames, code or interpreter namespaces; remove it", name, showChain(a.Base, strings.Join(a.Attrs, ".")))
+		}
+		return
+	}
+}

@@ -1,0 +1,4 @@
+import torch
+
+T = torch
+jit = torch.jit

@@ -1,0 +1,4 @@
+"""A sub-package of helpers."""
+from .softmax import online_softmax
+
+__all__ = ["online_softmax"]

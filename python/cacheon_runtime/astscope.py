@@ -1,0 +1,195 @@
+"""astscope: class, method and receiver facts for astfacts.
+
+Syntax only, like the rest of the parse script: which classes a file
+defines (bases, keywords, the method names its body uses as plain names),
+which functions are methods (their decorators), and, for a bare name at a
+given place, whether it is the receiver of a method: the first positional
+parameter of a function defined directly in a class body, seen through
+Python's scoping rules (nested functions, lambdas and comprehensions see
+it; default values and decorators do not), never bound anywhere else in
+that method. What those facts permit is decided in Go (internal/scan).
+"""
+
+import ast
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_MATCH_AS = getattr(ast, "MatchAs", None)
+_MATCH_STAR = getattr(ast, "MatchStar", None)
+_MATCH_MAPPING = getattr(ast, "MatchMapping", None)
+_TYPE_PARAMS = tuple(getattr(ast, n) for n in ("TypeVar", "ParamSpec", "TypeVarTuple") if hasattr(ast, n))
+_PROPERTY_PARTS = ("setter", "getter", "deleter")
+
+
+def _chain(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _bound_names(node):
+    """Names node itself binds (not those of its children)."""
+    if isinstance(node, ast.Name):
+        return (node.id,) if not isinstance(node.ctx, ast.Load) else ()
+    if isinstance(node, ast.arg):
+        return (node.arg,)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, ast.ExceptHandler):
+        return (node.name,) if node.name else ()
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return tuple((a.asname or a.name).split(".", 1)[0] for a in node.names)
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return tuple(node.names)
+    if (_MATCH_AS is not None and isinstance(node, _MATCH_AS)) or (
+            _MATCH_STAR is not None and isinstance(node, _MATCH_STAR)):
+        return (node.name,) if node.name else ()
+    if _MATCH_MAPPING is not None and isinstance(node, _MATCH_MAPPING):
+        return (node.rest,) if node.rest else ()
+    if _TYPE_PARAMS and isinstance(node, _TYPE_PARAMS):
+        return (node.name,)
+    return ()
+
+
+def _positional(fn):
+    args = fn.args
+    return list(getattr(args, "posonlyargs", [])) + list(args.args)
+
+
+class Scopes:
+    """Parents, scope bindings, classes and methods of one module tree."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.parent = {}
+        self.binds = {}  # id(function) -> {name: count} over its whole subtree
+        self.classes = []
+        self.methods = []
+        self.method_of = {}  # id(FunctionDef) -> 1-based index into methods
+        class_index = {}
+        stack = [(tree, ())]
+        while stack:
+            node, funcs = stack.pop()
+            for name in _bound_names(node):
+                for f in funcs:  # a def binds its own name outside itself
+                    counts = self.binds.setdefault(id(f), {})
+                    counts[name] = counts.get(name, 0) + 1
+            parent = self.parent.get(id(node))
+            if isinstance(node, ast.ClassDef):
+                class_index[id(node)] = len(self.classes) + 1
+                self.classes.append(_class(node, parent is tree))
+            elif isinstance(node, _FUNCS) and isinstance(parent, ast.ClassDef):
+                self.method_of[id(node)] = len(self.methods) + 1
+                self.methods.append({
+                    "class": class_index[id(parent)], "name": node.name,
+                    "decorators": [_decorator(d) for d in node.decorator_list],
+                    "line": node.lineno, "col": node.col_offset + 1,
+                })
+            inner = funcs + (node,) if isinstance(node, _SCOPES) else funcs
+            children = list(ast.iter_child_nodes(node))
+            for child in children:
+                self.parent[id(child)] = node
+            for child in reversed(children):
+                stack.append((child, inner))
+
+    def receiver(self, name_node):
+        """1-based index of the method whose receiver the bare name is, else 0."""
+        name = name_node.id
+        child = name_node
+        node = self.parent.get(id(name_node))
+        while node is not None:
+            if isinstance(node, _SCOPES):
+                if inside_body(node, child):
+                    counts = self.binds.get(id(node), {})
+                    params = [a.arg for a in _positional(node)] if isinstance(node, _FUNCS) else []
+                    if counts.get(name, 0) > 0:
+                        idx = self.method_of.get(id(node), 0)
+                        if idx and params and params[0] == name and counts[name] == 1:
+                            return idx
+                        return 0
+            elif isinstance(node, ast.Module):
+                return 0
+            child = node
+            node = self.parent.get(id(node))
+        return 0
+
+    def enclosing_method(self, node):
+        """1-based index of the method a node is directly in (through
+        nested blocks, not nested functions or lambdas), else 0."""
+        cur = self.parent.get(id(node))
+        while cur is not None:
+            if isinstance(cur, _FUNCS):
+                idx = self.method_of.get(id(cur), 0)
+                if not idx:
+                    return 0
+                params = _positional(cur)
+                if not params or self.binds.get(id(cur), {}).get(params[0].arg, 0) != 1:
+                    return 0
+                return idx
+            if isinstance(cur, (ast.Lambda, ast.ClassDef, ast.Module)):
+                return 0
+            cur = self.parent.get(id(cur))
+        return 0
+
+
+def _class(node, top):
+    methods = set(s.name for s in node.body if isinstance(s, _FUNCS))
+    return {
+        "name": node.name,
+        "bases": [_chain(b) for b in node.bases],
+        "keywords": bool(node.keywords),
+        "decorators": [_decorator(d) for d in node.decorator_list],
+        "refs": sorted(_class_refs(node, methods)),
+        "top": top, "line": node.lineno, "col": node.col_offset + 1,
+    }
+
+
+def inside_body(fn, child):
+    """Whether child (a direct child of fn) is in the function's own scope:
+    its body, not its arguments (defaults, annotations), decorators,
+    return annotation or type parameters, which the enclosing scope
+    evaluates. Constant time in the body's length."""
+    if isinstance(fn, ast.Lambda):
+        return child is fn.body
+    if child is fn.args or child is fn.returns:
+        return False
+    return not any(child is d for d in fn.decorator_list) and not any(
+        child is t for t in getattr(fn, "type_params", ()))
+
+
+def _decorator(node):
+    call = isinstance(node, ast.Call)
+    target = node.func if call else node
+    return {"chain": _chain(target), "call": call}
+
+
+def _class_refs(cls, methods):
+    """Method names of cls loaded as plain names in its own scope (the
+    class body, not nested functions, lambdas or comprehensions), except
+    the ``@prop.setter``-style decorators of properties."""
+    out = set()
+    stack = list(cls.body) + list(cls.decorator_list) + list(cls.bases)
+    stack += [k.value for k in cls.keywords]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FUNCS):
+            for d in node.decorator_list:
+                if (isinstance(d, ast.Attribute) and d.attr in _PROPERTY_PARTS
+                        and isinstance(d.value, ast.Name)):
+                    continue
+                stack.append(d)
+            stack.extend(node.args.defaults)
+            stack.extend(d for d in node.args.kw_defaults if d is not None)
+            continue
+        if isinstance(node, (ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                             ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in methods:
+            out.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
