@@ -147,7 +147,7 @@ func TestCheckArchiveRefused(t *testing.T) {
 	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Check(context.Background(), other, Config{}); err == nil || !strings.Contains(err.Error(), "not a bundle directory or a .tar.gz archive") {
+	if _, err := Check(context.Background(), other, Config{}); err == nil || !strings.Contains(err.Error(), "not a bundle: want a directory or a .tar.gz archive") {
 		t.Fatalf("got %v", err)
 	}
 }
