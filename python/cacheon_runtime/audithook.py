@@ -108,7 +108,7 @@ _SYSTEM_READ = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/
                 "/sys", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys",
                 "/proc/driver", "/dev/shm")
 
-_MAX_RECORDS = 8
+_MAX_RECORDS = 64
 
 # Event -> rule name.
 _EVENTS = {
@@ -469,8 +469,11 @@ def install(job_dir=None):
             bundles.append(r)
             kinds.clear()
 
-    def refusals():
-        return state["n"], (state["records"][0] if state["records"] else "")
+    def refusals(since=0):
+        """(how many refusals so far, the text of refusal number since (0:
+        the first), "" when that one is not kept)."""
+        recs = state["records"]
+        return state["n"], (recs[since] if 0 <= since < len(recs) else "")
 
     sys.addaudithook(hook)
     h = Hook()

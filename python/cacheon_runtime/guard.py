@@ -174,11 +174,12 @@ class Guard:
         call (every refusal is reported once)."""
         if self.hook is None:
             return ""
-        n, first = self.hook.refusals()
+        n, first = self.hook.refusals(self.seen_violations)
         if n > self.seen_violations:
             k = n - self.seen_violations
             self.seen_violations = n
-            return "the runtime's audit hook refused %d operation%s: %s" % (k, "" if k == 1 else "s", first)
+            return "the runtime's audit hook refused %d operation%s: %s" % (
+                k, "" if k == 1 else "s", first or "(not recorded: too many)")
         return ""
 
     def identities(self):

@@ -262,13 +262,14 @@ class OutSpec:
 class Output:
     """One validator-allocated output: the allocation (base), the contract
     view the worker dumps (contract) and the tensor object handed to the
-    candidate (visible), plus its poison value and that value's element
-    bytes (pattern, what rawmem.RawMem.fill writes over base)."""
-    __slots__ = ("base", "contract", "visible", "poison", "pattern")
+    candidate (visible), plus its poison value, that value's element bytes
+    (pattern, what rawmem.RawMem.fill writes over base) and the
+    allocation's address and size in bytes (addr, nbytes)."""
+    __slots__ = ("base", "contract", "visible", "poison", "pattern", "addr", "nbytes")
 
-    def __init__(self, base, contract, visible, poison, pattern=None):
+    def __init__(self, base, contract, visible, poison, pattern=None, addr=0, nbytes=0):
         self.base, self.contract, self.visible, self.poison = base, contract, visible, poison
-        self.pattern = pattern
+        self.pattern, self.addr, self.nbytes = pattern, addr, nbytes
 
 
 def output_spec(ops, o):
@@ -315,8 +316,10 @@ def alloc_output(ops, s, device):
     device, viewed with as_strided so that data_ptr() % alignment == 0.
     The poison is NaN for floats, False for bool and the integer dtype's
     minimum otherwise."""
-    base = ops.empty((s.storage + s.align // s.elsize,), dtype=s.dtype, device=device)
-    pad = (-ops.data_ptr(base)) % s.align
+    count = s.storage + s.align // s.elsize
+    base = ops.empty((count,), dtype=s.dtype, device=device)
+    addr = ops.data_ptr(base)
+    pad = (-addr) % s.align
     if pad % s.elsize:
         raise RuntimeError("allocator returned a pointer not aligned to the element size")
     off = pad // s.elsize
@@ -328,4 +331,5 @@ def alloc_output(ops, s, device):
         poison = False
     else:
         poison = ops.iinfo(s.dtype).min
-    return Output(base, contract, visible, poison, rawmem.pattern(ops.torch, s.dtype, poison))
+    return Output(base, contract, visible, poison, rawmem.pattern(ops.torch, s.dtype, poison),
+                  addr, count * s.elsize)

@@ -35,6 +35,7 @@ if sys.byteorder != "little":  # pragma: no cover - every supported host is LE
     raise ImportError("cacheon_runtime.rawmem needs a little-endian host")
 
 _FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_SEED = 1 << 16  # a CPU fill writes up to this many bytes from Python, then doubles in place
 
 
 class RawError(RuntimeError):
@@ -184,10 +185,25 @@ class RawMem:
             return
         if not _contiguous(sizes, strides):
             raise ValueError("raw fill needs a contiguous tensor")
-        nbytes = n * es
+        self.fill_range(addr, n * es, pat, dev if cuda else None)
+
+    def fill_range(self, addr, nbytes, pat, device=None):
+        """Fill nbytes at addr (a multiple of the pattern's size) with the
+        element bytes pat: CPU memory, or memory of the CUDA device device.
+        No bounds check: for memory the caller allocated and no candidate
+        code has touched since (fill checks a tensor's storage first)."""
+        es = len(pat)
+        n = nbytes // es
+        if n <= 0:
+            return
+        cuda = device is not None
+        dev = device
         if not cuda:
-            ctypes.memmove(addr, pat, es)
-            done = es
+            if nbytes <= _SEED:
+                ctypes.memmove(addr, pat * n, nbytes)
+                return
+            ctypes.memmove(addr, pat * (_SEED // es), _SEED)
+            done = _SEED
             while done < nbytes:
                 k = min(done, nbytes - done)
                 ctypes.memmove(addr + done, addr, k)

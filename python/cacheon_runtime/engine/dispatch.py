@@ -449,8 +449,10 @@ class Dispatch:
         outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
         # Poisoned in every call, as verify poisons (audit or not): what a
         # candidate finds in its outputs does not tell serving from grading.
+        # (Raw memory, as verify; just allocated here, so no bounds check.)
+        cuda_dev = self.device if self.device.type == "cuda" else None
         for o in outs.values():
-            self.raw.fill(o.base, o.pattern)
+            self.raw.fill_range(o.addr, o.nbytes, o.pattern, cuda_dev)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
         pages = _used_pages(self.raw, inputs) if audit and slot == DECODE else None
         before_in = {n: _snap(self.raw, t, pages if n in _CACHES else None)
