@@ -119,6 +119,19 @@ class Guard:
                 if obj is not None:
                     self.refs.append((path, owner, n, obj))
         self.tls = self._tls()
+        # The thread-local dispatch keys a dispatch mode or an interposer
+        # switches on (checked with DispatchKeySet.has in quick; the whole
+        # include/exclude sets are compared in full).
+        dk = getattr(C, "DispatchKey", None)
+        keys = tuple(getattr(dk, k) for k in ("Python", "PythonTLSSnapshot", "PythonDispatcher",
+                                              "Functionalize", "FuncTorchDynamicLayerFrontMode")
+                     if dk is not None and hasattr(dk, k))
+        try:
+            at_start = self._tls_in() if self._tls_in is not None else None
+            # (only keys that were off at start: one on then is not news)
+            self._python_keys = tuple(k for k in keys if at_start is not None and not at_start.has(k))
+        except Exception:  # noqa: BLE001
+            self._python_keys = ()
         self.tables = {}
         if self._dump_table is not None:
             for op in _OPS:
@@ -138,8 +151,9 @@ class Guard:
 
     # -- checks ----------------------------------------------------------------
 
-    def modes(self):
-        """A reason when a torch function or dispatch mode is active."""
+    def modes(self, whole_tls=False):
+        """A reason when a torch function or dispatch mode is active (with
+        whole_tls: also any other change of the thread's dispatch keys)."""
         try:
             if self._fn_len is not None and self._fn_len() > 0:
                 return "a torch function mode is active (TorchFunctionMode left entered)"
@@ -147,12 +161,18 @@ class Guard:
                 return "a torch function mode is active"
             if self._disp_len is not None and self._disp_len() > 0:
                 return "a torch dispatch mode is active (TorchDispatchMode left entered)"
+            if self._tls_in is not None and self._python_keys:
+                inc = self._tls_in()
+                for k in self._python_keys:
+                    if inc.has(k):
+                        return "a torch dispatch mode is active (dispatch key %s is on)" % k
         except Exception as e:  # noqa: BLE001
             return "torch's mode state cannot be read (%s)" % type(e).__name__
-        tls = self._tls()
-        if tls != self.tls:
-            return ("the thread's dispatch key state changed (include %s, exclude %s; at start %s, %s): "
-                    "a dispatch mode or a dispatch-key guard is active" % (tls[0], tls[1], self.tls[0], self.tls[1]))
+        if whole_tls:
+            tls = self._tls()
+            if tls != self.tls:
+                return ("the thread's dispatch key state changed (include %s, exclude %s; at start %s, %s): "
+                        "a dispatch mode or a dispatch-key guard is active" % (tls[0], tls[1], self.tls[0], self.tls[1]))
         return ""
 
     def tensors(self, groups):
@@ -209,8 +229,9 @@ class Guard:
         return self.modes() or self.tensors(groups) or self.violations()
 
     def full(self, *groups):
-        """quick, plus identities and dispatch tables."""
-        return self.quick(*groups) or self.identities() or self.dispatch_tables()
+        """quick, plus the whole dispatch key state, identities and
+        dispatch tables."""
+        return self.quick(*groups) or self.modes(True) or self.identities() or self.dispatch_tables()
 
 
 class Safety:

@@ -671,6 +671,16 @@ class GuardInProcessTest(unittest.TestCase):
             it.close()
         self.assertEqual(g.quick(), "")
 
+        # torch 1.13 also installs a dispatch mode below the mode stack
+        # (_set_torch_dispatch_mode): seen through the Python dispatch key.
+        if hasattr(torch._C, "_set_torch_dispatch_mode"):
+            torch._C._set_torch_dispatch_mode(DM())
+            try:
+                self.assertIn("dispatch", g.quick())
+            finally:
+                torch._C._set_torch_dispatch_mode(None)
+            self.assertEqual(g.quick(), "")
+
         class Sub(torch.Tensor):
             pass
         t = torch.zeros(2)
