@@ -23,7 +23,7 @@ the engine.
 
 import os
 
-from . import guard, host, wire
+from . import guard, host, rawmem, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -286,31 +286,38 @@ class _Case:
         for new in replay_data:
             if not ok:
                 break
-            self.refresh(new)
-            ok = self.call(PHASE_REPLAY, entry_call)
+            ok = self.call(PHASE_REPLAY, entry_call, new)
         if ok and graph:
             g = self.capture(fn, argv)
             for new in graph_data:
                 if not ok:
                     break
-                self.refresh(new)
-                ok = self.call(PHASE_GRAPH, g.replay)
+                ok = self.call(PHASE_GRAPH, g.replay, new)
             del g
         return self.calls
 
-    def call(self, phase, invoke):
-        """Check, poison, record, invoke, synchronize, check, record, dump."""
+    def call(self, phase, invoke, new=None):
+        """Check, refresh (new: replay values), poison, record, invoke,
+        synchronize, check, record, dump."""
         n = len(self.calls)
         fname = "call-%d.safetensors" % n
         problem = self.checked(False)
-        if problem:  # left behind by the previous call or by prepare: not invoked
+        err = host.tamper_error(problem, "before the call: ") if problem else None
+        if err is None:
+            try:
+                if new is not None:
+                    self.refresh(new)
+                self.poison()
+                self.sync()
+            except (ValueError, rawmem.RawError) as e:
+                # The candidate resized or freed validator-owned storage.
+                err = wire.exc_error("exception", e, "preparing the call: ")
+        if err is not None:  # not invoked
             facts = self.ops.facts(self.vis_in, self.vis_out)
             self.dump(os.path.join(self.jobdir, fname))
             self.calls.append({"call": n, "phase": phase, "file": fname, "before": facts,
-                               "after": facts, "error": host.tamper_error(problem, "before the call: ")})
+                               "after": facts, "error": err})
             return False
-        self.poison()
-        self.sync()
         before = self.ops.facts(self.vis_in, self.vis_out)
         err = None
         try:

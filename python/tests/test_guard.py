@@ -283,6 +283,12 @@ ATTACKS = {
                 pass
             _honest(x, out)
     """,
+    # Frees the validator's output memory: the raw path must not touch it.
+    "frees_output": """
+        def silu_and_mul(x, out):
+            s = out.untyped_storage() if hasattr(out, "untyped_storage") else out.storage()
+            s.resize_(0)
+    """,
     # Class 6: what a kernel can observe of its conditions, said in an
     # exception message so that verify and serving can be compared.
     "conditions": """
@@ -418,6 +424,14 @@ class WorkerGuardTest(unittest.TestCase):
 
     def test_kernel_registered_over_fill(self):
         self.assert_load_tamper("library_fill", "aten::fill_.Scalar")
+
+    def test_freed_output_is_not_touched(self):
+        rep, _d, _xs = self.run_case("frees_output")
+        self.assertTrue(rep["ok"], rep)
+        c0 = rep["calls"][0]
+        self.assertEqual(c0["error"]["class"], "exception", c0)
+        self.assertIn("outside its storage", c0["error"]["message"])
+        self.assertTrue(self.w.request({"op": "hello"})["ok"])
 
     # -- the audit hook
 
