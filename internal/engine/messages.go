@@ -27,6 +27,9 @@ type Hello struct {
 	DeviceName string  `json:"device_name"`
 	Triton     *string `json:"triton"`
 	PID        int     `json:"pid"`
+	// AuditHook: the runtime's PEP 578 audit hook is installed
+	// (worker.AuditHookLayer).
+	AuditHook bool `json:"audit_hook"`
 }
 
 // SlotEntry is one candidate slot of an engine stack as the runtime loads

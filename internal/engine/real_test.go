@@ -46,8 +46,10 @@ func realRuntime(t *testing.T) (python, parent string) {
 }
 
 // realEngine starts the runtime on arena name with the stack file (or
-// none) and loads it.
-func realEngine(t *testing.T, name, stackFile string, strict bool, audit Audit) (*Engine, *arena.Arena) {
+// none) and loads it. An audit with Every or Share set gets its Dir in the
+// runtime's job directory (as a session's: the runtime's audit hook lets
+// it write nowhere else).
+func realEngine(t *testing.T, name, stackFile string, strict bool, audit *Audit) (*Engine, *arena.Arena) {
 	t.Helper()
 	python, parent := realRuntime(t)
 	a, err := arena.Load("../../arenas/" + name + ".toml")
@@ -79,15 +81,23 @@ func realEngine(t *testing.T, name, stackFile string, strict bool, audit Audit) 
 		}
 	}
 	dir := t.TempDir()
+	var au Audit
+	if audit != nil && (audit.Every > 0 || audit.Share != "") {
+		audit.Dir = filepath.Join(dir, "audit")
+		if err := os.Mkdir(audit.Dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		au = *audit
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e, err := Start(ctx, Options{Python: python, RuntimeParent: parent, Dir: dir, Starter: worker.PlainStarter{},
-		Env: []string{"HOME=" + dir, "TMPDIR=" + dir, "OMP_NUM_THREADS=1"}})
+		Env: worker.CandidateEnv(dir, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close(5 * time.Second) })
-	if _, err := e.Load(ctx, LoadRequest{Arena: a.Runtime(), Stack: stack, Strict: strict, Audit: audit}); err != nil {
+	if _, err := e.Load(ctx, LoadRequest{Arena: a.Runtime(), Stack: stack, Strict: strict, Audit: au}); err != nil {
 		t.Fatalf("load %s: %v\n%s", name, err, e.Stderr())
 	}
 	return e, a
@@ -122,10 +132,10 @@ func TestRealArenas(t *testing.T) {
 				var audit Audit
 				stackFile := ""
 				if tc.stack != "" {
-					audit = Audit{Every: 4, Dir: t.TempDir(), MaxDumps: 8}
+					audit = Audit{Every: 4, MaxDumps: 8}
 					stackFile = "testdata/stacks/" + tc.stack + ".toml"
 				}
-				e, a := realEngine(t, tc.arena, stackFile, true, audit)
+				e, a := realEngine(t, tc.arena, stackFile, true, &audit)
 				res := benchOnce(t, e, a)
 				mu.Lock()
 				digests[tc.name] = res.TokensDigest
@@ -203,7 +213,7 @@ func TestRealStrictAbort(t *testing.T) {
 	t.Parallel()
 	t.Run("strict", func(t *testing.T) {
 		t.Parallel()
-		e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", true, Audit{})
+		e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", true, nil)
 		_, err := Bench(context.Background(), e, a, BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute})
 		if !IsCandidateFailure(err) {
 			t.Fatalf("strict: %v", err)
@@ -211,7 +221,7 @@ func TestRealStrictAbort(t *testing.T) {
 	})
 	t.Run("non-strict", func(t *testing.T) {
 		t.Parallel()
-		e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", false, Audit{})
+		e, a := realEngine(t, "cpu-tiny", "testdata/stacks/silu-raises.toml", false, nil)
 		res := benchOnce(t, e, a)
 		if c := res.Slots["activation.silu_and_mul"]; c.Fallback == 0 || c.Completed != 0 || len(res.Receipts) == 0 {
 			t.Fatalf("non-strict: counters %+v receipts %+v", c, res.Receipts)

@@ -167,12 +167,14 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		return nil, fault.InfraErr(fmt.Errorf("sandbox: %w", err))
 	}
 	progress(c, "starting the arena runtime")
+	// The same environment names as a verify worker's (rank 0), so that a
+	// kernel cannot tell serving from grading by them.
 	s.Engine, err = Start(ctx, Options{Python: s.Python, RuntimeParent: runtimeParent, Dir: s.scratch, Starter: starter,
-		Env: []string{"HOME=" + s.scratch, "TMPDIR=" + s.scratch, "TRITON_CACHE_DIR=" + filepath.Join(s.scratch, "triton-cache")}})
+		Env: worker.CandidateEnv(s.scratch, 0)})
 	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	s.Sandbox = launcher.Layers()
+	s.Sandbox = append(launcher.Layers(), worker.AuditHookLayer(1, boolCount(s.Engine.Hello.AuditHook)))
 	if ar.Device == "cuda" && !s.Engine.Hello.CUDA {
 		return nil, fault.InfraErr(fmt.Errorf("arena %s needs cuda; the runtime's torch sees no CUDA device", ar.Name))
 	}
@@ -185,6 +187,13 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		return nil, s.Attribute(err)
 	}
 	return s, nil
+}
+
+func boolCount(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func progress(c Config, line string) {

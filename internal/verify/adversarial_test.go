@@ -53,7 +53,12 @@ const (
 	// What the sandbox's confinement looks like from verify: the candidate
 	// raised (EPERM/EACCES/ENOMEM turned into a Python exception) or the
 	// worker was killed.
-	sandboxDenied = `(?i)(candidate raised|worker died).*(permission|not permitted|denied|errno|EPERM|EACCES|refused|unavailable|resource|signal|killed)`
+	// The runtime's audit hook (python/cacheon_runtime/audithook.py) now
+	// refuses most of these in Python before the sandbox sees them.
+	sandboxDenied = `(?i)(candidate raised|worker died|the runtime guard refused the candidate).*(permission|not permitted|denied|errno|EPERM|EACCES|refused|unavailable|resource|signal|killed)`
+	// The runtime guard's finding (class tamper) at load and after a call.
+	guardAtLoad = `the runtime guard refused the candidate: importing kernel\.py: `
+	guardInCall = firstCall + `: the runtime guard refused the candidate: during the call: `
 )
 
 func adversarialCases() []adversarialCase {
@@ -117,7 +122,7 @@ func adversarialCases() []adversarialCase {
 		{name: "fork_bomb_dataloader", needsSandbox: true, alone: true, timeout: 60 * time.Second,
 			scan: `concurrency`, verify: sandboxDenied},
 		{name: "fork_bomb_torch_os", needsSandbox: true, alone: true, timeout: 60 * time.Second,
-			scan: `(?i)\bos\b|concurrency`, verify: `candidate raised BlockingIOError: \[Errno 11\] Resource temporarily unavailable|worker died`},
+			scan: `(?i)\bos\b|concurrency`, verify: `candidate raised BlockingIOError: \[Errno 11\] Resource temporarily unavailable|worker died|the runtime guard refused the candidate: .*os\.fork`},
 		{name: "fork_bomb_os", scan: `import-not-allowed import of "os"(?s:.*)concurrency`},
 
 		// File system and network, through the scan and, past it, the sandbox.
@@ -156,6 +161,18 @@ func adversarialCases() []adversarialCase {
 		{name: "patches_via_helper_param", scan: `foreign-store assignment to "cls\.sigmoid"`},
 		// 4. Shadow modules.
 		{name: "shadow_installed_module", scan: `module-shadowing bundle module "typing_extensions"`},
+		// The runtime guard (issue 16, class 5): what the scan may not see,
+		// caught in the worker before and after every call, on raw memory.
+		{name: "mode_at_import", scan: `(?i)overrides|TorchFunctionMode|mode|global-mutation`,
+			verify: guardAtLoad + `a torch function mode is active`},
+		{name: "dispatch_mode_fakes_dump", scan: `(?i)python_dispatch|TorchDispatchMode|mode|private|global-mutation`,
+			verify: guardInCall + `a torch dispatch mode is active`},
+		{name: "subclass_torch_function", scan: `dunder-access access to __(torch_function|class)__`,
+			verify: guardInCall + `the runtime's audit hook refused 1 operation: object\.__setattr__ Tensor\.__class__`},
+		{name: "patches_tensor_fill", scan: `global-mutation assignment to "torch\.Tensor\.fill_"`,
+			verify: guardAtLoad + `torch\.Tensor\.fill_ was replaced`},
+		{name: "library_override_fill", scan: `global-mutation use of "torch\.library\.Library"`,
+			verify: guardAtLoad + `the dispatch table of aten::fill_\.Scalar changed`},
 	}
 }
 

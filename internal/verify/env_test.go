@@ -3,6 +3,8 @@ package verify
 import (
 	"slices"
 	"testing"
+
+	"cacheon/internal/worker"
 )
 
 func TestCollectiveEnv(t *testing.T) {
@@ -25,5 +27,24 @@ func TestCollectiveEnv(t *testing.T) {
 				t.Errorf("collectiveEnv(%q) = %q, want %q", tt.environ, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCallErrors: a call error and a load failure of class tamper (the
+// runtime guard's finding) are the candidate's, worded as such; a raise
+// keeps its wording.
+func TestCallErrors(t *testing.T) {
+	tamper := &worker.Failure{Class: worker.ClassTamper, Type: "TamperError",
+		Message: "runtime guard: importing k.py: torch.Tensor.fill_ was replaced"}
+	const want = "the runtime guard refused the candidate: importing k.py: torch.Tensor.fill_ was replaced"
+	if got := callError(tamper); got != want {
+		t.Errorf("callError(tamper) = %q", got)
+	}
+	if got, infra := failureReason(tamper, ""); got != want || infra {
+		t.Errorf("failureReason(tamper) = %q, infra %v", got, infra)
+	}
+	raised := &worker.Failure{Class: worker.ClassException, Type: "ValueError", Message: "boom\nmore"}
+	if got := callError(raised); got != "candidate raised ValueError: boom" {
+		t.Errorf("callError(exception) = %q", got)
 	}
 }

@@ -41,7 +41,7 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				return
 			}
 			if cf.Error != nil {
-				st.fail(fmt.Sprintf("%s: candidate raised %s: %s", where, cf.Error.Type, oneLine(cf.Error.Message)))
+				st.fail(fmt.Sprintf("%s: %s", where, callError(cf.Error)))
 				return
 			}
 			if !callFileName.MatchString(cf.File) {

@@ -73,7 +73,7 @@ func unknownContext(device string) []string {
 	return f
 }
 
-func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options) (Row, string) {
+func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options) (Row, workerFacts) {
 	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, Outcome: Pass}
 	st := &rowState{row: &row}
 	dom := op.Domain.Without(unknownContext(o.Device)...)
@@ -89,7 +89,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	// world size): a row whose domain excludes it is N/A before any call.
 	if ok, reason := dom.Without(spec.NumericFields()...).Match(base); !ok {
 		row.Outcome, row.Reason = NotApplicable, reason
-		return row, ""
+		return row, workerFacts{}
 	}
 	ws := 1
 	if spec.Kind == slot.Collective {
@@ -110,12 +110,12 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		}
 		if err != nil {
 			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
-			return row, ""
+			return row, workerFacts{}
 		}
 		desc, err := c.Descriptor()
 		if err != nil {
 			st.infra(err.Error())
-			return row, ""
+			return row, workerFacts{}
 		}
 		full := map[string]any{}
 		for k, v := range base {
@@ -137,13 +137,13 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		} else if unsplit > 0 {
 			row.Reason = fmt.Sprintf("no registered shape applies: %d do not split across --world-size %d, the others are outside the variant's capability domain", unsplit, ws)
 		}
-		return row, ""
+		return row, workerFacts{}
 	}
 	if spec.Kind == slot.Collective {
 		burst, err := burstCases(spec, o, ws)
 		if err != nil {
 			st.infra(err.Error())
-			return row, ""
+			return row, workerFacts{}
 		}
 		cases = append(cases, burst...)
 	}
@@ -151,18 +151,18 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	jobRoot, err := os.MkdirTemp(o.WorkDir, "row-*")
 	if err != nil {
 		st.infra(fmt.Sprintf("job directory: %v", err))
-		return row, ""
+		return row, workerFacts{}
 	}
 	defer os.RemoveAll(jobRoot)
 	for ci, pc := range cases {
 		if err := planCase(pc, spec, op, o, jobRoot, ci); err != nil {
 			st.infra(fmt.Sprintf("prepare %s: %v", pc.label, err))
-			return row, ""
+			return row, workerFacts{}
 		}
 		row.Shapes = append(row.Shapes, pc.c.Shape)
 	}
 
-	torch := runCases(ctx, b, op, spec, o, ws, jobRoot, cases, st)
+	facts := runCases(ctx, b, op, spec, o, ws, jobRoot, cases, st)
 	if !st.failed {
 		if o.Device == "cuda" {
 			row.Outcome = Pass
@@ -171,7 +171,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 			row.Reason = "CUDA graph capture not verifiable on cpu"
 		}
 	}
-	return row, torch
+	return row, facts
 }
 
 // burstCases builds the unsynchronised burst of a collective: three cases
@@ -342,8 +342,10 @@ func failureReason(err error, stderr string) (reason string, infra bool) {
 			return "prepare raised: " + oneLine(f.Type+": "+f.Message), false
 		case "graph_capture_error":
 			return "CUDA graph capture failed: " + oneLine(f.Type+": "+f.Message), false
-		case "exception":
+		case worker.ClassException:
 			return "candidate raised: " + oneLine(f.Type+": "+f.Message), false
+		case worker.ClassTamper:
+			return tamperReason(f.Message), false
 		case "group_error":
 			return "process group could not be created: " + oneLine(f.Message), true
 		default:

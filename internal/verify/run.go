@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,10 +13,17 @@ import (
 	"cacheon/internal/worker"
 )
 
+// workerFacts are what a row's workers said of themselves in their hellos.
+type workerFacts struct {
+	torch     string // the torch version (the last rank's)
+	started   int    // workers that answered hello
+	auditHook int    // of them, those whose runtime audit hook is installed
+}
+
 // runCases starts the row's workers (one, or one per rank), loads the
 // candidate and runs every planned case, grading as replies arrive. It
-// returns the torch version the worker reported.
-func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, ws int, jobRoot string, cases []*plannedCase, st *rowState) string {
+// returns what the workers' hellos said.
+func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, ws int, jobRoot string, cases []*plannedCase, st *rowState) (facts workerFacts) {
 	var starter worker.Starter
 	var err error
 	if spec.Kind == slot.Collective {
@@ -31,7 +37,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 	}
 	if err != nil {
 		st.infra(fmt.Sprintf("sandbox: %v", err))
-		return ""
+		return facts
 	}
 	clients := make([]*worker.Client, ws)
 	defer func() {
@@ -41,47 +47,50 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 			}
 		}
 	}()
-	env := []string{
-		"NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
-		"TRITON_CACHE_DIR=" + filepath.Join(jobRoot, "triton-cache"),
-		"HOME=" + jobRoot, "TMPDIR=" + jobRoot, "OMP_NUM_THREADS=2",
-	}
-	if spec.Kind == slot.Collective {
-		env = append(env, collectiveEnv(o.Environ)...)
-	}
 	for r := 0; r < ws; r++ {
+		// The same environment names as the engine's (worker.CandidateEnv),
+		// plus the operator's NCCL settings for collective ranks.
+		env := worker.CandidateEnv(jobRoot, r)
+		if spec.Kind == slot.Collective {
+			env = append(env, collectiveEnv(o.Environ)...)
+		}
 		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: jobRoot,
-			Env: append(env, fmt.Sprintf("CACHEON_RANK=%d", r))})
+			Env: env})
 		if err != nil {
 			st.infra(fmt.Sprintf("start worker: %v", err))
-			return ""
+			return facts
 		}
 		clients[r] = c
 	}
-	torch := ""
-	for r, c := range clients {
+	for _, c := range clients {
 		hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		h, err := c.Hello(hctx)
 		cancel()
 		if err != nil {
 			st.infra(fmt.Sprintf("worker did not start: %v%s", err, lastLine(c.Stderr())))
-			return ""
+			return facts
 		}
-		torch = h.Torch
+		facts.torch = h.Torch
+		facts.started++
+		if h.AuditHook {
+			facts.auditHook++
+		}
 		if o.Device == "cuda" && !h.CUDA {
 			st.infra("--device cuda, but the worker's torch sees no CUDA device")
-			return torch
+			return facts
 		}
 		if o.Device == "cuda" && spec.Kind == slot.Collective && h.DeviceCount < ws {
 			st.infra(fmt.Sprintf("--world-size %d on cuda needs %d GPUs, the worker sees %d", ws, ws, h.DeviceCount))
-			return torch
+			return facts
 		}
-		_ = r
 	}
+	// The process group comes before any candidate import: the runtime's
+	// audit hook refuses sockets once a candidate is loaded, and the
+	// worker refuses a group after a load.
 	if spec.Kind == slot.Collective {
 		if reason, infra := initGroup(ctx, clients, o); reason != "" {
 			st.failOrInfra(reason, infra)
-			return torch
+			return facts
 		}
 	}
 	for _, c := range clients {
@@ -92,11 +101,11 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 			reason, infra := failureReason(err, c.Stderr())
 			st.failOrInfra(reason, infra)
 			st.row.Stderr = tail(c.Stderr())
-			return torch
+			return facts
 		}
 		if reason := entryABI(spec, op.Entry, loaded.EntryParams); reason != "" {
 			st.fail(reason)
-			return torch
+			return facts
 		}
 	}
 	// Batches: each ordinary case alone; the burst cases together, sent
@@ -121,7 +130,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				if err != nil {
 					reason, infra := failureReason(err, c.Stderr())
 					st.failOrInfra(reason, infra)
-					return torch
+					return facts
 				}
 				ids[i] = append(ids[i], id)
 			}
@@ -137,7 +146,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 					if ce.call >= 0 && ce.call < len(pc.calls) {
 						label = pc.calls[ce.call].label
 					}
-					reason = fmt.Sprintf("%s, %s, rank %d: candidate raised %s: %s", pc.label, label, r, ce.f.Type, oneLine(ce.f.Message))
+					reason = fmt.Sprintf("%s, %s, rank %d: %s", pc.label, label, r, callError(ce.f))
 				} else {
 					reason, infra = failureReason(err, clients[r].Stderr())
 					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
@@ -147,7 +156,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				}
 				st.failOrInfra(reason, infra)
 				st.row.Stderr = tail(clients[r].Stderr())
-				return torch
+				return facts
 			}
 			gradeCase(pc, replies, spec, o, st)
 			if st.failed {
@@ -156,14 +165,14 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 						st.row.Stderr = tail(s)
 					}
 				}
-				return torch
+				return facts
 			}
 		}
 	}
 	for _, c := range clients {
 		_ = c.Close(5 * time.Second)
 	}
-	return torch
+	return facts
 }
 
 // initGroup creates the validator's process group: a free loopback port,
@@ -207,7 +216,21 @@ type rankCallError struct {
 }
 
 func (e *rankCallError) Error() string {
-	return fmt.Sprintf("call %d: candidate raised %s: %s", e.call, e.f.Type, e.f.Message)
+	return fmt.Sprintf("call %d: %s", e.call, callError(e.f))
+}
+
+// callError words a call's error: the candidate raised, or the runtime
+// guard found it tampering (worker.ClassTamper).
+func callError(f *worker.Failure) string {
+	if f.Class == worker.ClassTamper {
+		return tamperReason(f.Message)
+	}
+	return fmt.Sprintf("candidate raised %s: %s", f.Type, oneLine(f.Message))
+}
+
+// tamperReason words a tamper finding of the runtime guard.
+func tamperReason(message string) string {
+	return "the runtime guard refused the candidate: " + oneLine(strings.TrimPrefix(message, "runtime guard: "))
 }
 
 // receiveRanks waits for every rank's reply to its request at once. With

@@ -183,6 +183,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, DType: o.DType.String(),
 		WorldSize: o.WorldSize, Replays: o.Replays, Python: o.Python,
 	}
+	started, hooked := 0, 0
 	for i, op := range b.Manifest.Ops {
 		spec, ok := slots.Lookup(op.Slot)
 		if !ok {
@@ -190,11 +191,13 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 		}
 		o.progress("[%d/%d] %s/%s: starting", i+1, len(b.Manifest.Ops), op.Slot, op.Variant)
 		rs := time.Now()
-		row, torch := verifyRow(ctx, b, op, spec, o)
+		row, facts := verifyRow(ctx, b, op, spec, o)
 		row.Seconds = time.Since(rs).Seconds()
-		if torch != "" {
-			rep.Torch = torch
+		if facts.torch != "" {
+			rep.Torch = facts.torch
 		}
+		started += facts.started
+		hooked += facts.auditHook
 		o.progress("[%d/%d] %s/%s: %s %s", i+1, len(b.Manifest.Ops), op.Slot, op.Variant, row.Outcome, row.Reason)
 		rep.Rows = append(rep.Rows, row)
 		if ctx.Err() != nil {
@@ -202,6 +205,10 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 		}
 	}
 	rep.Sandbox = o.Launcher.Layers()
+	if started > 0 {
+		// The runtime's own layer, from the workers' hellos.
+		rep.Sandbox = append(rep.Sandbox, worker.AuditHookLayer(started, hooked))
+	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }

@@ -31,6 +31,36 @@ type Hello struct {
 	DeviceCount int     `json:"device_count"`
 	Triton      *string `json:"triton"`
 	PID         int     `json:"pid"`
+	// AuditHook says the runtime's PEP 578 audit hook is installed (it is
+	// armed by the first load): a sandbox layer of its own (AuditHookLayer).
+	AuditHook bool `json:"audit_hook"`
+}
+
+// Classes of a call's error (CallFacts.Error) and of a tamper failure.
+const (
+	// ClassException: the candidate raised.
+	ClassException = "exception"
+	// ClassTamper: the runtime guard found that candidate code changed how
+	// the process's torch behaves (a mode, a replaced function, a
+	// registered kernel, a subclass swapped onto a tensor) or the audit
+	// hook refused one of its operations. Also a load failure class.
+	ClassTamper = "tamper"
+)
+
+// AuditHookDetail is what the runtime's audit hook covers.
+const AuditHookDetail = "python PEP 578: files, exec, dlopen, subprocess, sockets, pickle, type setattr"
+
+// AuditHookLayer is the sandbox-layer line of the runtime's audit hook, for
+// reports: applied when every runtime process started reported it in its
+// hello (and at least one started).
+func AuditHookLayer(started, reported int) string {
+	switch {
+	case started == 0:
+		return "audit-hook: NOT APPLIED (no runtime process started)"
+	case reported < started:
+		return fmt.Sprintf("audit-hook: NOT APPLIED (%d of %d runtime processes reported it: their Python lacks sys.addaudithook)", reported, started)
+	}
+	return "audit-hook: applied (" + AuditHookDetail + ")"
 }
 
 // Hello asks the worker to describe itself.
@@ -168,13 +198,27 @@ type RunReply struct {
 // SendRun sends a run request without waiting (for unsynchronised bursts).
 func (c *Client) SendRun(r RunRequest) (string, error) { return c.Send(r.message()) }
 
-// ReceiveRun waits for the reply to a SendRun.
+// ReceiveRun waits for the reply to a SendRun. A call error of a class
+// other than ClassException or ClassTamper makes the reply an error.
 func (c *Client) ReceiveRun(ctx context.Context, id string) (*RunReply, error) {
 	var rr RunReply
 	if err := c.Receive(ctx, id, &rr); err != nil {
 		return nil, err
 	}
+	if err := rr.check(); err != nil {
+		return nil, err
+	}
 	return &rr, nil
+}
+
+// check validates what the decoder cannot: every call error's class.
+func (rr *RunReply) check() error {
+	for _, cf := range rr.Calls {
+		if cf.Error != nil && cf.Error.Class != ClassException && cf.Error.Class != ClassTamper {
+			return fmt.Errorf("run reply %s: call %d has an error of unknown class %q", rr.ID, cf.Call, cf.Error.Class)
+		}
+	}
+	return nil
 }
 
 // Run sends one case and waits for its facts.

@@ -224,6 +224,30 @@ func minimalEnv() []string {
 	return append(env, "NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1")
 }
 
+// Threads is the one intra-op thread count of every process that runs
+// candidate code, on every device, in verify and in serving
+// (OMP_NUM_THREADS; the runtime also sets torch.set_num_threads to it,
+// python/cacheon_runtime/guard.py).
+const Threads = 1
+
+// CandidateEnv is the job part of the environment of every process that
+// runs candidate code: the verify worker (each rank) and the arena engine
+// get the same names, so that a kernel cannot tell grading from serving by
+// which variables exist. HOME, TMPDIR and the Triton cache lie in the job
+// directory (the only place the runtime's audit hook lets the process
+// write); the NCCL settings are verify's collective defaults, harmless
+// where nothing is collective. Collective ranks add the operator's NCCL_*
+// settings (verify's collectiveEnv), which the engine, serving no
+// collective, does not get. The values of HOME, TMPDIR and
+// TRITON_CACHE_DIR are paths and differ.
+func CandidateEnv(jobDir string, rank int) []string {
+	return []string{
+		"HOME=" + jobDir, "TMPDIR=" + jobDir, "TRITON_CACHE_DIR=" + filepath.Join(jobDir, "triton-cache"),
+		fmt.Sprintf("OMP_NUM_THREADS=%d", Threads), "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+		fmt.Sprintf("CACHEON_RANK=%d", rank),
+	}
+}
+
 // workerEnv is minimalEnv with extra appended, one entry per name, the
 // last value of a name winning. (A raw exec with duplicate names leaves the
 // choice to the reader: glibc's getenv and Python's os.environ both take

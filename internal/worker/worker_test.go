@@ -37,6 +37,8 @@ func TestReplyDecoding(t *testing.T) {
 		name, script, err string
 	}{
 		{"ok", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1}'`, ""},
+		{"ok with audit hook", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1,"audit_hook":true}'`, ""},
+		{"audit hook not a bool", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1,"audit_hook":"yes"}'`, "audit_hook"},
 		{"failure reply", `read l; echo '{"id":"1","ok":false,"error":{"class":"internal","message":"no torch"}}'`, "internal: no torch"},
 		{"wrong id", `read l; echo '{"id":"7","ok":true}'`, "does not match"},
 		{"unknown field", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"x","cuda":false,"device_count":0,"triton":null,"pid":1,"verdict":"PASS"}'`, "unknown field"},
@@ -60,6 +62,71 @@ func TestReplyDecoding(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.err)
 			}
 		})
+	}
+}
+
+// TestRunCallErrorClasses: a call error is the candidate raising or the
+// runtime guard's tamper finding; any other class is not a reply Go
+// accepts.
+func TestRunCallErrorClasses(t *testing.T) {
+	reply := func(class string) string {
+		return `read l; echo '{"id":"1","ok":true,"calls":[{"call":0,"phase":"eager","file":"call-0.safetensors","before":{},"after":{},"error":{"class":"` + class + `","type":"T","message":"m","traceback":""}}]}'; read l`
+	}
+	for class, ok := range map[string]bool{ClassException: true, ClassTamper: true, "verdict": false, "": false} {
+		c := startFake(t, reply(class))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rr, err := c.Run(ctx, RunRequest{Module: "m0", Device: "cpu", Entry: "f", Inputs: "in.safetensors", Dir: "/job"})
+		cancel()
+		if ok && (err != nil || rr.Calls[0].Error.Class != class) {
+			t.Errorf("class %q: %v", class, err)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "unknown class")) {
+			t.Errorf("class %q accepted (err %v)", class, err)
+		}
+	}
+}
+
+func TestAuditHookLayer(t *testing.T) {
+	for _, tc := range []struct {
+		started, reported int
+		want              string
+	}{
+		{1, 1, "audit-hook: applied (python PEP 578: files, exec, dlopen, subprocess, sockets, pickle, type setattr)"},
+		{2, 1, "audit-hook: NOT APPLIED (1 of 2 runtime processes reported it"},
+		{0, 0, "audit-hook: NOT APPLIED (no runtime process started)"},
+	} {
+		if got := AuditHookLayer(tc.started, tc.reported); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("AuditHookLayer(%d, %d) = %q, want %q…", tc.started, tc.reported, got, tc.want)
+		}
+	}
+}
+
+// TestCandidateEnv: verify's ranks and the engine get the same names; the
+// thread count is the one rule.
+func TestCandidateEnv(t *testing.T) {
+	keys := func(env []string) []string {
+		var out []string
+		for _, kv := range env {
+			k, _, _ := strings.Cut(kv, "=")
+			out = append(out, k)
+		}
+		return out
+	}
+	a, b := CandidateEnv("/job/a", 0), CandidateEnv("/scratch/b", 1)
+	if fmt.Sprint(keys(a)) != fmt.Sprint(keys(b)) {
+		t.Fatalf("names differ: %q vs %q", keys(a), keys(b))
+	}
+	want := map[string]string{"HOME": "/job/a", "TMPDIR": "/job/a", "TRITON_CACHE_DIR": "/job/a/triton-cache",
+		"OMP_NUM_THREADS": "1", "CACHEON_RANK": "0"}
+	for _, kv := range workerEnv(a) {
+		k, v, _ := strings.Cut(kv, "=")
+		if w, ok := want[k]; ok && w != v {
+			t.Errorf("%s = %q, want %q", k, v, w)
+		}
+		delete(want, k)
+	}
+	if len(want) > 0 {
+		t.Errorf("missing %v", want)
 	}
 }
 

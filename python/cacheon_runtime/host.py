@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-from . import wire
+from . import rawmem, wire
 from .wire import Failure, bad, field
 
 # Lines are read in pieces of at most this many bytes while torch is missing
@@ -148,10 +148,20 @@ def module_paths(mod):
 
 class Loader:
     """Candidate modules imported from bundles, by module id (the verify
-    worker's ``load`` request; the engine's stack rows)."""
+    worker's ``load`` request; the engine's stack rows).
 
-    def __init__(self):
+    With the process's runtime guard (``hook``: the audithook handle,
+    ``guard``: a guard.Guard, both built before any candidate import), the
+    loader registers each bundle root with the audit hook and arms it
+    right before importing candidate code, and after each import asks the
+    guard whether the import changed torch (a mode left entered, a method
+    replaced, a kernel registered, an operation the hook refused): then
+    the load fails with class ``tamper``."""
+
+    def __init__(self, hook=None, guard=None):
         self.modules = {}   # module id -> (module, bundle, source)
+        self.hook = hook
+        self.guard = guard
 
     def load(self, mid, bundle, source, entry, prepare=""):
         """Import source from the bundle directory as module id mid (once;
@@ -194,10 +204,19 @@ class Loader:
             sys.path.remove(bundle)
         sys.path.insert(0, bundle)
         importlib.invalidate_caches()
+        if self.hook is not None:
+            self.hook.add_bundle(root)
+            self.hook.arm()
         try:
             mod = importlib.import_module(modname)
         except BaseException as e:  # noqa: B902 - includes SystemExit from the module body
+            problem = self.guard.full() if self.guard is not None else ""
+            if problem:
+                raise Failure(tamper_error(problem, "importing %s: " % source))
             raise Failure(wire.exc_error("import_error", e))
+        problem = self.guard.full() if self.guard is not None else ""
+        if problem:
+            raise Failure(tamper_error(problem, "importing %s: " % source))
         want = os.path.realpath(os.path.join(bundle, source))
         got = module_paths(mod)
         if not got or os.path.realpath(got[0]) != want:
@@ -222,6 +241,12 @@ class Loader:
         return fn
 
 
+def tamper_error(problem, prefix=""):
+    """The protocol error object of a guard finding (class tamper): the
+    candidate changed how the runtime's torch behaves."""
+    return wire.plain_error("tamper", "TamperError", "runtime guard: " + prefix + problem)
+
+
 # ---------------------------------------------------------------------------
 # The verify output contract
 
@@ -237,11 +262,14 @@ class OutSpec:
 class Output:
     """One validator-allocated output: the allocation (base), the contract
     view the worker dumps (contract) and the tensor object handed to the
-    candidate (visible), plus its poison value."""
-    __slots__ = ("base", "contract", "visible", "poison")
+    candidate (visible), plus its poison value, that value's element bytes
+    (pattern, what rawmem.RawMem.fill writes over base) and the
+    allocation's address and size in bytes (addr, nbytes)."""
+    __slots__ = ("base", "contract", "visible", "poison", "pattern", "addr", "nbytes")
 
-    def __init__(self, base, contract, visible, poison):
+    def __init__(self, base, contract, visible, poison, pattern=None, addr=0, nbytes=0):
         self.base, self.contract, self.visible, self.poison = base, contract, visible, poison
+        self.pattern, self.addr, self.nbytes = pattern, addr, nbytes
 
 
 def output_spec(ops, o):
@@ -288,8 +316,10 @@ def alloc_output(ops, s, device):
     device, viewed with as_strided so that data_ptr() % alignment == 0.
     The poison is NaN for floats, False for bool and the integer dtype's
     minimum otherwise."""
-    base = ops.empty((s.storage + s.align // s.elsize,), dtype=s.dtype, device=device)
-    pad = (-ops.data_ptr(base)) % s.align
+    count = s.storage + s.align // s.elsize
+    base = ops.empty((count,), dtype=s.dtype, device=device)
+    addr = ops.data_ptr(base)
+    pad = (-addr) % s.align
     if pad % s.elsize:
         raise RuntimeError("allocator returned a pointer not aligned to the element size")
     off = pad // s.elsize
@@ -301,4 +331,5 @@ def alloc_output(ops, s, device):
         poison = False
     else:
         poison = ops.iinfo(s.dtype).min
-    return Output(base, contract, visible, poison)
+    return Output(base, contract, visible, poison, rawmem.pattern(ops.torch, s.dtype, poison),
+                  addr, count * s.elsize)

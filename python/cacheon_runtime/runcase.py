@@ -10,11 +10,20 @@ output before and after; after every call the device is synchronized and
 the validator-owned view) and every input as it is after the call
 (``in.<name>``). Replays copy new values in place into the same input
 memory. Nothing here compares or decides anything.
+
+Poison, refresh and dumps move raw bytes (rawmem: ctypes on CPU, the CUDA
+driver on the GPU), never through a torch operator a mode or a registered
+kernel could rewrite. Around every call the guard (guard.Guard) looks for
+what the candidate may have changed: before the call the quick checks
+(modes, tensor types, audit-hook refusals), after it the full ones
+(also replaced functions and dispatch tables); a finding is the call's
+error, class ``tamper``. Candidate code runs under ``torch.no_grad`` as in
+the engine.
 """
 
 import os
 
-from . import host, wire
+from . import guard, host, rawmem, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -186,6 +195,7 @@ class _Case:
     def __init__(self, worker, dev, jobdir):
         self.w = worker
         self.ops = worker.ops
+        self.raw = worker.raw
         self.torch = worker.torch
         self.dev = dev
         self.cuda = dev.type == "cuda"
@@ -198,15 +208,22 @@ class _Case:
 
     def sync(self):
         if self.cuda:
-            self.torch.cuda.synchronize(self.dev)
+            self.raw.sync()
 
     def poison(self):
         for o in self.outs.values():
-            self.ops.fill(o.base, o.poison)
+            self.raw.fill(o.base, o.pattern)
 
     def refresh(self, new):
         for name, t in new.items():
-            self.ops.copy(self.own_in[name], t)
+            self.raw.write(self.own_in[name], t)
+
+    def checked(self, full):
+        """The guard's finding about the candidate's tensors and torch
+        ('' when nothing changed); full adds identities and dispatch
+        tables."""
+        g = self.w.guard
+        return (g.full if full else g.quick)(self.vis_in, self.vis_out)
 
     def execute(self, fn, pfn, plan, prepare_args, specs, host_in,
                 replay_data, graph, graph_data):
@@ -217,7 +234,11 @@ class _Case:
         # object (set_, as_strided_) does not move the memory the worker
         # refreshes, poisons and dumps, and the facts show the rebinding.
         for name, t in host_in.items():
-            self.own_in[name] = ops.to(t, self.dev) if self.cuda else t
+            if self.cuda:
+                d = ops.empty(ops.size(t), dtype=ops.dtype_of(t), device=self.dev)
+                self.raw.write(d, t)
+                t = d
+            self.own_in[name] = t
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
         for s in specs:
             self.outs[s.name] = host.alloc_output(ops, s, self.dev)
@@ -226,11 +247,21 @@ class _Case:
 
         prepared = None
         if pfn is not None:
+            problem = self.checked(False)
+            if problem:
+                raise Failure(host.tamper_error(problem, "before prepare: "))
             try:
-                prepared = pfn(*[self.vis_in[n] for n in prepare_args])
+                with guard.no_grad(self.torch):
+                    prepared = pfn(*[self.vis_in[n] for n in prepare_args])
                 self.sync()
             except BaseException as e:  # noqa: B902 - candidate code
+                problem = self.checked(True)
+                if problem:
+                    raise Failure(host.tamper_error(problem, "in prepare: "))
                 raise Failure(wire.exc_error("prepare_error", e))
+            problem = self.checked(True)
+            if problem:
+                raise Failure(host.tamper_error(problem, "in prepare: "))
 
         argv = []
         for kind, v in plan:
@@ -245,29 +276,48 @@ class _Case:
             else:
                 argv.append(self.w.group)
 
+        torch = self.torch
+
         def entry_call():
-            fn(*argv)
+            with guard.no_grad(torch):
+                fn(*argv)
 
         ok = self.call(PHASE_EAGER, entry_call)
         for new in replay_data:
             if not ok:
                 break
-            self.refresh(new)
-            ok = self.call(PHASE_REPLAY, entry_call)
+            ok = self.call(PHASE_REPLAY, entry_call, new)
         if ok and graph:
             g = self.capture(fn, argv)
             for new in graph_data:
                 if not ok:
                     break
-                self.refresh(new)
-                ok = self.call(PHASE_GRAPH, g.replay)
+                ok = self.call(PHASE_GRAPH, g.replay, new)
             del g
         return self.calls
 
-    def call(self, phase, invoke):
-        """Poison, record, invoke, synchronize, record, dump."""
-        self.poison()
-        self.sync()
+    def call(self, phase, invoke, new=None):
+        """Check, refresh (new: replay values), poison, record, invoke,
+        synchronize, check, record, dump."""
+        n = len(self.calls)
+        fname = "call-%d.safetensors" % n
+        problem = self.checked(False)
+        err = host.tamper_error(problem, "before the call: ") if problem else None
+        if err is None:
+            try:
+                if new is not None:
+                    self.refresh(new)
+                self.poison()
+                self.sync()
+            except (ValueError, rawmem.RawError) as e:
+                # The candidate resized or freed validator-owned storage.
+                err = wire.exc_error("exception", e, "preparing the call: ")
+        if err is not None:  # not invoked
+            facts = self.ops.facts(self.vis_in, self.vis_out)
+            self.dump(os.path.join(self.jobdir, fname))
+            self.calls.append({"call": n, "phase": phase, "file": fname, "before": facts,
+                               "after": facts, "error": err})
+            return False
         before = self.ops.facts(self.vis_in, self.vis_out)
         err = None
         try:
@@ -275,11 +325,12 @@ class _Case:
             self.sync()
         except BaseException as e:  # noqa: B902 - candidate code
             err = wire.exc_error("exception", e)
+        problem = self.checked(True)
         after = self.ops.facts(self.vis_in, self.vis_out)
-        n = len(self.calls)
-        fname = "call-%d.safetensors" % n
         dump_err = self.dump(os.path.join(self.jobdir, fname))
-        if err is None:
+        if problem:
+            err = host.tamper_error(problem, "during the call: ")
+        elif err is None:
             err = dump_err
         self.calls.append({"call": n, "phase": phase, "file": fname,
                            "before": before, "after": after, "error": err})
@@ -290,24 +341,36 @@ class _Case:
         entry call on that same stream (library handles created lazily in
         the warm-up are per stream)."""
         torch, dev = self.torch, self.dev
+        problem = self.checked(False)
+        if problem:
+            raise Failure(host.tamper_error(problem, "before graph capture: "))
         try:
-            torch.cuda.synchronize(dev)
+            self.sync()
             s = torch.cuda.Stream(device=dev)
             self.poison()
             s.wait_stream(torch.cuda.current_stream(dev))
-            with torch.cuda.stream(s):
+            with torch.cuda.stream(s), guard.no_grad(torch):
                 fn(*argv)
             torch.cuda.current_stream(dev).wait_stream(s)
-            torch.cuda.synchronize(dev)
+            self.sync()
         except BaseException as e:  # noqa: B902 - candidate code
+            problem = self.checked(True)
+            if problem:
+                raise Failure(host.tamper_error(problem, "in the warm-up call before capture: "))
             raise Failure(wire.exc_error("graph_capture_error", e, "warm-up call before capture: "))
         g = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(g, stream=s):
+            with torch.cuda.graph(g, stream=s), guard.no_grad(torch):
                 fn(*argv)
-            torch.cuda.synchronize(dev)
+            self.sync()
         except BaseException as e:  # noqa: B902 - candidate code
+            problem = self.checked(True)
+            if problem:
+                raise Failure(host.tamper_error(problem, "in graph capture: "))
             raise Failure(wire.exc_error("graph_capture_error", e))
+        problem = self.checked(True)
+        if problem:
+            raise Failure(host.tamper_error(problem, "in graph capture: "))
         return g
 
     def dump(self, path):
@@ -317,17 +380,13 @@ class _Case:
         storage) is left out of the file and the call reports an error that
         says so. Returns that error object, or None.
         """
-        ops = self.ops
         tensors = {}
         problem = None
         items = [(n, o.contract) for n, o in self.outs.items()]
         items += [("in." + n, t) for n, t in self.own_in.items()]
         for name, t in items:
             try:
-                h = ops.detach(t)
-                if self.cuda:
-                    h = ops.to(h, "cpu")
-                tensors[name] = ops.contiguous(h)
+                tensors[name] = self.w.stio.raw(t)  # raw bytes, read now
             except BaseException as e:  # noqa: B902
                 if problem is None:
                     problem = (name, e)

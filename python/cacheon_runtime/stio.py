@@ -20,6 +20,13 @@ Every tensor it returns owns fresh, suitably aligned CPU memory.
 Works with torch 1.13 and torch 2.x. Tensor bytes move with ctypes.memmove
 and ctypes arrays over ``data_ptr()``, so no dtype reinterpretation API
 (``Tensor.view(dtype)``, ``torch.frombuffer``) is needed.
+
+No torch operator touches the data: the writer reads every tensor's
+logical view as raw bytes from its memory (``rawmem.RawMem.read``: CPU
+memory through ctypes, CUDA memory through the driver's device-to-host
+copy), so a torch function or dispatch mode, a Tensor subclass or a kernel
+registered over ``clone``/``copy_``/``_to_copy`` cannot change what a dump
+says; the reader fills fresh ``torch.empty`` tensors with memmove.
 """
 
 import ctypes
@@ -28,6 +35,8 @@ import os
 import sys
 
 import torch
+
+from . import rawmem
 
 # Safetensors dtype name <-> torch dtype, element size.
 _DTYPES = {
@@ -51,12 +60,8 @@ MAX_BYTES = 1 << 40
 # cannot change how the worker reads and writes tensor memory.
 _empty = torch.empty
 _data_ptr = torch.Tensor.data_ptr
-_numel = torch.Tensor.numel
-_contiguous = torch.Tensor.contiguous
-_is_contiguous = torch.Tensor.is_contiguous
-_detach = torch.Tensor.detach
-_to = torch.Tensor.to
-_ne = torch.Tensor.ne
+_RAW = rawmem.RawMem(torch)
+_BOOL01 = bytes([0] + [1] * 255)  # bool bytes normalized to 0/1
 
 if sys.byteorder != "little":  # pragma: no cover - every supported host is LE
     raise ImportError("cacheon_runtime.stio needs a little-endian host")
@@ -209,15 +214,13 @@ def loads(data):
     tensors = {}
     for name, dt, shape, begin, end in entries:
         tdt = _DTYPES[dt][0]
-        if tdt is torch.bool:
-            # Normalize bytes to 0/1: torch assumes bool storage holds only those.
-            raw = _empty(shape, dtype=torch.uint8)
-            if end > begin:
-                ctypes.memmove(_data_ptr(raw), base + begin, end - begin)
-            t = _ne(raw, 0)
-        else:
-            t = _empty(shape, dtype=tdt)
-            if end > begin:
+        t = _empty(shape, dtype=tdt)
+        if end > begin:
+            if tdt is torch.bool:
+                # Normalize bytes to 0/1: torch assumes bool storage holds only those.
+                b = ctypes.string_at(base + begin, end - begin).translate(_BOOL01)
+                ctypes.memmove(_data_ptr(t), b, end - begin)
+            else:
                 ctypes.memmove(_data_ptr(t), base + begin, end - begin)
         tensors[name] = t
     del keep
@@ -262,14 +265,27 @@ def _json_string(s):
     return "".join(out)
 
 
+class RawTensor:
+    """A tensor already read as bytes: its dtype, shape and row-major data
+    (what a dump holds for a value taken before a call)."""
+    __slots__ = ("dtype", "shape", "data")
+
+    def __init__(self, dtype, shape, data):
+        self.dtype, self.shape, self.data = dtype, [int(d) for d in shape], data
+
+
+def raw(t):
+    """A RawTensor snapshot of tensor t (its logical view, read raw)."""
+    dt, shape = _RAW.dtype_shape(t)
+    return RawTensor(dt, shape, _RAW.read(t))
+
+
 def _host_bytes(t):
-    """Return (keepalive tensor, nbytes) of t as contiguous CPU memory."""
-    t = _detach(t)
-    if t.device.type != "cpu":
-        t = _to(t, "cpu")
-    if not _is_contiguous(t):
-        t = _contiguous(t)
-    return t, _numel(t) * t.element_size()
+    """(dtype, shape, row-major bytes) of t, read raw from its memory."""
+    if isinstance(t, RawTensor):
+        return t.dtype, t.shape, t.data
+    dt, shape = _RAW.dtype_shape(t)
+    return dt, shape, _RAW.read(t)
 
 
 def header_bytes(specs, metadata=None):
@@ -307,11 +323,13 @@ def _prepare(tensors, metadata):
         if not isinstance(name, str) or name == "" or name == METADATA_KEY:
             raise ValueError("bad tensor name %r" % (name,))
         key = name.encode("utf-8")  # raises on lone surrogates
-        if not isinstance(t, torch.Tensor):
+        if not isinstance(t, (torch.Tensor, RawTensor)):
             raise TypeError("tensor %r is not a torch.Tensor" % (name,))
-        dt = dtype_name(t.dtype)
-        host, nbytes = _host_bytes(t)
-        items.append((key, name, dt, list(host.shape), host, nbytes))
+        tdt, shape, data = _host_bytes(t)
+        dt = dtype_name(tdt)
+        if len(data) != _DTYPES[dt][1] * _count(shape):
+            raise ValueError("tensor %r: %d bytes for %s%r" % (name, len(data), dt, shape))
+        items.append((key, name, dt, shape, data, len(data)))
     # Data order: element size, largest first, then name bytewise (as the Go
     # encoder), so that every tensor starts at an offset aligned to its
     # element size after the 8-byte-padded header.
@@ -325,19 +343,20 @@ def _prepare(tensors, metadata):
 
 
 def save(path, tensors, metadata=None):
-    """Write tensors (dict name -> tensor, any device/layout) to path.
+    """Write tensors (dict name -> tensor, any device/layout, or RawTensor)
+    to path.
 
-    Each tensor is written as a contiguous copy of its logical view, in the
-    data order described in the module docstring. Returns the number of
-    bytes written.
+    Each tensor is written as a contiguous copy of its logical view, read
+    raw from its memory, in the data order described in the module
+    docstring. Returns the number of bytes written.
     """
     hdr, items = _prepare(tensors, metadata)
     with open(path, "wb") as f:
         f.write(len(hdr).to_bytes(8, "little"))
         f.write(hdr)
-        for host, nbytes in items:
+        for data, nbytes in items:
             if nbytes:
-                f.write((ctypes.c_char * nbytes).from_address(_data_ptr(host)))
+                f.write(data)
     return 8 + len(hdr) + sum(n for _h, n in items)
 
 
@@ -345,7 +364,14 @@ def dumps(tensors, metadata=None):
     """Return the safetensors encoding of tensors as bytes (see save)."""
     hdr, items = _prepare(tensors, metadata)
     parts = [len(hdr).to_bytes(8, "little"), hdr]
-    for host, nbytes in items:
+    for data, nbytes in items:
         if nbytes:
-            parts.append(ctypes.string_at(_data_ptr(host), nbytes))
+            parts.append(data)
     return b"".join(parts)
+
+
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n

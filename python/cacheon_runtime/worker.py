@@ -17,7 +17,12 @@ identity facts before and after each call, and exception text. It never sees
 a reference, a threshold or a verdict, and decides nothing.
 
 Only the standard library and torch are imported, and nothing from the
-candidate before a ``load`` request.
+candidate before a ``load`` request. Before the first one the worker
+applies the conditions candidates run under in serving too
+(``guard.same_conditions``: one intra-op thread, gradients off), installs
+the runtime's audit hook (``audithook``, armed by the first load) and
+captures what torch looks like (``guard.Guard``); docs/worker-protocol.md,
+"Runtime guard".
 """
 
 import os
@@ -30,14 +35,20 @@ MAX_REQUEST_BYTES = 16 << 20
 
 
 class Worker:
-    def __init__(self, proto_out, proto_in, torch):
+    def __init__(self, proto_out, proto_in, torch, hook=None):
         from . import identity, stio
         self.out_fd = proto_out
         self.inp = proto_in
         self.torch = torch
         self.stio = stio
         self.ops = identity.Ops(torch)
-        self.loader = host.Loader()
+        # The runtime guard (guard.py, rawmem.py, audithook.py): built here,
+        # before any candidate import.
+        from . import guard, rawmem
+        self.hook = hook
+        self.guard = guard.Guard(torch, hook)
+        self.raw = rawmem.RawMem(torch)
+        self.loader = host.Loader(hook=hook, guard=self.guard)
         self.group = None
         self.group_key = None
 
@@ -64,7 +75,8 @@ class Worker:
                 "cuda": cuda,
                 "device_count": int(torch.cuda.device_count()) if cuda else 0,
                 "triton": host.triton_version(),
-                "pid": os.getpid()}
+                "pid": os.getpid(),
+                "audit_hook": self.hook is not None}
 
     # -- load --------------------------------------------------------------
 
@@ -90,6 +102,12 @@ class Worker:
         if world < 1 or not 0 <= rank < world or local_rank < 0:
             raise bad("bad rank %d / world_size %d / local_rank %d" % (rank, world, local_rank))
         key = (backend, init_method, rank, world, device, local_rank)
+        if self.loader.modules and key != self.group_key:
+            # The process group (and its sockets) is set up before any
+            # candidate code is imported: after a load the audit hook
+            # refuses sockets, and torch.distributed is no longer the
+            # runtime's own.
+            raise bad("group must come before any load")
         if self.group_key is not None:
             if key == self.group_key:
                 return {}
@@ -120,7 +138,10 @@ def main():
     proto_out, proto_in = host.private_stdio()
     try:
         import torch
-        w = Worker(proto_out, proto_in, torch)
+        from . import audithook, guard
+        guard.same_conditions(torch)
+        hook = audithook.install()
+        w = Worker(proto_out, proto_in, torch, hook)
     except Exception as e:  # noqa: BLE001 - e.g. no torch: say so on every request
         code = host.serve_without_torch(proto_out, proto_in, e, MAX_REQUEST_BYTES)
     else:

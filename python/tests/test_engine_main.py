@@ -8,6 +8,7 @@ import array
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +26,13 @@ START = ("import sys; sys.path.insert(0, %r); from cacheon_runtime.engine import
 
 class Proc:
     def __init__(self):
+        # As Go starts it: a job directory as the working directory, HOME,
+        # TMPDIR and the Triton cache in it (worker.CandidateEnv).
+        self.job = tempfile.mkdtemp(prefix="cacheon-engine-test-")
+        env = dict(os.environ, HOME=self.job, TMPDIR=self.job, OMP_NUM_THREADS="1",
+                   TRITON_CACHE_DIR=os.path.join(self.job, "triton-cache"))
         self.p = subprocess.Popen([sys.executable, "-I", "-B", "-c", START], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.job, env=env)
         self.n = 0
 
     def call(self, obj):
@@ -48,6 +54,7 @@ class Proc:
         err = self.p.stderr.read().decode()
         self.p.stdout.close()
         self.p.stderr.close()
+        shutil.rmtree(self.job, ignore_errors=True)
         return self.p.returncode, err
 
 
@@ -68,7 +75,9 @@ class Server(unittest.TestCase):
         try:
             h = p.call({"op": "hello"})
             self.assertTrue(h["ok"])
-            self.assertEqual(set(h), {"id", "ok", "python", "torch", "cuda", "device_name", "triton", "pid"})
+            self.assertEqual(set(h), {"id", "ok", "python", "torch", "cuda", "device_name", "triton", "pid",
+                                      "audit_hook"})
+            self.assertIs(h["audit_hook"], True)
             r = p.call({"op": "generate", "requests": []})
             self.assertEqual(r["error"]["class"], "bad_request")
             load = p.call({"op": "load", "arena": tiny_arena("mixtral"), "checkpoint": "", "stack": {},

@@ -11,8 +11,10 @@ paged decode attention, MoE experts) dispatch
    slot without candidates runs stock (counted ``stock``), a call no
    variant admits runs stock (counted ``ineligible``, never a firing);
 3. allocates the outputs itself with the verify output contract
-   (contiguous, 16-byte aligned: host.alloc_output), hands the candidate
-   separate tensor objects (views) of inputs and outputs, calls the entry;
+   (contiguous, 16-byte aligned: host.alloc_output), poisons them as verify
+   does (NaN for floats, raw memory: rawmem) in every call, hands the
+   candidate separate tensor objects (views) of inputs and outputs, calls
+   the entry (under no_grad, one intra-op thread: guard.same_conditions);
 4. revalidates output identity and layout after the call (data pointer,
    storage, offset, shape, stride, dtype, device of the view it handed out,
    and the address of the allocation itself);
@@ -25,7 +27,13 @@ paged decode attention, MoE experts) dispatch
    log that the runner adds once per replay;
 7. in audit mode (eager only) samples selected calls (every Nth and a seeded
    random share) and writes their inputs (before and after the call) and
-   outputs as safetensors for Go to regrade.
+   outputs as safetensors for Go to regrade, read as raw bytes;
+8. around every candidate call asks the runtime guard (guard.Guard.quick:
+   modes, tensor types, audit-hook refusals) whether the candidate changed
+   how torch runs, and after the load and every request the full check
+   (replaced functions, dispatch tables): a finding aborts the engine
+   (CandidateAbort, strict or not: a tampered process has no trustworthy
+   stock to fall back on).
 
 Candidate modules are imported with host.Loader (the verify worker's
 loader), outputs allocated with the verify output contract
@@ -33,13 +41,14 @@ loader), outputs allocated with the verify output contract
 here re-implements them.
 """
 
+import array
 import os
 import random
 import sys
 
 import torch
 
-from .. import host, identity, stio, wire
+from .. import guard as guard_mod, host, identity, stio, wire
 from ..wire import Failure, bad
 from . import stock
 from .capability import Domain
@@ -164,7 +173,11 @@ class Experts:
 
 
 class Dispatch:
-    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None):
+    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None):
+        # The process's runtime guard (built by main before any candidate
+        # import; tests that build a Dispatch directly get one built here).
+        self.safety = safety if safety is not None else guard_mod.Safety(torch)
+        self.raw = self.safety.raw
         self.device = device
         self.dtype = dtype
         self.context = dict(context)  # device, dtype, model, architecture (CUDA)
@@ -177,7 +190,7 @@ class Dispatch:
         self.graph_disabled = ""
         self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
         self.receipts = {}
-        self.loader = host.Loader()
+        self.loader = host.Loader(hook=self.safety.hook, guard=self.safety.guard)
         self.ops = identity.Ops(torch)
         self.variants = {s: [] for s in SLOTS}
         self._load_stack(stack or {})
@@ -285,6 +298,21 @@ class Dispatch:
     def has_candidates(self):
         return any(self.variants.values())
 
+    def check_process(self):
+        """The full guard check (after the load and after every request):
+        CandidateAbort when candidate code changed how torch runs. Nothing
+        to check while no candidate module was imported."""
+        if not self.loader.modules:
+            return
+        problem = self.safety.guard.full()
+        if problem:
+            raise CandidateAbort("stack", "any", "runtime guard: " + problem)
+
+    def _guarded(self, slot, var, vis_in, outs, when):
+        problem = self.safety.guard.quick(vis_in, {n: o.visible for n, o in outs.items()})
+        if problem:
+            raise CandidateAbort(slot, var.name, "runtime guard: %s: %s" % (when, problem))
+
     # -- the slots the model calls ----------------------------------------
 
     def _desc(self, **fields):
@@ -353,7 +381,8 @@ class Dispatch:
         ex = Experts(w13, w2, stock.prepare(w13, w2))
         for var in self.variants[MOE]:
             try:
-                ex.cand[var.index] = var.prepare(w13.clone(), w2.clone())
+                with guard_mod.no_grad(torch):
+                    ex.cand[var.index] = var.prepare(w13.clone(), w2.clone())
             except BaseException as e:  # noqa: B902 - candidate code
                 err = wire.exc_error("candidate_error", e)
                 reason = "prepare raised %s: %s" % (err["type"], err["message"])
@@ -418,12 +447,15 @@ class Dispatch:
                                            "shape": list(s), "alignment": ALIGNMENT})
                  for n, s in shapes.items()}
         outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
-        if self.auditing:
-            for o in outs.values():
-                ops.fill(o.base, o.poison)
+        # Poisoned in every call, as verify poisons (audit or not): what a
+        # candidate finds in its outputs does not tell serving from grading.
+        # (Raw memory, as verify; just allocated here, so no bounds check.)
+        cuda_dev = self.device if self.device.type == "cuda" else None
+        for o in outs.values():
+            self.raw.fill_range(o.addr, o.nbytes, o.pattern, cuda_dev)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
-        pages = _used_pages(inputs) if audit and slot == DECODE else None
-        before_in = {n: _snap(ops, t, pages if n in _CACHES else None)
+        pages = _used_pages(self.raw, inputs) if audit and slot == DECODE else None
+        before_in = {n: _snap(self.raw, t, pages if n in _CACHES else None)
                      for n, t in inputs.items()} if audit else None
         argv = []
         for name in ORDER[slot]:
@@ -437,12 +469,16 @@ class Dispatch:
                 argv.append(scalars[name])
         before = {n: ops.fact(o.visible) for n, o in outs.items()}
         bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
+        self._guarded(slot, var, vis_in, outs, "before the call")
         try:
-            var.entry(*argv)
+            with guard_mod.no_grad(torch):
+                var.entry(*argv)
         except BaseException as e:  # noqa: B902 - candidate code
+            self._guarded(slot, var, vis_in, outs, "during the call")
             err = wire.exc_error("candidate_error", e)
             return self._fail(slot, var, "raised %s: %s" % (err["type"], err["message"]), err["traceback"],
                               shapes, dtype, stock_fn)
+        self._guarded(slot, var, vis_in, outs, "during the call")
         problem = _revalidate(ops, outs, specs, before, bases)
         if problem:
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
@@ -470,14 +506,15 @@ class Dispatch:
         return pick and self.audit_dumps < self.audit_max
 
     def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts):
-        ops = self.ops
+        # Every value is read as raw bytes (rawmem), never through a torch
+        # operator a mode or a registered kernel could rewrite.
         tensors = dict(before_in)
         for n, t in inputs.items():
-            tensors["in." + n] = _snap(ops, t, pages if n in _CACHES else None)
+            tensors["in." + n] = _snap(self.raw, t, pages if n in _CACHES else None)
         for n, o in outs.items():
-            tensors[n] = o.contract
+            tensors[n] = stio.raw(o.contract)
         if experts is not None:
-            tensors["w13"], tensors["w2"] = experts.w13, experts.w2
+            tensors["w13"], tensors["w2"] = stio.raw(experts.w13), stio.raw(experts.w2)
         if slot == DECODE:
             _remap_tables(tensors, pages, inputs["k_cache"].shape[1])
         meta = {"slot": slot, "call": str(n_call), "variant": var.name, "phase": desc["phase"],
@@ -486,11 +523,8 @@ class Dispatch:
             meta["scalar." + k] = repr(v)
         if slot == DECODE:
             meta["compacted"] = "pages"
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
         os.makedirs(self.audit_dir, exist_ok=True)
-        stio.save(os.path.join(self.audit_dir, "%s-%d.safetensors" % (slot, n_call)),
-                  {k: ops.contiguous(ops.to(ops.detach(t), "cpu")) for k, t in tensors.items()}, meta)
+        stio.save(os.path.join(self.audit_dir, "%s-%d.safetensors" % (slot, n_call)), tensors, meta)
         self.audit_dumps += 1
         self._count(slot, "audited")
 
@@ -498,38 +532,50 @@ class Dispatch:
 _CACHES = ("k_cache", "v_cache")
 
 
-def _snap(ops, t, pages=None):
-    """A host copy of an input for an audit dump (decode caches: only the
-    pages in `pages`)."""
-    t = ops.detach(t)
-    if pages is not None:
-        t = t.index_select(0, pages.to(t.device))
-    return ops.contiguous(ops.to(t, "cpu")).clone()
+def _snap(raw, t, pages=None):
+    """A raw snapshot (stio.RawTensor) of an input for an audit dump (decode
+    caches: only the pages in `pages`, in that order)."""
+    if pages is None:
+        return stio.raw(t)
+    dt, shape = raw.dtype_shape(t)
+    return stio.RawTensor(dt, [len(pages)] + shape[1:], raw.read_rows(t, pages))
 
 
-def _used_pages(inputs):
+def _ints(rt):
+    """The values of an int32/int64 RawTensor as a flat array (row-major)."""
+    a = array.array({torch.int32: "i", torch.int64: "q"}[rt.dtype])
+    a.frombytes(rt.data)
+    return a
+
+
+def _used_pages(raw, inputs):
     """Sorted page ids the block table references within seq_lens."""
-    bt, sl = inputs["block_table"].cpu().long(), inputs["seq_lens"].cpu().long()
-    ps, npages = inputs["k_cache"].shape[1], inputs["k_cache"].shape[0]
+    bt_rt, sl_rt = stio.raw(inputs["block_table"]), stio.raw(inputs["seq_lens"])
+    bt, sl = _ints(bt_rt), _ints(sl_rt)
+    rows, width = bt_rt.shape
+    _d, kshape = raw.dtype_shape(inputs["k_cache"])
+    npages, ps = kshape[0], kshape[1]
     used = set()
-    for b in range(bt.shape[0]):
-        n = max(0, min(-(-int(sl[b]) // ps), bt.shape[1]))
-        used.update(int(p) for p in bt[b, :n].tolist() if 0 <= p < npages)
-    return torch.tensor(sorted(used) or [0], dtype=torch.long)
+    for b in range(rows):
+        n = max(0, min(-(-int(sl[b]) // ps), width))
+        used.update(int(p) for p in bt[b * width:b * width + n] if 0 <= p < npages)
+    return sorted(used) or [0]
 
 
 def _remap_tables(tensors, pages, ps):
     """Rewrite block tables to the compacted page numbering (ascending page
     order; entries past a row's seq_len become 0)."""
-    remap = {int(p): i for i, p in enumerate(pages.tolist())}
+    remap = {int(p): i for i, p in enumerate(pages)}
     for key, lens in (("block_table", "seq_lens"), ("in.block_table", "in.seq_lens")):
-        bt, sl = tensors[key], tensors[lens].long()
-        new = torch.zeros_like(bt)
-        for b in range(bt.shape[0]):
-            n = max(0, min(-(-int(sl[b]) // ps), bt.shape[1]))
+        bt_rt, sl = tensors[key], _ints(tensors[lens])
+        bt = _ints(bt_rt)
+        rows, width = bt_rt.shape
+        new = array.array(bt.typecode, bytes(len(bt_rt.data)))
+        for b in range(rows):
+            n = max(0, min(-(-int(sl[b]) // ps), width))
             for j in range(n):
-                new[b, j] = remap.get(int(bt[b, j]), 0)
-        tensors[key] = new
+                new[b * width + j] = remap.get(int(bt[b * width + j]), 0)
+        tensors[key] = stio.RawTensor(bt_rt.dtype, bt_rt.shape, new.tobytes())
 
 
 def _revalidate(ops, outs, specs, before, bases):

@@ -11,6 +11,11 @@ stderr and fd 0 at an empty pipe (host.private_stdio, as in the verify
 worker), so candidate code can neither forge nor steal protocol lines. A
 candidate that fails after selection in strict mode gets a
 ``candidate_error`` reply and the process exits (status 3).
+
+Before any load it applies the conditions candidates run under in verify
+too (``guard.same_conditions``), installs the runtime's audit hook
+(``audithook``) and builds the torch guard (``guard.Safety``), exactly as
+the verify worker does.
 """
 
 import gc
@@ -25,9 +30,13 @@ EXIT_ABORT = 3
 
 
 class Server:
-    def __init__(self, proto_out, proto_in, torch):
+    def __init__(self, proto_out, proto_in, torch, hook=None):
         self.out_fd, self.inp, self.torch = proto_out, proto_in, torch
         self.engine = None
+        # The runtime guard, built before any candidate import and handed
+        # to every load (docs/worker-protocol.md, "Runtime guard").
+        from .. import guard
+        self.safety = guard.Safety(torch, hook)
 
     def send(self, obj):
         wire.send_line(self.out_fd, obj)
@@ -59,7 +68,8 @@ class Server:
         cuda = bool(torch.cuda.is_available())
         return {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "torch": str(torch.__version__),
                 "cuda": cuda, "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
-                "triton": host.triton_version(), "pid": os.getpid()}
+                "triton": host.triton_version(), "pid": os.getpid(),
+                "audit_hook": self.safety.hook is not None}
 
     def op_load(self, req):
         from . import runner
@@ -68,9 +78,9 @@ class Server:
         if self.torch.cuda.is_available():
             self.torch.cuda.empty_cache()
         try:
-            self.engine = runner.Engine(req)
+            self.engine = runner.Engine(req, self.safety)
         except Failure as f:
-            if f.error.get("class") in ("import_error", "missing_entry"):
+            if f.error.get("class") in ("import_error", "missing_entry", "tamper"):
                 err = dict(f.error)
                 err["message"] = wire.clip("%s: %s" % (f.error["class"], f.error.get("message", "")))
                 err["class"] = "load_error"
@@ -107,7 +117,10 @@ def main():
     proto_out, proto_in = host.private_stdio()
     try:
         import torch
-        srv = Server(proto_out, proto_in, torch)
+        from .. import audithook, guard
+        guard.same_conditions(torch)
+        hook = audithook.install()
+        srv = Server(proto_out, proto_in, torch, hook)
     except Exception as e:  # noqa: BLE001 - e.g. no torch: say so on every request
         code = host.serve_without_torch(proto_out, proto_in, e)
     else:

@@ -61,7 +61,10 @@ def _finite_list(vals, bad):
 
 
 class Engine:
-    def __init__(self, req):
+    def __init__(self, req, safety=None):
+        """req: the load request; safety: the process's runtime guard
+        (dispatch.Safety, built by main before any candidate import; None
+        in tests: one is built here)."""
         arena = field(req, "arena", dict)
         cuda_ok = bool(torch.cuda.is_available())
         self.mcfg = mcfg = config.ModelConfig(arena)
@@ -77,7 +80,11 @@ class Engine:
             # One intra-op thread: a pool of them, once woken by some op,
             # spins on the host's CPUs, and in batch-64 waves on the H200
             # host ordinary index ops then took ~6 ms each in one wave of
-            # three (40 ms more before the first decode step).
+            # three (40 ms more before the first decode step). main applies
+            # it (guard.same_conditions, on every device and in the verify
+            # worker too, so that a candidate sees the same thread count
+            # when graded as when served); set here again for drivers that
+            # build an Engine without main.
             torch.set_num_threads(1)
         self.device, self.cuda = dev, dev.type == "cuda"
         self.dtype = getattr(torch, ecfg.dtype)
@@ -88,7 +95,8 @@ class Engine:
             ctx["architecture"] = "sm%d%d" % torch.cuda.get_device_capability(dev)
         self.d = dispatch_mod.Dispatch(dev, self.dtype, ctx, field(req, "stack", dict, {}, required=False),
                                        strict=field(req, "strict", bool, True, required=False),
-                                       audit=field(req, "audit", dict, {}, required=False), timer=self.timer)
+                                       audit=field(req, "audit", dict, {}, required=False), timer=self.timer,
+                                       safety=safety)
         ckpt = field(req, "checkpoint", str, "", required=False)
         with torch.no_grad():
             if ckpt:
@@ -113,6 +121,7 @@ class Engine:
         if self.use_graphs:
             with torch.no_grad():
                 self._capture_all()
+        self.d.check_process()  # candidate prepares and graph captures ran
 
     def load_reply(self):
         return {"params": int(self.w.params()), "layers": self.mcfg.num_layers, "device": str(self.device),
@@ -386,6 +395,7 @@ class Engine:
                     if r.pages:
                         self.pool.release(r.pages)
                         r.pages = []
+        self.d.check_process()
         return {"results": [{"rid": r.rid, "tokens": r.tokens, "logprobs": _finite_list(r.logprobs, BAD_LOGPROB)}
                             for r in reqs],
                 "steps": dict(self.steps)}
@@ -562,6 +572,7 @@ class Engine:
                     for p in pages:
                         self.pool.release(p)
         self.timer.collect()
+        self.d.check_process()
         return {"nll": [_finite_list(o, BAD_NLL) for o in out]}
 
     def _score_group(self, items, pages, outs):

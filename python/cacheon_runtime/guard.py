@@ -1,0 +1,270 @@
+"""guard: refuse a process in which candidate code changed how torch runs.
+
+Built once per process before any candidate module is imported (the verify
+worker's start, the engine's start), a Guard holds what torch looked like
+then and says, when asked, what has changed since:
+
+- an active torch function mode or torch dispatch mode (entered at import
+  by a generator advanced once, or left active by a call), or the Python
+  dispatch key switched on in the thread's dispatch state (how a dispatch
+  mode is installed below the mode stack on torch 1.13);
+- a tensor handed to the candidate whose type is no longer torch.Tensor
+  (``t.__class__ = Subclass`` with a ``__torch_function__`` or
+  ``__torch_dispatch__``);
+- a replaced torch function or method the worker and its serializer rely
+  on (``torch.Tensor.fill_``, ``copy_``, ``clone``, ``torch.empty``,
+  ``torch.cuda.synchronize``, ``torch.Tensor.__torch_function__``, ...,
+  and the standard-library functions the protocol and the dumps go
+  through): identities of the objects in the owners' ``__dict__`` compared
+  with references captured at start;
+- a kernel registered over an ATen operator the worker uses
+  (``torch.library``): the dispatch table of each of those operators
+  compared with its table at start (``full`` checks only: about 25 us per
+  operator);
+- an operation the runtime's audit hook (``audithook``) refused.
+
+``quick`` is cheap enough to run around every candidate call (a few
+microseconds); ``full`` adds the identities and the dispatch tables.
+Neither changes anything: the caller reports what they say as the
+candidate's failure (class ``tamper``).
+
+``same_conditions`` applies the one rule of the conditions candidate code
+runs under, the same in the verify worker and the engine (threads, grad).
+"""
+
+import builtins  # noqa: F401 - imported so that the watched names resolve
+import ctypes  # noqa: F401
+import io  # noqa: F401
+import json  # noqa: F401
+import os  # noqa: F401
+import sys
+
+# Owners and names whose identities are captured. Types are walked along
+# their MRO (the object found in the first class __dict__ that has it).
+_WATCHED = (
+    ("torch.Tensor", ("fill_", "copy_", "clone", "detach", "contiguous", "to", "cpu", "data_ptr",
+                      "storage", "untyped_storage", "storage_offset", "size", "stride", "as_strided",
+                      "element_size", "numel", "is_contiguous", "ne", "dtype", "device", "is_cuda",
+                      "set_", "index_select", "__torch_function__", "__torch_dispatch__")),
+    ("torch", ("Tensor", "empty", "empty_strided", "empty_like", "zeros", "as_strided", "iinfo",
+               "device", "no_grad", "is_grad_enabled", "set_grad_enabled", "get_num_threads",
+               "set_num_threads", "is_inference_mode_enabled")),
+    ("torch.cuda", ("synchronize", "current_stream", "Stream", "CUDAGraph", "graph", "stream",
+                    "device", "is_available", "set_device")),
+    ("torch._C", ("_len_torch_function_stack", "_len_torch_dispatch_stack",
+                  "_is_torch_function_mode_enabled", "_dispatch_tls_local_include_set",
+                  "_dispatch_tls_local_exclude_set", "_dispatch_dump_table", "DisableTorchFunction",
+                  "_cuda_synchronize", "_set_torch_function_mode", "_set_torch_dispatch_mode")),
+    ("builtins", ("open", "__import__")),
+    ("io", ("open", "FileIO")),
+    ("os", ("write", "open", "fdopen", "replace", "fsync")),
+    ("json", ("dumps", "loads")),
+    ("ctypes", ("memmove", "string_at", "create_string_buffer", "addressof")),
+)
+
+# ATen operators the worker and the engine's dispatch run themselves on
+# validator-owned tensors (allocation and views; the raw path needs none
+# of the others, which are watched so that a registration over them is
+# seen at all).
+_OPS = ("aten::empty.memory_format", "aten::empty_strided", "aten::as_strided", "aten::detach",
+        "aten::fill_.Scalar", "aten::copy_", "aten::clone", "aten::_to_copy")
+
+
+def _resolve(path):
+    parts = path.split(".")
+    obj = sys.modules.get(parts[0])
+    for p in parts[1:]:
+        if obj is None:
+            return None
+        obj = getattr(obj, p, None)
+    return obj
+
+
+def _lookup(owner, name):
+    """The raw object bound to name on owner (a type: along its MRO)."""
+    if isinstance(owner, type):
+        for k in owner.__mro__:
+            d = k.__dict__
+            if name in d:
+                return d[name]
+        return None
+    d = getattr(owner, "__dict__", None)
+    return d.get(name) if d is not None else None
+
+
+class Guard:
+    """What torch looked like before any candidate code ran."""
+
+    def __init__(self, torch, hook=None):
+        """torch: the module; hook: the audithook handle (or None)."""
+        self.torch = torch
+        self.hook = hook
+        self.tensor_type = torch.Tensor
+        C = torch._C
+        self._fn_len = getattr(C, "_len_torch_function_stack", None)
+        self._fn_enabled = getattr(C, "_is_torch_function_mode_enabled", None)
+        self._disp_len = getattr(C, "_len_torch_dispatch_stack", None)
+        self._tls_in = getattr(C, "_dispatch_tls_local_include_set", None)
+        self._tls_ex = getattr(C, "_dispatch_tls_local_exclude_set", None)
+        self._dump_table = getattr(C, "_dispatch_dump_table", None)
+        self._str = str
+        self._type = type
+        self.refs = []
+        for path, names in _WATCHED:
+            owner = _resolve(path)
+            if owner is None:
+                continue
+            for n in names:
+                obj = _lookup(owner, n)
+                if obj is not None:
+                    self.refs.append((path, owner, n, obj))
+        self.tls = self._tls()
+        # The thread-local dispatch keys a dispatch mode or an interposer
+        # switches on (checked with DispatchKeySet.has in quick; the whole
+        # include/exclude sets are compared in full).
+        dk = getattr(C, "DispatchKey", None)
+        keys = tuple(getattr(dk, k) for k in ("Python", "PythonTLSSnapshot", "PythonDispatcher",
+                                              "Functionalize", "FuncTorchDynamicLayerFrontMode")
+                     if dk is not None and hasattr(dk, k))
+        try:
+            at_start = self._tls_in() if self._tls_in is not None else None
+            # (only keys that were off at start: one on then is not news)
+            self._python_keys = tuple(k for k in keys if at_start is not None and not at_start.has(k))
+        except Exception:  # noqa: BLE001
+            self._python_keys = ()
+        self.tables = {}
+        if self._dump_table is not None:
+            for op in _OPS:
+                try:
+                    self.tables[op] = self._dump_table(op)
+                except Exception:  # noqa: BLE001 - an operator this torch lacks
+                    pass
+        self.seen_violations = 0
+
+    def _tls(self):
+        try:
+            inc = self._str(self._tls_in()) if self._tls_in is not None else ""
+            exc = self._str(self._tls_ex()) if self._tls_ex is not None else ""
+        except Exception:  # noqa: BLE001
+            return ("?", "?")
+        return (inc, exc)
+
+    # -- checks ----------------------------------------------------------------
+
+    def modes(self, whole_tls=False):
+        """A reason when a torch function or dispatch mode is active (with
+        whole_tls: also any other change of the thread's dispatch keys)."""
+        try:
+            if self._fn_len is not None and self._fn_len() > 0:
+                return "a torch function mode is active (TorchFunctionMode left entered)"
+            if self._fn_enabled is not None and self._fn_enabled():
+                return "a torch function mode is active"
+            if self._disp_len is not None and self._disp_len() > 0:
+                return "a torch dispatch mode is active (TorchDispatchMode left entered)"
+            if self._tls_in is not None and self._python_keys:
+                inc = self._tls_in()
+                for k in self._python_keys:
+                    if inc.has(k):
+                        return "a torch dispatch mode is active (dispatch key %s is on)" % k
+        except Exception as e:  # noqa: BLE001
+            return "torch's mode state cannot be read (%s)" % type(e).__name__
+        if whole_tls:
+            tls = self._tls()
+            if tls != self.tls:
+                return ("the thread's dispatch key state changed (include %s, exclude %s; at start %s, %s): "
+                        "a dispatch mode or a dispatch-key guard is active" % (tls[0], tls[1], self.tls[0], self.tls[1]))
+        return ""
+
+    def tensors(self, groups):
+        """A reason when a tensor object handed to the candidate is no
+        longer a plain torch.Tensor."""
+        for g in groups:
+            for name, t in g.items():
+                if self._type(t) is not self.tensor_type:
+                    try:
+                        tn = self._type(t).__qualname__
+                    except Exception:  # noqa: BLE001
+                        tn = "?"
+                    return "tensor %s is now a %s, not a torch.Tensor (a subclass overriding " \
+                           "__torch_function__/__torch_dispatch__)" % (name, tn)
+        return ""
+
+    def violations(self):
+        """A reason when the audit hook refused something since the last
+        call (every refusal is reported once)."""
+        if self.hook is None:
+            return ""
+        n, first = self.hook.refusals(self.seen_violations)
+        if n > self.seen_violations:
+            k = n - self.seen_violations
+            self.seen_violations = n
+            return "the runtime's audit hook refused %d operation%s: %s" % (
+                k, "" if k == 1 else "s", first or "(not recorded: too many)")
+        return ""
+
+    def identities(self):
+        """A reason when a watched function or method was replaced."""
+        for path, owner, name, obj in self.refs:
+            try:
+                now = _lookup(owner, name)
+            except Exception:  # noqa: BLE001
+                now = None
+            if now is not obj:
+                return "%s.%s was replaced" % (path, name)
+        return ""
+
+    def dispatch_tables(self):
+        """A reason when a kernel was registered over a watched operator."""
+        for op, table in self.tables.items():
+            try:
+                now = self._dump_table(op)
+            except Exception:  # noqa: BLE001
+                now = None
+            if now != table:
+                return "the dispatch table of %s changed (a kernel registered over it, torch.library)" % op
+        return ""
+
+    def quick(self, *groups):
+        """Modes, tensor types, audit-hook refusals: '' when all is as at start."""
+        return self.modes() or self.tensors(groups) or self.violations()
+
+    def full(self, *groups):
+        """quick, plus the whole dispatch key state, identities and
+        dispatch tables."""
+        return self.quick(*groups) or self.modes(True) or self.identities() or self.dispatch_tables()
+
+
+class Safety:
+    """A process's runtime guard in one object: the audit hook handle (or
+    None), the Guard and the raw memory access, all built before any
+    candidate import (the engine's main builds one and hands it to every
+    load)."""
+
+    def __init__(self, torch, hook=None):
+        from . import rawmem
+        self.hook = hook
+        self.guard = Guard(torch, hook)
+        self.raw = rawmem.RawMem(torch)
+
+
+def no_grad(torch):
+    """The context every candidate call runs in, in verify and in serving:
+    gradients off (torch.no_grad; not inference_mode, whose inference
+    tensors the engine's own buffers must not become)."""
+    return torch.no_grad()
+
+
+THREADS = 1
+
+
+def same_conditions(torch):
+    """The conditions every candidate runs under, applied at process start
+    before any candidate import, identically in the verify worker and the
+    engine: one intra-op thread on every device (the engine's rule on CUDA,
+    see docs/performance.md, now also the CPU's and verify's), gradients
+    off process-wide (and each call under no_grad)."""
+    torch.set_num_threads(THREADS)
+    torch.set_grad_enabled(False)
+
+
+__all__ = ["Guard", "Safety", "no_grad", "same_conditions", "THREADS"]

@@ -1,0 +1,758 @@
+"""Tests of the runtime guard (issue 16, classes 5 and 6 and the audit hook):
+attacks on the worker's own poison, refresh and dumps through torch modes,
+Tensor subclasses, replaced torch functions and kernels registered over
+ATen operators, and operations the PEP 578 audit hook refuses.
+
+The static scan is the first line and would refuse most of these bundles
+before they run; these tests bypass it: candidate modules are loaded
+through the worker's own loader (the worker process driven exactly as Go
+drives it, or cacheon_runtime's modules in a child Python), so the runtime
+guard, the second line, is what they exercise.
+
+Attacks that change process-wide torch state (a kernel registered over
+aten::fill_, a replaced torch.Tensor method) run in a child process; only
+thread-local, context-managed state is touched in this process.
+
+Run: python3 -B -m unittest discover -s python/tests
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PARENT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, PARENT)
+
+import torch  # noqa: E402
+
+from cacheon_runtime import guard, rawmem, stio  # noqa: E402
+from test_engine_main import AUDIT_OFF, Proc  # noqa: E402
+from test_engine_model import tiny_arena, wave  # noqa: E402
+from test_worker import Worker  # noqa: E402
+
+# Candidate sources, one module each, in one bundle (kern/<name>.py).
+ATTACKS = {
+    # 5. A mode entered at import by a module-level generator advanced once:
+    # it makes the worker's NaN fill a no-op, so an output the kernel never
+    # wrote would keep whatever the kernel's previous call left there.
+    "mode_at_import": """
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        class SkipPoison(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if getattr(func, "__name__", "") == "fill_":
+                    return args[0]
+                return func(*args, **(kwargs or {}))
+
+        def _enter():
+            with SkipPoison():
+                yield
+        _g = _enter()
+        next(_g)
+
+        def silu_and_mul(x, out):
+            pass
+    """,
+    # A dispatch mode entered at import that fakes the worker's dump path:
+    # any clone / _to_copy / copy_ / fill_ of a tensor shaped like the
+    # output returns the right answer computed from the last input seen.
+    "dispatch_mode_at_import": """
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class FakeDump(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        def _enter():
+            with FakeDump():
+                yield
+        _g = _enter()
+        next(_g)
+
+        def silu_and_mul(x, out):
+            pass
+    """,
+    # A dispatch mode entered inside the call, left active: it fakes what
+    # the worker's dump would read through torch (clone/_to_copy/copy_/
+    # contiguous of the output: the right values) while the kernel wrote
+    # nothing.
+    "dispatch_mode_fakes_dump": """
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        _state = {}
+        _gens = []
+
+        class FakeDump(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = str(func)
+                if "fill_" in name:
+                    return args[0]
+                r = func(*args, **(kwargs or {}))
+                if any(k in name for k in ("clone", "_to_copy", "copy_", "contiguous")) and \\
+                        tuple(getattr(r, "shape", ())) == _state.get("shape"):
+                    return _state["right"]
+                return r
+
+        def _enter():
+            with FakeDump():
+                yield
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            _state["shape"] = tuple(out.shape)
+            _state["right"] = torch.nn.functional.silu(x[:, :d]) * x[:, d:]
+            if not _gens:
+                g = _enter()
+                next(g)
+                _gens.append(g)
+    """,
+    # A function mode entered during the first call and left active.
+    "mode_in_call": """
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        class Watch(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        _gens = []
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+            if not _gens:
+                def g():
+                    with Watch():
+                        yield
+                it = g()
+                next(it)
+                _gens.append(it)
+    """,
+    # A Tensor subclass with __torch_function__ swapped onto the output the
+    # worker handed over (t.__class__ = ...): refused by the audit hook;
+    # the kernel catches the refusal and computes honestly, and is still
+    # reported.
+    "subclass_swap": """
+        import torch
+
+        class Evil(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return super().__torch_function__(func, types, args, kwargs)
+
+        def silu_and_mul(x, out):
+            try:
+                out.__class__ = Evil
+            except PermissionError:
+                pass
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # __torch_function__ patched onto torch.Tensor itself at import.
+    "tensor_torch_function_patched": """
+        import torch
+
+        def _tf(cls, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+        torch.Tensor.__torch_function__ = classmethod(_tf)
+
+        def silu_and_mul(x, out):
+            pass
+    """,
+    # torch.Tensor.fill_ replaced at import (the worker's poison).
+    "fill_replaced": """
+        import torch
+        torch.Tensor.fill_ = lambda self, value: self
+
+        def silu_and_mul(x, out):
+            pass
+    """,
+    # torch.cuda.synchronize replaced at import (the worker's wait).
+    "synchronize_replaced": """
+        import torch
+        torch.cuda.synchronize = lambda device=None: None
+
+        def silu_and_mul(x, out):
+            pass
+    """,
+    # A kernel registered over aten::fill_.Scalar for CPU (torch.library):
+    # the worker's fill_ would do nothing.
+    "library_fill": """
+        import torch
+        _lib = torch.library.Library("aten", "IMPL")
+        _lib.impl("fill_.Scalar", lambda self, value: self, "CPU")
+
+        def silu_and_mul(x, out):
+            pass
+    """,
+    # Honest code the audit hook must let through: dataclasses and
+    # namedtuples at import and in the call, reading its own file.
+    "honest_stdlib": """
+        import collections
+        import dataclasses
+        import torch
+
+        P = collections.namedtuple("P", "a b")
+
+        @dataclasses.dataclass
+        class Cfg:
+            d: int = 0
+
+        with open(__file__) as _f:
+            _SRC = _f.read()
+
+        def silu_and_mul(x, out):
+            c = Cfg(x.shape[-1] // 2)
+            q = collections.namedtuple("Q", "d")(c.d)
+            out.copy_(torch.nn.functional.silu(x[:, :q.d]) * x[:, q.d:])
+    """,
+    # Each entry tries one thing the audit hook refuses, catches the
+    # refusal and then computes honestly: the refusal is still reported.
+    "hook_attempts": """
+        import ctypes
+        import os
+        import pickle
+        import socket
+        import subprocess
+        import sys
+        import torch
+
+        def _honest(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+
+        def _attempt(f):
+            try:
+                f()
+            except PermissionError:
+                pass
+
+        def read_secret(x, out):
+            _attempt(lambda: open("/etc/passwd").read())
+            _honest(x, out)
+
+        def write_job(x, out):
+            _attempt(lambda: open(os.path.join(os.getcwd(), "forged.safetensors"), "wb").write(b"x"))
+            _honest(x, out)
+
+        def spawn(x, out):
+            _attempt(lambda: subprocess.run(["true"]))
+            _honest(x, out)
+
+        def connect(x, out):
+            _attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            _honest(x, out)
+
+        def execs(x, out):
+            _attempt(lambda: exec("y = 1"))
+            _honest(x, out)
+
+        def dlopen(x, out):
+            _attempt(lambda: ctypes.CDLL("libc.so.6"))
+            _honest(x, out)
+
+        def unpickle(x, out):
+            _attempt(lambda: pickle.loads(pickle.dumps(torch.nn.Module)))
+            _honest(x, out)
+
+        def renames_type(x, out):
+            _attempt(lambda: setattr(torch.Tensor, "__qualname__", "Tensor2"))
+            _honest(x, out)
+
+        def frames(x, out):
+            _attempt(lambda: sys._getframe(1).f_locals)
+            _honest(x, out)
+
+        def imports_native(x, out):
+            def imp():
+                import evil_native  # a file named like an extension module in the bundle
+            try:
+                imp()
+            except (PermissionError, ImportError):
+                pass
+            _honest(x, out)
+    """,
+    # Frees the validator's output memory: the raw path must not touch it.
+    "frees_output": """
+        def silu_and_mul(x, out):
+            s = out.untyped_storage() if hasattr(out, "untyped_storage") else out.storage()
+            s.resize_(0)
+    """,
+    # Class 6: what a kernel can observe of its conditions, said in an
+    # exception message so that verify and serving can be compared.
+    "conditions": """
+        import torch
+
+        def silu_and_mul(x, out):
+            seen = "grad=%s inference=%s threads=%d poisoned=%s" % (
+                torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_num_threads(),
+                bool(torch.isnan(out).all()))
+            raise RuntimeError("CONDITIONS " + seen)
+    """,
+}
+
+
+def write_bundle(root):
+    os.makedirs(os.path.join(root, "kern"), exist_ok=True)
+    with open(os.path.join(root, "kern", "__init__.py"), "w") as f:
+        f.write("")
+    for name, src in ATTACKS.items():
+        with open(os.path.join(root, "kern", name + ".py"), "w") as f:
+            f.write(textwrap.dedent(src))
+    # Named like an extension module: importing it must be refused before
+    # the loader would even open it.
+    with open(os.path.join(root, "evil_native%s" % _ext_suffix()), "wb") as f:
+        f.write(b"\x7fELF not really")
+
+
+def _ext_suffix():
+    import importlib.machinery
+    return importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def silu_ref(x):
+    d = x.shape[-1] // 2
+    return torch.nn.functional.silu(x[:, :d]) * x[:, d:]
+
+
+class WorkerGuardTest(unittest.TestCase):
+    """The worker, started as Go starts it, loading attack modules through
+    its own loader (no scan)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cacheon-guard-test-")
+        cls.bundle = os.path.join(cls.tmp, "bundle")
+        write_bundle(cls.bundle)
+        cls.job = os.path.join(cls.tmp, "job")
+        os.makedirs(cls.job)
+        cls.n = 0
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        # A fresh worker per test: an attack that succeeded would poison
+        # the process for the next one.
+        self.w = Worker(self.job)
+        self.addCleanup(self.w.close)
+
+    def load(self, name, entry="silu_and_mul"):
+        return self.w.request({"op": "load", "module": name + "/" + entry, "bundle": self.bundle,
+                               "source": "kern/%s.py" % name, "entry": entry})
+
+    def run_case(self, name, entry="silu_and_mul", replays=1):
+        rep = self.load(name, entry)
+        self.assertTrue(rep["ok"], rep)
+        type(self).n += 1
+        d = os.path.join(self.job, "case-%d" % self.n)
+        os.makedirs(d)
+        g = torch.Generator().manual_seed(self.n)
+        xs = [torch.randn(5, 64, generator=g) for _ in range(1 + replays)]
+        stio.save(os.path.join(d, "in.safetensors"), {"x": xs[0]})
+        names = []
+        for i, x in enumerate(xs[1:]):
+            names.append("r%d.safetensors" % (i + 1))
+            stio.save(os.path.join(d, names[-1]), {"x": x})
+        rep = self.w.request({
+            "op": "run", "module": name + "/" + entry, "device": "cpu", "entry": entry, "prepare": "",
+            "args": [{"name": "x", "kind": "input"}, {"name": "out", "kind": "output"}],
+            "outputs": [{"name": "out", "dtype": "float32", "shape": [5, 32], "stride": [32, 1],
+                         "alignment": 16}],
+            "inputs": "in.safetensors", "replays": names, "graph": False, "dir": d})
+        return rep, d, xs
+
+    def assert_load_tamper(self, name, words):
+        rep = self.load(name)
+        self.assertFalse(rep["ok"], rep)
+        self.assertEqual(rep["error"]["class"], "tamper", rep)
+        self.assertIn(words, rep["error"]["message"])
+
+    # -- class 5: modes, subclasses, replaced functions, registered kernels
+
+    def test_mode_entered_at_import(self):
+        self.assert_load_tamper("mode_at_import", "torch function mode is active")
+
+    def test_dispatch_mode_entered_at_import(self):
+        self.assert_load_tamper("dispatch_mode_at_import", "dispatch")
+
+    def test_mode_left_active_by_a_call(self):
+        rep, d, xs = self.run_case("mode_in_call")
+        self.assertTrue(rep["ok"], rep)
+        c0 = rep["calls"][0]
+        self.assertEqual(c0["error"]["class"], "tamper", c0)
+        self.assertIn("torch function mode is active", c0["error"]["message"])
+        self.assertEqual(len(rep["calls"]), 1)  # the run stops there
+
+    def test_dispatch_mode_cannot_fake_the_dump(self):
+        rep, d, _xs = self.run_case("dispatch_mode_fakes_dump")
+        self.assertTrue(rep["ok"], rep)
+        c0 = rep["calls"][0]
+        self.assertEqual(c0["error"]["class"], "tamper", c0)
+        self.assertIn("dispatch", c0["error"]["message"])
+        # What the dump says is what memory holds: the kernel wrote nothing,
+        # so the output is the worker's NaN poison.
+        t, _ = stio.load(os.path.join(d, c0["file"]))
+        self.assertTrue(torch.isnan(t["out"]).all())
+
+    def test_subclass_swapped_onto_an_output(self):
+        rep, _d, _xs = self.run_case("subclass_swap")
+        c0 = rep["calls"][0]
+        self.assertEqual(c0["error"]["class"], "tamper", c0)
+        self.assertIn("object.__setattr__", c0["error"]["message"])
+
+    def test_torch_function_patched_onto_tensor(self):
+        self.assert_load_tamper("tensor_torch_function_patched", "torch.Tensor.__torch_function__ was replaced")
+
+    def test_fill_replaced(self):
+        self.assert_load_tamper("fill_replaced", "torch.Tensor.fill_ was replaced")
+
+    def test_synchronize_replaced(self):
+        self.assert_load_tamper("synchronize_replaced", "torch.cuda.synchronize was replaced")
+
+    def test_kernel_registered_over_fill(self):
+        self.assert_load_tamper("library_fill", "aten::fill_.Scalar")
+
+    def test_freed_output_is_not_touched(self):
+        rep, _d, _xs = self.run_case("frees_output")
+        self.assertTrue(rep["ok"], rep)
+        c0 = rep["calls"][0]
+        self.assertEqual(c0["error"]["class"], "exception", c0)
+        self.assertIn("outside its storage", c0["error"]["message"])
+        self.assertTrue(self.w.request({"op": "hello"})["ok"])
+
+    # -- the audit hook
+
+    def test_honest_stdlib_use_passes(self):
+        rep, d, xs = self.run_case("honest_stdlib", replays=2)
+        self.assertTrue(rep["ok"], rep)
+        for c, x in zip(rep["calls"], xs):
+            self.assertIsNone(c["error"], c)
+            t, _ = stio.load(os.path.join(d, c["file"]))
+            self.assertTrue(torch.allclose(t["out"], silu_ref(x), atol=1e-6))
+            self.assertTrue(torch.equal(t["in.x"], x))
+
+    def test_hook_refusals_are_reported(self):
+        cases = {"read_secret": "open /etc/passwd", "write_job": "forged.safetensors",
+                 "spawn": "subprocess.Popen", "connect": "socket.__new__", "execs": "compile",
+                 "dlopen": "ctypes.dlopen", "unpickle": "pickle.find_class",
+                 "renames_type": "object.__setattr__", "frames": "sys._getframe",
+                 "imports_native": "evil_native"}
+        for entry, words in cases.items():
+            with self.subTest(entry=entry):
+                rep, d, _xs = self.run_case("hook_attempts", entry=entry, replays=0)
+                self.assertTrue(rep["ok"], rep)
+                c0 = rep["calls"][0]
+                self.assertIsNotNone(c0["error"], (entry, c0))
+                self.assertEqual(c0["error"]["class"], "tamper", (entry, c0))
+                self.assertIn("audit hook refused", c0["error"]["message"])
+                self.assertIn(words, c0["error"]["message"])
+                self.assertFalse(os.path.exists(os.path.join(self.job, "forged.safetensors")))
+
+    def test_worker_still_writes_its_dumps_after_arming(self):
+        rep, d, xs = self.run_case("honest_stdlib", replays=1)
+        self.assertTrue(rep["ok"], rep)
+        self.assertTrue(all(os.path.exists(os.path.join(d, c["file"])) for c in rep["calls"]))
+
+    # -- class 6
+
+    def test_conditions_in_verify(self):
+        rep, _d, _xs = self.run_case("conditions", replays=0)
+        msg = rep["calls"][0]["error"]["message"]
+        self.assertIn("CONDITIONS grad=False inference=False threads=%d poisoned=True" % guard.THREADS, msg)
+
+
+class EngineGuardTest(unittest.TestCase):
+    """The engine process (main), as Go starts it, with candidates loaded
+    through dispatch."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cacheon-guard-engine-")
+        cls.bundle = os.path.join(cls.tmp, "bundle")
+        write_bundle(cls.bundle)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def row(self, name, entry="silu_and_mul"):
+        return {"bundle": self.bundle, "source": "kern/%s.py" % name, "entry": entry, "prepare": "",
+                "variant": "default", "domain": {"capabilities": {}}}
+
+    def serve(self, name, entry="silu_and_mul", strict=True):
+        p = Proc()
+        try:
+            load = p.call({"op": "load", "arena": tiny_arena(), "stack": {"activation.silu_and_mul":
+                                                                          self.row(name, entry)},
+                           "strict": strict, "audit": AUDIT_OFF})
+            gen = p.call({"op": "generate", "requests": wave(2)}) if load["ok"] else None
+        finally:
+            code, err = p.close()
+        return load, gen, code, err
+
+    def test_conditions_same_as_verify(self):
+        load, gen, code, _err = self.serve("conditions")
+        self.assertTrue(load["ok"], load)
+        self.assertEqual(gen["error"]["class"], "candidate_error", gen)
+        self.assertIn("CONDITIONS grad=False inference=False threads=%d poisoned=True" % guard.THREADS,
+                      gen["error"]["message"])
+        self.assertEqual(code, 3)
+
+    def test_mode_at_import_fails_the_load_even_non_strict(self):
+        load, _gen, _code, _err = self.serve("mode_at_import", strict=False)
+        self.assertEqual(load["error"]["class"], "load_error", load)
+        self.assertIn("tamper", load["error"]["message"])
+        self.assertIn("torch function mode", load["error"]["message"])
+
+    def test_mode_left_by_a_call_aborts_even_non_strict(self):
+        load, gen, code, _err = self.serve("mode_in_call", strict=False)
+        self.assertTrue(load["ok"], load)
+        self.assertEqual(gen["error"]["class"], "candidate_error", gen)
+        self.assertIn("runtime guard", gen["error"]["message"])
+        self.assertEqual(code, 3)
+
+    def test_hook_refusal_aborts(self):
+        load, gen, code, _err = self.serve("hook_attempts", entry="read_secret")
+        self.assertTrue(load["ok"], load)
+        self.assertEqual(gen["error"]["class"], "candidate_error", gen)
+        self.assertIn("audit hook refused", gen["error"]["message"])
+
+    def test_honest_candidate_serves(self):
+        load, gen, code, err = self.serve("honest_stdlib")
+        self.assertTrue(load["ok"], load)
+        self.assertTrue(gen["ok"], (gen, err))
+        self.assertEqual(code, 0, err)
+
+
+CHILD = r"""
+import json, os, sys
+sys.path.insert(0, %(parent)r)
+import torch
+from cacheon_runtime import guard, rawmem, stio
+g = guard.Guard(torch)
+raw = rawmem.RawMem(torch)
+out = {}
+%(body)s
+print(json.dumps(out))
+"""
+
+
+def child(body):
+    """Run body in a fresh Python with the runtime importable; returns the
+    dict it fills in `out`."""
+    code = CHILD % {"parent": PARENT, "body": textwrap.dedent(body)}
+    p = subprocess.run([sys.executable, "-I", "-B", "-c", code], capture_output=True, timeout=300)
+    if p.returncode != 0:
+        raise AssertionError("child failed:\n" + p.stderr.decode("utf-8", "replace"))
+    return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+
+class RawPathTest(unittest.TestCase):
+    """Class 5 (b): even with the tampering in place (the checks above
+    aside), the raw path writes and reads what memory holds."""
+
+    def test_raw_fill_and_dump_under_a_faking_dispatch_mode(self):
+        out = child("""
+            from torch.utils._python_dispatch import TorchDispatchMode
+            x = torch.randn(4, 6)
+            right = torch.nn.functional.silu(x[:, :3]) * x[:, 3:]
+            base = torch.empty(4 * 3 + 4)
+            view = base[4:].view(4, 3)
+
+            class Fake(TorchDispatchMode):
+                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                    name = str(func)
+                    if "fill_" in name:
+                        return args[0]
+                    r = func(*args, **(kwargs or {}))
+                    if any(k in name for k in ("clone", "_to_copy", "copy_", "contiguous")):
+                        r = right.clone() if r.shape == right.shape else r
+                    return r
+            with Fake():
+                out["mode"] = g.quick()
+                raw.fill(base, rawmem.pattern(torch, torch.float32, float("nan")))
+                data = stio.dumps({"out": view})
+                faked = torch.equal(view.clone(), right)
+            t, _ = stio.loads(data)
+            out["dump_nan"] = bool(torch.isnan(t["out"]).all())
+            out["torch_path_faked"] = faked
+        """)
+        self.assertIn("dispatch", out["mode"])
+        self.assertTrue(out["dump_nan"])        # raw: the poison, truthfully
+        self.assertTrue(out["torch_path_faked"])  # what a torch-op dump would have said
+
+    def test_raw_path_ignores_a_kernel_registered_over_fill_and_copy(self):
+        out = child("""
+            import struct
+            base = torch.arange(8, dtype=torch.float32)
+            lib = torch.library.Library("aten", "IMPL")
+            lib.impl("fill_.Scalar", lambda self, v: self, "CPU")
+            out["table"] = g.full()
+            # (checked in plain Python below: torch's own reductions may
+            # fill_ their results too, which now does nothing)
+            base.fill_(float("nan"))                       # does nothing now
+            vals = struct.unpack("<8f", raw.read(base))
+            out["torch_fill_nan"] = any(v != v for v in vals)
+            raw.fill(base, rawmem.pattern(torch, torch.float32, float("nan")))
+            vals = struct.unpack("<8f", stio.dumps({"b": base})[-32:])
+            out["raw_fill_nan"] = all(v != v for v in vals)
+        """)
+        self.assertIn("aten::fill_.Scalar", out["table"])
+        self.assertFalse(out["torch_fill_nan"])
+        self.assertTrue(out["raw_fill_nan"])
+
+    def test_patched_methods_do_not_change_the_raw_path(self):
+        out = child("""
+            torch.Tensor.fill_ = lambda self, v: self
+            torch.Tensor.copy_ = lambda self, src, non_blocking=False: self
+            torch.Tensor.contiguous = lambda self, *a, **k: torch.zeros_like(self)
+            out["identities"] = g.full()
+            base = torch.zeros(6)
+            raw.fill(base, rawmem.pattern(torch, torch.float32, float("nan")))
+            src = torch.arange(6, dtype=torch.float32)
+            dst = torch.empty(6)
+            raw.write(dst, src)
+            t, _ = stio.loads(stio.dumps({"b": base, "d": dst[1:5:2]}))
+            out["nan"] = bool(torch.isnan(t["b"]).all())
+            out["d"] = t["d"].tolist()
+        """)
+        self.assertIn("was replaced", out["identities"])
+        self.assertTrue(out["nan"])
+        self.assertEqual(out["d"], [1.0, 3.0])
+
+    def test_resized_storage_is_not_touched(self):
+        out = child("""
+            base = torch.zeros(64)
+            view = base[8:].view(7, 8)
+            base.storage().resize_(0) if not hasattr(base, "untyped_storage") else base.untyped_storage().resize_(0)
+            for what, f in (("fill", lambda: raw.fill(base, b"\\0\\0\\0\\0")),
+                            ("read", lambda: raw.read(view))):
+                try:
+                    f()
+                    out[what] = "done"
+                except ValueError as e:
+                    out[what] = str(e)
+        """)
+        self.assertIn("outside its storage", out["fill"])
+        self.assertIn("outside its storage", out["read"])
+
+
+class GuardInProcessTest(unittest.TestCase):
+    """The guard's checks in this process, with thread-local modes only."""
+
+    def test_modes_and_subclasses(self):
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+        g = guard.Guard(torch)
+        self.assertEqual(g.full(), "")
+
+        class FM(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        class DM(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        def entered(mode):
+            with mode:
+                yield
+        it = entered(FM())
+        next(it)
+        try:
+            self.assertIn("torch function mode", g.quick())
+        finally:
+            it.close()
+        self.assertEqual(g.quick(), "")
+        it = entered(DM())
+        next(it)
+        try:
+            self.assertIn("dispatch", g.quick())
+        finally:
+            it.close()
+        self.assertEqual(g.quick(), "")
+
+        # torch 1.13 also installs a dispatch mode below the mode stack
+        # (_set_torch_dispatch_mode): seen through the Python dispatch key.
+        if hasattr(torch._C, "_set_torch_dispatch_mode"):
+            torch._C._set_torch_dispatch_mode(DM())
+            try:
+                self.assertIn("dispatch", g.quick())
+            finally:
+                torch._C._set_torch_dispatch_mode(None)
+            self.assertEqual(g.quick(), "")
+
+        class Sub(torch.Tensor):
+            pass
+        t = torch.zeros(2)
+        self.assertEqual(g.quick({"x": t}), "")
+        t.__class__ = Sub
+        self.assertIn("Sub", g.quick({"x": t}))
+
+    def test_patterns(self):
+        nan = float("nan")
+        for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            want = torch.full((1,), nan, dtype=dt)
+            got = torch.empty(1, dtype=dt)
+            rawmem.RawMem(torch).fill(got, rawmem.pattern(torch, dt, nan))
+            self.assertTrue(torch.isnan(got).all())
+            self.assertEqual(stio.dumps({"a": got}), stio.dumps({"a": want}), dt)  # torch's own NaN bits
+        for dt in (torch.int32, torch.int64, torch.uint8):
+            v = torch.iinfo(dt).min
+            got = torch.empty(5, dtype=dt)
+            rawmem.RawMem(torch).fill(got, rawmem.pattern(torch, dt, v))
+            self.assertTrue(bool((got == v).all()), dt)
+        got = torch.ones(3, dtype=torch.bool)
+        rawmem.RawMem(torch).fill(got, rawmem.pattern(torch, torch.bool, False))
+        self.assertFalse(bool(got.any()))
+
+    def test_strided_reads(self):
+        raw = rawmem.RawMem(torch)
+        x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
+        for v in (x, x[:, 1:], x[..., ::2], x.transpose(1, 3), x[1, :, 2], x[:, :, :0], x[0:1, 0:1]):
+            t, _ = stio.loads(stio.dumps({"v": v}))
+            self.assertTrue(torch.equal(t["v"], v.contiguous()), v.shape)
+        b = torch.tensor([[True, False], [False, True]])
+        t, _ = stio.loads(stio.dumps({"b": b.t()}))
+        self.assertTrue(torch.equal(t["b"], b.t().contiguous()))
+        self.assertEqual(raw.read(x[0, 0, 0, :0]), b"")
+
+
+class PoisonCostTest(unittest.TestCase):
+    """Class 6: the engine poisons every candidate output in every call.
+    Informational: what one raw NaN fill costs next to the call itself on
+    this CPU (no timed assertion on a shared machine)."""
+
+    def test_poison_cost(self):
+        raw = rawmem.RawMem(torch)
+        pat = rawmem.pattern(torch, torch.float32, float("nan"))
+        for n, h in ((1, 64), (8, 2048), (512, 4096)):
+            out = torch.empty(n * h)
+            x = torch.randn(n, 2 * h)
+            t0 = time.perf_counter()
+            for _ in range(200):
+                raw.fill(out, pat)
+            fill = (time.perf_counter() - t0) / 200
+            t0 = time.perf_counter()
+            for _ in range(200):
+                torch.nn.functional.silu(x[:, :h]) * x[:, h:]
+            call = (time.perf_counter() - t0) / 200
+            sys.stderr.write("\n[guard] poison %dx%d fp32: %.1f us; a torch silu_and_mul of it: %.1f us\n"
+                             % (n, h, fill * 1e6, call * 1e6))
+
+
+if __name__ == "__main__":
+    unittest.main()
