@@ -763,12 +763,14 @@ class CudaWorkerTest(CpuWorkerTest):
     def test_nccl_group_single_rank_under_graph(self):
         w = Worker(self.job)
         try:
-            rep = w.request({"op": "load", "module": "m0", "bundle": self.bundle,
-                             "source": "kernels/cands.py", "entry": "all_reduce"})
-            self.assertTrue(rep["ok"], rep)
+            # The group comes first: once candidate code is loaded the audit
+            # hook refuses sockets, and the worker refuses a late group.
             rep = w.request({"op": "group", "backend": "nccl",
                              "init_method": "tcp://127.0.0.1:%d" % free_port(),
                              "rank": 0, "world_size": 1, "device": "cuda", "local_rank": 0})
+            self.assertTrue(rep["ok"], rep)
+            rep = w.request({"op": "load", "module": "m0", "bundle": self.bundle,
+                             "source": "kernels/cands.py", "entry": "all_reduce"})
             self.assertTrue(rep["ok"], rep)
             d = self.case_dir()
             xs = [torch.randn(5, 8) for _ in range(3)]
