@@ -8,14 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"cacheon/arenas"
 	"cacheon/internal/bundle"
 	"cacheon/internal/engine"
 	"cacheon/internal/evidence"
 	"cacheon/internal/sandbox"
-	"cacheon/internal/slot"
-	"cacheon/internal/target"
-	"cacheon/internal/worker"
 )
 
 // TestMain lets the sandbox re-execute this test binary: the screen scans
@@ -56,31 +52,11 @@ func variant(t *testing.T, name string) (string, string) {
 // control must FAIL and the positive PASS, else no record is written.
 func TestCalibrate(t *testing.T) {
 	ctx := context.Background()
-	python, err := worker.FindPython(ctx, "")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	python := needPython(t)
 	aa, aaHash := variant(t, "aa")
 	slow, slowHash := variant(t, "slow")
 	fast, fastHash := variant(t, "fast")
-	a, err := arenas.Resolve("cpu-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err = a.Select(""); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	targets, err := target.NewCatalog(cat)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cat, targets := tiny(t)
 	for _, tc := range []struct {
 		name             string
 		rates            map[string]float64 // content hash → tokens/s; "" = stock

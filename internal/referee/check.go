@@ -59,8 +59,8 @@ func Check(store *evidence.Store, ref evidence.Ref) (*CheckReport, error) {
 	}
 	if got.Outcome == "" {
 		rep.Event = true
-		if rec.Verdict.Outcome == Pass {
-			return nil, fmt.Errorf("check %s: the attempt claims PASS without the evidence of a complete attempt", ref)
+		if !eventReasons[rec.Verdict.Reason] {
+			return nil, fmt.Errorf("check %s: the attempt claims %v, a decision the sealed numbers would have to give, without them", ref, rec.Verdict)
 		}
 		return rep, nil
 	}
@@ -68,6 +68,14 @@ func Check(store *evidence.Store, ref evidence.Ref) (*CheckReport, error) {
 		return nil, fmt.Errorf("check %s: the evidence gives %v, the attempt says %v", ref, got, rec.Verdict)
 	}
 	return rep, nil
+}
+
+// eventReasons are the reasons an event decides (an engine that failed, a
+// busy device): the only ones an attempt may give without the numbers.
+var eventReasons = map[Reason]bool{
+	ReasonScan: true, ReasonVerify: true, ReasonGraphCapture: true, ReasonCandidateErr: true,
+	ReasonIncumbent: true, ReasonDeviceBusy: true, ReasonInfrastructure: true, ReasonEngineCrash: true,
+	ReasonMemoryNotFreed: true, ReasonStarvedEngine: true,
 }
 
 // derive recomputes the verdict from what was sealed, in the order the

@@ -103,4 +103,9 @@ func TestCheckTamper(t *testing.T) {
 			t.Fatal("a PASS without reads checked out")
 		}
 	})
+	t.Run("a numeric verdict without its numbers", func(t *testing.T) {
+		if err := forge(t, func(a *AttemptRecord) { a.Reads = a.Reads[:1]; a.Verdict = Because(ReasonAudit, "x") }); err == nil {
+			t.Fatal("an audit violation without an audit checked out")
+		}
+	})
 }

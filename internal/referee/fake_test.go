@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"cacheon/internal/evidence"
 	"cacheon/internal/fault"
 	"cacheon/internal/slot"
+	"cacheon/internal/target"
+	"cacheon/internal/worker"
 )
 
 const targetSlot = "activation.silu_and_mul"
@@ -118,8 +121,8 @@ func (d fakeDevice) Quiet(context.Context, int) error {
 }
 func (fakeDevice) MemoryUsed(context.Context) (int64, error) { return 0, nil }
 
-// newFakeReferee builds a referee over scripted engines on cpu-tiny.
-func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
+// tiny is cpu-tiny with its default workload, and the catalogs.
+func tiny(t *testing.T) (*arena.Arena, *slot.Catalog, *target.Catalog) {
 	t.Helper()
 	a, err := arenas.Resolve("cpu-tiny")
 	if err != nil {
@@ -128,11 +131,36 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 	if a, err = a.Select(""); err != nil {
 		t.Fatal(err)
 	}
-	store, err := evidence.Open(t.TempDir())
+	cat, err := slot.NewCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := slot.NewCatalog()
+	targets, err := target.NewCatalog(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cat, targets
+}
+
+// needPython finds an interpreter with torch; without one the test skips,
+// or fails under CI=true.
+func needPython(t *testing.T) string {
+	t.Helper()
+	python, err := worker.FindPython(context.Background(), "")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return python
+}
+
+// newFakeReferee builds a referee over scripted engines on cpu-tiny.
+func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
+	t.Helper()
+	a, cat, _ := tiny(t)
+	store, err := evidence.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

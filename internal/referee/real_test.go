@@ -3,18 +3,14 @@ package referee
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"cacheon/arenas"
 	"cacheon/internal/canon"
 	"cacheon/internal/engine"
 	"cacheon/internal/evidence"
-	"cacheon/internal/slot"
 	"cacheon/internal/target"
-	"cacheon/internal/worker"
 )
 
 // realReferee is a referee over the real sandboxed engine on cpu-tiny
@@ -24,30 +20,10 @@ func realReferee(t *testing.T, cal *Calibration) (*Referee, *target.Catalog, fun
 	if testing.Short() {
 		t.Skip("runs the arena runtime")
 	}
-	ctx := context.Background()
-	python, err := worker.FindPython(ctx, "")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	a, err := arenas.Resolve("cpu-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err = a.Select(""); err != nil {
-		t.Fatal(err)
-	}
+	python := needPython(t)
+	a, cat, targets := tiny(t)
+	var err error
 	if cal.Arena, err = a.Digest(); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	targets, err := target.NewCatalog(cat)
-	if err != nil {
 		t.Fatal(err)
 	}
 	store, err := evidence.Open(t.TempDir())
