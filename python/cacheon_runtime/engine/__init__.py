@@ -12,6 +12,7 @@ slot implementations), capability (the capability domains that decide
 eligibility), dispatch (stock/candidate routing, eligibility, revalidation,
 counters, audit), weights (seeded-random init and checkpoint loading),
 model (forward passes), batching (KV page pool, packed prefill forwards,
-requests), runner (scheduler, graphs, scoring), main (the JSON-lines
+requests), runner (scheduler, graphs), scoring (teacher-forced score
+requests), main (the JSON-lines
 server).
 """
