@@ -102,6 +102,10 @@ evidence is changed or does not give the sealed verdict, 1 usage.`,
 			if err != nil {
 				return err
 			}
+			// A check reads a store; it never makes one.
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return inputErr(fmt.Errorf("evidence check: --evidence %s: no evidence store there", dir))
+			}
 			store, err := evidence.Open(dir)
 			if err != nil {
 				return withCode(ExitInfra, err)

@@ -98,6 +98,13 @@ func TestQualifyCommand(t *testing.T) {
 	if code, _, errs = run(t, "evidence", "check", ref.String(), "--evidence", ev); code != ExitFindings || !strings.Contains(errs, "digest mismatch") {
 		t.Fatalf("evidence check after a change: exit %d\n%s", code, errs)
 	}
+	missing := filepath.Join(t.TempDir(), "none")
+	if code, _, errs = run(t, "evidence", "check", ref.String(), "--evidence", missing); code != ExitFindings || !strings.Contains(errs, "no evidence store") {
+		t.Fatalf("evidence check of a missing store: exit %d\n%s", code, errs)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("evidence check created the store it was asked to read")
+	}
 	if code, _, errs = run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "x"); code != ExitUsage || !strings.Contains(errs, "--calibration") {
 		t.Fatalf("qualify without a calibration: exit %d\n%s", code, errs)
 	}

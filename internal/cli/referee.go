@@ -42,7 +42,7 @@ func (fl *refereeFlags) register(cmd *cobra.Command) {
 func (a *app) newReferee(fl refereeFlags, prog *progress) (*referee.Referee, *engineArena, error) {
 	ar, err := arenas.Resolve(fl.arena)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, inputErr(err)
 	}
 	if ar, err = ar.Select(fl.workload); err != nil {
 		return nil, nil, err

@@ -82,6 +82,11 @@ func LoadCalibration(store *evidence.Store, path, arenaDigest string) (*Calibrat
 // stock stack, builds the crown record.
 func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
 	res := &Result{}
+	if req.Target != "" {
+		if _, ok := req.Targets.Lookup(req.Target); !ok {
+			return nil, fault.UsageErr(fmt.Errorf("qualify: %s is not a registered target (cacheon targets lists them)", req.Target))
+		}
+	}
 	scr, v := Screen(ctx, req.Candidate, req.Arena, r.Slots, r.Python, r.ScratchRoot, r.Progress)
 	if v.Outcome != "" {
 		res.Verdict = v
