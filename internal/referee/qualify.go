@@ -2,12 +2,8 @@ package referee
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"math/big"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -122,24 +118,11 @@ func selectedPayload(dir string) (product.SelectedPayload, error) {
 	}
 	var out []product.PayloadFile
 	for _, f := range files {
-		sum, err := fileSHA256(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		e, err := product.HashFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
 		if err != nil {
-			return product.SelectedPayload{}, fmt.Errorf("selected payload: %w", err)
+			return product.SelectedPayload{}, fmt.Errorf("selected payload: %s: %w", f.Path, err)
 		}
-		out = append(out, product.PayloadFile{Path: f.Path, SHA256: sum, Size: f.Size})
+		out = append(out, product.PayloadFile{Path: f.Path, SHA256: e.SHA256, Size: e.Size})
 	}
 	return product.NewSelectedPayload(out)
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
