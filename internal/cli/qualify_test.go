@@ -16,7 +16,8 @@ import (
 )
 
 // cpuTinyCalibration writes a calibration record for cpu-tiny under which
-// only the run's own numbers decide (wide stock envelope, no drift bar).
+// only the run's own numbers decide (a wide stock envelope, and a drift
+// ceiling no CPU read reaches: speed on a shared CPU is noise).
 func cpuTinyCalibration(t *testing.T) string {
 	t.Helper()
 	a, err := arenas.Resolve("cpu-tiny")
@@ -32,7 +33,7 @@ func cpuTinyCalibration(t *testing.T) string {
 	}
 	wide := canon.Decimal("1000000000")
 	cal := referee.Calibration{Arena: ad, Device: "cpu", Runtime: strings.Repeat("1", 64),
-		Speed: referee.SpeedRule{N: "1", M: "0.05", K: "0"},
+		Speed: referee.SpeedRule{N: "1000", M: "0.05", K: "0"},
 		Quality: referee.QualityConstants{Alpha: "0.05", TailNLL: "6.2", DriftEnvelope: [3]canon.Decimal{"0.5", "2", "0.5"},
 			AllowedDelta: [3]canon.Decimal{"0.5", "2", "0.5"}, DivergenceEnvelope: "0.5"},
 		StockRate: "1", StockEnvelope: wide}
