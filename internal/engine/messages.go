@@ -66,6 +66,11 @@ type LoadRequest struct {
 	// norm, sampling, each slot) for diagnostics. It turns CUDA graphs off
 	// and nothing is graded on it.
 	Profile bool
+	// Poison names slots whose stock calls get outputs as a candidate's do
+	// (fresh, aligned, poisoned before every call): the referee names its
+	// target in every engine of an attempt, so that the incumbent's and the
+	// candidate's calls of it differ in the kernel alone.
+	Poison []string
 }
 
 // Loaded is the runtime's reply to load.
@@ -91,13 +96,17 @@ func (e *Engine) Load(ctx context.Context, req LoadRequest) (*Loaded, error) {
 	if audit.Share == "" {
 		audit.Share = "0"
 	}
+	poison := req.Poison
+	if poison == nil {
+		poison = []string{}
+	}
 	var r struct {
 		replyHead
 		Loaded
 	}
 	err := e.call(ctx, "load", map[string]any{
 		"op": "load", "arena": req.Arena, "checkpoint": req.Checkpoint, "stack": stack,
-		"graphs": req.Graphs, "strict": req.Strict, "audit": audit, "profile": req.Profile,
+		"graphs": req.Graphs, "strict": req.Strict, "audit": audit, "profile": req.Profile, "poison": poison,
 	}, &r)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,9 @@ type Config struct {
 	// Audit, when set, makes the runtime dump sampled candidate calls into
 	// the session's audit directory (Dir is chosen by Open).
 	Audit *Audit
+	// Poison names slots whose stock calls get a candidate's poisoned
+	// outputs (LoadRequest.Poison).
+	Poison []string
 	// LoadTimeout bounds building the model and capturing graphs.
 	LoadTimeout time.Duration
 	// ScratchRoot holds the session's job directory ("" = system temp).
@@ -182,7 +185,7 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	lctx, cancel := worker.WithLimit(ctx, c.LoadTimeout, "--load-timeout")
 	defer cancel()
 	s.Loaded, err = s.Engine.Load(lctx, LoadRequest{Arena: ar.Runtime(), Checkpoint: checkpoint, Stack: stack,
-		Graphs: s.Graphs, Strict: s.Strict, Audit: au, Profile: c.Profile})
+		Graphs: s.Graphs, Strict: s.Strict, Audit: au, Profile: c.Profile, Poison: c.Poison})
 	if err != nil {
 		return nil, s.Attribute(err)
 	}

@@ -163,8 +163,12 @@ func order(n int) string {
 // the attempt is returned; evidence of what ran is already sealed.
 func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) Verdict {
 	p := st.p
+	// Every engine of the attempt poisons the target's outputs, stock calls
+	// included: B and C then differ in the target's kernel alone (measured
+	// on the H200: without it the stock kernel carried as a candidate read
+	// 4–5 % slower than itself, the cost of the candidate's pre-fill).
 	base := engine.Config{Arena: p.Arena, Slots: r.Slots, Python: r.Python, Strict: true, LoadTimeout: r.LoadTimeout,
-		ScratchRoot: r.ScratchRoot, Progress: r.Progress}
+		ScratchRoot: r.ScratchRoot, Progress: r.Progress, Poison: []string{p.Candidate.Slot}}
 	if base.LoadTimeout <= 0 {
 		base.LoadTimeout = 15 * time.Minute
 	}
@@ -249,7 +253,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 		return audit
 	}
 	// T: the pristine teacher scores the sealed trajectories.
-	quality := r.quality(ctx, st, base, qr, speed)
+	quality := r.quality(ctx, st, base, inc, qr, speed)
 	// The first that did not pass decides, in the order the roles ran.
 	for _, v := range []Verdict{speed.Verdict, audit} {
 		if v.Outcome != "" && v.Outcome != Pass {

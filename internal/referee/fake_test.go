@@ -31,6 +31,7 @@ type script struct {
 	ownGap     float64
 	busy       bool
 	opened     []string
+	stacks     []int // stack length of every engine opened
 }
 
 // fakeSession is a scripted engine: every request generates its
@@ -175,6 +176,10 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 			cand = cand || sp.Bundle == "candidate"
 		}
 		s.opened = append(s.opened, fmt.Sprintf("cand=%v audit=%v", cand, c.Audit != nil))
+		s.stacks = append(s.stacks, len(c.Stack))
+		if fmt.Sprint(c.Poison) != "["+targetSlot+"]" {
+			t.Errorf("engine opened with poison %v: every engine of an attempt poisons the target %s", c.Poison, targetSlot)
+		}
 		if cand && s.candErr != nil {
 			return nil, s.candErr
 		}
@@ -232,11 +237,42 @@ func TestAttemptVerdicts(t *testing.T) {
 				t.Fatalf("sealed attempt does not read back: %v", err)
 			}
 			if tc.want == Pass {
-				// B's engine, C's, A's (eager, auditing), T's (pristine).
-				want := "[cand=false audit=false cand=true audit=false cand=true audit=true cand=false audit=false]"
+				// B's engine, C's, A's (eager, auditing); T scores on B's
+				// resident engine, the stock stack being the pristine one.
+				want := "[cand=false audit=false cand=true audit=false cand=true audit=true]"
 				if got := fmt.Sprint(s.opened); got != want || len(rec.Scores) != 3*r.TPrompts || rec.Audit == nil || rec.Speed == nil {
 					t.Fatalf("a PASS ran engines %s (want %s), %d scores, audit %v, speed %v", got, want, len(rec.Scores), rec.Audit, rec.Speed)
 				}
+			}
+		})
+	}
+}
+
+// TestPristineEngine: T loads its own pristine engine (an empty stack)
+// only when the incumbent holds contributions; over the stock stack it
+// scores on the resident incumbent engine.
+func TestPristineEngine(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		incumbent []engine.StackSpec
+		want      string
+	}{
+		{"stock incumbent", nil, "[0 1 1]"},
+		{"incumbent with a contribution", []engine.StackSpec{{Slot: "norm.rmsnorm", Bundle: "held"}}, "[1 2 2 0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := script{incRates: []float64{1000, 1000}, candRate: 1100}
+			r, p := newFakeReferee(t, &s)
+			p.Incumbent = tc.incumbent
+			rec, _, err := r.Attempt(context.Background(), p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Verdict.Outcome != Pass || len(rec.Scores) != 3*r.TPrompts {
+				t.Fatalf("verdict %v with %d scores", rec.Verdict, len(rec.Scores))
+			}
+			if got := fmt.Sprint(s.stacks); got != tc.want {
+				t.Fatalf("engine stacks %s, want %s", got, tc.want)
 			}
 		})
 	}

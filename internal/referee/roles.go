@@ -69,7 +69,11 @@ func auditVerdict(rec AuditRecord, target string, minAudited int) Verdict {
 // quality is role T: after the reads are sealed, the secret is revealed
 // and ranks the requests; a pristine engine (stock stack, no contribution)
 // teacher-forces the first TPrompts of B's, C's and B′'s trajectories.
-func (r *Referee) quality(ctx context.Context, st *attemptState, base engine.Config, qr QualityRule, speed SpeedResult) Verdict {
+// When the incumbent is the stock stack, the resident incumbent engine is
+// that pristine engine (same stack, and no candidate process is alive by
+// now: C and A have ended), so T scores on it instead of loading a third
+// engine; scoring is eager prefill in either case.
+func (r *Referee) quality(ctx context.Context, st *attemptState, base engine.Config, inc Session, qr QualityRule, speed SpeedResult) Verdict {
 	sets := map[string]TrajectorySet{}
 	for _, role := range []string{"B", "C", "B′"} {
 		set, err := sealTrajectories(st.p.Arena, st.reads[role])
@@ -79,14 +83,19 @@ func (r *Referee) quality(ctx context.Context, st *attemptState, base engine.Con
 		sets[role] = set
 	}
 	picked := selectPrompts(st.secret, st.rec.Reads, sets["B"], r.TPrompts)
-	cfg := base
-	cfg.Stack = nil
-	r.say("T: loading the pristine engine")
-	t, err := r.Open(ctx, cfg)
-	if err != nil {
-		return Because(ReasonInfrastructure, "pristine engine: %v", err)
+	t := inc
+	if len(st.p.Incumbent) == 0 {
+		r.say("T: scoring on the resident incumbent engine (the stock stack is the pristine engine)")
+	} else {
+		cfg := base
+		cfg.Stack = nil
+		r.say("T: loading the pristine engine")
+		var err error
+		if t, err = r.Open(ctx, cfg); err != nil {
+			return Because(ReasonInfrastructure, "pristine engine: %v", err)
+		}
+		defer func() { _ = t.Close() }()
 	}
-	defer func() { _ = t.Close() }()
 	traj := map[string][]Trajectory{}
 	for _, role := range []string{"B", "C", "B′"} {
 		byRID := map[string]SealedRequest{}

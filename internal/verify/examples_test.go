@@ -251,6 +251,7 @@ func exampleCases() []exampleCase {
 		{name: "moe_reduce_torch", stage: stagePass, rows: np},
 		{name: "moe_epilogue_atomic", stage: stagePass, rows: []string{numericalPass, numericalPass}},
 		{name: "triton_silu", stage: stagePass, rows: []string{`^N/A$`}},
+		{name: "stock_silu", stage: stagePass, rows: []string{`^N/A$`}},
 		{name: "triton_rmsnorm", stage: stagePass, rows: []string{`^N/A$`}},
 		// A variant whose domain holds none of the (jittered) registered
 		// shapes is N/A, which is still an exit-0 outcome.

@@ -298,6 +298,20 @@ class DispatchTests(unittest.TestCase):
         self.assertGreater(st["slots"]["moe.fused_experts"]["fallback"], 0)
         self.assertTrue(any("prepare" in r["reason"] for r in st["receipts"]))
 
+    def test_poisoned_stock_slots(self):
+        # The referee's target: stock calls of a poisoned slot get fresh,
+        # aligned, NaN-filled outputs (what a candidate's get) and serve the
+        # same tokens; a stock function that wrote nothing would leave NaN.
+        eng = self.engine("llama", {}, poison=["activation.silu_and_mul", "norm.rmsnorm"])
+        got = eng.generate({"requests": self.reqs})
+        self.assertEqual(tokens(got), tokens(self.stock["llama"]))
+        out = eng.d._stock("norm.rmsnorm", {"out": (3, 8)}, torch.float32, lambda o: None)
+        self.assertTrue(torch.isnan(out).all())
+        self.assertEqual(out.data_ptr() % dispatch.ALIGNMENT, 0)
+        for bad in (["no.such_slot"], "norm.rmsnorm", [1]):
+            with self.assertRaises(Failure):
+                self.engine("llama", {}, poison=bad)
+
     def test_bad_stacks(self):
         _s, row = self.b.row("rms_good")
         for stack in ({"attention.msa_block_score": row}, {"norm.rmsnorm": dict(row, entry="nope")},

@@ -173,7 +173,7 @@ class Experts:
 
 
 class Dispatch:
-    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None):
+    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=()):
         # The process's runtime guard (built by main before any candidate
         # import; tests that build a Dispatch directly get one built here).
         self.safety = safety if safety is not None else guard_mod.Safety(torch)
@@ -182,6 +182,12 @@ class Dispatch:
         self.dtype = dtype
         self.context = dict(context)  # device, dtype, model, architecture (CUDA)
         self.strict = bool(strict)
+        # Slots whose stock calls get a candidate's outputs (fresh, aligned,
+        # poisoned on raw memory): the referee names the target, so that B
+        # and C differ in the kernel alone (see _outputs).
+        if not isinstance(poison, (list, tuple)) or any(p not in SLOTS for p in poison):
+            raise bad("poison must be a list of slot names")
+        self.poison = frozenset(poison)
         self.timer = timer or NullTimer()
         self.phase = "prefill"
         self.graph_mode = "eager"
@@ -414,9 +420,28 @@ class Dispatch:
         return None
 
     def _stock(self, slot, shapes, dtype, fn):
-        outs = {n: torch.empty(s, dtype=dtype, device=self.device) for n, s in shapes.items()}
+        if slot in self.poison:
+            outs = {n: o.contract for n, o in self._outputs(shapes, dtype)[1].items()}
+        else:
+            outs = {n: torch.empty(s, dtype=dtype, device=self.device) for n, s in shapes.items()}
         fn(outs)
         return outs["out"]
+
+    def _outputs(self, shapes, dtype):
+        """A candidate call's outputs: fresh allocations aligned to the ABI,
+        poisoned in every call, as verify poisons (audit or not), so that
+        what a candidate finds in its outputs does not tell serving from
+        grading. Raw memory, as verify; just allocated, so no bounds check.
+        Returns (specs, outputs)."""
+        ops = self.ops
+        specs = {n: host.output_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
+                                           "shape": list(s), "alignment": ALIGNMENT})
+                 for n, s in shapes.items()}
+        outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
+        cuda_dev = self.device if self.device.type == "cuda" else None
+        for o in outs.values():
+            self.raw.fill_range(o.addr, o.nbytes, o.pattern, cuda_dev)
+        return specs, outs
 
     def _call(self, slot, desc, inputs, scalars, shapes, stock_fn, experts=None):
         with self.timer.region("slot:" + slot):
@@ -443,16 +468,7 @@ class Dispatch:
         n_call = self.selected_calls[slot]
         self.selected_calls[slot] = n_call + 1
         audit = self._audit_pick(desc, n_call)
-        specs = {n: host.output_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
-                                           "shape": list(s), "alignment": ALIGNMENT})
-                 for n, s in shapes.items()}
-        outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
-        # Poisoned in every call, as verify poisons (audit or not): what a
-        # candidate finds in its outputs does not tell serving from grading.
-        # (Raw memory, as verify; just allocated here, so no bounds check.)
-        cuda_dev = self.device if self.device.type == "cuda" else None
-        for o in outs.values():
-            self.raw.fill_range(o.addr, o.nbytes, o.pattern, cuda_dev)
+        specs, outs = self._outputs(shapes, dtype)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
         pages = _used_pages(self.raw, inputs) if audit and slot == DECODE else None
         before_in = {n: _snap(self.raw, t, pages if n in _CACHES else None)

@@ -79,7 +79,7 @@ class Engine(Scoring):
         self.d = dispatch_mod.Dispatch(dev, self.dtype, ctx, field(req, "stack", dict, {}, required=False),
                                        strict=field(req, "strict", bool, True, required=False),
                                        audit=field(req, "audit", dict, {}, required=False), timer=self.timer,
-                                       safety=safety)
+                                       safety=safety, poison=field(req, "poison", list, [], required=False))
         ckpt = field(req, "checkpoint", str, "", required=False)
         with torch.no_grad():
             if ckpt:
