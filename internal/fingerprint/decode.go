@@ -34,7 +34,7 @@ type normResult struct {
 // decodeOutput strictly decodes astnorm's stdout for the files paths, in
 // order: exactly one JSON object per line and per file, each with the
 // file's path and exactly one of "norm" (non-empty, at most maxNormBytes)
-// and "error" (at most maxErrorBytes), no other keys, nothing after the
+// and "error" (non-empty, at most maxErrorBytes), no other keys, nothing after the
 // last line.
 func decodeOutput(out []byte, paths []string) ([]normResult, error) {
 	results := make([]normResult, 0, len(paths))
@@ -56,6 +56,9 @@ func decodeOutput(out []byte, paths []string) ([]normResult, error) {
 		case (l.Norm == nil) == (l.Error == nil):
 			return nil, fmt.Errorf("decode normalizer output: %s: want exactly one of norm and error", want)
 		case l.Error != nil:
+			if *l.Error == "" {
+				return nil, fmt.Errorf("decode normalizer output: %s: empty error", want)
+			}
 			if len(*l.Error) > maxErrorBytes {
 				return nil, fmt.Errorf("decode normalizer output: %s: error message longer than %d bytes", want, maxErrorBytes)
 			}

@@ -240,7 +240,7 @@ func TestCompatBundles(t *testing.T) {
 	for _, b := range compattest.Bundles(t) {
 		fp, err := f.Fingerprint(t.Context(), b.Dir)
 		if err != nil {
-			if (fault.Of(err) == fault.Candidate) {
+			if fault.Of(err) == fault.Candidate {
 				continue // a bundle this validator does not load
 			}
 			t.Fatalf("%s: %v", b.Name, err)
