@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -111,8 +113,18 @@ func TestFetchOwnPackage(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("http to a name resolving to loopback", func(t *testing.T) {
+		srv := httptest.NewServer(serveBytes(p.data))
+		defer srv.Close()
+		_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+		if err := devnet().Fetch(t.Context(), "http://localhost:"+port+"/a.tar.gz", p.hash, filepath.Join(t.TempDir(), "b")); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("https", func(t *testing.T) {
-		srv := httptest.NewTLSServer(serveBytes(p.data))
+		srv := httptest.NewUnstartedServer(serveBytes(p.data))
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
+		srv.StartTLS()
 		defer srv.Close()
 		pool := x509.NewCertPool()
 		pool.AddCert(srv.Certificate())
