@@ -25,7 +25,8 @@
 // (docstrings), renames local names canonically in order of first
 // occurrence per scope and writes a canonical dump that is the same on
 // every supported interpreter. Go decodes that output strictly and within
-// bounds (decode.go) and hashes it. CUDA sources are hashed as bytes.
+// bounds (decode.go) and hashes it. CUDA sources are hashed without their
+// comments and layout (cnorm.go).
 //
 // The fingerprint is canon.Digest("cacheon.copy_fingerprint", 1, …) over
 // the rows and the per-file SHA-256 of the normalized dumps.
@@ -108,7 +109,7 @@ type row struct {
 }
 
 // file is one fingerprinted file: its name (role or path) and the SHA-256
-// of its normalized dump (Python) or bytes (CUDA).
+// of its normalized dump (Python) or normalized text (CUDA).
 type file struct {
 	Name   string `json:"name"`
 	Kind   string `json:"kind"` // "python" or "cuda"
@@ -161,7 +162,7 @@ func (f *Fingerprinter) Fingerprint(ctx context.Context, bundleDir string) (stri
 		if err != nil {
 			return "", fault.CandidateErr(fmt.Errorf("fingerprint: %w", err))
 		}
-		p.Files = append(p.Files, file{Name: c.name, Kind: "cuda", SHA256: sha(data)})
+		p.Files = append(p.Files, file{Name: c.name, Kind: "cuda", SHA256: sha([]byte(normalizeC(data)))})
 	}
 	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
 	d, err := canon.Digest(Domain, schema, p)

@@ -139,7 +139,10 @@ func r(file string, pairs ...string) edit {
 	return e
 }
 
-const silu, helpers, manifest, meta = "kernels/silu.py", "kernels/helpers.py", "manifest.toml", "metadata/silu.json"
+const (
+	silu, helpers, cuda = "kernels/silu.py", "kernels/helpers.py", "kernels/silu.cu"
+	manifest, meta      = "manifest.toml", "metadata/silu.json"
+)
 
 var pairs = []struct {
 	name  string
@@ -169,6 +172,8 @@ var pairs = []struct {
 	{"bundle id", []edit{r(manifest, `"fingerprint-base"`, `"my-own-bundle"`)}, true},
 	{"metadata layout", []edit{r(meta, "{\n  ", "{", ",\n  ", ", ")}, true},
 	{"source file renamed", []edit{r(manifest, "kernels/silu.py", "kernels/act.py"), {file: silu, rename: "kernels/act.py"}}, true},
+	{"CUDA comments and layout", []edit{r(cuda, "/* one element */", "", "// silu_and_mul in CUDA", "// SiLU", "if (i < d) {", "if (i<d)\n    {")}, true},
+	{"CUDA file renamed", []edit{r(manifest, "kernels/silu.cu", "kernels/act.cu"), {file: cuda, rename: "kernels/act.cu"}}, true},
 	{"a README added", []edit{{file: "README.md", write: "# notes\n"}}, true},
 
 	{"constant", []edit{r(silu, "SCALE = 1.0", "SCALE = 1.5")}, false},
@@ -185,6 +190,8 @@ var pairs = []struct {
 	{"metadata domain", []edit{r(meta, "65536", "4096")}, false},
 	{"helper module renamed", []edit{r(silu, "kernels.helpers", "kernels.util"), {file: helpers, rename: "kernels/util.py"}}, false},
 	{"a new helper module", []edit{{file: "kernels/extra.py", write: "X = 1\n"}}, false},
+	{"CUDA constant", []edit{r(cuda, "1.0f", "2.0f")}, false},
+	{"CUDA operator", []edit{r(cuda, "* x[i + d]", "+ x[i + d]")}, false},
 	{"string constant in code", []edit{r(silu, "return len(rows)", "return len(rows), 'x'")}, false},
 }
 
