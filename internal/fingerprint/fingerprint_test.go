@@ -22,27 +22,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// interpreters lists the Pythons to normalize with: python3 on PATH (""),
-// Debian's /usr/bin/python3, python3.12 and python3.11 where they run, and
-// the colon-separated $CACHEON_TEST_PYTHONS. It skips the test when none
-// runs.
+// interpreters lists the Pythons to normalize with, each once by the path
+// it runs as (a version manager's shim cannot run in the sandbox): python3
+// on PATH, Debian's /usr/bin/python3, python3.12 and python3.11 where they
+// run, and the colon-separated $CACHEON_TEST_PYTHONS. It skips the test
+// when none runs.
 func interpreters(t *testing.T) []string {
 	t.Helper()
-	var out []string
-	if _, err := exec.LookPath("python3"); err == nil {
-		out = append(out, "")
-	}
-	cands := []string{"/usr/bin/python3", "python3.12", "python3.11"}
+	cands := []string{"python3", "/usr/bin/python3", "python3.12", "python3.11"}
 	if env := os.Getenv("CACHEON_TEST_PYTHONS"); env != "" {
 		cands = append(cands, strings.Split(env, ":")...)
 	}
+	var out []string
 	seen := map[string]bool{}
 	for _, c := range cands {
 		if c == "" {
 			continue
 		}
-		// A version manager's shim cannot run in the sandbox: use what it
-		// runs.
 		exe, err := exec.Command(c, "-I", "-S", "-c", "import sys; print(sys.executable)").Output()
 		if p := strings.TrimSpace(string(exe)); err == nil && p != "" && !seen[p] {
 			seen[p] = true
