@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS weights (
 CREATE INDEX IF NOT EXISTS weights_hotkey ON weights(hotkey, block);
 `
 
-// openDB opens (creating) dir/chain.db: the directory 0700, the file 0600,
+// openDB opens (creating) dir/chain.db: the directory 0700 when created
+// (an existing one must not be group- or world-writable), the file 0600,
 // WAL journal, synchronous=FULL, one connection.
 func openDB(ctx context.Context, dir string) (*sql.DB, error) {
 	if dir == "" {
@@ -94,8 +95,10 @@ func openDB(ctx context.Context, dir string) (*sql.DB, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("open chain: data directory %s: not a directory", dir)
 	}
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("open chain: data directory %s: mode %v lets others in; chmod 700 it", dir, st.Mode().Perm())
+	// A directory others may write to would let them swap the database
+	// or its journal; a directory the chain did not create may stay readable.
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("open chain: data directory %s: mode %v lets others write to it; chmod 700 it", dir, st.Mode().Perm())
 	}
 	path := filepath.Join(dir, DBFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
