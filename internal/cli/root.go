@@ -151,6 +151,8 @@ candidate code only ever runs in a separate, sandboxed Python process.
 		a.qualifyCommand,
 		a.calibrateCommand,
 		a.evidenceCommand,
+		a.chainCommand,
+		a.minerCommand,
 	} {
 		root.AddCommand(mk())
 	}

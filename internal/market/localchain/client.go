@@ -104,7 +104,10 @@ func decodeError(status int, data []byte) error {
 	if err := decodeBody(data, &e); err != nil || e.Error == "" {
 		return fmt.Errorf("chain node: HTTP %d with no error message", status)
 	}
-	msg := clip(e.Error)
+	msg := e.Error
+	if len(msg) > 2000 {
+		msg = msg[:1997] + "..."
+	}
 	if status/100 == 4 && e.Code != "" && e.Code != "internal" {
 		return refuse(e.Code, errors.New(msg))
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -81,26 +82,45 @@ CREATE INDEX IF NOT EXISTS weights_hotkey ON weights(hotkey, block);
 // openDB opens (creating) dir/chain.db: the directory 0700 when created
 // (an existing one must not be group- or world-writable), the file 0600,
 // WAL journal, synchronous=FULL, one connection.
-func openDB(ctx context.Context, dir string) (*sql.DB, error) {
+func openDB(ctx context.Context, dir string) (*sql.DB, *os.File, error) {
 	if dir == "" {
-		return nil, errors.New("open chain: no data directory")
+		return nil, nil, errors.New("open chain: no data directory")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("open chain: data directory: %w", err)
+		return nil, nil, fmt.Errorf("open chain: data directory: %w", err)
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open chain: data directory: %w", err)
+		return nil, nil, fmt.Errorf("open chain: data directory: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("open chain: data directory %s: not a directory", dir)
+		return nil, nil, fmt.Errorf("open chain: data directory %s: not a directory", dir)
 	}
 	// A directory others may write to would let them swap the database
 	// or its journal; a directory the chain did not create may stay readable.
 	if runtime.GOOS != "windows" && st.Mode().Perm()&0o022 != 0 {
-		return nil, fmt.Errorf("open chain: data directory %s: mode %v lets others write to it; chmod 700 it", dir, st.Mode().Perm())
+		return nil, nil, fmt.Errorf("open chain: data directory %s: mode %v lets others write to it; chmod 700 it", dir, st.Mode().Perm())
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open chain: %w", err)
+	}
+	db, err := openLocked(ctx, dir)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, nil, err
+	}
+	return db, lock, nil
+}
+
+// openLocked opens dir/chain.db under the directory lock.
+func openLocked(ctx context.Context, dir string) (*sql.DB, error) {
 	path := filepath.Join(dir, DBFile)
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open chain: %s: the path may not hold '?' or '#' (SQLite URI)", path)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open chain: %w", err)

@@ -19,6 +19,15 @@ const (
 	CodeBusy      = "busy"      // too many pending extrinsics
 )
 
+// Errors of Open a caller may tell apart.
+var (
+	// ErrFinalityChanged: the chain was created with another finality
+	// depth (it is fixed for the chain's life).
+	ErrFinalityChanged = errors.New("finality depth changed")
+	// ErrLocked: another node has the data directory open.
+	ErrLocked = errors.New("data directory locked")
+)
+
 // RefusedError is a request the chain refused: the caller's fault, never
 // the node's.
 type RefusedError struct {

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -76,6 +77,7 @@ func extrinsicsRoot(ids []string) (string, error) {
 // Chain is the local chain. Its methods are safe for concurrent use.
 type Chain struct {
 	db         *sql.DB
+	lock       *os.File // dir/LOCK, held while open
 	now        func() time.Time
 	finality   uint64
 	genesis    string
@@ -136,18 +138,18 @@ func Open(ctx context.Context, opts Options) (*Chain, error) {
 		}
 		vals[v] = true
 	}
-	db, err := openDB(ctx, opts.Dir)
+	db, lock, err := openDB(ctx, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	c := &Chain{
-		db: db, now: opts.Now, finality: opts.Finality, maxUIDs: opts.MaxUIDs,
+		db: db, lock: lock, now: opts.Now, finality: opts.Finality, maxUIDs: opts.MaxUIDs,
 		maxPending: opts.MaxPending, maxBlock: opts.MaxBlockExtrinsics, validators: vals,
 		nonces: map[string]uint64{}, uids: map[string]uint16{}, commits: map[string]*commitState{},
 		pendingID: map[string]bool{}, newBlock: make(chan struct{}),
 	}
 	if err := c.init(ctx); err != nil {
-		db.Close()
+		c.Close()
 		return nil, fmt.Errorf("open chain %s: %w", opts.Dir, err)
 	}
 	return c, nil
@@ -178,7 +180,7 @@ func (c *Chain) init(ctx context.Context) error {
 		return fmt.Errorf("meta: %w", err)
 	}
 	if f != strconv.FormatUint(c.finality, 10) {
-		return fmt.Errorf("this chain was created with finality depth %s, not %d (finality is fixed for a chain's life)", f, c.finality)
+		return fmt.Errorf("%w: this chain was created with finality depth %s, not %d (finality is fixed for a chain's life)", ErrFinalityChanged, f, c.finality)
 	}
 	c.genesis = g
 	return c.load(ctx)
@@ -186,7 +188,13 @@ func (c *Chain) init(ctx context.Context) error {
 
 // Close closes the database. Pending extrinsics that no block included
 // are dropped (their submitters see them unknown and resubmit).
-func (c *Chain) Close() error { return c.db.Close() }
+func (c *Chain) Close() error {
+	err := c.db.Close()
+	if c.lock != nil {
+		c.lock.Close()
+	}
+	return err
+}
 
 // Genesis is the genesis block hash: the chain's identity, which every
 // signed call names.

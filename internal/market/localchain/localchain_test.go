@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -372,10 +373,13 @@ func TestReopenContinuesTheChain(t *testing.T) {
 			t.Fatalf("%s mode %v, want %v", p, st.Mode().Perm(), want)
 		}
 	}
-	if _, err := Open(ctx, Options{Dir: dir, Finality: 3}); err == nil || !strings.Contains(err.Error(), "finality depth 1") {
+	if _, err := Open(ctx, Options{Dir: dir, Finality: 3}); !errors.Is(err, ErrFinalityChanged) || !strings.Contains(err.Error(), "finality depth 1") {
 		t.Fatalf("reopen with another finality: %v", err)
 	}
 	c2 := openTest(t, dir, Options{Finality: 1})
+	if _, err := Open(ctx, Options{Dir: dir, Finality: 1}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a second node on the same directory: %v", err)
+	}
 	if c2.Genesis() != genesis {
 		t.Fatalf("genesis changed")
 	}

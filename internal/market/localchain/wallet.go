@@ -118,7 +118,7 @@ func (w *Wallet) submit(ctx context.Context, c Call) (Receipt, error) {
 	}
 	r, err := w.b.Submit(ctx, x)
 	if err != nil {
-		return Receipt{}, fmt.Errorf("submit %s: %w", c.Kind, err)
+		return Receipt{}, fmt.Errorf("submit: %w", err)
 	}
 	return r, nil
 }

@@ -149,7 +149,8 @@ type Revealed struct {
 
 // Reveal reveals the selected commitments once their blocks are
 // finalized, waiting up to opts.Wait, and records each reveal in the
-// state file. It returns what it revealed, also when a later one fails.
+// state file. It returns what it revealed, also when a later one fails;
+// with nothing left to reveal it returns an empty list.
 func Reveal(ctx context.Context, w *localchain.Wallet, statePath string, opts RevealOptions) ([]Revealed, error) {
 	st, err := LoadState(statePath)
 	if err != nil {
@@ -179,7 +180,7 @@ func Reveal(ctx context.Context, w *localchain.Wallet, statePath string, opts Re
 		if opts.Commitment != "" {
 			return nil, fault.UsageErr(fmt.Errorf("reveal: commitment %s is not in %s", opts.Commitment, statePath))
 		}
-		return nil, fault.UsageErr(fmt.Errorf("reveal: no unrevealed commitments for this chain in %s (commit first)", statePath))
+		return []Revealed{}, nil // nothing to reveal is no error: reveal may run from a loop
 	}
 	wctx, cancel := context.WithTimeout(ctx, opts.Wait)
 	defer cancel()
