@@ -75,6 +75,9 @@ not at all, and pending extrinsics no block included are dropped.`,
 				return withCode(ExitUsage, fmt.Errorf("chain serve: --listen %s: %w", listen, err))
 			}
 			url := "http://" + ln.Addr().String()
+			if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+				fmt.Fprintf(a.stderr, "warning: serving the chain API on %s, beyond loopback: the API has no authentication (anyone who reaches it can read the chain and submit signed extrinsics)\n", ln.Addr())
+			}
 			info, err := c.Info(ctx)
 			if err != nil {
 				ln.Close()
