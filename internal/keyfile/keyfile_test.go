@@ -1,6 +1,7 @@
 package keyfile
 
 import (
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,7 @@ func TestGenerateAndRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, err := ReadPrivateKey(priv)
-	if err != nil || !k.Public().(interface{ Equal(any) bool }).Equal(pub) {
+	if err != nil || !k.Public().(ed25519.PublicKey).Equal(pub) {
 		t.Fatalf("read back: %v", err)
 	}
 	p, err := ReadPublicKey(priv + ".pub")
