@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -40,7 +42,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("REPO", wd+"/../..")
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exits": exits},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exits": exits, "chainurl": chainURL},
 	})
 }
 
@@ -64,5 +66,27 @@ func exits(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// chainurl FILE VAR waits until a background cacheon chain serve has
+// written its URL to FILE (--url-file) and sets VAR to it. It gives up
+// after a minute: a node that never starts fails the script, it is no
+// measurement.
+func chainURL(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: chainurl FILE VAR")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, err := os.ReadFile(ts.MkAbs(args[0]))
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			ts.Setenv(args[1], strings.TrimSpace(string(b)))
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("chainurl: %s did not appear within a minute: %v", args[0], err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,7 +1,10 @@
-// Package chain provides the chain-facing payloads a miner commits: the
-// canonical, size-capped reference to a packaged bundle (its content hash
-// and the URL its archive is served from). The Chain interface and the
-// embedded local chain will come here later.
+// Package chain is the validator's view of a chain: the Chain interface
+// (finalized head, matched reveals in order, metagraph, weights with
+// read-back), its event types, and the canonical, size-capped payload a
+// miner reveals (a packaged bundle's content hash and the URL its archive
+// is served from). The embedded local chain (internal/market/localchain)
+// implements Chain; a Substrate/Bittensor adapter is the seam for the real
+// network (docs/market.md, "Chain").
 package chain
 
 import (

@@ -1,0 +1,328 @@
+package localchain
+
+// The chain's SQLite file: schema, opening, loading the state, writing a
+// block in one transaction.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"cacheon/internal/canon"
+)
+
+// DBFile is the chain database's name inside the data directory.
+const DBFile = "chain.db"
+
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS blocks (
+	number          INTEGER PRIMARY KEY,
+	hash            TEXT NOT NULL UNIQUE,
+	parent          TEXT NOT NULL,
+	time_ms         INTEGER NOT NULL,
+	extrinsics_root TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS extrinsics (
+	block  INTEGER NOT NULL REFERENCES blocks(number),
+	idx    INTEGER NOT NULL,
+	id     TEXT NOT NULL UNIQUE,
+	kind   TEXT NOT NULL,
+	hotkey TEXT NOT NULL,
+	body   TEXT NOT NULL,
+	PRIMARY KEY (block, idx)
+) STRICT;
+CREATE INDEX IF NOT EXISTS extrinsics_hotkey ON extrinsics(hotkey);
+CREATE TABLE IF NOT EXISTS neurons (
+	uid    INTEGER PRIMARY KEY,
+	hotkey TEXT NOT NULL UNIQUE,
+	block  INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS commitments (
+	digest         TEXT PRIMARY KEY,
+	hotkey         TEXT NOT NULL,
+	block          INTEGER NOT NULL,
+	idx            INTEGER NOT NULL,
+	revealed_block INTEGER
+) STRICT;
+CREATE TABLE IF NOT EXISTS reveals (
+	block        INTEGER NOT NULL,
+	idx          INTEGER NOT NULL,
+	hotkey       TEXT NOT NULL,
+	content_hash TEXT NOT NULL,
+	url          TEXT NOT NULL,
+	commitment   TEXT NOT NULL UNIQUE,
+	commit_block INTEGER NOT NULL,
+	extrinsic    TEXT NOT NULL,
+	PRIMARY KEY (block, idx)
+) STRICT;
+CREATE TABLE IF NOT EXISTS weights (
+	block  INTEGER NOT NULL,
+	idx    INTEGER NOT NULL,
+	hotkey TEXT NOT NULL,
+	body   TEXT NOT NULL,
+	PRIMARY KEY (block, idx)
+) STRICT;
+CREATE INDEX IF NOT EXISTS weights_hotkey ON weights(hotkey, block);
+`
+
+// openDB opens (creating) dir/chain.db: the directory 0700 when created
+// (an existing one must not be group- or world-writable), the file 0600,
+// WAL journal, synchronous=FULL, one connection.
+func openDB(ctx context.Context, dir string) (*sql.DB, *os.File, error) {
+	if dir == "" {
+		return nil, nil, errors.New("open chain: no data directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("open chain: data directory: %w", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open chain: data directory: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, nil, fmt.Errorf("open chain: data directory %s: not a directory", dir)
+	}
+	// A directory others may write to would let them swap the database
+	// or its journal; a directory the chain did not create may stay readable.
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o022 != 0 {
+		return nil, nil, fmt.Errorf("open chain: data directory %s: mode %v lets others write to it; chmod 700 it", dir, st.Mode().Perm())
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open chain: %w", err)
+	}
+	db, err := openLocked(ctx, dir)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, nil, err
+	}
+	return db, lock, nil
+}
+
+// openLocked opens dir/chain.db under the directory lock.
+func openLocked(ctx context.Context, dir string) (*sql.DB, error) {
+	path := filepath.Join(dir, DBFile)
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open chain: %s: the path may not hold '?' or '#' (SQLite URI)", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open chain: %w", err)
+	}
+	f.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("open chain: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open chain: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open chain: schema: %w", err)
+	}
+	return db, nil
+}
+
+// meta reads a meta value ("" when absent).
+func meta(ctx context.Context, q querier, key string) (string, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// initGenesis writes the meta rows and block 0 of a new chain.
+func initGenesis(ctx context.Context, db *sql.DB, finality uint64, salt string, timeMS int64) error {
+	parent, err := canon.Digest(GenesisDomain, 1, map[string]string{"salt": salt})
+	if err != nil {
+		return err
+	}
+	h := Header{Number: 0, Parent: parent, TimeMS: timeMS}
+	if h.ExtrinsicsRoot, err = extrinsicsRoot(nil); err != nil {
+		return err
+	}
+	hash, err := h.Hash()
+	if err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for k, v := range map[string]string{
+		"schema_version": strconv.Itoa(schemaVersion),
+		"genesis":        hash,
+		"finality":       strconv.FormatUint(finality, 10),
+	} {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?, ?)`, k, v); err != nil {
+			return err
+		}
+	}
+	if err := insertHeader(ctx, tx, h, hash); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func insertHeader(ctx context.Context, tx *sql.Tx, h Header, hash string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO blocks(number, hash, parent, time_ms, extrinsics_root) VALUES (?, ?, ?, ?, ?)`,
+		int64(h.Number), hash, h.Parent, h.TimeMS, h.ExtrinsicsRoot)
+	return err
+}
+
+// readHeader reads block n's header and stored hash.
+func readHeader(ctx context.Context, q querier, n uint64) (Header, string, error) {
+	h := Header{Number: n}
+	var hash string
+	err := q.QueryRowContext(ctx, `SELECT hash, parent, time_ms, extrinsics_root FROM blocks WHERE number = ?`, int64(n)).
+		Scan(&hash, &h.Parent, &h.TimeMS, &h.ExtrinsicsRoot)
+	return h, hash, err
+}
+
+// load rebuilds the in-memory state from the database and checks the
+// head's hash link.
+func (c *Chain) load(ctx context.Context) error {
+	var n sql.NullInt64
+	if err := c.db.QueryRowContext(ctx, `SELECT MAX(number) FROM blocks`).Scan(&n); err != nil {
+		return fmt.Errorf("head: %w", err)
+	}
+	if !n.Valid {
+		return errors.New("head: no blocks (a damaged database?)")
+	}
+	h, hash, err := readHeader(ctx, c.db, uint64(n.Int64))
+	if err != nil {
+		return fmt.Errorf("head: %w", err)
+	}
+	if got, err := h.Hash(); err != nil || got != hash {
+		return fmt.Errorf("head: block %d's stored hash %s does not match its header (%s)", h.Number, hash, got)
+	}
+	if h.Number > 0 {
+		_, parent, err := readHeader(ctx, c.db, h.Number-1)
+		if err != nil {
+			return fmt.Errorf("head: parent: %w", err)
+		}
+		if parent != h.Parent {
+			return fmt.Errorf("head: block %d names parent %s, block %d is %s", h.Number, h.Parent, h.Number-1, parent)
+		}
+	}
+	c.head, c.headHash = h, hash
+
+	rows, err := c.db.QueryContext(ctx, `SELECT hotkey, COUNT(*) FROM extrinsics GROUP BY hotkey`)
+	if err != nil {
+		return fmt.Errorf("nonces: %w", err)
+	}
+	for rows.Next() {
+		var k string
+		var cnt uint64
+		if err := rows.Scan(&k, &cnt); err != nil {
+			rows.Close()
+			return fmt.Errorf("nonces: %w", err)
+		}
+		c.nonces[k] = cnt
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("nonces: %w", err)
+	}
+
+	rows, err = c.db.QueryContext(ctx, `SELECT uid, hotkey FROM neurons`)
+	if err != nil {
+		return fmt.Errorf("neurons: %w", err)
+	}
+	for rows.Next() {
+		var uid uint16
+		var k string
+		if err := rows.Scan(&uid, &k); err != nil {
+			rows.Close()
+			return fmt.Errorf("neurons: %w", err)
+		}
+		c.uids[k] = uid
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("neurons: %w", err)
+	}
+
+	rows, err = c.db.QueryContext(ctx, `SELECT digest, hotkey, block, revealed_block IS NOT NULL FROM commitments`)
+	if err != nil {
+		return fmt.Errorf("commitments: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d string
+		cs := &commitState{}
+		if err := rows.Scan(&d, &cs.hotkey, &cs.block, &cs.revealed); err != nil {
+			return fmt.Errorf("commitments: %w", err)
+		}
+		c.commits[d] = cs
+	}
+	return rows.Err()
+}
+
+// writeBlock writes block h (hash) and the effects of its extrinsics in
+// one transaction.
+func (c *Chain) writeBlock(ctx context.Context, h Header, hash string, xs []pendingXt) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := insertHeader(ctx, tx, h, hash); err != nil {
+		return fmt.Errorf("block: %w", err)
+	}
+	blk := int64(h.Number)
+	for i, p := range xs {
+		call := p.x.Call
+		if _, err := tx.ExecContext(ctx, `INSERT INTO extrinsics(block, idx, id, kind, hotkey, body) VALUES (?, ?, ?, ?, ?, ?)`,
+			blk, i, p.id, call.Kind, call.Hotkey, string(p.body)); err != nil {
+			return fmt.Errorf("extrinsic %d: %w", i, err)
+		}
+		switch call.Kind {
+		case KindRegister:
+			_, err = tx.ExecContext(ctx, `INSERT INTO neurons(uid, hotkey, block) VALUES (?, ?, ?)`, int64(p.uid), call.Hotkey, blk)
+		case KindCommit:
+			_, err = tx.ExecContext(ctx, `INSERT INTO commitments(digest, hotkey, block, idx) VALUES (?, ?, ?, ?)`, call.Commitment, call.Hotkey, blk, i)
+		case KindReveal:
+			if _, err = tx.ExecContext(ctx, `UPDATE commitments SET revealed_block = ? WHERE digest = ?`, blk, call.Commitment); err != nil {
+				break
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO reveals(block, idx, hotkey, content_hash, url, commitment, commit_block, extrinsic) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				blk, i, call.Hotkey, call.H, call.U, call.Commitment, int64(p.commitBlock), p.id)
+		case KindSetWeights:
+			var body []byte
+			if body, err = canon.Marshal(call.Weights); err == nil {
+				_, err = tx.ExecContext(ctx, `INSERT INTO weights(block, idx, hotkey, body) VALUES (?, ?, ?, ?)`, blk, i, call.Hotkey, string(body))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("extrinsic %d (%s): %w", i, call.Kind, err)
+		}
+	}
+	return tx.Commit()
+}
