@@ -39,10 +39,11 @@ store and written canonically to -o FILE.`,
 			}
 			prog := newProgress(a.stderr)
 			defer prog.done()
-			r, ea, err := a.newReferee(fl, prog)
+			r, ea, cleanup, err := a.newReferee(fl, prog)
 			if err != nil {
 				return err
 			}
+			defer cleanup()
 			inc, err := engine.LoadStackFile(posInc)
 			if err != nil {
 				return withCode(ExitFindings, err)

@@ -18,7 +18,7 @@ func (a *app) qualifyCommand() *cobra.Command {
 		fl                                        refereeFlags
 		candidate, incumbent, target, calibration string
 		contributor, crownOut                     string
-		attempts                                  int
+		attempts, repeat                          int
 	)
 	cmd := &cobra.Command{
 		Use:   "qualify --arena A --candidate BUNDLE --calibration FILE",
@@ -38,8 +38,14 @@ passing attempts (the second with the engine placement swapped); its speedup
 is the lower r. A crown over the stock stack is written as the crown record
 cacheon integrate takes (--crown-out).
 
+--repeat N measures the referee instead of deciding (A/A and the controls
+in docs/performance.md): N independent attempts, the placement order
+alternating, each attempt's verdict, r and s, and per order the verdict
+counts and the mean, lowest and highest r. No crown is written.
+
 Exit status: 0 PASS (crowned with two attempts), 2 candidate FAIL, 3
-NO_DECISION or infrastructure, 1 usage.`,
+NO_DECISION or infrastructure, 1 usage; with --repeat, 0 once every
+attempt ran.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if candidate == "" || calibration == "" {
@@ -47,10 +53,11 @@ NO_DECISION or infrastructure, 1 usage.`,
 			}
 			prog := newProgress(a.stderr)
 			defer prog.done()
-			r, ea, err := a.newReferee(fl, prog)
+			r, ea, cleanup, err := a.newReferee(fl, prog)
 			if err != nil {
 				return err
 			}
+			defer cleanup()
 			ad, err := ea.ar.Digest()
 			if err != nil {
 				return withCode(ExitInfra, err)
@@ -65,11 +72,18 @@ NO_DECISION or infrastructure, 1 usage.`,
 				}
 			}
 			res, err := r.Run(a.ctx, referee.Request{Arena: ea.ar, Candidate: candidate, Target: target, Incumbent: inc,
-				Attempts: attempts, Contributor: contributor, Targets: ea.targets})
+				Attempts: attempts, Repeat: repeat, Contributor: contributor, Targets: ea.targets})
 			if err != nil {
 				return attributedOr(ExitInfra, err)
 			}
 			prog.done()
+			if res.Repetition != nil {
+				if fl.json {
+					return writeJSON(a.stdout, res)
+				}
+				printRepetition(a.stdout, res)
+				return nil
+			}
 			if res.Crown != nil {
 				if crownOut == "" {
 					crownOut = filepath.Join(fl.evidence, "crown-"+res.CrownDigest[:16]+".json")
@@ -101,6 +115,7 @@ NO_DECISION or infrastructure, 1 usage.`,
 	f.StringVar(&contributor, "contributor", "local", "who the crown record credits")
 	f.StringVar(&crownOut, "crown-out", "", "where to write the crown record (default: in the evidence directory)")
 	f.IntVar(&attempts, "attempts", 2, "attempts: 2 for a crown, 1 to look")
+	f.IntVar(&repeat, "repeat", 0, "measure the referee instead: N independent attempts, placement alternating, summarised per order (no crown; exit 0 when all ran)")
 	return cmd
 }
 
@@ -125,6 +140,30 @@ func printQualify(w io.Writer, res *referee.Result, crownOut string) {
 	if res.Crown != nil {
 		fmt.Fprintf(w, "crown: speedup %s, record %s -> %s\n", res.Crown.Speedup, res.CrownDigest, crownOut)
 	}
+}
+
+func printRepetition(w io.Writer, res *referee.Result) {
+	fmt.Fprintf(w, "repeat %s  target %s\n\n", shortHash(res.ContentHash), res.Target)
+	fmt.Fprintf(w, "%-8s %-24s %10s %10s %10s  %s\n", "attempt", "order", "s", "r", "bar", "verdict")
+	for i, at := range res.Repetition.Attempts {
+		s, q, bar := "-", "-", "-"
+		if sp := at.Record.Speed; sp != nil {
+			s, q, bar = string(sp.Drift), string(sp.Ratio), string(sp.Bar)
+		}
+		fmt.Fprintf(w, "%-8d %-24s %10s %10s %10s  %v\n", i+1, at.Order, s, q, bar, at.Record.Verdict)
+	}
+	fmt.Fprintf(w, "\n%-24s %8s %5s %5s %5s %10s %10s %10s %10s\n", "order", "attempts", "PASS", "FAIL", "N/D", "mean r", "min r", "max r", "mean s")
+	for _, o := range res.Repetition.Orders {
+		fmt.Fprintf(w, "%-24s %8d %5d %5d %5d %10s %10s %10s %10s\n", o.Order, o.Attempts, o.Pass, o.Fail, o.NoDecision,
+			dash(o.MeanRatio), dash(o.MinRatio), dash(o.MaxRatio), dash(o.MeanDrift))
+	}
+}
+
+func dash[T ~string](s T) string {
+	if s == "" {
+		return "-"
+	}
+	return string(s)
 }
 
 func auditLine(rec referee.AttemptRecord) string {

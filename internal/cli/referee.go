@@ -10,6 +10,8 @@ import (
 	"cacheon/internal/worker"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -38,8 +40,22 @@ func (fl *refereeFlags) register(cmd *cobra.Command) {
 }
 
 // newReferee wires a referee for the arena: real engine sessions, the
-// device guard of the arena's device, the evidence store.
-func (a *app) newReferee(fl refereeFlags, prog *progress) (*referee.Referee, *engineArena, error) {
+// device guard of the arena's device, the evidence store, and a kernel
+// cache in a scratch directory that the returned cleanup removes.
+func (a *app) newReferee(fl refereeFlags, prog *progress) (*referee.Referee, *engineArena, func(), error) {
+	r, ea, err := a.wireReferee(fl, prog)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dir, err := os.MkdirTemp(r.ScratchRoot, "cacheon-referee-*")
+	if err != nil {
+		return nil, nil, nil, withCode(ExitInfra, fmt.Errorf("referee scratch: %w", err))
+	}
+	r.KernelCache = filepath.Join(dir, "kernels")
+	return r, ea, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+func (a *app) wireReferee(fl refereeFlags, prog *progress) (*referee.Referee, *engineArena, error) {
 	ar, err := arenas.Resolve(fl.arena)
 	if err != nil {
 		return nil, nil, inputErr(err)

@@ -47,6 +47,10 @@ type Config struct {
 	// Poison names slots whose stock calls get a candidate's poisoned
 	// outputs (LoadRequest.Poison).
 	Poison []string
+	// KernelCache is a kernel cache saved from a pristine session
+	// (SaveKernelCache), copied into this session's own Triton cache before
+	// its runtime starts; "" or a missing directory: none.
+	KernelCache string
 	// LoadTimeout bounds building the model and capturing graphs.
 	LoadTimeout time.Duration
 	// ScratchRoot holds the session's job directory ("" = system temp).
@@ -168,6 +172,9 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	starter, err := launcher.Single(ctx)
 	if err != nil {
 		return nil, fault.InfraErr(fmt.Errorf("sandbox: %w", err))
+	}
+	if err := seedKernelCache(c.KernelCache, s.scratch); err != nil {
+		return nil, fault.InfraErr(err)
 	}
 	progress(c, "starting the arena runtime")
 	// The same environment names as a verify worker's (rank 0), so that a

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"time"
 
 	"cacheon/internal/arena"
@@ -89,6 +90,10 @@ type Referee struct {
 	// Measure runs every role even after a verdict is reached (calibration
 	// measures A/A attempts whole); the verdict is the same.
 	Measure bool
+	// KernelCache, when set, is a directory (not existing yet) where the
+	// referee keeps what Triton compiled for the first pristine engine, so
+	// that later engines start warm (engine.Session.SaveKernelCache).
+	KernelCache string
 
 	started time.Time // for progress lines' elapsed time
 }
@@ -150,6 +155,53 @@ func (r *Referee) Attempt(ctx context.Context, p Proposal, n int) (*AttemptRecor
 	return &st.rec, ref, nil
 }
 
+// kernelKeeper is a session that can save its kernel cache.
+type kernelKeeper interface {
+	SaveKernelCache(dir string) error
+}
+
+// keepKernels saves what a pristine engine compiled as the referee's kernel
+// cache, once. A failure only costs later engines their warm start.
+func (r *Referee) keepKernels(s Session) {
+	if r.KernelCache == "" {
+		return
+	}
+	if _, err := os.Stat(r.KernelCache); err == nil {
+		return
+	}
+	k, ok := s.(kernelKeeper)
+	if !ok {
+		return
+	}
+	if err := k.SaveKernelCache(r.KernelCache); err != nil {
+		r.say("kernel cache not kept: %v", err)
+		return
+	}
+	r.say("kernel cache kept from the pristine engine")
+}
+
+// warmKernels, before an attempt over an incumbent that holds
+// contributions, starts and ends one pristine engine to fill the kernel
+// cache when it is still empty (no candidate code may write it).
+func (r *Referee) warmKernels(ctx context.Context, base engine.Config) {
+	if r.KernelCache == "" {
+		return
+	}
+	if _, err := os.Stat(r.KernelCache); err == nil {
+		return
+	}
+	cfg := base
+	cfg.Stack = nil
+	r.say("kernel cache: loading a pristine engine")
+	s, err := r.Open(ctx, cfg)
+	if err != nil {
+		r.say("kernel cache not kept: %v", err)
+		return
+	}
+	r.keepKernels(s)
+	_ = s.Close()
+}
+
 // order names the engine placement of attempt n: the second attempt swaps
 // which engine is started first on the device.
 func order(n int) string {
@@ -168,7 +220,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	// on the H200: without it the stock kernel carried as a candidate read
 	// 4–5 % slower than itself, the cost of the candidate's pre-fill).
 	base := engine.Config{Arena: p.Arena, Slots: r.Slots, Python: r.Python, Strict: true, LoadTimeout: r.LoadTimeout,
-		ScratchRoot: r.ScratchRoot, Progress: r.Progress, Poison: []string{p.Candidate.Slot}}
+		ScratchRoot: r.ScratchRoot, Progress: r.Progress, Poison: []string{p.Candidate.Slot}, KernelCache: r.KernelCache}
 	if base.LoadTimeout <= 0 {
 		base.LoadTimeout = 15 * time.Minute
 	}
@@ -177,6 +229,9 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	candCfg := base
 	candCfg.Stack = p.candidateStack()
 
+	if len(p.Incumbent) != 0 {
+		r.warmKernels(ctx, base)
+	}
 	var inc Session
 	openInc := func() Verdict {
 		r.say("B: loading the incumbent engine")
@@ -201,6 +256,9 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 		return v
 	}
 	defer func() { _ = inc.Close() }()
+	if len(p.Incumbent) == 0 {
+		r.keepKernels(inc)
+	}
 
 	// B.
 	if v := r.read(ctx, st, "B", inc, true); v.Outcome != "" {

@@ -290,3 +290,29 @@ func TestSecondAttemptSwapsPlacement(t *testing.T) {
 		t.Fatalf("engine order %v: want the candidate placed first, then the incumbent", s.opened)
 	}
 }
+
+// TestRepeat: a repetition alternates the placement and summarises each
+// order's verdicts and ratios (the fake candidate reads 1100 against
+// 1000: r = 1.1 in every attempt).
+func TestRepeat(t *testing.T) {
+	s := script{incRates: []float64{1000, 1000}, candRate: 1100}
+	r, p := newFakeReferee(t, &s)
+	rep, err := r.Repeat(context.Background(), p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Attempts) != 3 || rep.Attempts[0].Order != order(1) || rep.Attempts[1].Order != order(2) || rep.Attempts[2].Order != order(1) {
+		t.Fatalf("attempt orders %+v", rep.Attempts)
+	}
+	if len(rep.Orders) != 2 {
+		t.Fatalf("orders %+v", rep.Orders)
+	}
+	first, second := rep.Orders[0], rep.Orders[1]
+	if first.Order != order(1) || first.Attempts != 2 || first.Pass != 2 || first.Ratios != 2 || first.MeanRatio != "1.100000" ||
+		second.Attempts != 1 || second.Pass != 1 || second.MinRatio != second.MaxRatio {
+		t.Fatalf("summaries %+v", rep.Orders)
+	}
+	if _, err := r.Repeat(context.Background(), p, 0); err == nil {
+		t.Fatal("a repetition of no attempt was accepted")
+	}
+}

@@ -27,6 +27,7 @@ type Qualification struct {
 // QualifiedAttempt is one attempt with where its evidence is.
 type QualifiedAttempt struct {
 	Ref    evidence.Ref  `json:"evidence"`
+	Order  string        `json:"order"` // the engine placement (as in the sealed plan)
 	Record AttemptRecord `json:"record"`
 }
 
@@ -46,7 +47,7 @@ func (r *Referee) Qualify(ctx context.Context, p Proposal, attempts int) (*Quali
 		if err != nil {
 			return nil, err
 		}
-		q.Attempts = append(q.Attempts, QualifiedAttempt{Ref: ref, Record: *rec})
+		q.Attempts = append(q.Attempts, QualifiedAttempt{Ref: ref, Order: order(n), Record: *rec})
 		if rec.Verdict.Outcome != Pass {
 			q.Verdict = rec.Verdict
 			return q, nil

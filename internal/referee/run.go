@@ -28,6 +28,9 @@ type Request struct {
 	// Incumbent is the incumbent stack (nil = stock).
 	Incumbent []engine.StackSpec
 	Attempts  int
+	// Repeat, when positive, measures instead of deciding: that many
+	// attempts, placement alternating (Referee.Repeat); no crown.
+	Repeat int
 	// Contributor is credited in the crown record.
 	Contributor string
 	Targets     *target.Catalog
@@ -39,6 +42,7 @@ type Result struct {
 	ContentHash   string         `json:"content_hash,omitempty"`
 	Screen        string         `json:"screen,omitempty"`
 	Qualification *Qualification `json:"qualification,omitempty"`
+	Repetition    *Repetition    `json:"repetition,omitempty"`
 	// Crown is the crown record integrate takes (a crowned candidate over
 	// the stock stack); CrownDigest its digest.
 	Crown       *product.CrownRecord `json:"crown,omitempty"`
@@ -120,6 +124,10 @@ func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	p := Proposal{Arena: req.Arena, Incumbent: req.Incumbent, Candidate: engine.StackSpec{Slot: t.Members[0], Bundle: scr.Dir()},
 		IncumbentDigest: inc, CandidateHash: res.ContentHash}
+	if req.Repeat > 0 {
+		res.Repetition, err = r.Repeat(ctx, p, req.Repeat)
+		return res, err
+	}
 	if res.Qualification, err = r.Qualify(ctx, p, req.Attempts); err != nil {
 		return nil, err
 	}
