@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // The kernel cache: what Triton compiled for a pristine engine (the stock
@@ -44,7 +46,7 @@ func (s *Session) SaveKernelCache(dir string) error {
 	if err != nil {
 		return fmt.Errorf("save kernel cache: %w", err)
 	}
-	if err := copyCache(tritonCacheDir(s.scratch), tmp); err != nil {
+	if err := copyCache(tritonCacheDir(s.scratch), tmp, relativeGroup(tritonCacheDir(s.scratch))); err != nil {
 		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("save kernel cache: %w", err)
 	}
@@ -68,16 +70,67 @@ func seedKernelCache(src, jobDir string) error {
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
-	if err := copyCache(src, dst); err != nil {
+	if err := copyCache(src, dst, absoluteGroup(dst)); err != nil {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
 	return nil
 }
 
+// Triton's cache finds a compiled kernel through a group file
+// (__grp__NAME.json: {"child_paths": {file: absolute path}}) whose paths
+// name the cache directory of the process that compiled it; a copy must
+// name its own. Saved caches hold the paths relative to the cache root;
+// a seeded copy gets them under its own root. A group file that does not
+// parse, or names a path outside its cache, is left out (Triton then
+// compiles that kernel again).
+const groupPrefix = "__grp__"
+
+// groupRewrite maps a group file's child path; ok false drops the file.
+type groupRewrite func(path string) (string, bool)
+
+func relativeGroup(root string) groupRewrite {
+	return func(p string) (string, bool) {
+		rel, err := filepath.Rel(root, p)
+		if err != nil || !filepath.IsAbs(p) || !filepath.IsLocal(rel) {
+			return "", false
+		}
+		return filepath.ToSlash(rel), true
+	}
+}
+
+func absoluteGroup(root string) groupRewrite {
+	return func(p string) (string, bool) {
+		rel := filepath.FromSlash(p)
+		if !filepath.IsLocal(rel) {
+			return "", false
+		}
+		return filepath.Join(root, rel), true
+	}
+}
+
+// rewriteGroup rewrites a group file's child paths.
+func rewriteGroup(data []byte, rw groupRewrite) ([]byte, bool) {
+	var g struct {
+		ChildPaths map[string]string `json:"child_paths"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil || g.ChildPaths == nil {
+		return nil, false
+	}
+	for k, p := range g.ChildPaths {
+		q, ok := rw(p)
+		if !ok {
+			return nil, false
+		}
+		g.ChildPaths[k] = q
+	}
+	out, err := json.Marshal(g)
+	return out, err == nil
+}
+
 // copyCache copies the regular files and directories under src into dst
-// (which exists), within the bounds; anything else (links, devices) is
-// skipped.
-func copyCache(src, dst string) error {
+// (which exists), within the bounds, group files rewritten by rw; anything
+// else (links, devices) is skipped.
+func copyCache(src, dst string, rw groupRewrite) error {
 	var bytes int64
 	files := 0
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -104,8 +157,27 @@ func copyCache(src, dst string) error {
 		if files > maxKernelCacheFiles || bytes > maxKernelCacheBytes {
 			return fmt.Errorf("%s holds more than %d files or %d bytes", src, maxKernelCacheFiles, maxKernelCacheBytes)
 		}
+		if strings.HasPrefix(d.Name(), groupPrefix) {
+			return copyGroup(p, target, info.Size(), rw)
+		}
 		return copyFile(p, target, info.Size())
 	})
+}
+
+func copyGroup(src, dst string, size int64, rw groupRewrite) error {
+	const maxGroup = 1 << 20
+	if size > maxGroup {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	out, ok := rewriteGroup(data, rw)
+	if !ok {
+		return nil
+	}
+	return os.WriteFile(dst, out, 0o600)
 }
 
 func copyFile(src, dst string, size int64) error {

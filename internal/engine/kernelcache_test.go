@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,17 @@ func TestKernelCache(t *testing.T) {
 	job := filepath.Join(root, "job")
 	files := map[string]string{"ab/kernel.cubin": "cubin", "ab/kernel.json": "{}", "cd/launcher.so": "elf"}
 	writeTree(t, tritonCacheDir(job), files)
+	// Triton's group files name the compiling process's cache by absolute
+	// path; one that names a path outside its cache is left out.
+	group := func(paths ...string) string {
+		b, _ := json.Marshal(map[string]map[string]string{"child_paths": {"kernel.cubin": paths[0], "kernel.json": paths[1]}})
+		return string(b)
+	}
+	own := tritonCacheDir(job)
+	writeTree(t, own, map[string]string{
+		"ab/__grp__kernel.json": group(filepath.Join(own, "ab/kernel.cubin"), filepath.Join(own, "ab/kernel.json")),
+		"ef/__grp__stray.json":  group(filepath.Join(own, "ab/kernel.cubin"), "/etc/passwd"),
+	})
 	if err := os.Symlink("/etc/passwd", filepath.Join(tritonCacheDir(job), "ab", "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +79,12 @@ func TestKernelCache(t *testing.T) {
 	if err := pristine.SaveKernelCache(saved); err != nil {
 		t.Fatal(err)
 	}
-	if got := readTree(t, saved); len(got) != len(files) || got["ab/kernel.cubin"] != "cubin" || got["cd/launcher.so"] != "elf" {
-		t.Fatalf("saved cache %v, want the regular files of %v", got, files)
+	got := readTree(t, saved)
+	if got["ab/kernel.cubin"] != "cubin" || got["cd/launcher.so"] != "elf" || got["ab/__grp__kernel.json"] != group("ab/kernel.cubin", "ab/kernel.json") {
+		t.Fatalf("saved cache %v, want the regular files of %v and a relative group", got, files)
+	}
+	if _, ok := got["ef/__grp__stray.json"]; ok || len(got) != len(files)+1 {
+		t.Fatalf("saved cache %v: the group naming a path outside the cache was kept, or a link was", got)
 	}
 	if err := pristine.SaveKernelCache(saved); err == nil {
 		t.Fatal("a second save replaced the saved cache")
@@ -81,8 +97,10 @@ func TestKernelCache(t *testing.T) {
 	if err := seedKernelCache(saved, fresh); err != nil {
 		t.Fatal(err)
 	}
-	if got := readTree(t, tritonCacheDir(fresh)); len(got) != len(files) || got["ab/kernel.json"] != "{}" {
-		t.Fatalf("seeded cache %v", got)
+	mine := tritonCacheDir(fresh)
+	if got := readTree(t, mine); len(got) != len(files)+1 || got["ab/kernel.json"] != "{}" ||
+		got["ab/__grp__kernel.json"] != group(filepath.Join(mine, "ab/kernel.cubin"), filepath.Join(mine, "ab/kernel.json")) {
+		t.Fatalf("seeded cache %v: want the group to name the new cache", got)
 	}
 	none := filepath.Join(root, "none")
 	if err := os.Mkdir(none, 0o700); err != nil {

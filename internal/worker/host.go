@@ -10,11 +10,16 @@ import (
 
 // ScratchRoot is where job directories go: $CACHEON_SCRATCH, else
 // /dev/shm when it is a writable directory (worker files are written and
-// read once per call, and tmpfs makes that several times cheaper), else ""
-// (the system temp directory).
+// read once per call, and tmpfs makes that several times cheaper) on a
+// host without NVIDIA devices, else "" (the system temp directory). Where
+// there are NVIDIA devices, collective ranks are granted /dev/shm (NCCL's
+// shared-memory transport), so job directories must not be there.
 func ScratchRoot() string {
 	if d := os.Getenv("CACHEON_SCRATCH"); d != "" {
 		return d
+	}
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		return ""
 	}
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		if f, err := os.CreateTemp("/dev/shm", ".cacheon-probe-*"); err == nil {

@@ -17,6 +17,7 @@ import (
 // satisfies verify.Launcher and the engine's launcher.
 type SandboxLauncher struct {
 	base sandbox.Policy
+	cuda bool // collective ranks get /dev/shm
 
 	mu       sync.Mutex
 	starters []*SandboxStarter
@@ -40,11 +41,7 @@ func NewSandboxLauncher(bundleDir, runtimeParent, python, device string, readOnl
 		CUDA:     device == "cuda",
 		Require:  []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
 	}
-	if device == "cuda" {
-		// NCCL's shared-memory transport.
-		p.ReadWrite = append(p.ReadWrite, "/dev/shm")
-	}
-	return &SandboxLauncher{base: p}, nil
+	return &SandboxLauncher{base: p, cuda: device == "cuda"}, nil
 }
 
 func (l *SandboxLauncher) starter(p sandbox.Policy) *SandboxStarter {
@@ -73,6 +70,13 @@ func (l *SandboxLauncher) Group(ctx context.Context, worldSize int) (Starter, fu
 	p := l.base
 	p.Network = sandbox.NetLoopback
 	p.NetNSPath = path
+	if l.cuda {
+		// NCCL's shared-memory transport between the ranks. Only collective
+		// ranks get it, and no job directory lives there on a host with
+		// NVIDIA devices (ScratchRoot), so a rank cannot reach another
+		// job's files through it.
+		p.ReadWrite = append(append([]string(nil), p.ReadWrite...), "/dev/shm")
+	}
 	p.Require = append(append([]string(nil), p.Require...), sandbox.LayerNetwork)
 	return l.starter(p), cleanup, nil
 }
