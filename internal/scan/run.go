@@ -65,10 +65,11 @@ type parser struct {
 }
 
 // newParser resolves the interpreter, asks it where its installation lives
-// (the sandbox grants exactly that) and writes the embedded parse script and
+// (the sandbox grants exactly that; known, when set, is the answer already
+// asked for) and writes the embedded parse script and
 // its helper modules to a private temporary directory, the parser's job
 // directory. The caller must call close.
-func newParser(ctx context.Context, interpreter string) (*parser, error) {
+func newParser(ctx context.Context, interpreter string, known *sandbox.PythonInstall) (*parser, error) {
 	name := interpreter
 	if name == "" {
 		name = "python3"
@@ -80,8 +81,10 @@ func newParser(ctx context.Context, interpreter string) (*parser, error) {
 	if py, err = filepath.Abs(py); err != nil {
 		return nil, fmt.Errorf("find python interpreter: %w", err)
 	}
-	install, err := sandbox.InspectPython(ctx, py)
-	if err != nil {
+	var install sandbox.PythonInstall
+	if known != nil {
+		install = *known
+	} else if install, err = sandbox.InspectPython(ctx, py); err != nil {
 		return nil, fmt.Errorf("parser sandbox: %w", err)
 	}
 	if interpreter == "" {

@@ -12,6 +12,7 @@ import (
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
+	"cacheon/internal/sandbox"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -87,7 +88,13 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if j.Python, err = worker.FindPython(ctx, s.Python); err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python}); err != nil {
+	// Where the interpreter's installation lives, asked once for the
+	// scan's sandbox and the workers' (it starts the interpreter).
+	install, err := sandbox.InspectPython(ctx, j.Python)
+	if err != nil {
+		return nil, fault.InfraErr(fmt.Errorf("inspect python: %w", err))
+	}
+	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install}); err != nil {
 		var fe *scan.FindingsError
 		if !errors.As(err, &fe) {
 			return nil, fault.InfraErr(err)
@@ -112,10 +119,7 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	launcher, err := worker.NewSandboxLauncher(j.Admitted.Dir(), runtimeParent, j.Python, j.Device)
-	if err != nil {
-		return nil, fault.InfraErr(err)
-	}
+	launcher := worker.NewSandboxLauncherFor(install, j.Admitted.Dir(), runtimeParent, j.Device)
 	j.opts = Options{
 		Device: j.Device, DType: s.DType, Seed: j.Seed, WorldSize: s.WorldSize, Replays: s.Replays,
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
