@@ -176,7 +176,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 		t.Fatalf("launcher for %s: %v", dir, err)
 	}
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
-		Device: "cpu", DType: o.dtype, Seed: e.seed, WorldSize: 2, Replays: 3,
+		Device: "cpu", DTypes: []tensor.DType{o.dtype}, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
 		CallTimeout: timeout, Launcher: launcher,
 	})
