@@ -57,7 +57,7 @@ type Options struct {
 	Seed   uint64
 	// WorldSizes are the collectives' world sizes (nil:
 	// DefaultWorldSizes of the device).
-	WorldSizes []int
+	WorldSizes    []int
 	Replays       int // eager in-place replays after the first call (>= 1)
 	GraphReplays  int // CUDA graph replays (0 = same as Replays)
 	Python        string
@@ -92,14 +92,14 @@ type Row struct {
 	DType   string `json:"dtype"`
 	// WorldSize is a collective row's world size (0 otherwise).
 	WorldSize int      `json:"world_size,omitempty"`
-	Outcome  Outcome  `json:"outcome"`
-	Reason   string   `json:"reason,omitempty"`
-	Shapes   []string `json:"shapes"`
-	NAShapes []string `json:"na_shapes,omitempty"`
-	Calls    int      `json:"calls_graded"`
-	Worst    *Worst   `json:"worst,omitempty"`
-	Seconds  float64  `json:"seconds"`
-	Stderr   string   `json:"stderr_tail,omitempty"`
+	Outcome   Outcome  `json:"outcome"`
+	Reason    string   `json:"reason,omitempty"`
+	Shapes    []string `json:"shapes"`
+	NAShapes  []string `json:"na_shapes,omitempty"`
+	Calls     int      `json:"calls_graded"`
+	Worst     *Worst   `json:"worst,omitempty"`
+	Seconds   float64  `json:"seconds"`
+	Stderr    string   `json:"stderr_tail,omitempty"`
 }
 
 // Report is a whole verify run.
