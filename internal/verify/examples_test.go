@@ -132,6 +132,7 @@ type result struct {
 // runOptions tune one run.
 type runOptions struct {
 	dtype       tensor.DType
+	allDTypes   bool          // verify's default: every dtype (dtype unused)
 	callTimeout time.Duration // 0: 60s
 	scanOnly    bool          // stop after the scan (used for cases that must not run unconfined)
 }
@@ -175,8 +176,12 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	if err != nil {
 		t.Fatalf("launcher for %s: %v", dir, err)
 	}
+	dtypes := []tensor.DType{o.dtype}
+	if o.allDTypes {
+		dtypes = nil
+	}
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
-		Device: "cpu", DTypes: []tensor.DType{o.dtype}, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
+		Device: "cpu", DTypes: dtypes, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
 		CallTimeout: timeout, Launcher: launcher,
 	})
@@ -186,7 +191,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	res := result{report: vr, elapsed: time.Since(start)}
 	var failed, infra, all []string
 	for _, r := range vr.Rows {
-		line := fmt.Sprintf("%s/%s: %s %s", r.Slot, r.Variant, r.Outcome, r.Reason)
+		line := fmt.Sprintf("%s/%s %s: %s %s", r.Slot, r.Variant, r.DType, r.Outcome, r.Reason)
 		all = append(all, line)
 		switch r.Outcome {
 		case verify.Fail:

@@ -112,12 +112,6 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		row.Outcome, row.Reason = NotApplicable, reason
 		return row
 	}
-	// The row applies: its workers start while Go plans.
-	root, err := p.start(ctx, key)
-	if err != nil {
-		st.infra(err.Error())
-		return row
-	}
 	fits := func(d slot.Dims) bool {
 		dd := maps.Clone(d)
 		if spec.Kind == slot.Collective {
@@ -175,6 +169,13 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		}
 		st.fail(fmt.Sprintf("domain never exercised: no generated shape is inside the variant's declared domain (%s), "+
 			"not even at its boundaries, so nothing could be graded", dom))
+		return row
+	}
+	// Some shape applies: the workers start while Go computes the inputs
+	// and references of every call.
+	root, err := p.start(ctx, key)
+	if err != nil {
+		st.infra(err.Error())
 		return row
 	}
 	if spec.Kind == slot.Collective {
