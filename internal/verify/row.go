@@ -277,12 +277,14 @@ func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot
 	}
 	pc.outputs = outs
 	isBurst := strings.Contains(c.Shape, "/burst-")
-	// Every call of a case after the first draws its graph-dynamic inputs
-	// from the next distribution, and there are at least enough eager
+	// The first replay draws its graph-dynamic inputs from the first
+	// call's distribution (new values that look alike: a cache keyed on
+	// a cheap fingerprint of the inputs replays a stale result), every
+	// later call from the next distribution; there are enough eager
 	// replays for each case to meet every distribution.
 	dists := slot.Distributions()
 	first := slices.Index(dists, c.Dist)
-	replays := max(o.Replays, len(dists)-1)
+	replays := max(o.Replays, len(dists))
 	graph := o.Device == "cuda" && !isBurst
 	graphReplays := 0
 	if graph {
@@ -335,7 +337,7 @@ func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot
 	for k := 1; k <= total; k++ {
 		dist := c.Dist
 		if first >= 0 && !isBurst {
-			dist = dists[(first+k)%len(dists)]
+			dist = dists[(first+k-1)%len(dists)]
 		}
 		if err := c.RefreshAs(k, dist); err != nil {
 			return err
