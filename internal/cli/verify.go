@@ -68,7 +68,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.StringVar(&dtype, "dtype", "", "verify only this dtype: bfloat16, float16 or float32 (default: all three)")
 	f.Uint64Var(&seed, "seed", 0, "input seed (default: a fresh secret seed, printed)")
 	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2 and 3 on cpu, 2 on cuda)")
-	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (and CUDA-graph replays)")
+	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution) and CUDA-graph replays")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
