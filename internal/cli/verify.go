@@ -195,7 +195,7 @@ func printVerify(w io.Writer, rep *verify.Report) {
 			fmt.Fprintf(w, "  worker stderr (tail):\n    %s\n", strings.ReplaceAll(strings.TrimSpace(lastLines(r.Stderr, 8)), "\n", "\n    "))
 		}
 	}
-	fmt.Fprintf(w, "\n%d row(s) in %.1fs\n", len(rep.Rows), rep.Seconds)
+	fmt.Fprintf(w, "\n%d row(s) in %.1fs, %d worker(s) started\n", len(rep.Rows), rep.Seconds, rep.Workers)
 }
 
 // printTiming writes the run's phase breakdown as one line.

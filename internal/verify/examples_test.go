@@ -368,3 +368,36 @@ func checkExample(t *testing.T, c exampleCase, res result) {
 		}
 	}
 }
+
+// TestWorkersPerRun: one worker serves every row and dtype of a run; a row
+// that fails discards it and the next row starts a fresh one.
+func TestWorkersPerRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python workers; skipped in -short mode")
+	}
+	env := newTestEnv(t)
+	tests := []struct {
+		name    string
+		dir     string
+		rows    int
+		workers int
+	}{
+		// Two variants × three dtypes, all passing: one worker.
+		{"variants_silu", filepath.Join(examplesDir(t), "variants_silu"), 6, 1},
+		// Three variants in float32; the middle one fails: two workers.
+		{"wrong_in_declared_domain", filepath.Join(adversarialDir(t), "wrong_in_declared_domain"), 3, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env.acquire(t)
+			o := runOptions{dtype: tensor.F32, allDTypes: tt.rows == 6}
+			res := env.runBundle(t, tt.dir, o)
+			if res.report == nil {
+				t.Fatalf("%s: no report (stage %s: %s)", tt.name, res.stage, res.reason)
+			}
+			if len(res.report.Rows) != tt.rows || res.report.Workers != tt.workers {
+				t.Fatalf("%s: %d rows, %d workers started; want %d rows, %d workers\n%s", tt.name, len(res.report.Rows), res.report.Workers, tt.rows, tt.workers, res.reason)
+			}
+		})
+	}
+}

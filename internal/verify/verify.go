@@ -113,6 +113,10 @@ type Report struct {
 	Python     string   `json:"python"`
 	Torch      string   `json:"torch,omitempty"`
 	Sandbox    []string `json:"sandbox"`
+	// Workers is how many worker processes the run started: one for every
+	// non-collective row and dtype, one per rank of each world size, and
+	// fresh ones after a row that failed.
+	Workers int `json:"workers_started"`
 	// Rows: one per manifest row and dtype (and world size, for a
 	// collective), in manifest order.
 	Rows    []Row   `json:"rows"`
@@ -265,7 +269,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	}
 	p.close()
 	facts := p.workerFacts()
-	rep.Torch = facts.torch
+	rep.Torch, rep.Workers = facts.torch, facts.started
 	rep.Sandbox = o.Launcher.Layers()
 	if facts.started > 0 {
 		// The runtime's own layer, from the workers' hellos.
