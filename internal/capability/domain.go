@@ -293,6 +293,24 @@ func (d Domain) Describe(field string) string {
 	return p.String()
 }
 
+// Bounds gives the smallest and largest value a numeric field's predicate
+// admits (hasLo/hasHi false where the range is open on that side; both
+// true for a set, its least and greatest member). constrained is false
+// when the domain places no predicate on the field, or it is not numeric.
+func (d Domain) Bounds(field string) (lo, hi int64, hasLo, hasHi, constrained bool) {
+	p, ok := d.preds[field]
+	if !ok || !p.numeric {
+		return 0, 0, false, false, false
+	}
+	if p.isSet {
+		if len(p.ints) == 0 {
+			return 1, 0, true, true, true // empty: lo > hi
+		}
+		return p.ints[0], p.ints[len(p.ints)-1], true, true, true
+	}
+	return p.lo, p.hi, p.hasLo, p.hasHi, true
+}
+
 // Empty reports whether the domain provably admits no value: some field's
 // predicate is an empty set or a range with min > max (for instance after
 // intersecting contradictory predicates).

@@ -266,3 +266,28 @@ func TestNormalizeField(t *testing.T) {
 		t.Fatalf("NormalizeValue(phase, EXTEND) = %q, %v", v, err)
 	}
 }
+
+// TestBounds: the least and greatest value a numeric predicate admits.
+func TestBounds(t *testing.T) {
+	tests := []struct {
+		meta               string
+		field              string
+		lo, hi             int64
+		hasLo, hasHi, cons bool
+	}{
+		{caps(`"num_tokens": {"min": 33}`), "num_tokens", 33, 0, true, false, true},
+		{caps(`"num_tokens": {"min": 1, "max": 32}`), "num_tokens", 1, 32, true, true, true},
+		{caps(`"head_dim": [128, 64, 256]`), "head_dim", 64, 256, true, true, true},
+		{`{"max_num_tokens": 100}`, "num_tokens", 0, 100, false, true, true},
+		{caps(`"num_tokens": {"min": 1}`), "head_dim", 0, 0, false, false, false},
+		{caps(`"dtype": "bf16"`), "dtype", 0, 0, false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.meta+"/"+tt.field, func(t *testing.T) {
+			lo, hi, hasLo, hasHi, cons := mustParse(t, tt.meta).Bounds(tt.field)
+			if cons != tt.cons || hasLo != tt.hasLo || hasHi != tt.hasHi || (hasLo && lo != tt.lo) || (hasHi && hi != tt.hi) {
+				t.Fatalf("Bounds = %d %d %v %v %v, want %d %d %v %v %v", lo, hi, hasLo, hasHi, cons, tt.lo, tt.hi, tt.hasLo, tt.hasHi, tt.cons)
+			}
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -164,5 +166,15 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		shapes = append(shapes, fmt.Sprintf("%s{%s}%s", sh.Name, strings.Join(dims, " "), j))
 	}
 	fmt.Fprintf(w, "  shapes:   %s\n", strings.Join(shapes, "; "))
+	if s.Count != "" {
+		// What verify adds to the registered shapes (docs/verify.md, "What
+		// verify generates"); not yet part of the contract projection.
+		extra := fmt.Sprintf("%s at 1, %d (the registered maximum) and a draw in between", s.Count, s.MaxCount)
+		for _, name := range slices.Sorted(maps.Keys(s.ScalarRanges)) {
+			r := s.ScalarRanges[name]
+			extra += fmt.Sprintf("; %s over [%s, %s]", name, r.Min, r.Max)
+		}
+		fmt.Fprintf(w, "  verify also: %s\n", extra)
+	}
 	fmt.Fprintf(w, "  capability fields: %s\n", strings.Join(s.DescriptorFields, ", "))
 }

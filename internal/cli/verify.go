@@ -20,19 +20,27 @@ func (a *app) verifyCommand() *cobra.Command {
 		seed                  uint64
 		seedSet               bool
 		worldSize, replays    int
-		asJSON                bool
+		asJSON, verbose       bool
 		timeout               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE",
 		Short: "Check a bundle's kernels against the trusted references in a sandboxed worker",
 		Long: `verify runs every [[ops]] row of a bundle (a directory or its .tar.gz) on
-every registered shape of its slot. Go generates the inputs (from a fresh
+every registered shape of its slot (count dimensions jittered), at token
+counts 1, the slot's registered maximum and one drawn in between, and at the
+corners of the variant's declared domain; each shape meets every value
+distribution, scalar arguments range over their legal values. Go generates the inputs (from a fresh
 secret seed unless --seed is given; the seed is printed so a run can be
 reproduced) and computes the references; the candidate runs only in a
 sandboxed Python worker that allocates the validator's outputs, poisons them
 before every call, and replays graph-dynamic inputs in place. Go grades every
 output of every call (eager, each replay, each CUDA-graph replay, each rank).
+
+By default every row runs in bfloat16, float16 and float32 (those its
+declared domain admits; --dtype narrows to one) and a collective at world
+sizes 2 and 3 on cpu (2 on cuda; --world-size narrows to one). A row whose
+declared domain no generated shape reaches FAILs ("domain never exercised").
 
 The bundle is scanned first; a bundle with scan findings is not run.
 
@@ -52,16 +60,17 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
 			return a.runVerify(args[0], verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
-				worldSize: worldSize, replays: replays, json: asJSON, timeout: timeout})
+				worldSize: worldSize, replays: replays, json: asJSON, verbose: verbose, timeout: timeout})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&device, "device", "", "cpu or cuda (default: cuda if usable, else cpu)")
-	f.StringVar(&dtype, "dtype", "bfloat16", "verify dtype: bfloat16, float16 or float32")
+	f.StringVar(&dtype, "dtype", "", "verify only this dtype: bfloat16, float16 or float32 (default: all three)")
 	f.Uint64Var(&seed, "seed", 0, "input seed (default: a fresh secret seed, printed)")
-	f.IntVar(&worldSize, "world-size", 2, "ranks for collective slots")
-	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (and CUDA-graph replays)")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2 and 3 on cpu, 2 on cuda)")
+	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution) and CUDA-graph replays")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
 	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker")
 	return cmd
@@ -72,24 +81,32 @@ type verifyFlags struct {
 	seed                  uint64
 	seedSet               bool
 	worldSize, replays    int
-	json                  bool
+	json, verbose         bool
 	timeout               time.Duration
 }
 
 func (a *app) runVerify(path string, fl verifyFlags) error {
 	ctx := a.ctx
-	dt, err := tensor.ParseDType(fl.dtype) // the flag takes aliases too (bf16, half, torch.float32)
-	if err == nil {
-		dt, err = tensor.ParseComputeDType(dt.String())
-	}
-	if err != nil {
-		return fmt.Errorf("--dtype %q: want bfloat16, float16 or float32", fl.dtype)
+	var dtypes []tensor.DType // nil: every dtype
+	if fl.dtype != "" {
+		dt, err := tensor.ParseDType(fl.dtype) // the flag takes aliases too (bf16, half, torch.float32)
+		if err == nil {
+			dt, err = tensor.ParseComputeDType(dt.String())
+		}
+		if err != nil {
+			return fmt.Errorf("--dtype %q: want bfloat16, float16 or float32", fl.dtype)
+		}
+		dtypes = []tensor.DType{dt}
 	}
 	if fl.timeout <= 0 {
 		return fmt.Errorf("--timeout %v: want a positive duration", fl.timeout)
 	}
-	if fl.worldSize < 1 || fl.worldSize > 64 {
-		return fmt.Errorf("--world-size %d: want 1..64", fl.worldSize)
+	var worldSizes []int // nil: the device's defaults
+	if fl.worldSize != 0 {
+		if fl.worldSize < 1 || fl.worldSize > 64 {
+			return fmt.Errorf("--world-size %d: want 1..64", fl.worldSize)
+		}
+		worldSizes = []int{fl.worldSize}
 	}
 	if fl.replays < 1 || fl.replays > 100 {
 		return fmt.Errorf("--replays %d: want 1..100", fl.replays)
@@ -99,8 +116,8 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 		return withCode(ExitInfra, err)
 	}
 	job, err := verify.Prepare(ctx, verify.Setup{
-		Bundle: path, Device: fl.device, DType: dt, Seed: fl.seed, SeedSet: fl.seedSet,
-		WorldSize: fl.worldSize, Replays: fl.replays, Python: fl.python, CallTimeout: fl.timeout,
+		Bundle: path, Device: fl.device, DTypes: dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
+		WorldSizes: worldSizes, Replays: fl.replays, Python: fl.python, CallTimeout: fl.timeout,
 		Environ: os.Environ(), Slots: slots, ScratchRoot: worker.ScratchRoot(),
 	})
 	if err != nil {
@@ -109,13 +126,20 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	}
 	defer job.Close()
 	if !fl.json {
-		fmt.Fprintf(a.stdout, "verify %s  device=%s dtype=%s seed=%d (reproduce with --seed %d)\n", path, job.Device, dt, job.Seed, job.Seed)
+		dts := "all"
+		if len(dtypes) == 1 {
+			dts = dtypes[0].String()
+		}
+		fmt.Fprintf(a.stdout, "verify %s  device=%s dtype=%s seed=%d (reproduce with --seed %d)\n", path, job.Device, dts, job.Seed, job.Seed)
 	}
 	prog := newProgress(a.stderr)
 	rep, err := job.Run(ctx, prog.line)
 	prog.done()
 	if err != nil {
 		return err
+	}
+	if fl.verbose {
+		printTiming(a.stderr, rep.Timing)
 	}
 	if fl.json {
 		if err := writeJSON(a.stdout, rep); err != nil {
@@ -149,7 +173,11 @@ func printVerify(w io.Writer, rep *verify.Report) {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "\n%-16s %s/%s  (%s)\n", r.Outcome, r.Slot, r.Variant, r.Source)
+		ctx := r.DType
+		if r.WorldSize > 0 {
+			ctx += fmt.Sprintf(", world size %d", r.WorldSize)
+		}
+		fmt.Fprintf(w, "\n%-16s %s/%s  %s  (%s)\n", r.Outcome, r.Slot, r.Variant, ctx, r.Source)
 		if r.Reason != "" {
 			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
 		}
@@ -167,7 +195,14 @@ func printVerify(w io.Writer, rep *verify.Report) {
 			fmt.Fprintf(w, "  worker stderr (tail):\n    %s\n", strings.ReplaceAll(strings.TrimSpace(lastLines(r.Stderr, 8)), "\n", "\n    "))
 		}
 	}
-	fmt.Fprintf(w, "\n%d row(s) in %.1fs\n", len(rep.Rows), rep.Seconds)
+	fmt.Fprintf(w, "\n%d row(s) in %.1fs, %d worker(s) started\n", len(rep.Rows), rep.Seconds, rep.Workers)
+}
+
+// printTiming writes the run's phase breakdown as one line.
+func printTiming(w io.Writer, t verify.Timing) {
+	fmt.Fprintf(w, "timing: total %.2fs = prepare %.2fs (stage, scan, python); workers: start %.2fs, torch import %.2fs, device init %.2fs, group %.2fs, load %.2fs; "+
+		"first case %.2fs, other cases %.2fs; Go: inputs+references %.2fs, grading %.2fs (phases overlap)\n",
+		t.Total+t.Prepare, t.Prepare, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Reference, t.Grading)
 }
 
 func lastLines(s string, n int) string {

@@ -288,7 +288,10 @@ func Grade(p Policy, tol Tolerance, expected, got []float64, shape []int) (Resul
 		}
 		return CosineScore(expected, got, shape, p.MinCosine, guard), nil
 	default: // TopKOverlap; Validate rejected everything else.
-		return TopKOverlapScore(expected, got, shape, p.K, p.MinOverlap), nil
+		if tol.Validate() != nil {
+			tol = Tolerance{} // no tolerance given: exact ties only
+		}
+		return TopKOverlapScoreTol(expected, got, shape, p.K, p.MinOverlap, tol), nil
 	}
 }
 

@@ -24,10 +24,24 @@ const maxListed = 8
 // candidate value is not −Inf (a candidate that masks a cell the reference
 // selects misses it). Candidate ties are broken by the lower index.
 //
+// TopKOverlapScoreTol is TopKOverlapScore where a reference value within
+// the dtype's tolerance of the threshold counts as tied with it (a hit iff
+// its reference value is >= T - (atol + rtol·|T|)): a half-precision kernel
+// that orders two cells closer than its own precision differently from the
+// fp64 reference selects a cell equal to the K-th within tolerance, as
+// allclose would judge it.
+func TopKOverlapScoreTol(expected, got []float64, shape []int, k int, minOverlap float64, tol Tolerance) Result {
+	return topKOverlap(expected, got, shape, k, minOverlap, tol)
+}
+
 // Overlap is hits/K; Score is the minimum over rows and Worst the first row
 // attaining it. It passes iff every row's overlap is >= minOverlap. A k < 1
 // fails closed. An empty tensor passes vacuously with score 1.
 func TopKOverlapScore(expected, got []float64, shape []int, k int, minOverlap float64) Result {
+	return topKOverlap(expected, got, shape, k, minOverlap, Tolerance{})
+}
+
+func topKOverlap(expected, got []float64, shape []int, k int, minOverlap float64, tol Tolerance) Result {
 	const kind = TopKOverlap
 	if len(expected) != len(got) {
 		return lengthMismatchResult(kind, expected, got)
@@ -53,7 +67,7 @@ func TopKOverlapScore(expected, got []float64, shape []int, k int, minOverlap fl
 		}
 	}
 
-	var sel topkSelector
+	sel := topkSelector{tol: tol}
 	rows := len(expected) / cols
 	worst, worstOverlap, failing := 0, math.Inf(1), 0
 	for row := range rows {
@@ -127,6 +141,7 @@ func (o rowResult) overlap() float64 {
 // topkSelector holds buffers reused across rows.
 type topkSelector struct {
 	expBuf, gotBuf, all []int
+	tol                 Tolerance // ties within tolerance of the threshold
 }
 
 // rowOverlap compares one row. The reference must hold no NaN or +Inf and
@@ -145,6 +160,7 @@ func (s *topkSelector) rowOverlap(expRow, gotRow []float64, k int) rowResult {
 	s.expBuf = s.topIndices(expRow, k, s.expBuf)
 	s.gotBuf = s.topIndices(gotRow, k, s.gotBuf)
 	threshold := expRow[s.expBuf[k-1]] // finite: k <= number of finite cells
+	threshold -= s.tol.Atol + s.tol.Rtol*math.Abs(threshold)
 	hits := 0
 	for _, i := range s.gotBuf {
 		if !math.IsInf(gotRow[i], -1) && expRow[i] >= threshold {

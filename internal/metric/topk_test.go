@@ -111,3 +111,28 @@ func TestTopKOverlapLargeK(t *testing.T) {
 		t.Fatalf("got %+v; want pass", r)
 	}
 }
+
+// TestTopKOverlapTolerance: a cell within the dtype's tolerance of the
+// K-th reference value counts as tied with it; one outside does not.
+func TestTopKOverlapTolerance(t *testing.T) {
+	expected := []float64{9, 8, 5.00, 4.99, 4.0, 0}
+	tests := []struct {
+		name string
+		got  []float64
+		tol  metric.Tolerance
+		pass bool
+	}{
+		{"exact order passes", []float64{9, 8, 5, 4.99, 4, 0}, metric.Tolerance{Atol: 0.01, Rtol: 0.01}, true},
+		{"near tie swapped, with tolerance", []float64{9, 8, 4.99, 5, 4, 0}, metric.Tolerance{Atol: 0.01, Rtol: 0.01}, true},
+		{"near tie swapped, exact", []float64{9, 8, 4.99, 5, 4, 0}, metric.Tolerance{}, false},
+		{"a cell outside tolerance", []float64{9, 8, 4.99, 4.98, 5, 0}, metric.Tolerance{Atol: 0.01, Rtol: 0.01}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := metric.TopKOverlapScoreTol(expected, tt.got, []int{6}, 3, 1, tt.tol)
+			if r.Pass != tt.pass {
+				t.Fatalf("pass = %v, want %v (%s)", r.Pass, tt.pass, r.Explain)
+			}
+		})
+	}
+}

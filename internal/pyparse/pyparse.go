@@ -39,6 +39,9 @@ const (
 type Script struct {
 	Name    string
 	Helpers []string
+	// Install, when set, is the interpreter's installation as the caller
+	// already inspected it (sandbox.InspectPython), so it is not asked again.
+	Install *sandbox.PythonInstall
 }
 
 // Runner runs one script with one interpreter. Close removes its job
@@ -67,8 +70,10 @@ func New(ctx context.Context, interpreter string, s Script) (*Runner, error) {
 	if py, err = filepath.Abs(py); err != nil {
 		return nil, fmt.Errorf("find python interpreter: %w", err)
 	}
-	install, err := sandbox.InspectPython(ctx, py)
-	if err != nil {
+	var install sandbox.PythonInstall
+	if s.Install != nil {
+		install = *s.Install
+	} else if install, err = sandbox.InspectPython(ctx, py); err != nil {
 		return nil, fmt.Errorf("parser sandbox: %w", err)
 	}
 	if interpreter == "" {

@@ -39,7 +39,7 @@ func Screen(ctx context.Context, path string, a *arena.Arena, slots *slot.Catalo
 	if err != nil {
 		return nil, Because(ReasonInfrastructure, "arena dtype: %v", err)
 	}
-	job, err := verify.Prepare(ctx, verify.Setup{Bundle: path, Device: a.Device, DType: dt, WorldSize: 2, Replays: 3,
+	job, err := verify.Prepare(ctx, verify.Setup{Bundle: path, Device: a.Device, DTypes: []tensor.DType{dt}, WorldSizes: []int{2}, Replays: 3,
 		Python: python, Slots: slots, ScratchRoot: scratch})
 	if err != nil {
 		var fe *scan.FindingsError

@@ -11,6 +11,7 @@ import (
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
+	"cacheon/internal/sandbox"
 	"cacheon/internal/slot"
 )
 
@@ -23,6 +24,10 @@ type Config struct {
 	Slots *slot.Catalog
 	// Python parses the sources ("" = python3 on PATH, resolved).
 	Python string
+	// Install, when set, is Python's installation as the caller already
+	// inspected it (sandbox.InspectPython), so that one verify job asks the
+	// interpreter where it lives once; nil = the scan asks.
+	Install *sandbox.PythonInstall
 	// Policy is the arena policy (DefaultPolicy when zero).
 	Policy Policy
 	// ScratchRoot holds the private directory an archive is extracted into
@@ -59,7 +64,7 @@ func Check(ctx context.Context, dir string, c Config) (*Report, error) {
 
 // checkDir is Check on a directory.
 func checkDir(ctx context.Context, dir string, c Config) (*Report, error) {
-	in := Input{Root: dir, Python: c.Python}
+	in := Input{Root: dir, Python: c.Python, Install: c.Install}
 	var findings []Finding
 	var info []Info
 	if _, err := os.Lstat(filepath.Join(dir, bundle.ManifestName)); errors.Is(err, fs.ErrNotExist) {
@@ -156,7 +161,7 @@ func (e *FindingsError) Error() string {
 // miner sees what to fix in the tree they wrote. Findings are a
 // *FindingsError; other errors mean the scan could not be done.
 func Admit(ctx context.Context, s *bundle.Staged, c Config) (*Admitted, error) {
-	in := Input{Root: s.Bundle.Dir, Python: c.Python}
+	in := Input{Root: s.Bundle.Dir, Python: c.Python, Install: c.Install}
 	declare(&in, s.Bundle)
 	rep, err := Scan(ctx, in, c.policy())
 	if err != nil {

@@ -170,7 +170,7 @@ func TestHonestUnusualStyles(t *testing.T) {
 // policed) is refused, whichever package that is on this machine.
 func TestShadowInstalledModule(t *testing.T) {
 	requirePython(t)
-	p, err := newParser(t.Context(), "")
+	p, err := newParser(t.Context(), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

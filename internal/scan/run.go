@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"cacheon/internal/pyparse"
+	"cacheon/internal/sandbox"
 )
 
 // maxStdout limits the interpreter's output per run. Facts are untrusted
@@ -43,9 +44,10 @@ type parser struct {
 }
 
 // newParser prepares the parse script and its helper modules for one
-// interpreter (see pyparse.New). The caller must call close.
-func newParser(ctx context.Context, interpreter string) (*parser, error) {
-	r, err := pyparse.New(ctx, interpreter, pyparse.Script{Name: scriptName, Helpers: helperNames})
+// interpreter (see pyparse.New); known, when set, is the interpreter's
+// installation already inspected. The caller must call close.
+func newParser(ctx context.Context, interpreter string, known *sandbox.PythonInstall) (*parser, error) {
+	r, err := pyparse.New(ctx, interpreter, pyparse.Script{Name: scriptName, Helpers: helperNames, Install: known})
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"cacheon/internal/sandbox"
 )
 
 // Scan limits. A bundle beyond them gets scan-limit findings.
@@ -63,6 +65,9 @@ type Input struct {
 	CUDASources []string
 	// Python is the interpreter; "" means python3 from PATH.
 	Python string
+	// Install is Python's installation when the caller inspected it
+	// already (Config.Install); nil = the parser asks.
+	Install *sandbox.PythonInstall
 	// Timeout bounds the scan; zero means DefaultTimeout.
 	Timeout time.Duration
 }
@@ -151,7 +156,7 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 	var header *factsHeader
 	facts := make(map[string]*fileFacts)
 	if len(srcs) > 0 {
-		p, err := newParser(ctx, in.Python)
+		p, err := newParser(ctx, in.Python, in.Install)
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}

@@ -309,7 +309,7 @@ ast.parse = _parse`)
 
 func TestFactsOverflowIsolatesFile(t *testing.T) {
 	requirePython(t)
-	p, err := newParser(context.Background(), "")
+	p, err := newParser(context.Background(), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

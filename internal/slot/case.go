@@ -43,40 +43,11 @@ type CaseParams struct {
 	Dist      Distribution
 	Index     int
 	WorldSize int // collectives: number of ranks (>= 1); ignored otherwise
-}
-
-// JitterShape perturbs the shape's jitterable count dimensions by a
-// non-zero offset of up to ±25% (at least ±1), deterministically from seed
-// and index. The jittered
-// shape's name gets a "~" suffix.
-func JitterShape(slotName string, sh Shape, seed uint64, index int) Shape {
-	if len(sh.Jitter) == 0 {
-		return sh
-	}
-	out := Shape{Name: sh.Name + "~", Dims: Dims{}, Jitter: sh.Jitter}
-	for k, v := range sh.Dims {
-		out.Dims[k] = v
-	}
-	r := newStream(seed, slotName, sh.Name, index, 0, 0, "jitter")
-	for _, name := range sh.Jitter {
-		v := sh.Dims[name]
-		span := max(1, v/4)
-		// A non-zero offset in [-span, -1] ∪ [1, span]: a jittered case
-		// never equals the registered shape, so a kernel that is correct
-		// only at the registered sizes always meets a size it was not
-		// written for.
-		d := r.intn(2*span) - span
-		if d >= 0 {
-			d++
-		}
-		nv := v + d
-		if name == "P" || name == "PREFIX" || name == "PAD" {
-			out.Dims[name] = max(0, nv)
-		} else {
-			out.Dims[name] = max(1, nv)
-		}
-	}
-	return out
+	// ScalarPoint picks the value of each scalar argument that has a legal
+	// range (Spec.ScalarRanges): 0 its registered value, 1 the range's
+	// minimum, 2 its maximum, 3 and above a log-uniform draw over the range
+	// from the case's own stream.
+	ScalarPoint int
 }
 
 // NewCase generates the inputs of one case.
@@ -118,7 +89,7 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 				return nil, err
 			}
 		case ArgScalar:
-			v, err := EvalScalar(a.Value, dims)
+			v, err := s.scalarValue(a, dims, p)
 			if err != nil {
 				return nil, fmt.Errorf("slot %s: scalar %s: %w", s.Name, a.Name, err)
 			}
@@ -131,6 +102,34 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 		}
 	}
 	return c, nil
+}
+
+// scalarValue is scalar argument a's value in the case p selects (see
+// CaseParams.ScalarPoint).
+func (s *Spec) scalarValue(a Arg, dims Dims, p CaseParams) (float64, error) {
+	r, ok := s.ScalarRanges[a.Name]
+	if !ok || p.ScalarPoint == 0 {
+		return EvalScalar(a.Value, dims)
+	}
+	lo, err := EvalScalar(r.Min, dims)
+	if err != nil {
+		return 0, err
+	}
+	hi, err := EvalScalar(r.Max, dims)
+	if err != nil {
+		return 0, err
+	}
+	if !(lo > 0 && hi >= lo) {
+		return 0, fmt.Errorf("legal range [%g, %g] is not positive and ordered", lo, hi)
+	}
+	switch p.ScalarPoint {
+	case 1:
+		return lo, nil
+	case 2:
+		return hi, nil
+	}
+	g := newStream(p.Seed, s.Name, p.Shape.Name, p.Index, 0, 0, "scalar:"+a.Name)
+	return lo * math.Pow(hi/lo, g.uniform()), nil
 }
 
 // ErrWorldSize marks a case whose shape cannot be split across the run's
@@ -160,6 +159,13 @@ func (s *Spec) checkShards(dims Dims) error {
 // replay (>= 1): same shapes and dtypes, new values, still structurally
 // valid (ids in range, page tables valid).
 func (c *Case) Refresh(replay int) error {
+	return c.RefreshAs(replay, c.Dist)
+}
+
+// RefreshAs is Refresh with the graph-dynamic inputs drawn from dist from
+// this replay on: one case meets several distributions in its calls.
+func (c *Case) RefreshAs(replay int, dist Distribution) error {
+	c.Dist = dist
 	if replay < 1 {
 		return fmt.Errorf("slot %s: replay %d must be >= 1", c.Spec.Name, replay)
 	}
@@ -344,15 +350,24 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_weights":
-		// Positive router weights, normalized per row (softmax of normals).
+		// Positive router weights: normalized per row (softmax of normals)
+		// in even calls of the case (case index plus replay), unnormalized
+		// in odd ones (uniform in [0.05, 2), rows summing below or above
+		// one, as models that skip renormalization or scale the routed
+		// experts give them). The contract takes either.
 		v := make([]float64, n)
+		normalized := (c.Index+c.Replay)%2 == 0
 		for row := 0; row < n/last; row++ {
 			sum := 0.0
 			for j := 0; j < last; j++ {
-				v[row*last+j] = math.Exp(g.normal())
+				if normalized {
+					v[row*last+j] = math.Exp(g.normal())
+				} else {
+					v[row*last+j] = 0.05 + 1.95*g.uniform()
+				}
 				sum += v[row*last+j]
 			}
-			for j := 0; j < last; j++ {
+			for j := 0; normalized && j < last; j++ {
 				v[row*last+j] /= sum
 			}
 		}
@@ -477,15 +492,7 @@ func (c *Case) Reference() (map[string][]float64, error) {
 // Descriptor returns the numeric capability fields the live binding would
 // supply for this case.
 func (c *Case) Descriptor() (map[string]int, error) {
-	d := map[string]int{}
-	for field, expr := range c.Spec.fields {
-		v, err := EvalDim(expr, c.Dims)
-		if err != nil {
-			return nil, fmt.Errorf("slot %s: descriptor %s: %w", c.Spec.Name, field, err)
-		}
-		d[field] = v
-	}
-	return d, nil
+	return c.Spec.DescriptorOf(c.Dims)
 }
 
 // InputNames lists the names of the case's tensor inputs (entry then

@@ -33,6 +33,14 @@ func topk(k int, minOverlap string) Correctness {
 	return Correctness{Metric: "topk_overlap", K: k, MinOverlap: minOverlap, Tolerances: standardTolerances()}
 }
 
+// epsRange is the legal range of a normalization epsilon: the models'
+// values (1e-5, 1e-6) lie inside it.
+func epsRange() ScalarRange { return ScalarRange{Min: "0.00000001", Max: "0.01"} }
+
+// smScaleRange is the legal range of an attention softmax scale: around
+// the registered 1/sqrt(head_dim), as models scale it differently.
+func smScaleRange() ScalarRange { return ScalarRange{Min: "0.5*rsqrt(D)", Max: "1.5*rsqrt(D)"} }
+
 // contextFields are supplied by every live binding.
 func contextFields() []string {
 	return []string{"architecture", "device", "dtype", "graph_mode", "model", "phase"}
@@ -84,6 +92,7 @@ func siluAndMul() *Spec {
 			{Name: "mlp", Dims: Dims{"N": 64, "D": 1024}, Jitter: []string{"N"}},
 			{Name: "wide", Dims: Dims{"N": 33, "D": 2816}, Jitter: []string{"N"}},
 		},
+		Count: "N", MaxCount: 4096,
 		Correctness: allclose(),
 		fields:      map[string]string{"num_tokens": "N", "hidden_dim": "D", "last_dim": "2*D"},
 		impl:        slotImpl{reference: refSiluAndMul},
@@ -107,9 +116,11 @@ func rmsnorm() *Spec {
 			{Name: "hidden", Dims: Dims{"N": 48, "H": 2048}, Jitter: []string{"N"}},
 			{Name: "odd", Dims: Dims{"N": 17, "H": 1000}, Jitter: []string{"N"}},
 		},
-		Correctness: allclose(),
-		fields:      map[string]string{"num_tokens": "N", "hidden_dim": "H", "last_dim": "H"},
-		impl:        slotImpl{reference: refRMSNorm},
+		Count: "N", MaxCount: 4096,
+		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
+		Correctness:  allclose(),
+		fields:       map[string]string{"num_tokens": "N", "hidden_dim": "H", "last_dim": "H"},
+		impl:         slotImpl{reference: refRMSNorm},
 	}
 }
 
@@ -133,7 +144,9 @@ func sdpa() *Spec {
 			{Name: "chunked-mqa", Dims: Dims{"T": 40, "P": 56, "HQ": 16, "HKV": 1, "D": 128, "CAUSAL": 1}, Jitter: []string{"T", "P"}},
 			{Name: "bidirectional", Dims: Dims{"T": 24, "P": 8, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 0}, Jitter: []string{"T"}},
 		},
-		Correctness: matched("0.99"),
+		Count: "T", MaxCount: 512,
+		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
+		Correctness:  matched("0.99"),
 		fields: map[string]string{"num_tokens": "T", "seq_len": "T+P", "num_heads": "HQ",
 			"num_kv_heads": "HKV", "head_dim": "D"},
 		impl: slotImpl{reference: refSDPA},
@@ -160,7 +173,9 @@ func decode() *Spec {
 			{Name: "llama", Dims: Dims{"B": 8, "HQ": 32, "HKV": 8, "D": 128, "PS": 16, "MAXP": 32, "PAGES": 300}, Jitter: []string{"B"}},
 			{Name: "mqa-page1", Dims: Dims{"B": 5, "HQ": 4, "HKV": 1, "D": 64, "PS": 1, "MAXP": 70, "PAGES": 400}, Jitter: []string{"B"}},
 		},
-		Correctness: matched("0.99"),
+		Count: "B", MaxCount: 256,
+		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
+		Correctness:  matched("0.99"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "num_kv_heads": "HKV",
 			"head_dim": "D", "page_size": "PS", "seq_len": "MAXP*PS"},
 		impl: slotImpl{reference: refDecode},
@@ -184,6 +199,7 @@ func msaBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"B": 2, "HQ": 4, "S": 256, "D": 64, "BS": 16}, Jitter: []string{"B"}},
 			{Name: "ragged", Dims: Dims{"B": 4, "HQ": 16, "S": 1000, "D": 128, "BS": 64}, Jitter: []string{"B"}},
 		},
+		Count: "B", MaxCount: 64,
 		Correctness: topk(8, "0.875"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
 			"head_dim": "D", "block_size": "BS"},
@@ -209,9 +225,11 @@ func msaPrefillBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"T": 16, "PREFIX": 40, "D": 64, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
 			{Name: "long-prefix", Dims: Dims{"T": 48, "PREFIX": 700, "D": 128, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
 		},
-		Correctness: topk(8, "0.9"),
-		fields:      map[string]string{"num_tokens": "T", "seq_len": "PREFIX+T", "head_dim": "D", "block_size": "BS"},
-		impl:        slotImpl{reference: refMSAPrefill},
+		Count: "T", MaxCount: 512,
+		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},
+		Correctness:  topk(8, "0.9"),
+		fields:       map[string]string{"num_tokens": "T", "seq_len": "PREFIX+T", "head_dim": "D", "block_size": "BS"},
+		impl:         slotImpl{reference: refMSAPrefill},
 	}
 }
 
@@ -252,10 +270,11 @@ func fusedExperts() *Spec {
 		Args:        args, PrepareArgs: prep,
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
-		Correctness:  matched("0.97"),
-		fields:       moeFields(),
-		extraFields:  []string{"quant"},
-		impl:         slotImpl{reference: refFusedExperts},
+		Count:        "M", MaxCount: 1024,
+		Correctness: matched("0.97"),
+		fields:      moeFields(),
+		extraFields: []string{"quant"},
+		impl:        slotImpl{reference: refFusedExperts},
 	}
 }
 
@@ -274,10 +293,11 @@ func fusedExpertsReduce() *Spec {
 		Args:        args, PrepareArgs: prep,
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
-		Correctness:  matched("0.97"),
-		fields:       fields,
-		extraFields:  []string{"quant"},
-		impl:         slotImpl{reference: refFusedExpertsReduce},
+		Count:        "M", MaxCount: 1024,
+		Correctness: matched("0.97"),
+		fields:      fields,
+		extraFields: []string{"quant"},
+		impl:        slotImpl{reference: refFusedExpertsReduce},
 	}
 }
 
@@ -292,6 +312,7 @@ func allReduce() *Spec {
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
 			{Name: "hidden", Dims: Dims{"M": 96, "H": 2048}, Jitter: []string{"M"}},
 		},
+		Count: "M", MaxCount: 4096,
 		Correctness: matched("0.99"),
 		fields:      map[string]string{"num_tokens": "M", "hidden_dim": "H", "last_dim": "H", "world_size": "WS"},
 		impl:        slotImpl{reference: refAllReduce},
@@ -317,9 +338,11 @@ func arResidualRMSNorm() *Spec {
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
 			{Name: "hidden", Dims: Dims{"M": 64, "H": 2048}, Jitter: []string{"M"}},
 		},
-		Correctness: matched("0.99"),
-		fields:      map[string]string{"num_tokens": "M", "hidden_dim": "H", "world_size": "WS"},
-		impl:        slotImpl{reference: refARResidualRMSNorm},
+		Count: "M", MaxCount: 4096,
+		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
+		Correctness:  matched("0.99"),
+		fields:       map[string]string{"num_tokens": "M", "hidden_dim": "H", "world_size": "WS"},
+		impl:         slotImpl{reference: refARResidualRMSNorm},
 	}
 }
 
@@ -344,8 +367,10 @@ func moeFinalizeARRMSNorm() *Spec {
 			{Name: "tiny", Dims: Dims{"T": 5, "PAD": 3, "K": 2, "H": 64}, Jitter: []string{"T"}},
 			{Name: "deep", Dims: Dims{"T": 40, "PAD": 8, "K": 4, "H": 1024}, Jitter: []string{"T"}},
 		},
-		Correctness: matched("0.99"),
-		fields:      map[string]string{"num_tokens": "T", "hidden_dim": "H", "top_k": "K", "world_size": "WS"},
-		impl:        slotImpl{reference: refMoEFinalize},
+		Count: "T", MaxCount: 1024,
+		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
+		Correctness:  matched("0.99"),
+		fields:       map[string]string{"num_tokens": "T", "hidden_dim": "H", "top_k": "K", "world_size": "WS"},
+		impl:         slotImpl{reference: refMoEFinalize},
 	}
 }

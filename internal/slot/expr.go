@@ -130,8 +130,20 @@ func (p *dimParser) factor() (int, error) {
 }
 
 // EvalScalar evaluates a scalar argument expression: a decimal literal, a
-// dimension name, or rsqrt(NAME).
+// dimension name, or rsqrt(NAME), optionally multiplied by a decimal
+// literal (0.5*rsqrt(D)).
 func EvalScalar(expr string, d Dims) (float64, error) {
+	if k, rest, ok := strings.Cut(expr, "*"); ok {
+		f, err := strconv.ParseFloat(k, 64)
+		if err != nil {
+			return 0, fmt.Errorf("scalar %q: factor %q is not a decimal", expr, k)
+		}
+		v, err := EvalScalar(rest, d)
+		if err != nil {
+			return 0, err
+		}
+		return f * v, nil
+	}
 	if strings.HasPrefix(expr, "rsqrt(") && strings.HasSuffix(expr, ")") {
 		v, err := EvalDim(expr[len("rsqrt("):len(expr)-1], d)
 		if err != nil {

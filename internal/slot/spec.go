@@ -145,6 +145,19 @@ type Spec struct {
 	Description string
 	// Reference names the trusted reference function for the projection.
 	Reference string
+	// Count is the dimension that carries the slot's token (or batch)
+	// count and MaxCount its registered maximum: besides the registered
+	// shapes, verify runs the smallest shape at count 1, at MaxCount and
+	// at a count drawn over [1, MaxCount], and no variant domain is
+	// exercised above MaxCount.
+	Count    string
+	MaxCount int
+	// ScalarRanges are the legal ranges of the scalar arguments that take
+	// more than their registered value (Arg.Value), by argument name;
+	// verify draws each case's value over the range (CaseParams.ScalarPoint).
+	// Count, MaxCount and ScalarRanges are not yet part of the frozen
+	// Contract projection (its digest is pinned by released records).
+	ScalarRanges map[string]ScalarRange
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding
@@ -152,6 +165,13 @@ type Spec struct {
 	fields      map[string]string
 	extraFields []string
 	impl        slotImpl
+}
+
+// ScalarRange is the legal range of a float scalar argument: Min and Max
+// are scalar expressions (EvalScalar) over the case's dimensions; values
+// are drawn log-uniformly between them.
+type ScalarRange struct {
+	Min, Max string
 }
 
 // Correctness is a slot's registered grading policy.

@@ -95,7 +95,7 @@ func TestNoneApplicable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Report{Device: "cpu", DType: "float32", WorldSize: 2, Rows: tt.rows}
+			r := &Report{Device: "cpu", DTypes: []string{"float32"}, WorldSizes: []int{2}, Rows: tt.rows}
 			if r.NoneApplicable() != tt.none {
 				t.Fatalf("NoneApplicable = %v, want %v", !tt.none, tt.none)
 			}

@@ -32,8 +32,10 @@ type adversarialCase struct {
 	// match this regexp. At least one of them is set for every attack; when
 	// both are, either rejection is right.
 	scan, verify string
-	// dtype of the run (default float32).
-	dtype tensor.DType
+	// dtype of the run (default float32); allDTypes runs verify's default,
+	// every dtype.
+	dtype     tensor.DType
+	allDTypes bool
 	// timeout per worker request (default 30s).
 	timeout time.Duration
 	// needsSandbox: only the sandbox stops it at verify (never run without).
@@ -96,10 +98,25 @@ func adversarialCases() []adversarialCase {
 		// registered_shapes_only is caught only when some jittered token
 		// count lands above its registered value (seed 1: yes; about one
 		// seed in five, e.g. 7: no).
-		{name: "registered_shapes_only", verify: `shape [a-z]+~ \([a-z_]+\), first call, rank 0, ` + nonFinite},
+		{name: "registered_shapes_only", verify: `shape [a-z]+[~@][0-9a-z]* \([a-z_]+\), first call, rank 0, ` + nonFinite},
 		{name: "normal_inputs_only", verify: `output out: allclose worst element`},
 		{name: "partial_rows", verify: firstCall + `, output out: allclose worst element .* got 0 `},
 		{name: "garbage_one_percent", verify: firstCall + `, output out: matched_ratio outlier bound exceeded`},
+
+		// Inputs the contract allows that verify did not generate (issue
+		// 16, class 7): every shape meets every distribution, scalars range
+		// over their legal values, router weights come unnormalized too,
+		// token counts reach the slot's registered maximum, and every dtype
+		// runs by default.
+		{name: "skips_zero_rows", verify: `\(sparse\), [a-z0-9 ]+, rank 0, ` + nonFinite},
+		{name: "eps_hardcoded", verify: `norm\.rmsnorm/default float32: FAIL .*output out: allclose worst element`},
+		{name: "sm_scale_ignored", verify: `output out: matched_ratio ratio below minimum`},
+		{name: "router_renormalizes", verify: `output out: matched_ratio ratio below minimum`},
+		{name: "tokens_above_jitter", verify: `shape tiny@[0-9]+ \([a-z_]+\), first call, rank 0, ` + nonFinite},
+		{name: "wrong_in_float16", allDTypes: true, verify: `/default float16: FAIL shape .*output out: allclose worst element`},
+		// Declared domains never exercised (issue 16, class 8).
+		{name: "wrong_in_declared_domain", verify: `/mid float32: FAIL shape tiny@lo .*output out: allclose worst element`},
+		{name: "domain_out_of_reach", verify: `/huge float32: FAIL domain never exercised: no generated shape is inside the variant's declared domain \(num_tokens >= 5000\)`},
 
 		// Precision.
 		{name: "low_precision_fp16", verify: firstCall + `, output out: allclose worst element`},
@@ -266,7 +283,7 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 	// Never execute a case unconfined when only the scan is expected to
 	// stop it (a missed fork bomb would run), or when only the sandbox can.
 	scanOnly := !c.control && (c.verify == "" || (c.needsSandbox && !env.sandboxed))
-	res := env.runBundle(t, dir, runOptions{dtype: dt, callTimeout: timeout, scanOnly: scanOnly})
+	res := env.runBundle(t, dir, runOptions{dtype: dt, allDTypes: c.allDTypes, callTimeout: timeout, scanOnly: scanOnly})
 	t.Logf("%s (%s): stage %s in %.1fs\n%s", c.name, dt, res.stage, res.elapsed.Seconds(), res.reason)
 	gap := ""
 	if c.scanGap != "" {

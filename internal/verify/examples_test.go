@@ -132,6 +132,7 @@ type result struct {
 // runOptions tune one run.
 type runOptions struct {
 	dtype       tensor.DType
+	allDTypes   bool          // verify's default: every dtype (dtype unused)
 	callTimeout time.Duration // 0: 60s
 	scanOnly    bool          // stop after the scan (used for cases that must not run unconfined)
 }
@@ -175,8 +176,12 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	if err != nil {
 		t.Fatalf("launcher for %s: %v", dir, err)
 	}
+	dtypes := []tensor.DType{o.dtype}
+	if o.allDTypes {
+		dtypes = nil
+	}
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
-		Device: "cpu", DType: o.dtype, Seed: e.seed, WorldSize: 2, Replays: 3,
+		Device: "cpu", DTypes: dtypes, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
 		CallTimeout: timeout, Launcher: launcher,
 	})
@@ -186,7 +191,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	res := result{report: vr, elapsed: time.Since(start)}
 	var failed, infra, all []string
 	for _, r := range vr.Rows {
-		line := fmt.Sprintf("%s/%s: %s %s", r.Slot, r.Variant, r.Outcome, r.Reason)
+		line := fmt.Sprintf("%s/%s %s: %s %s", r.Slot, r.Variant, r.DType, r.Outcome, r.Reason)
 		all = append(all, line)
 		switch r.Outcome {
 		case verify.Fail:
@@ -253,9 +258,9 @@ func exampleCases() []exampleCase {
 		{name: "triton_silu", stage: stagePass, rows: []string{`^N/A$`}},
 		{name: "stock_silu", stage: stagePass, rows: []string{`^N/A$`}},
 		{name: "triton_rmsnorm", stage: stagePass, rows: []string{`^N/A$`}},
-		// A variant whose domain holds none of the (jittered) registered
-		// shapes is N/A, which is still an exit-0 outcome.
-		{name: "variants_silu", stage: stagePass, rows: []string{`^(NUMERICAL_PASS|N/A)$`, `^(NUMERICAL_PASS|N/A)$`}},
+		// Each variant is exercised: the registered shapes inside its
+		// domain and the corners of its domain (1..32 and 33..4096 tokens).
+		{name: "variants_silu", stage: stagePass, rows: []string{numericalPass, numericalPass}},
 		{name: "broken_silu_wrong_math", stage: stageVerify, reason: `first call, rank 0, output out: allclose worst element`},
 		{name: "broken_rmsnorm_mean", stage: stageVerify, reason: `first call, rank 0, output out: allclose worst element`},
 		{name: "broken_scan_imports_os", stage: stageScan, reason: `silu\.py:\d+:\d+ import-not-allowed import of "os"`},
@@ -362,5 +367,38 @@ func checkExample(t *testing.T, c exampleCase, res result) {
 		if !regexp.MustCompile(c.reason).MatchString(res.reason) {
 			t.Errorf("examples/%s rejected at %s as documented, but the reason does not match %q:\n%s", c.name, c.stage, c.reason, res.reason)
 		}
+	}
+}
+
+// TestWorkersPerRun: one worker serves every row and dtype of a run; a row
+// that fails discards it and the next row starts a fresh one.
+func TestWorkersPerRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python workers; skipped in -short mode")
+	}
+	env := newTestEnv(t)
+	tests := []struct {
+		name    string
+		dir     string
+		rows    int
+		workers int
+	}{
+		// Two variants × three dtypes, all passing: one worker.
+		{"variants_silu", filepath.Join(examplesDir(t), "variants_silu"), 6, 1},
+		// Three variants in float32; the middle one fails: two workers.
+		{"wrong_in_declared_domain", filepath.Join(adversarialDir(t), "wrong_in_declared_domain"), 3, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env.acquire(t)
+			o := runOptions{dtype: tensor.F32, allDTypes: tt.rows == 6}
+			res := env.runBundle(t, tt.dir, o)
+			if res.report == nil {
+				t.Fatalf("%s: no report (stage %s: %s)", tt.name, res.stage, res.reason)
+			}
+			if len(res.report.Rows) != tt.rows || res.report.Workers != tt.workers {
+				t.Fatalf("%s: %d rows, %d workers started; want %d rows, %d workers\n%s", tt.name, len(res.report.Rows), res.report.Workers, tt.rows, tt.workers, res.reason)
+			}
+		})
 	}
 }

@@ -20,7 +20,7 @@ var callFileName = regexp.MustCompile(`^call-[0-9]{1,6}\.safetensors$`)
 // gradeCase grades every call of every rank of one case. The first problem
 // found fails the row with a reason naming the case, call, rank and tensor.
 func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o Options, st *rowState) {
-	pol, tol, err := spec.Policy(o.DType)
+	pol, tol, err := spec.Policy(pc.c.DType)
 	if err != nil {
 		st.infra(err.Error())
 		return
@@ -35,7 +35,7 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 		}
 		for i, cf := range rep.Calls {
 			plan := pc.calls[i]
-			where := fmt.Sprintf("%s, %s, rank %d", pc.label, plan.label, r)
+			where := fmt.Sprintf("%s, rank %d", pc.where(i), r)
 			if cf.Call != i || cf.Phase != plan.phase {
 				st.fail(fmt.Sprintf("%s: the worker reported call %d (%s) out of order", where, cf.Call, cf.Phase))
 				return

@@ -12,6 +12,7 @@ import (
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
+	"cacheon/internal/sandbox"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -24,13 +25,15 @@ type Setup struct {
 	Bundle string
 	// Device is "cpu", "cuda" or "" (cuda when usable, else cpu).
 	Device string
-	DType  tensor.DType
+	// DTypes and WorldSizes are as in Options (nil: the defaults).
+	DTypes     []tensor.DType
+	WorldSizes []int
 	// Seed is the input seed when SeedSet; otherwise a fresh secret one is
 	// drawn.
 	Seed    uint64
 	SeedSet bool
-	// WorldSize and Replays are as in Options.
-	WorldSize, Replays int
+	// Replays is as in Options.
+	Replays int
 	// Python is the interpreter with torch ("" = worker.FindPython's search).
 	Python string
 	// CallTimeout bounds one run request on a worker.
@@ -55,6 +58,8 @@ type Job struct {
 	slots   *slot.Catalog
 	scratch string
 	opts    Options
+	// prepared is how long Prepare took (Timing.Prepare).
+	prepared time.Duration
 }
 
 // Prepare stages, loads and scans the bundle (a bundle with findings is not
@@ -70,6 +75,7 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if err != nil {
 		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
 	}
+	t0 := time.Now()
 	j := &Job{slots: s.Slots, scratch: scratch}
 	defer func() {
 		if err != nil {
@@ -87,7 +93,13 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if j.Python, err = worker.FindPython(ctx, s.Python); err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python}); err != nil {
+	// Where the interpreter's installation lives, asked once for the
+	// scan's sandbox and the workers' (it starts the interpreter).
+	install, err := sandbox.InspectPython(ctx, j.Python)
+	if err != nil {
+		return nil, fault.InfraErr(fmt.Errorf("inspect python: %w", err))
+	}
+	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install}); err != nil {
 		var fe *scan.FindingsError
 		if !errors.As(err, &fe) {
 			return nil, fault.InfraErr(err)
@@ -112,15 +124,13 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	launcher, err := worker.NewSandboxLauncher(j.Admitted.Dir(), runtimeParent, j.Python, j.Device)
-	if err != nil {
-		return nil, fault.InfraErr(err)
-	}
+	launcher := worker.NewSandboxLauncherFor(install, j.Admitted.Dir(), runtimeParent, j.Device)
 	j.opts = Options{
-		Device: j.Device, DType: s.DType, Seed: j.Seed, WorldSize: s.WorldSize, Replays: s.Replays,
+		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays,
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
 		Launcher: launcher, Environ: s.Environ,
 	}
+	j.prepared = time.Since(t0)
 	return j, nil
 }
 
@@ -131,6 +141,9 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	o := j.opts
 	o.Progress = progress
 	rep, err := Run(ctx, j.Admitted, j.slots, o)
+	if rep != nil {
+		rep.Timing.Prepare = j.prepared.Seconds()
+	}
 	return rep, fault.InfraErr(err)
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/safetensors"
@@ -20,6 +23,7 @@ import (
 type plannedCall struct {
 	phase    string                      // eager, replay, graph_replay
 	label    string                      // human label, e.g. "replay 2"
+	dist     slot.Distribution           // the value distribution of the call's graph-dynamic inputs
 	sent     []map[string]*tensor.Tensor // per rank: the inputs as they were for this call
 	expected map[string][]float64        // reference outputs (same for every rank)
 }
@@ -28,11 +32,20 @@ type plannedCall struct {
 // and the calls Go expects.
 type plannedCase struct {
 	c       *slot.Case
-	label   string
+	label   string // "shape NAME" (progress, failures of no one call)
 	outputs []slot.Output
 	dirs    []string // per rank job directory
 	req     []worker.RunRequest
 	calls   []plannedCall
+}
+
+// where names call i of the case for a reason: the shape, the call's
+// distribution, the call ("shape tiny~ (sparse), replay 2").
+func (pc *plannedCase) where(i int) string {
+	if i < 0 || i >= len(pc.calls) {
+		return fmt.Sprintf("%s, call %d", pc.label, i)
+	}
+	return fmt.Sprintf("%s (%s), %s", pc.label, pc.calls[i].dist, pc.calls[i].label)
 }
 
 // rowState accumulates one row's grading.
@@ -73,111 +86,138 @@ func unknownContext(device string) []string {
 	return f
 }
 
-func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options) (Row, workerFacts) {
-	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, Outcome: Pass}
+// verifyRow verifies one manifest row in one dtype (and, for a
+// collective, at one world size) on the pool's workers.
+func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int, p *pool, clk *clock) Row {
+	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, DType: dt.String(), Outcome: Pass}
+	key := 0
+	if spec.Kind == slot.Collective {
+		row.WorldSize, key = ws, ws
+	} else {
+		ws = 1
+	}
 	st := &rowState{row: &row}
 	dom := op.Domain.Without(unknownContext(o.Device)...)
 	graphMode := "eager"
 	if o.Device == "cuda" {
 		graphMode = "graph"
 	}
-	base := map[string]any{"dtype": o.DType.String(), "device": o.Device, "graph_mode": graphMode}
+	base := map[string]any{"dtype": dt.String(), "device": o.Device, "graph_mode": graphMode}
 	if spec.Kind == slot.Collective {
-		base["world_size"] = o.WorldSize
+		base["world_size"] = ws
 	}
 	// Pre-selection eligibility on the run's context alone (dtype, device,
 	// world size): a row whose domain excludes it is N/A before any call.
 	if ok, reason := dom.Without(spec.NumericFields()...).Match(base); !ok {
 		row.Outcome, row.Reason = NotApplicable, reason
-		return row, workerFacts{}
+		return row
 	}
-	ws := 1
-	if spec.Kind == slot.Collective {
-		ws = o.WorldSize
+	// match decides whether a shape is inside the variant's domain, from
+	// its dimensions alone (no input is generated for a shape outside).
+	match := func(d slot.Dims) (bool, string) {
+		dd := maps.Clone(d)
+		if spec.Kind == slot.Collective {
+			dd["WS"] = ws
+		}
+		desc, err := spec.DescriptorOf(dd)
+		if err != nil {
+			return false, err.Error()
+		}
+		full := maps.Clone(base)
+		for k, v := range desc {
+			full[k] = v
+		}
+		return dom.Match(full)
 	}
-	// Plan every case before starting any worker: shapes out of the
-	// variant's domain are N/A, decided by Go.
+	fits := func(d slot.Dims) bool { ok, _ := match(d); return ok }
+	// Plan every case before any call: shapes out of the variant's domain
+	// are N/A, decided by Go.
+	t0 := time.Now()
 	var cases []*plannedCase
-	unsplit := 0
-	for i, sh := range spec.Shapes {
-		js := slot.JitterShape(spec.Name, sh, o.Seed, i)
-		dist := slot.Distributions()[i%len(slot.Distributions())]
-		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: o.DType, Dist: dist, Index: i, WorldSize: ws})
+	inDomain := 0
+	dists := slot.Distributions()
+	for i, js := range rowShapes(spec, dom, o.Seed, fits) {
+		if ok, reason := match(js.Dims); !ok {
+			row.NAShapes = append(row.NAShapes, js.Name+": "+reason)
+			continue
+		}
+		inDomain++
+		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
+			Index: i, WorldSize: ws, ScalarPoint: len(cases)})
 		if errors.Is(err, slot.ErrWorldSize) {
 			row.NAShapes = append(row.NAShapes, js.Name+": "+err.Error())
-			unsplit++
 			continue
 		}
 		if err != nil {
 			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
-			return row, workerFacts{}
+			return row
 		}
-		desc, err := c.Descriptor()
-		if err != nil {
-			st.infra(err.Error())
-			return row, workerFacts{}
-		}
-		full := map[string]any{}
-		for k, v := range base {
-			full[k] = v
-		}
-		for k, v := range desc {
-			full[k] = v
-		}
-		if ok, reason := dom.Match(full); !ok {
-			row.NAShapes = append(row.NAShapes, js.Name+": "+reason)
-			continue
-		}
-		cases = append(cases, &plannedCase{c: c, label: fmt.Sprintf("shape %s (%s)", js.Name, dist)})
+		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name})
 	}
 	if len(cases) == 0 {
-		row.Outcome, row.Reason = NotApplicable, "no registered shape is inside the variant's capability domain"
-		if unsplit == len(spec.Shapes) {
-			row.Reason = fmt.Sprintf("no registered shape splits across --world-size %d", ws)
-		} else if unsplit > 0 {
-			row.Reason = fmt.Sprintf("no registered shape applies: %d do not split across --world-size %d, the others are outside the variant's capability domain", unsplit, ws)
+		if inDomain > 0 {
+			row.Outcome, row.Reason = NotApplicable, fmt.Sprintf("no generated shape splits across --world-size %d", ws)
+			return row
 		}
-		return row, workerFacts{}
+		st.fail(fmt.Sprintf("domain never exercised: no generated shape is inside the variant's declared domain (%s), "+
+			"not even at its boundaries, so nothing could be graded", dom))
+		return row
+	}
+	// Some shape applies: the workers start while Go computes the inputs
+	// and references of every call.
+	root, err := p.start(ctx, key)
+	if err != nil {
+		st.infra(err.Error())
+		return row
 	}
 	if spec.Kind == slot.Collective {
-		burst, err := burstCases(spec, o, ws)
+		burst, err := burstCases(spec, o, dt, ws)
 		if err != nil {
 			st.infra(err.Error())
-			return row, workerFacts{}
+			return row
 		}
 		cases = append(cases, burst...)
 	}
-
-	jobRoot, err := os.MkdirTemp(o.WorkDir, "row-*")
+	rowDir, err := os.MkdirTemp(root, "row-*")
 	if err != nil {
 		st.infra(fmt.Sprintf("job directory: %v", err))
-		return row, workerFacts{}
+		return row
 	}
-	defer os.RemoveAll(jobRoot)
+	defer os.RemoveAll(rowDir)
 	for ci, pc := range cases {
-		if err := planCase(pc, spec, op, o, jobRoot, ci); err != nil {
+		if err := planCase(pc, spec, op, o, rowDir, ci); err != nil {
 			st.infra(fmt.Sprintf("prepare %s: %v", pc.label, err))
-			return row, workerFacts{}
+			return row
 		}
 		row.Shapes = append(row.Shapes, pc.c.Shape)
 	}
-
-	facts := runCases(ctx, b, op, spec, o, ws, jobRoot, cases, st)
-	if !st.failed {
-		if o.Device == "cuda" {
-			row.Outcome = Pass
-		} else {
-			row.Outcome = NumericalPass
-			row.Reason = "CUDA graph capture not verifiable on cpu"
-		}
+	clk.add(phaseReference, t0)
+	set := p.get(key)
+	if set.reason != "" {
+		st.failOrInfra(set.reason, set.infra)
+		p.discard(key)
+		return row
 	}
-	return row, facts
+
+	runCases(ctx, b, op, spec, o, set, cases, st, clk)
+	switch {
+	case st.failed:
+		p.discard(key)
+	case row.Calls == 0:
+		st.fail("domain never exercised: no call was graded")
+	case o.Device == "cuda":
+		row.Outcome = Pass
+	default:
+		row.Outcome = NumericalPass
+		row.Reason = "CUDA graph capture not verifiable on cpu"
+	}
+	return row
 }
 
 // burstCases builds the unsynchronised burst of a collective: three cases
 // on the largest registered shape whose token count goes large → small →
 // large.
-func burstCases(spec *slot.Spec, o Options, ws int) ([]*plannedCase, error) {
+func burstCases(spec *slot.Spec, o Options, dt tensor.DType, ws int) ([]*plannedCase, error) {
 	sh := spec.Shapes[len(spec.Shapes)-1]
 	count := ""
 	if len(sh.Jitter) > 0 {
@@ -193,7 +233,7 @@ func burstCases(spec *slot.Spec, o Options, ws int) ([]*plannedCase, error) {
 			d[count] = 1
 		}
 		js := slot.Shape{Name: fmt.Sprintf("%s/burst-%d", sh.Name, k), Dims: d}
-		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: o.DType, Dist: slot.Normal, Index: 100 + k, WorldSize: ws})
+		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal, Index: 100 + k, WorldSize: ws})
 		if err != nil {
 			return nil, fmt.Errorf("burst case %d: %w", k, err)
 		}
@@ -229,7 +269,14 @@ func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot
 	}
 	pc.outputs = outs
 	isBurst := strings.Contains(c.Shape, "/burst-")
-	replays := o.Replays
+	// The first replay draws its graph-dynamic inputs from the first
+	// call's distribution (new values that look alike: a cache keyed on
+	// a cheap fingerprint of the inputs replays a stale result), every
+	// later call from the next distribution; there are enough eager
+	// replays for each case to meet every distribution.
+	dists := slot.Distributions()
+	first := slices.Index(dists, c.Dist)
+	replays := max(o.Replays, len(dists))
 	graph := o.Device == "cuda" && !isBurst
 	graphReplays := 0
 	if graph {
@@ -268,7 +315,7 @@ func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot
 		if err != nil {
 			return err
 		}
-		pc.calls = append(pc.calls, plannedCall{phase: phase, label: label, sent: snapshot(c.Ranks), expected: exp})
+		pc.calls = append(pc.calls, plannedCall{phase: phase, label: label, dist: c.Dist, sent: snapshot(c.Ranks), expected: exp})
 		return nil
 	}
 	if err := writeAll("in.safetensors", nil); err != nil {
@@ -280,7 +327,11 @@ func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot
 	var replayFiles, graphFiles []string
 	total := replays + graphReplays
 	for k := 1; k <= total; k++ {
-		if err := c.Refresh(k); err != nil {
+		dist := c.Dist
+		if first >= 0 && !isBurst {
+			dist = dists[(first+k-1)%len(dists)]
+		}
+		if err := c.RefreshAs(k, dist); err != nil {
 			return err
 		}
 		name := fmt.Sprintf("r%d.safetensors", k)

@@ -13,101 +13,40 @@ import (
 	"cacheon/internal/worker"
 )
 
-// workerFacts are what a row's workers said of themselves in their hellos.
+// workerFacts are what a run's workers said of themselves in their hellos.
 type workerFacts struct {
 	torch     string // the torch version (the last rank's)
 	started   int    // workers that answered hello
 	auditHook int    // of them, those whose runtime audit hook is installed
 }
 
-// runCases starts the row's workers (one, or one per rank), loads the
-// candidate and runs every planned case, grading as replies arrive. It
-// returns what the workers' hellos said.
-func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, ws int, jobRoot string, cases []*plannedCase, st *rowState) (facts workerFacts) {
-	var starter worker.Starter
-	var err error
-	if spec.Kind == slot.Collective {
-		var cleanup func()
-		starter, cleanup, err = o.Launcher.Group(ctx, ws)
-		if err == nil {
-			defer cleanup()
-		}
-	} else {
-		starter, err = o.Launcher.Single(ctx)
+// runCases runs every planned case of a row on a started set of workers
+// (one, or one per rank): it loads the candidate and runs the cases,
+// grading as replies arrive.
+func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, set *workerSet, cases []*plannedCase, st *rowState, clk *clock) {
+	clients := set.clients
+	mid, ok := set.modules[op.Source]
+	if !ok {
+		mid = fmt.Sprintf("m%d", len(set.modules))
+		set.modules[op.Source] = mid
 	}
-	if err != nil {
-		st.infra(fmt.Sprintf("sandbox: %v", err))
-		return facts
-	}
-	clients := make([]*worker.Client, ws)
-	defer func() {
-		for _, c := range clients {
-			if c != nil {
-				c.Kill()
-			}
-		}
-	}()
-	for r := 0; r < ws; r++ {
-		// The same environment names as the engine's (worker.CandidateEnv),
-		// plus the operator's NCCL settings for collective ranks.
-		env := worker.CandidateEnv(jobRoot, r)
-		if spec.Kind == slot.Collective {
-			env = append(env, collectiveEnv(o.Environ)...)
-		}
-		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: jobRoot,
-			Env: env})
-		if err != nil {
-			st.infra(fmt.Sprintf("start worker: %v", err))
-			return facts
-		}
-		clients[r] = c
-	}
-	for _, c := range clients {
-		hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		h, err := c.Hello(hctx)
-		cancel()
-		if err != nil {
-			st.infra(fmt.Sprintf("worker did not start: %v%s", err, lastLine(c.Stderr())))
-			return facts
-		}
-		facts.torch = h.Torch
-		facts.started++
-		if h.AuditHook {
-			facts.auditHook++
-		}
-		if o.Device == "cuda" && !h.CUDA {
-			st.infra("--device cuda, but the worker's torch sees no CUDA device")
-			return facts
-		}
-		if o.Device == "cuda" && spec.Kind == slot.Collective && h.DeviceCount < ws {
-			st.infra(fmt.Sprintf("--world-size %d on cuda needs %d GPUs, the worker sees %d", ws, ws, h.DeviceCount))
-			return facts
-		}
-	}
-	// The process group comes before any candidate import: the runtime's
-	// audit hook refuses sockets once a candidate is loaded, and the
-	// worker refuses a group after a load.
-	if spec.Kind == slot.Collective {
-		if reason, infra := initGroup(ctx, clients, o); reason != "" {
-			st.failOrInfra(reason, infra)
-			return facts
-		}
-	}
+	t0 := time.Now()
 	for _, c := range clients {
 		lctx, cancel := worker.WithLimit(ctx, o.CallTimeout, "--timeout")
-		loaded, err := c.LoadEntry(lctx, "m0", b.Dir, op.Source, op.Entry, op.Prepare)
+		loaded, err := c.LoadEntry(lctx, mid, b.Dir, op.Source, op.Entry, op.Prepare)
 		cancel()
 		if err != nil {
 			reason, infra := failureReason(err, c.Stderr())
 			st.failOrInfra(reason, infra)
 			st.row.Stderr = tail(c.Stderr())
-			return facts
+			return
 		}
 		if reason := entryABI(spec, op.Entry, loaded.EntryParams); reason != "" {
 			st.fail(reason)
-			return facts
+			return
 		}
 	}
+	clk.add(phaseLoad, t0)
 	// Batches: each ordinary case alone; the burst cases together, sent
 	// back to back to every rank before any reply is read.
 	var batches [][]*plannedCase
@@ -123,17 +62,24 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 			break
 		}
 		o.progress("  %s/%s: %s", op.Slot, op.Variant, batch[0].label)
+		phase := phaseCalls
+		if set.calls == 0 {
+			phase = phaseFirstCall
+		}
+		t0 := time.Now()
 		ids := make([][]string, len(batch))
 		for i, pc := range batch {
 			for r, c := range clients {
+				pc.req[r].Module = mid
 				id, err := c.SendRun(pc.req[r])
 				if err != nil {
 					reason, infra := failureReason(err, c.Stderr())
 					st.failOrInfra(reason, infra)
-					return facts
+					return
 				}
 				ids[i] = append(ids[i], id)
 			}
+			set.calls++
 		}
 		for i, pc := range batch {
 			replies, r, err := receiveRanks(ctx, clients, ids[i], o.CallTimeout)
@@ -142,11 +88,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				infra := false
 				var ce *rankCallError
 				if errors.As(err, &ce) {
-					label := fmt.Sprintf("call %d", ce.call)
-					if ce.call >= 0 && ce.call < len(pc.calls) {
-						label = pc.calls[ce.call].label
-					}
-					reason = fmt.Sprintf("%s, %s, rank %d: %s", pc.label, label, r, callError(ce.f))
+					reason = fmt.Sprintf("%s, rank %d: %s", pc.where(ce.call), r, callError(ce.f))
 				} else {
 					reason, infra = failureReason(err, clients[r].Stderr())
 					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
@@ -156,23 +98,24 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				}
 				st.failOrInfra(reason, infra)
 				st.row.Stderr = tail(clients[r].Stderr())
-				return facts
+				return
 			}
+			if i == len(batch)-1 {
+				clk.add(phase, t0)
+			}
+			tg := time.Now()
 			gradeCase(pc, replies, spec, o, st)
+			clk.add(phaseGrading, tg)
 			if st.failed {
 				for _, c := range clients {
 					if s := c.Stderr(); s != "" {
 						st.row.Stderr = tail(s)
 					}
 				}
-				return facts
+				return
 			}
 		}
 	}
-	for _, c := range clients {
-		_ = c.Close(5 * time.Second)
-	}
-	return facts
 }
 
 // initGroup creates the validator's process group: a free loopback port,

@@ -50,10 +50,14 @@ type Launcher interface {
 
 // Options configure a verify run.
 type Options struct {
-	Device        string // "cpu" or "cuda"
-	DType         tensor.DType
-	Seed          uint64
-	WorldSize     int // collectives
+	Device string // "cpu" or "cuda"
+	// DTypes are the dtypes verified (nil: DefaultDTypes); each row runs
+	// in those its declared domain admits and is N/A in the others.
+	DTypes []tensor.DType
+	Seed   uint64
+	// WorldSizes are the collectives' world sizes (nil:
+	// DefaultWorldSizes of the device).
+	WorldSizes    []int
 	Replays       int // eager in-place replays after the first call (>= 1)
 	GraphReplays  int // CUDA graph replays (0 = same as Replays)
 	Python        string
@@ -82,32 +86,57 @@ type Worst struct {
 
 // Row is one manifest row's result.
 type Row struct {
-	Slot     string   `json:"slot"`
-	Variant  string   `json:"variant"`
-	Source   string   `json:"source"`
-	Outcome  Outcome  `json:"outcome"`
-	Reason   string   `json:"reason,omitempty"`
-	Shapes   []string `json:"shapes"`
-	NAShapes []string `json:"na_shapes,omitempty"`
-	Calls    int      `json:"calls_graded"`
-	Worst    *Worst   `json:"worst,omitempty"`
-	Seconds  float64  `json:"seconds"`
-	Stderr   string   `json:"stderr_tail,omitempty"`
+	Slot    string `json:"slot"`
+	Variant string `json:"variant"`
+	Source  string `json:"source"`
+	DType   string `json:"dtype"`
+	// WorldSize is a collective row's world size (0 otherwise).
+	WorldSize int      `json:"world_size,omitempty"`
+	Outcome   Outcome  `json:"outcome"`
+	Reason    string   `json:"reason,omitempty"`
+	Shapes    []string `json:"shapes"`
+	NAShapes  []string `json:"na_shapes,omitempty"`
+	Calls     int      `json:"calls_graded"`
+	Worst     *Worst   `json:"worst,omitempty"`
+	Seconds   float64  `json:"seconds"`
+	Stderr    string   `json:"stderr_tail,omitempty"`
 }
 
 // Report is a whole verify run.
 type Report struct {
-	Bundle    string   `json:"bundle"`
-	Seed      uint64   `json:"seed"`
-	Device    string   `json:"device"`
-	DType     string   `json:"dtype"`
-	WorldSize int      `json:"world_size"`
-	Replays   int      `json:"replays"`
-	Python    string   `json:"python"`
-	Torch     string   `json:"torch,omitempty"`
-	Sandbox   []string `json:"sandbox"`
-	Rows      []Row    `json:"rows"`
-	Seconds   float64  `json:"seconds"`
+	Bundle     string   `json:"bundle"`
+	Seed       uint64   `json:"seed"`
+	Device     string   `json:"device"`
+	DTypes     []string `json:"dtypes"`
+	WorldSizes []int    `json:"world_sizes"`
+	Replays    int      `json:"replays"`
+	Python     string   `json:"python"`
+	Torch      string   `json:"torch,omitempty"`
+	Sandbox    []string `json:"sandbox"`
+	// Workers is how many worker processes the run started: one for every
+	// non-collective row and dtype, one per rank of each world size, and
+	// fresh ones after a row that failed.
+	Workers int `json:"workers_started"`
+	// Rows: one per manifest row and dtype (and world size, for a
+	// collective), in manifest order.
+	Rows    []Row   `json:"rows"`
+	Seconds float64 `json:"seconds"`
+	// Timing is where the time went (Timing).
+	Timing Timing `json:"timing"`
+}
+
+// DefaultDTypes are the dtypes verify checks unless told one: all three
+// compute dtypes, on cpu as on cuda.
+func DefaultDTypes() []tensor.DType { return []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} }
+
+// DefaultWorldSizes are the collectives' world sizes unless told one: 2
+// and 3 over gloo on cpu (an odd size catches a kernel that assumes pairs
+// of ranks), 2 on cuda (one GPU per rank).
+func DefaultWorldSizes(device string) []int {
+	if device == "cuda" {
+		return []int{2}
+	}
+	return []int{2, 3}
 }
 
 // Failed reports whether any row failed; Infra whether any row could not be
@@ -153,14 +182,26 @@ func (r *Report) NoneApplicableErr() error {
 	}
 	var why []string
 	for _, row := range r.Rows {
-		why = append(why, fmt.Sprintf("%s/%s: %s", row.Slot, row.Variant, row.Reason))
+		id := row.Slot + "/" + row.Variant
+		if len(r.DTypes) > 1 {
+			id += " " + row.DType
+		}
+		if row.WorldSize > 0 && len(r.WorldSizes) > 1 {
+			id += fmt.Sprintf(" ws %d", row.WorldSize)
+		}
+		why = append(why, fmt.Sprintf("%s: %s", id, row.Reason))
 	}
-	return fault.CandidateErr(fmt.Errorf("no variant applicable on device=%s dtype=%s (world size %d for collectives): every row is N/A, so nothing was verified (%s)",
-		r.Device, r.DType, r.WorldSize, strings.Join(why, "; ")))
+	ws := make([]string, len(r.WorldSizes))
+	for i, n := range r.WorldSizes {
+		ws[i] = fmt.Sprint(n)
+	}
+	return fault.CandidateErr(fmt.Errorf("no variant applicable on device=%s dtype=%s (world size %s for collectives): every row is N/A, so nothing was verified (%s)",
+		r.Device, strings.Join(r.DTypes, ","), strings.Join(ws, ","), strings.Join(why, "; ")))
 }
 
 // Run verifies every row of an admitted bundle: verify runs nothing the
-// scan has not cleared.
+// scan has not cleared. Every row runs in every dtype (and a collective at
+// every world size) on the run's shared workers (pool).
 func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) (*Report, error) {
 	b := a.Bundle()
 	if o.Replays < 1 {
@@ -169,8 +210,16 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	if o.GraphReplays <= 0 {
 		o.GraphReplays = o.Replays
 	}
-	if o.WorldSize < 1 {
-		o.WorldSize = 2
+	if len(o.DTypes) == 0 {
+		o.DTypes = DefaultDTypes()
+	}
+	if len(o.WorldSizes) == 0 {
+		o.WorldSizes = DefaultWorldSizes(o.Device)
+	}
+	for _, ws := range o.WorldSizes {
+		if ws < 1 {
+			return nil, fmt.Errorf("verify: world size %d must be >= 1", ws)
+		}
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 120 * time.Second
@@ -180,36 +229,55 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	}
 	start := time.Now()
 	rep := &Report{
-		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, DType: o.DType.String(),
-		WorldSize: o.WorldSize, Replays: o.Replays, Python: o.Python,
+		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, WorldSizes: o.WorldSizes, Replays: o.Replays, Python: o.Python,
 	}
-	started, hooked := 0, 0
+	for _, dt := range o.DTypes {
+		rep.DTypes = append(rep.DTypes, dt.String())
+	}
+	clk := &clock{}
+	p := newPool(o, clk)
+	defer p.close()
 	for i, op := range b.Manifest.Ops {
+		if ctx.Err() != nil {
+			break
+		}
 		spec, ok := slots.Lookup(op.Slot)
 		if !ok {
 			return nil, fmt.Errorf("verify: row %d: unknown slot %s", i, op.Slot)
 		}
-		o.progress("[%d/%d] %s/%s: starting", i+1, len(b.Manifest.Ops), op.Slot, op.Variant)
-		rs := time.Now()
-		row, facts := verifyRow(ctx, b, op, spec, o)
-		row.Seconds = time.Since(rs).Seconds()
-		if facts.torch != "" {
-			rep.Torch = facts.torch
+		sizes := []int{1}
+		if spec.Kind == slot.Collective {
+			sizes = o.WorldSizes
 		}
-		started += facts.started
-		hooked += facts.auditHook
-		o.progress("[%d/%d] %s/%s: %s %s", i+1, len(b.Manifest.Ops), op.Slot, op.Variant, row.Outcome, row.Reason)
-		rep.Rows = append(rep.Rows, row)
-		if ctx.Err() != nil {
-			break
+		for _, dt := range o.DTypes {
+			for _, ws := range sizes {
+				id := fmt.Sprintf("[%d/%d] %s/%s %s", i+1, len(b.Manifest.Ops), op.Slot, op.Variant, dt)
+				if spec.Kind == slot.Collective {
+					id += fmt.Sprintf(" ws %d", ws)
+				}
+				o.progress("%s: starting", id)
+				rs := time.Now()
+				row := verifyRow(ctx, b, op, spec, o, dt, ws, p, clk)
+				row.Seconds = time.Since(rs).Seconds()
+				o.progress("%s: %s %s", id, row.Outcome, row.Reason)
+				rep.Rows = append(rep.Rows, row)
+				if ctx.Err() != nil {
+					break
+				}
+			}
 		}
 	}
+	p.close()
+	facts := p.workerFacts()
+	rep.Torch, rep.Workers = facts.torch, facts.started
 	rep.Sandbox = o.Launcher.Layers()
-	if started > 0 {
+	if facts.started > 0 {
 		// The runtime's own layer, from the workers' hellos.
-		rep.Sandbox = append(rep.Sandbox, worker.AuditHookLayer(started, hooked))
+		rep.Sandbox = append(rep.Sandbox, worker.AuditHookLayer(facts.started, facts.auditHook))
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	rep.Timing = clk.snapshot()
+	rep.Timing.Total = rep.Seconds
 	return rep, nil
 }
 

@@ -31,17 +31,24 @@ type SandboxLauncher struct {
 func NewSandboxLauncher(bundleDir, runtimeParent, python, device string, readOnly ...string) (*SandboxLauncher, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	exec, err := sandbox.PythonPaths(ctx, python)
+	install, err := sandbox.InspectPython(ctx, python)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	return NewSandboxLauncherFor(install, bundleDir, runtimeParent, device, readOnly...), nil
+}
+
+// NewSandboxLauncherFor is NewSandboxLauncher for an interpreter whose
+// installation the caller inspected already (sandbox.InspectPython): a
+// verify job asks once and hands the answer to the scan and the launcher.
+func NewSandboxLauncherFor(install sandbox.PythonInstall, bundleDir, runtimeParent, device string, readOnly ...string) *SandboxLauncher {
 	p := sandbox.Policy{
 		ReadOnly: append([]string{bundleDir, runtimeParent}, readOnly...),
-		Exec:     exec,
+		Exec:     append([]string(nil), install.Paths...),
 		CUDA:     device == "cuda",
 		Require:  []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
 	}
-	return &SandboxLauncher{base: p, cuda: device == "cuda"}, nil
+	return &SandboxLauncher{base: p, cuda: device == "cuda"}
 }
 
 func (l *SandboxLauncher) starter(p sandbox.Policy) *SandboxStarter {

@@ -72,6 +72,20 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 	return &h, nil
 }
 
+// InitDevice asks the worker to initialise device ("cuda": the first CUDA
+// allocation and a synchronize), before any candidate runs, so that its
+// cost is measured apart from the candidate's first call; on "cpu" there
+// is nothing to do. It is a hello request with the device named.
+func (c *Client) InitDevice(ctx context.Context, device string) error {
+	if device != "cuda" {
+		return nil
+	}
+	if _, err := c.Call(ctx, map[string]any{"op": "hello", "init_device": device}, &Hello{}); err != nil {
+		return fmt.Errorf("device init: %w", err)
+	}
+	return nil
+}
+
 // Load imports one bundle source as module name.
 func (c *Client) Load(ctx context.Context, module, bundleDir, source, entry, prepare string) error {
 	_, err := c.LoadEntry(ctx, module, bundleDir, source, entry, prepare)

@@ -87,8 +87,11 @@ func MaterializeRuntime(cacheDir string) (string, error) {
 }
 
 // FindPython chooses the interpreter for workers: explicit (the --python
-// flag), then $CACHEON_PYTHON, then the first python3 on PATH that imports
-// torch, then /usr/bin/python3 if it imports torch.
+// flag), then $CACHEON_PYTHON, then the first python3 on PATH that has
+// torch, then /usr/bin/python3 if it has torch. "Has torch" means the
+// interpreter finds the package (importlib.util.find_spec), without
+// importing it: the import takes a second or more, and the worker imports
+// torch anyway, reporting a broken installation at its hello.
 func FindPython(ctx context.Context, explicit string) (string, error) {
 	if explicit != "" {
 		explicit = AbsCommand(explicit)
@@ -133,10 +136,13 @@ func AbsCommand(p string) string {
 	return p
 }
 
+// checkTorch reports whether python finds the torch package.
 func checkTorch(ctx context.Context, python string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python, "-I", "-c", "import torch").CombinedOutput()
+	const probe = "import importlib.util, sys\n" +
+		"if importlib.util.find_spec('torch') is None: sys.exit('ModuleNotFoundError: No module named torch')"
+	out, err := exec.CommandContext(ctx, python, "-I", "-c", probe).CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if i := strings.LastIndex(msg, "\n"); i >= 0 {

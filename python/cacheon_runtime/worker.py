@@ -70,6 +70,10 @@ class Worker:
     def op_hello(self, req):
         torch = self.torch
         cuda = bool(torch.cuda.is_available())
+        if field(req, "init_device", str, "", required=False) == "cuda" and cuda:
+            # Go measures device initialisation apart from the first call.
+            torch.empty(1, device="cuda")
+            torch.cuda.synchronize()
         return {"python": "%d.%d.%d" % tuple(sys.version_info[:3]),
                 "torch": str(torch.__version__),
                 "cuda": cuda,

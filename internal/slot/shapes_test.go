@@ -1,0 +1,155 @@
+package slot
+
+import (
+	"math"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+// TestSetField solves the descriptor expressions verify moves to a
+// domain's boundary, rounding toward the side asked for, and refuses the
+// forms it cannot solve and the dimensions that would not be legal.
+func TestSetField(t *testing.T) {
+	c := catalog(t)
+	tests := []struct {
+		slot, field string
+		want        int
+		up          bool
+		ok          bool
+		dim         string
+		got         int
+	}{
+		{"activation.silu_and_mul", "num_tokens", 300, false, true, "N", 300},
+		{"activation.silu_and_mul", "last_dim", 1001, false, true, "D", 500},
+		{"activation.silu_and_mul", "last_dim", 1001, true, true, "D", 501},
+		{"activation.silu_and_mul", "num_tokens", 0, false, false, "N", 7},
+		{"attention.sdpa", "seq_len", 100, false, true, "P", 99}, // T=1 in decode-like
+		{"attention.sdpa", "seq_len", 0, false, false, "P", 36},
+		{"attention.decode", "seq_len", 200, false, false, "MAXP", 6}, // MAXP*PS: not solved
+		{"attention.sdpa", "quant", 1, false, false, "T", 1},          // not a bound field
+	}
+	for _, tt := range tests {
+		t.Run(tt.slot+"/"+tt.field, func(t *testing.T) {
+			s, _ := c.Lookup(tt.slot)
+			d := Dims{}
+			for k, v := range s.Shapes[0].Dims {
+				d[k] = v
+			}
+			if ok := s.SetField(d, tt.field, tt.want, tt.up); ok != tt.ok {
+				t.Fatalf("SetField(%s=%d) = %v, want %v", tt.field, tt.want, ok, tt.ok)
+			}
+			if d[tt.dim] != tt.got {
+				t.Fatalf("%s = %d, want %d", tt.dim, d[tt.dim], tt.got)
+			}
+		})
+	}
+}
+
+// TestCountShapes: every slot names its count dimension and a registered
+// maximum above its registered shapes, and the drawn count lies in
+// [1, MaxCount].
+func TestCountShapes(t *testing.T) {
+	for _, s := range catalog(t).Specs() {
+		if _, ok := s.Shapes[0].Dims[s.Count]; !ok || s.MaxCount < 1 {
+			t.Errorf("%s: count %q / max %d", s.Name, s.Count, s.MaxCount)
+			continue
+		}
+		for _, sh := range s.Shapes {
+			if sh.Dims[s.Count] > s.MaxCount {
+				t.Errorf("%s: shape %s has %s=%d above the registered maximum %d", s.Name, sh.Name, s.Count, sh.Dims[s.Count], s.MaxCount)
+			}
+		}
+		for seed := uint64(0); seed < 20; seed++ {
+			if n := s.CountDraw(seed); n < 1 || n > s.MaxCount {
+				t.Errorf("%s: CountDraw(%d) = %d outside [1, %d]", s.Name, seed, n, s.MaxCount)
+			}
+		}
+		sh := s.CountShape(s.Shapes[0], s.MaxCount, "max")
+		if sh.Dims[s.Count] != s.MaxCount || sh.Name != s.Shapes[0].Name+"@max" {
+			t.Errorf("%s: CountShape = %v", s.Name, sh)
+		}
+	}
+}
+
+// TestScalarPoints: point 0 is the registered value, 1 and 2 the legal
+// range's ends, 3 and above a deterministic draw inside the range.
+func TestScalarPoints(t *testing.T) {
+	c := catalog(t)
+	n := 0
+	for _, s := range c.Specs() {
+		for name, r := range s.ScalarRanges {
+			n++
+			sh := s.Shapes[0]
+			value := func(point int, seed uint64) float64 {
+				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: tensor.F32, WorldSize: 2, ScalarPoint: point})
+				if err != nil {
+					t.Fatalf("%s: %v", s.Name, err)
+				}
+				return cs.Scalars[name]
+			}
+			var arg Arg
+			for _, a := range s.Args {
+				if a.Name == name {
+					arg = a
+				}
+			}
+			reg, _ := EvalScalar(arg.Value, sh.Dims)
+			lo, _ := EvalScalar(r.Min, sh.Dims)
+			hi, _ := EvalScalar(r.Max, sh.Dims)
+			if !(lo < reg && reg < hi) {
+				t.Errorf("%s.%s: registered %g outside its legal range [%g, %g]", s.Name, name, reg, lo, hi)
+			}
+			if value(0, 1) != reg || value(1, 1) != lo || value(2, 1) != hi {
+				t.Errorf("%s.%s: points 0..2 = %g %g %g, want %g %g %g", s.Name, name, value(0, 1), value(1, 1), value(2, 1), reg, lo, hi)
+			}
+			for seed := uint64(1); seed < 6; seed++ {
+				v := value(3, seed)
+				if !(v >= lo && v <= hi) || v != value(3, seed) {
+					t.Errorf("%s.%s: draw %g outside [%g, %g] or not deterministic", s.Name, name, v, lo, hi)
+				}
+			}
+		}
+	}
+	if n != 6 {
+		t.Errorf("%d scalar ranges, want 6 (eps of three slots, sm_scale of two, msa scale)", n)
+	}
+}
+
+// TestRouterWeights: the router weights are normalized in even calls of a
+// case and unnormalized (positive, rows not summing to one) in odd ones.
+func TestRouterWeights(t *testing.T) {
+	s, _ := catalog(t).Lookup("moe.fused_experts")
+	cs, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[1], DType: tensor.F32, Index: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := func() (allOne bool, positive bool) {
+		w := cs.Ranks[0]["topk_weights"].Float64s()
+		k := cs.Dims["K"]
+		allOne, positive = true, true
+		for row := 0; row < len(w)/k; row++ {
+			sum := 0.0
+			for _, v := range w[row*k : (row+1)*k] {
+				sum += v
+				positive = positive && v > 0
+			}
+			allOne = allOne && math.Abs(sum-1) < 1e-5
+		}
+		return allOne, positive
+	}
+	for replay := 0; replay < 4; replay++ {
+		if replay > 0 {
+			if err := cs.RefreshAs(replay, Sparse); err != nil {
+				t.Fatal(err)
+			}
+		}
+		one, pos := sums()
+		if !pos || one != (replay%2 == 0) {
+			t.Errorf("call %d: rows sum to one: %v, positive: %v; want normalized only in even calls", replay, one, pos)
+		}
+	}
+	if cs.Dist != Sparse {
+		t.Errorf("RefreshAs left the distribution %s", cs.Dist)
+	}
+}

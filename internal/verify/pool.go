@@ -1,0 +1,206 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"cacheon/internal/worker"
+)
+
+// pool holds a run's workers: one worker for every non-collective row of
+// every dtype, and one group of ranks per world size for the collective
+// rows. A set starts in the background when a row first asks for it, so
+// that Go computes the row's inputs and references meanwhile, and serves
+// row after row; a row that ends FAIL or INFRA discards the set it ran on
+// (its workers are killed) and the next row starts a fresh one.
+type pool struct {
+	o     Options
+	clock *clock
+
+	mu    sync.Mutex
+	sets  map[int]*workerSet // key: 0 the single worker, WS a group of WS ranks
+	facts workerFacts        // of every set started
+}
+
+// workerSet is one worker, or the ranks of one process group, with the
+// job directory they run in.
+type workerSet struct {
+	ready   chan struct{} // closed once started (or failed to)
+	clients []*worker.Client
+	root    string // job directory: case directories live below it
+	cleanup func()
+	// Set when the start failed: the reason, and whether it is the
+	// infrastructure's.
+	reason string
+	infra  bool
+	// calls counts run requests sent, to tell the first case apart.
+	calls int
+	// modules maps a bundle source to the module id it was loaded as.
+	modules map[string]string
+}
+
+func newPool(o Options, c *clock) *pool {
+	return &pool{o: o, clock: c, sets: map[int]*workerSet{}}
+}
+
+// start begins starting the set for key (0: single, WS: collective
+// group) unless it exists, and returns its job directory at once (Go
+// writes a row's inputs there while the workers start).
+func (p *pool) start(ctx context.Context, key int) (root string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.sets[key]; ok {
+		return s.root, nil
+	}
+	root, err = os.MkdirTemp(p.o.WorkDir, "workers-*")
+	if err != nil {
+		return "", fmt.Errorf("job directory: %w", err)
+	}
+	s := &workerSet{ready: make(chan struct{}), modules: map[string]string{}, root: root}
+	p.sets[key] = s
+	go func() {
+		defer close(s.ready)
+		s.reason, s.infra = p.launch(ctx, key, s)
+	}()
+	return root, nil
+}
+
+// get waits for the set for key, which start began.
+func (p *pool) get(key int) *workerSet {
+	p.mu.Lock()
+	s := p.sets[key]
+	p.mu.Unlock()
+	<-s.ready
+	return s
+}
+
+// discard kills the set for key and forgets it.
+func (p *pool) discard(key int) {
+	p.mu.Lock()
+	s, ok := p.sets[key]
+	delete(p.sets, key)
+	p.mu.Unlock()
+	if ok {
+		<-s.ready
+		s.kill()
+	}
+}
+
+// close ends every set: workers are asked to exit, then killed.
+func (p *pool) close() {
+	p.mu.Lock()
+	sets := p.sets
+	p.sets = map[int]*workerSet{}
+	p.mu.Unlock()
+	for _, s := range sets {
+		<-s.ready
+		for _, c := range s.clients {
+			if c != nil {
+				_ = c.Close(5 * time.Second)
+			}
+		}
+		s.kill()
+	}
+}
+
+func (s *workerSet) kill() {
+	for _, c := range s.clients {
+		if c != nil {
+			c.Kill()
+		}
+	}
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+	if s.root != "" {
+		os.RemoveAll(s.root)
+	}
+}
+
+// workerFacts returns what the hellos of every set started said.
+func (p *pool) workerFacts() workerFacts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.facts
+}
+
+// launch starts the workers of one set, says hello, initialises the device
+// and, for a group, creates the process group (before any candidate
+// import: the runtime's audit hook refuses sockets once a candidate is
+// loaded, and the worker refuses a group after a load).
+func (p *pool) launch(ctx context.Context, key int, s *workerSet) (reason string, infra bool) {
+	o := p.o
+	t0 := time.Now()
+	root := s.root
+	ws := max(1, key)
+	var starter worker.Starter
+	var err error
+	if key > 0 {
+		starter, s.cleanup, err = o.Launcher.Group(ctx, ws)
+	} else {
+		starter, err = o.Launcher.Single(ctx)
+	}
+	if err != nil {
+		return fmt.Sprintf("sandbox: %v", err), true
+	}
+	s.clients = make([]*worker.Client, ws)
+	for r := 0; r < ws; r++ {
+		// The same environment names as the engine's (worker.CandidateEnv),
+		// plus the operator's NCCL settings for collective ranks.
+		env := worker.CandidateEnv(root, r)
+		if key > 0 {
+			env = append(env, collectiveEnv(o.Environ)...)
+		}
+		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: root, Env: env})
+		if err != nil {
+			return fmt.Sprintf("start worker: %v", err), true
+		}
+		s.clients[r] = c
+	}
+	p.clock.add(phaseWorkerStart, t0)
+	t0 = time.Now()
+	for _, c := range s.clients {
+		hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		h, err := c.Hello(hctx)
+		cancel()
+		if err != nil {
+			return fmt.Sprintf("worker did not start: %v%s", err, lastLine(c.Stderr())), true
+		}
+		p.mu.Lock()
+		p.facts.torch = h.Torch
+		p.facts.started++
+		if h.AuditHook {
+			p.facts.auditHook++
+		}
+		p.mu.Unlock()
+		if o.Device == "cuda" && !h.CUDA {
+			return "--device cuda, but the worker's torch sees no CUDA device", true
+		}
+		if o.Device == "cuda" && key > 0 && h.DeviceCount < ws {
+			return fmt.Sprintf("--world-size %d on cuda needs %d GPUs, the worker sees %d", ws, ws, h.DeviceCount), true
+		}
+	}
+	p.clock.add(phaseTorchImport, t0)
+	t0 = time.Now()
+	for _, c := range s.clients {
+		dctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		err := c.InitDevice(dctx, o.Device)
+		cancel()
+		if err != nil {
+			return fmt.Sprintf("worker could not initialise %s: %v%s", o.Device, err, lastLine(c.Stderr())), true
+		}
+	}
+	p.clock.add(phaseDeviceInit, t0)
+	if key > 0 {
+		t0 = time.Now()
+		reason, infra := initGroup(ctx, s.clients, o)
+		p.clock.add(phaseGroup, t0)
+		if reason != "" {
+			return reason, infra
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,70 @@
+package verify
+
+import (
+	"sync"
+	"time"
+)
+
+// Timing is where a verify run's wall time went, phase by phase, each
+// measured on the validator's clock (the worker's own account is not
+// used). Phases of different workers add up, and some overlap: the Go
+// reference computation of a row runs while its worker starts, so the
+// phases may sum to more than Total.
+type Timing struct {
+	// Prepare: staging, the scan and the interpreter lookup (Job only).
+	Prepare float64 `json:"prepare_s"`
+	// WorkerStart: sandbox set-up and process spawn of every worker.
+	WorkerStart float64 `json:"worker_start_s"`
+	// TorchImport: spawn to hello: interpreter start, the runtime and
+	// torch imported, the runtime guard built.
+	TorchImport float64 `json:"torch_import_s"`
+	// DeviceInit: CUDA initialisation (the first allocation); 0 on cpu.
+	DeviceInit float64 `json:"device_init_s"`
+	// Group: creating the collectives' process groups.
+	Group float64 `json:"group_s"`
+	// Load: importing candidate sources.
+	Load float64 `json:"load_s"`
+	// FirstCall: each worker's first case (kernel compile, first call,
+	// its replays), send to reply.
+	FirstCall float64 `json:"first_call_s"`
+	// Calls: every other case's run requests, send to reply.
+	Calls float64 `json:"calls_s"`
+	// Reference: Go generating inputs, computing the references and
+	// writing the input files.
+	Reference float64 `json:"reference_s"`
+	// Grading: Go reading the call dumps and grading them.
+	Grading float64 `json:"grading_s"`
+	// Total: the whole run.
+	Total float64 `json:"total_s"`
+}
+
+// clock accumulates a Timing from several goroutines.
+type clock struct {
+	mu sync.Mutex
+	t  Timing
+}
+
+// add charges the time since start to the phase field picks.
+func (c *clock) add(field func(*Timing) *float64, start time.Time) {
+	d := time.Since(start).Seconds()
+	c.mu.Lock()
+	*field(&c.t) += d
+	c.mu.Unlock()
+}
+
+func (c *clock) snapshot() Timing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// The phase selectors for clock.add.
+func phaseWorkerStart(t *Timing) *float64 { return &t.WorkerStart }
+func phaseTorchImport(t *Timing) *float64 { return &t.TorchImport }
+func phaseDeviceInit(t *Timing) *float64  { return &t.DeviceInit }
+func phaseGroup(t *Timing) *float64       { return &t.Group }
+func phaseLoad(t *Timing) *float64        { return &t.Load }
+func phaseFirstCall(t *Timing) *float64   { return &t.FirstCall }
+func phaseCalls(t *Timing) *float64       { return &t.Calls }
+func phaseReference(t *Timing) *float64   { return &t.Reference }
+func phaseGrading(t *Timing) *float64     { return &t.Grading }
