@@ -151,4 +151,3 @@ func Exec(t testing.TB, dsn, query string, args ...any) {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
-

@@ -251,16 +251,16 @@ func testCopies(t *testing.T, s store.Store) {
 	insert(t, s, a, b, c)
 	s.View(ctx, func(tx store.Tx) error {
 		cases := []struct {
-			pos         store.Position
-			hotkey, h   string
-			fp, want    string
+			pos       store.Position
+			hotkey, h string
+			fp, want  string
 		}{
-			{store.Position{Block: 5}, "hk2", "h1", "", "r-1-0"},      // same hash, other hotkey
-			{store.Position{Block: 5}, "hk1", "h1", "", ""},           // same hotkey is no copy
-			{store.Position{Block: 5}, "hk2", "hx", "fpA", "r-1-0"},   // same fingerprint
-			{store.Position{Block: 1}, "hk2", "h1", "", ""},           // not earlier
+			{store.Position{Block: 5}, "hk2", "h1", "", "r-1-0"},    // same hash, other hotkey
+			{store.Position{Block: 5}, "hk1", "h1", "", ""},         // same hotkey is no copy
+			{store.Position{Block: 5}, "hk2", "hx", "fpA", "r-1-0"}, // same fingerprint
+			{store.Position{Block: 1}, "hk2", "h1", "", ""},         // not earlier
 			{store.Position{Block: 1, Index: 1}, "hk2", "h1", "", "r-1-0"},
-			{store.Position{Block: 5}, "hk3", "hx", "", ""},           // empty fingerprint matches nothing
+			{store.Position{Block: 5}, "hk3", "hx", "", ""}, // empty fingerprint matches nothing
 		}
 		for _, c := range cases {
 			r, ok, err := tx.FirstCopy(ctx, c.pos, c.hotkey, c.h, c.fp)
