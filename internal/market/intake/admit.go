@@ -1,0 +1,206 @@
+package intake
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"cacheon/internal/market/chain"
+	"cacheon/internal/store"
+)
+
+// Reasons that admission gives; a hotkey's epoch cap does not count the
+// arrivals it failed.
+const (
+	reasonInvalid   = "invalid: "
+	reasonHotkeyCap = "hotkey_cap: "
+)
+
+// Poll reserves every finalized reveal after the cursor, in (block, event
+// index) order, Config.Batch reveals per transaction; the cursor moves in
+// the transaction that records the reservations it covers. Nothing is
+// fetched here: arrival order alone fixes priority. It returns how many
+// arrivals it recorded.
+func (in *Intake) Poll(ctx context.Context) (int, error) {
+	head, err := in.head(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("poll: %w", err)
+	}
+	total := 0
+	for {
+		var cur store.Position
+		if err := in.st.View(ctx, func(tx store.Tx) error {
+			cur, err = tx.Cursor(ctx)
+			return err
+		}); err != nil {
+			return total, fmt.Errorf("poll: %w", err)
+		}
+		reveals, err := in.src.Reveals(ctx, chain.Position{Block: cur.Block, Index: cur.Index}, head, in.cfg.Batch)
+		if err != nil {
+			return total, fmt.Errorf("poll: reveals after %d/%d: %w", cur.Block, cur.Index, err)
+		}
+		if len(reveals) == 0 {
+			return total, nil
+		}
+		n, err := in.admit(ctx, reveals, head)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("poll: %w", err)
+		}
+	}
+}
+
+// admit records one batch of reveals in one transaction.
+func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64) (int, error) {
+	n := 0
+	err := in.st.Update(ctx, func(tx store.Tx) error {
+		n = 0
+		cur, err := tx.Cursor(ctx) // takes the intake lock
+		if err != nil {
+			return err
+		}
+		pending, err := tx.Count(ctx, pendingStates()...)
+		if err != nil {
+			return err
+		}
+		deferred, err := tx.Count(ctx, string(Deferred))
+		if err != nil {
+			return err
+		}
+		last := cur
+		for _, rv := range reveals {
+			pos := store.Position{Block: rv.Pos.Block, Index: rv.Pos.Index}
+			if !cur.Less(pos) {
+				continue // another worker (or an earlier run) covered it
+			}
+			if pos.Less(last) {
+				return fmt.Errorf("admit: reveal at %d/%d after %d/%d: the source is out of order", pos.Block, pos.Index, last.Block, last.Index)
+			}
+			last = pos
+			state, reason, err := in.admission(ctx, tx, rv, pending, deferred)
+			if err != nil {
+				return err
+			}
+			r, err := in.reservation(rv, state, reason, head)
+			if err != nil {
+				return err
+			}
+			ok, err := tx.Insert(ctx, r, store.Event{Reservation: r.ID, From: string(Arrival), To: r.State, Reason: reason, Block: head, AtMS: r.UpdatedMS})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("admit: reservation %s at %d/%d exists though the cursor is before it", r.ID, pos.Block, pos.Index)
+			}
+			n++
+			switch state {
+			case Reserved:
+				pending++
+			case Deferred:
+				deferred++
+			}
+		}
+		if err := tx.SetCursor(ctx, last); err != nil {
+			return err
+		}
+		in.cfg.Failpoint("admit:before-commit")
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	in.cfg.Failpoint("admit:committed")
+	return n, nil
+}
+
+// admission decides an arrival's first state.
+func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, pending, deferred int) (State, string, error) {
+	if _, err := chain.EncodePayload(rv.ContentHash, rv.URL); err != nil {
+		return Failed, reasonInvalid + err.Error(), nil
+	}
+	if rv.Hotkey == "" {
+		return Failed, reasonInvalid + "empty hotkey", nil
+	}
+	epoch := rv.Pos.Block / in.cfg.EpochBlocks
+	have, err := tx.CountHotkey(ctx, rv.Hotkey, epoch, strings.TrimSpace(reasonInvalid), strings.TrimSpace(reasonHotkeyCap))
+	if err != nil {
+		return "", "", err
+	}
+	if have >= in.cfg.HotkeyCap {
+		return Failed, fmt.Sprintf("%s%d reservations already in epoch %d (cap %d)", reasonHotkeyCap, have, epoch, in.cfg.HotkeyCap), nil
+	}
+	if deferred > 0 || pending >= in.cfg.PendingCap {
+		return Deferred, fmt.Sprintf("pending queue %d/%d, %d deferred before it", pending, in.cfg.PendingCap, deferred), nil
+	}
+	return Reserved, "", nil
+}
+
+func (in *Intake) reservation(rv chain.Reveal, state State, reason string, head uint64) (store.Reservation, error) {
+	id, err := ReservationID(rv)
+	if err != nil {
+		return store.Reservation{}, fmt.Errorf("admit: reservation id at %d/%d: %w", rv.Pos.Block, rv.Pos.Index, err)
+	}
+	return store.Reservation{
+		ID: id, Pos: store.Position{Block: rv.Pos.Block, Index: rv.Pos.Index},
+		Hotkey: rv.Hotkey, ContentHash: rv.ContentHash, URL: rv.URL, CommitBlock: rv.CommitBlock, Extrinsic: rv.Extrinsic,
+		Arena: in.cfg.Arena, Epoch: rv.Pos.Block / in.cfg.EpochBlocks,
+		State: string(state), Reason: reason, UpdatedBlock: head, UpdatedMS: in.cfg.Now().UnixMilli(),
+	}, nil
+}
+
+// Tick expires what outlived the SLA and promotes deferred reservations,
+// oldest first, while the pending queue has room: one transaction.
+func (in *Intake) Tick(ctx context.Context) error {
+	head, err := in.head(ctx)
+	if err != nil {
+		return fmt.Errorf("tick: %w", err)
+	}
+	err = in.st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.Cursor(ctx); err != nil { // the intake lock
+			return err
+		}
+		waiting := append(pendingStates(), string(Deferred))
+		for {
+			// Queue order is reveal order, so the expired ones are a prefix.
+			rs, err := tx.List(ctx, 64, waiting...)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for i := range rs {
+				if rs[i].Pos.Block+in.cfg.SLABlocks >= head {
+					break
+				}
+				if err := in.move(ctx, tx, &rs[i], Expired, fmt.Sprintf("sla: not promoted within %d blocks of its reveal at block %d (head %d)", in.cfg.SLABlocks, rs[i].Pos.Block, head), head); err != nil {
+					return err
+				}
+				n++
+			}
+			if n < 64 {
+				break
+			}
+		}
+		pending, err := tx.Count(ctx, pendingStates()...)
+		if err != nil {
+			return err
+		}
+		if room := in.cfg.PendingCap - pending; room > 0 {
+			rs, err := tx.List(ctx, room, string(Deferred))
+			if err != nil {
+				return err
+			}
+			for i := range rs {
+				if err := in.move(ctx, tx, &rs[i], Reserved, "capacity freed", head); err != nil {
+					return err
+				}
+			}
+		}
+		in.cfg.Failpoint("tick:before-commit")
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tick: %w", err)
+	}
+	in.cfg.Failpoint("tick:committed")
+	return nil
+}
