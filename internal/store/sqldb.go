@@ -282,9 +282,9 @@ func (t *sqlTx) first(ctx context.Context, query string, args ...any) (Reservati
 	return out[0], true, nil
 }
 
-func (t *sqlTx) FirstCopy(ctx context.Context, pos Position, hotkey, contentHash, fingerprint string) (Reservation, bool, error) {
-	query := "SELECT " + resCols + " FROM reservations WHERE " + before + " AND hotkey <> ? AND (content_hash = ?"
-	args := []any{int64(pos.Block), int64(pos.Block), int64(pos.Index), hotkey, contentHash}
+func (t *sqlTx) FirstSame(ctx context.Context, pos Position, contentHash, fingerprint string) (Reservation, bool, error) {
+	query := "SELECT " + resCols + " FROM reservations WHERE " + before + " AND (content_hash = ?"
+	args := []any{int64(pos.Block), int64(pos.Block), int64(pos.Index), contentHash}
 	if fingerprint != "" {
 		query += " OR fingerprint = ?"
 		args = append(args, fingerprint)

@@ -136,10 +136,10 @@ type Tx interface {
 	// List returns up to limit reservations in any of states, in queue
 	// order (limit <= 0: all).
 	List(ctx context.Context, limit int, states ...string) ([]Reservation, error)
-	// FirstCopy returns the earliest reservation before pos, of another
-	// hotkey than hotkey, with the same content hash or (if fingerprint is
-	// not empty) the same fingerprint.
-	FirstCopy(ctx context.Context, pos Position, hotkey, contentHash, fingerprint string) (Reservation, bool, error)
+	// FirstSame returns the earliest reservation before pos (of any
+	// hotkey) with the same content hash or, if fingerprint is not empty,
+	// the same fingerprint: the first revealer of that work.
+	FirstSame(ctx context.Context, pos Position, contentHash, fingerprint string) (Reservation, bool, error)
 	// FailedBundle returns the earliest reservation before pos in arena
 	// with the same content hash whose bundle failed.
 	FailedBundle(ctx context.Context, pos Position, arena, contentHash string) (Reservation, bool, error)

@@ -115,11 +115,8 @@ func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64
 
 // admission decides an arrival's first state.
 func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, pending, deferred int) (State, string, error) {
-	if _, err := chain.EncodePayload(rv.ContentHash, rv.URL); err != nil {
+	if err := CheckReveal(rv); err != nil {
 		return Failed, reasonInvalid + err.Error(), nil
-	}
-	if rv.Hotkey == "" {
-		return Failed, reasonInvalid + "empty hotkey", nil
 	}
 	epoch := rv.Pos.Block / in.cfg.EpochBlocks
 	have, err := tx.CountHotkey(ctx, rv.Hotkey, epoch, strings.TrimSpace(reasonInvalid), strings.TrimSpace(reasonHotkeyCap))
@@ -146,6 +143,19 @@ func (in *Intake) reservation(rv chain.Reveal, state State, reason string, head 
 		Arena: in.cfg.Arena, Epoch: rv.Pos.Block / in.cfg.EpochBlocks,
 		State: string(state), Reason: reason, UpdatedBlock: head, UpdatedMS: in.cfg.Now().UnixMilli(),
 	}, nil
+}
+
+// CheckReveal is the payload check an arrival passes before it is
+// reserved: the content hash and URL as chain.EncodePayload accepts them
+// (the same rules as chain.ParsePayload, size cap included), and a hotkey.
+func CheckReveal(rv chain.Reveal) error {
+	if _, err := chain.EncodePayload(rv.ContentHash, rv.URL); err != nil {
+		return err
+	}
+	if rv.Hotkey == "" {
+		return fmt.Errorf("empty hotkey")
+	}
+	return nil
 }
 
 // Tick expires what outlived the SLA and promotes deferred reservations,

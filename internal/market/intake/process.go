@@ -81,9 +81,9 @@ func (in *Intake) fetchStep(ctx context.Context, id string, head uint64) error {
 			return err
 		}
 		if State(r.State) == Reserved {
-			if c, ok, err := tx.FirstCopy(ctx, r.Pos, r.Hotkey, r.ContentHash, ""); err != nil {
+			if c, ok, err := tx.FirstSame(ctx, r.Pos, r.ContentHash, ""); err != nil {
 				return err
-			} else if ok {
+			} else if ok && c.Hotkey != r.Hotkey {
 				done = true
 				return in.move(ctx, tx, r, Failed, "copy_of:"+c.ID+" (same content hash, revealed earlier by "+c.Hotkey+")", head)
 			}
@@ -181,11 +181,13 @@ func (in *Intake) scanStep(ctx context.Context, id string, head uint64) error {
 			return in.move(ctx, tx, r, Failed, "fingerprint: "+fperr.Error(), head)
 		}
 		r.Fingerprint = fp
-		c, ok, err := tx.FirstCopy(ctx, r.Pos, r.Hotkey, r.ContentHash, fp)
+		// The first revealer of this work owns it: a copy of one's own
+		// earlier work (or of a copy of it) is no copy.
+		c, ok, err := tx.FirstSame(ctx, r.Pos, r.ContentHash, fp)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if ok && c.Hotkey != r.Hotkey {
 			return in.move(ctx, tx, r, Failed, "copy_of:"+c.ID+" (same selected-payload fingerprint, revealed earlier by "+c.Hotkey+")", head)
 		}
 		return in.move(ctx, tx, r, Screening, "scan passed; fingerprint "+fp, head)

@@ -251,21 +251,21 @@ func testCopies(t *testing.T, s store.Store) {
 	insert(t, s, a, b, c)
 	s.View(ctx, func(tx store.Tx) error {
 		cases := []struct {
-			pos       store.Position
-			hotkey, h string
-			fp, want  string
+			pos   store.Position
+			h, fp string
+			want  string
 		}{
-			{store.Position{Block: 5}, "hk2", "h1", "", "r-1-0"},    // same hash, other hotkey
-			{store.Position{Block: 5}, "hk1", "h1", "", ""},         // same hotkey is no copy
-			{store.Position{Block: 5}, "hk2", "hx", "fpA", "r-1-0"}, // same fingerprint
-			{store.Position{Block: 1}, "hk2", "h1", "", ""},         // not earlier
-			{store.Position{Block: 1, Index: 1}, "hk2", "h1", "", "r-1-0"},
-			{store.Position{Block: 5}, "hk3", "hx", "", ""}, // empty fingerprint matches nothing
+			{store.Position{Block: 5}, "h1", "", "r-1-0"},    // same hash
+			{store.Position{Block: 5}, "hx", "fpA", "r-1-0"}, // same fingerprint
+			{store.Position{Block: 5}, "h9", "fpA", "r-1-0"}, // both match: the earliest
+			{store.Position{Block: 1}, "h1", "", ""},         // not earlier
+			{store.Position{Block: 1, Index: 1}, "h1", "", "r-1-0"},
+			{store.Position{Block: 5}, "hx", "", ""}, // an empty fingerprint matches nothing
 		}
 		for _, c := range cases {
-			r, ok, err := tx.FirstCopy(ctx, c.pos, c.hotkey, c.h, c.fp)
+			r, ok, err := tx.FirstSame(ctx, c.pos, c.h, c.fp)
 			if err != nil || ok != (c.want != "") || (ok && r.ID != c.want) {
-				t.Errorf("FirstCopy(%+v %s %s %q) = %s %v %v, want %q", c.pos, c.hotkey, c.h, c.fp, r.ID, ok, err, c.want)
+				t.Errorf("FirstSame(%+v %s %q) = %s %v %v, want %q", c.pos, c.h, c.fp, r.ID, ok, err, c.want)
 			}
 		}
 		if r, ok, _ := tx.FailedBundle(ctx, store.Position{Block: 9}, "arena", "h2"); !ok || r.ID != "r-2-0" {
