@@ -49,15 +49,15 @@ func TestMain(m *testing.M) {
 func crashScenario() *fakeChain {
 	c := &fakeChain{head: 100}
 	c.add(10, 0, "hkA", "ok_pass")
-	c.add(10, 1, "hkB", "ok_pass")    // copy by content hash
-	c.add(10, 2, "hkA", "flaky_nd")   // a transient fetch, then NO_DECISION, then two PASS
-	c.add(11, 0, "hkC", "evil")       // scan fails
-	c.add(11, 1, "hkC", "evil")       // known failure
-	c.add(11, 2, "hkD", "ok_pass_2")  // fingerprint copy of hkA's
-	c.add(12, 0, "hkD", "bad")        // FAIL in qualification
-	c.add(12, 1, "hkB", "wrong")      // screen fails
-	c.add(13, 0, "hkE", "down")       // fetch budget spent
-	c.add(13, 1, "hkE", "good")       // deferred at first (pending cap)
+	c.add(10, 1, "hkB", "ok_pass")   // copy by content hash
+	c.add(10, 2, "hkA", "flaky_nd")  // a transient fetch, then NO_DECISION, then two PASS
+	c.add(11, 0, "hkC", "evil")      // scan fails
+	c.add(11, 1, "hkC", "evil")      // known failure
+	c.add(11, 2, "hkD", "ok_pass_2") // fingerprint copy of hkA's
+	c.add(12, 0, "hkD", "bad")       // FAIL in qualification
+	c.add(12, 1, "hkB", "wrong")     // screen fails
+	c.add(13, 0, "hkE", "down")      // fetch budget spent
+	c.add(13, 1, "hkE", "good")      // deferred at first (pending cap)
 	c.add(14, 0, "hkF", "fine")
 	c.add(14, 1, "hkF", "also_fine")
 	bad := c.add(15, 0, "hkG", "x")

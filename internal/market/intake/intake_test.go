@@ -3,6 +3,8 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -336,4 +338,43 @@ func FuzzCheckReveal(f *testing.F) {
 			t.Fatalf("accepted reveal does not round-trip: %v", err)
 		}
 	})
+}
+
+// TestDocsTable: docs/market.md's transition table is Transitions().
+func TestDocsTable(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/market.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, "<!-- transitions:begin -->"), strings.Index(doc, "<!-- transitions:end -->")
+	if i < 0 || j < i {
+		t.Fatal("docs/market.md: no transitions table markers")
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(doc[i:j], "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") || strings.TrimSpace(cells[1]) == "from" {
+			continue
+		}
+		from := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if from == "(arrival)" {
+			from = ""
+		}
+		documented[fmt.Sprintf("%s>%s>%s", from, strings.Trim(strings.TrimSpace(cells[2]), "`"), strings.TrimSpace(cells[3]))] = true
+	}
+	inCode := map[string]bool{}
+	for _, tr := range Transitions() {
+		inCode[fmt.Sprintf("%s>%s>%s", tr.From, tr.To, tr.By)] = true
+	}
+	for k := range inCode {
+		if !documented[k] {
+			t.Errorf("transition %s is in the code but not in docs/market.md", k)
+		}
+	}
+	for k := range documented {
+		if !inCode[k] {
+			t.Errorf("transition %s is in docs/market.md but not in the code", k)
+		}
+	}
 }
