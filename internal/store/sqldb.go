@@ -55,7 +55,7 @@ func (s *sqlStore) run(ctx context.Context, readOnly bool, fn func(Tx) error) er
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	t := &sqlTx{tx: tx, d: s.d, write: !readOnly}
+	t := &sqlTx{tx: tx, d: s.d, write: !readOnly, stmts: map[string]*sql.Stmt{}}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -71,6 +71,45 @@ type sqlTx struct {
 	tx    *sql.Tx
 	d     dialect
 	write bool
+	// stmts caches the transaction's prepared statements by query: a batch
+	// of admissions runs the same few statements many times. They close
+	// with the transaction.
+	stmts map[string]*sql.Stmt
+}
+
+// stmt returns query, rewritten for the dialect, prepared in the
+// transaction.
+func (t *sqlTx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.tx.PrepareContext(ctx, t.q(query))
+	if err != nil {
+		return nil, err
+	}
+	t.stmts[query] = st
+	return st, nil
+}
+
+// errRow is a row whose statement did not prepare.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (t *sqlTx) queryRow(ctx context.Context, query string, args ...any) scanner {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (t *sqlTx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 // q rewrites ? placeholders for the dialect. Queries here never hold a ?
@@ -94,7 +133,11 @@ func (t *sqlTx) q(query string) string {
 }
 
 func (t *sqlTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.q(query), args...)
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 func (t *sqlTx) lock() string {
@@ -106,7 +149,7 @@ func (t *sqlTx) lock() string {
 
 func (t *sqlTx) Cursor(ctx context.Context) (Position, error) {
 	var b, i int64
-	err := t.tx.QueryRowContext(ctx, t.q("SELECT block, idx FROM intake_cursor WHERE id = 1"+t.lock())).Scan(&b, &i)
+	err := t.queryRow(ctx, "SELECT block, idx FROM intake_cursor WHERE id = 1"+t.lock()).Scan(&b, &i)
 	if err != nil {
 		return Position{}, fmt.Errorf("read cursor: %w", err)
 	}
@@ -175,7 +218,7 @@ func (t *sqlTx) appendEvent(ctx context.Context, ev Event) error {
 }
 
 func (t *sqlTx) Get(ctx context.Context, id string) (Reservation, error) {
-	r, err := scanRes(t.tx.QueryRowContext(ctx, t.q("SELECT "+resCols+" FROM reservations WHERE id = ?"+t.lock()), id))
+	r, err := scanRes(t.queryRow(ctx, "SELECT "+resCols+" FROM reservations WHERE id = ?"+t.lock(), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Reservation{}, fmt.Errorf("reservation %s: %w", id, ErrNotFound)
 	}
@@ -218,7 +261,7 @@ func (t *sqlTx) Count(ctx context.Context, states ...string) (int, error) {
 	}
 	set, args := in(states)
 	var n int
-	if err := t.tx.QueryRowContext(ctx, t.q("SELECT COUNT(*) FROM reservations WHERE state IN "+set), args...).Scan(&n); err != nil {
+	if err := t.queryRow(ctx, "SELECT COUNT(*) FROM reservations WHERE state IN "+set, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %v: %w", states, err)
 	}
 	return n, nil
@@ -232,14 +275,14 @@ func (t *sqlTx) CountHotkey(ctx context.Context, hotkey string, epoch uint64, sk
 		args = append(args, len(p), p)
 	}
 	var n int
-	if err := t.tx.QueryRowContext(ctx, t.q(query), args...).Scan(&n); err != nil {
+	if err := t.queryRow(ctx, query, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count hotkey %s epoch %d: %w", hotkey, epoch, err)
 	}
 	return n, nil
 }
 
 func (t *sqlTx) list(ctx context.Context, query string, args ...any) ([]Reservation, error) {
-	rows, err := t.tx.QueryContext(ctx, t.q(query), args...)
+	rows, err := t.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +355,7 @@ func (t *sqlTx) Events(ctx context.Context, reservation string) ([]Event, error)
 		query += " WHERE reservation = ?"
 		args = append(args, reservation)
 	}
-	rows, err := t.tx.QueryContext(ctx, t.q(query+" ORDER BY seq"), args...)
+	rows, err := t.query(ctx, query+" ORDER BY seq", args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -375,7 +418,7 @@ func (t *sqlTx) PutLease(ctx context.Context, l Lease) (bool, error) {
 }
 
 func (t *sqlTx) GetLease(ctx context.Context, id string) (Lease, error) {
-	l, err := scanLease(t.tx.QueryRowContext(ctx, t.q("SELECT "+leaseCols+" FROM leases WHERE id = ?"+t.lock()), id))
+	l, err := scanLease(t.queryRow(ctx, "SELECT "+leaseCols+" FROM leases WHERE id = ?"+t.lock(), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, fmt.Errorf("lease %s: %w", id, ErrNotFound)
 	}
@@ -386,7 +429,7 @@ func (t *sqlTx) GetLease(ctx context.Context, id string) (Lease, error) {
 }
 
 func (t *sqlTx) Leases(ctx context.Context) ([]Lease, error) {
-	rows, err := t.tx.QueryContext(ctx, "SELECT "+leaseCols+" FROM leases ORDER BY device_group")
+	rows, err := t.query(ctx, "SELECT "+leaseCols+" FROM leases ORDER BY device_group")
 	if err != nil {
 		return nil, fmt.Errorf("leases: %w", err)
 	}

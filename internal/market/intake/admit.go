@@ -68,6 +68,8 @@ func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64
 			return err
 		}
 		last := cur
+		// A hotkey's epoch count, read once per batch and then kept here.
+		hotkeys := map[hotkeyEpoch]int{}
 		for _, rv := range reveals {
 			pos := store.Position{Block: rv.Pos.Block, Index: rv.Pos.Index}
 			if !cur.Less(pos) {
@@ -77,7 +79,7 @@ func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64
 				return fmt.Errorf("admit: reveal at %d/%d after %d/%d: the source is out of order", pos.Block, pos.Index, last.Block, last.Index)
 			}
 			last = pos
-			state, reason, err := in.admission(ctx, tx, rv, pending, deferred)
+			state, reason, err := in.admission(ctx, tx, rv, hotkeys, pending, deferred)
 			if err != nil {
 				return err
 			}
@@ -113,19 +115,31 @@ func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64
 	return n, nil
 }
 
-// admission decides an arrival's first state.
-func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, pending, deferred int) (State, string, error) {
+type hotkeyEpoch struct {
+	hotkey string
+	epoch  uint64
+}
+
+// admission decides an arrival's first state; counts holds the hotkeys'
+// epoch counts seen so far in this transaction.
+func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, counts map[hotkeyEpoch]int, pending, deferred int) (State, string, error) {
 	if err := CheckReveal(rv); err != nil {
 		return Failed, reasonInvalid + err.Error(), nil
 	}
-	epoch := rv.Pos.Block / in.cfg.EpochBlocks
-	have, err := tx.CountHotkey(ctx, rv.Hotkey, epoch, strings.TrimSpace(reasonInvalid), strings.TrimSpace(reasonHotkeyCap))
-	if err != nil {
-		return "", "", err
+	k := hotkeyEpoch{rv.Hotkey, rv.Pos.Block / in.cfg.EpochBlocks}
+	have, ok := counts[k]
+	if !ok {
+		var err error
+		have, err = tx.CountHotkey(ctx, k.hotkey, k.epoch, strings.TrimSpace(reasonInvalid), strings.TrimSpace(reasonHotkeyCap))
+		if err != nil {
+			return "", "", err
+		}
 	}
 	if have >= in.cfg.HotkeyCap {
-		return Failed, fmt.Sprintf("%s%d reservations already in epoch %d (cap %d)", reasonHotkeyCap, have, epoch, in.cfg.HotkeyCap), nil
+		counts[k] = have
+		return Failed, fmt.Sprintf("%s%d reservations already in epoch %d (cap %d)", reasonHotkeyCap, have, k.epoch, in.cfg.HotkeyCap), nil
 	}
+	counts[k] = have + 1
 	if deferred > 0 || pending >= in.cfg.PendingCap {
 		return Deferred, fmt.Sprintf("pending queue %d/%d, %d deferred before it", pending, in.cfg.PendingCap, deferred), nil
 	}

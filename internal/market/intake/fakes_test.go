@@ -145,14 +145,22 @@ type fixture struct {
 	fetch *fakeFetcher
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+// opener opens a fresh empty store for one test.
+type opener func(t *testing.T) store.Store
+
+func openSQLite(t *testing.T) store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return newFixtureOn(t, cfg, st)
+	return st
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	return newFixtureOn(t, cfg, openSQLite(t))
 }
 
 func newFixtureOn(t *testing.T, cfg Config, st store.Store) *fixture {

@@ -13,9 +13,11 @@ import (
 	"cacheon/internal/store"
 )
 
-func TestAdmission(t *testing.T) {
+func TestAdmission(t *testing.T) { testAdmission(t, openSQLite) }
+
+func testAdmission(t *testing.T, open opener) {
 	ctx := context.Background()
-	f := newFixture(t, Config{HotkeyCap: 2, PendingCap: 3, EpochBlocks: 100})
+	f := newFixtureOn(t, Config{HotkeyCap: 2, PendingCap: 3, EpochBlocks: 100}, open(t))
 	c := f.chain
 	bad := c.add(10, 0, "hkA", "x")
 	bad.URL = "ftp://nope/x"
@@ -101,9 +103,11 @@ func TestAdmissionBatchesKeepOrder(t *testing.T) {
 	}
 }
 
-func TestPipeline(t *testing.T) {
+func TestPipeline(t *testing.T) { testPipeline(t, openSQLite) }
+
+func testPipeline(t *testing.T, open opener) {
 	ctx := context.Background()
-	f := newFixture(t, Config{HotkeyCap: 100, FetchAttempts: 2})
+	f := newFixtureOn(t, Config{HotkeyCap: 100, FetchAttempts: 2}, open(t))
 	c := f.chain
 	cases := []struct {
 		rv     chain.Reveal
@@ -154,9 +158,11 @@ func TestPipeline(t *testing.T) {
 	}
 }
 
-func TestSLA(t *testing.T) {
+func TestSLA(t *testing.T) { testSLA(t, openSQLite) }
+
+func testSLA(t *testing.T, open opener) {
 	ctx := context.Background()
-	f := newFixture(t, Config{SLABlocks: 50, PendingCap: 1, HotkeyCap: 10})
+	f := newFixtureOn(t, Config{SLABlocks: 50, PendingCap: 1, HotkeyCap: 10}, open(t))
 	old := f.chain.add(10, 0, "hk", "p1")
 	oldDeferred := f.chain.add(10, 1, "hk", "p2")
 	fresh := f.chain.add(90, 0, "hk", "p3")
@@ -188,9 +194,11 @@ func promoteAll(t *testing.T, f *fixture, n int) []chain.Reveal {
 	return rvs
 }
 
-func TestLeases(t *testing.T) {
+func TestLeases(t *testing.T) { testLeases(t, openSQLite) }
+
+func testLeases(t *testing.T, open opener) {
 	ctx := context.Background()
-	f := newFixture(t, Config{QualifyRetries: 2})
+	f := newFixtureOn(t, Config{QualifyRetries: 2}, open(t))
 	rvs := promoteAll(t, f, 3)
 	in := f.in
 	l1, ok, err := in.Lease(ctx, "g0", "w1", time.Minute)

@@ -128,14 +128,18 @@ func (in *Intake) reap(ctx context.Context, tx store.Tx, now time.Time, head uin
 		if l.ExpiresMS > now.UnixMilli() {
 			continue
 		}
+		// Another host may be reaping the same lease (PostgreSQL): whoever
+		// deletes it first returns the reservation; the other skips it.
+		if err := tx.DeleteLease(ctx, l.ID); errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return n, err
+		}
 		r, err := tx.Get(ctx, l.Reservation)
 		if err != nil {
 			return n, err
 		}
 		if err := in.move(ctx, tx, &r, State(l.From), fmt.Sprintf("lease %s of %s on %s expired without a verdict", l.ID, l.Holder, l.Group), head); err != nil {
-			return n, err
-		}
-		if err := tx.DeleteLease(ctx, l.ID); err != nil {
 			return n, err
 		}
 		n++
