@@ -14,7 +14,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.(*sqlStore).db.ExecContext(ctx, "INSERT INTO schema_version (version) VALUES (?)", SchemaVersion()+1); err != nil {
+	if _, err := s.(*sqlStore).conn.ExecContext(ctx, "INSERT INTO schema_version (version) VALUES (?)", SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -37,7 +37,7 @@ func TestEventsAppendOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := s.(*sqlStore).db
+	db := s.(*sqlStore).conn
 	for _, q := range []string{"UPDATE events SET reason = 'x'", "DELETE FROM events"} {
 		if _, err := db.ExecContext(ctx, q); err == nil {
 			t.Errorf("%s: allowed, want refused", q)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // dialect is what differs between the two SQL backends.
@@ -26,12 +27,30 @@ type sqlStore struct {
 	db      *sql.DB
 	d       dialect
 	closeFn func() error // releases what Open took besides db (the lock file)
+
+	// SQLite: the one connection, held for the store's life, with its
+	// prepared statements (preparing costs a third of a small
+	// transaction). mu serializes transactions on it.
+	mu    sync.Mutex
+	conn  *sql.Conn
+	cache map[string]*sql.Stmt
 }
 
 func (s *sqlStore) Backend() string { return s.d.name }
 
 func (s *sqlStore) Close() error {
-	err := s.db.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.cache {
+		st.Close()
+	}
+	var err error
+	if s.conn != nil {
+		err = s.conn.Close()
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
 	if s.closeFn != nil {
 		if cerr := s.closeFn(); err == nil {
 			err = cerr
@@ -49,13 +68,24 @@ func (s *sqlStore) View(ctx context.Context, fn func(Tx) error) error {
 }
 
 func (s *sqlStore) run(ctx context.Context, readOnly bool, fn func(Tx) error) error {
-	// SQLite: the driver begins with BEGIN IMMEDIATE (_txlock=immediate), so
-	// a write transaction takes the write lock before it reads anything.
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: readOnly && s.d.name == "postgres"})
+	if s.conn != nil {
+		return s.runConn(ctx, readOnly, fn)
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: readOnly})
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	t := &sqlTx{tx: tx, d: s.d, write: !readOnly, stmts: map[string]*sql.Stmt{}}
+	stmts := map[string]*sql.Stmt{}
+	t := &sqlTx{d: s.d, write: !readOnly, prepare: func(ctx context.Context, q string) (*sql.Stmt, error) {
+		if st, ok := stmts[q]; ok {
+			return st, nil
+		}
+		st, err := tx.PrepareContext(ctx, q)
+		if err == nil {
+			stmts[q] = st // closed with the transaction
+		}
+		return st, err
+	}}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -66,29 +96,64 @@ func (s *sqlStore) run(ctx context.Context, readOnly bool, fn func(Tx) error) er
 	return nil
 }
 
-// sqlTx implements Tx.
-type sqlTx struct {
-	tx    *sql.Tx
-	d     dialect
-	write bool
-	// stmts caches the transaction's prepared statements by query: a batch
-	// of admissions runs the same few statements many times. They close
-	// with the transaction.
-	stmts map[string]*sql.Stmt
+// runConn runs a transaction on the held SQLite connection: a write
+// transaction begins with BEGIN IMMEDIATE, so it takes the write lock
+// before it reads anything.
+func (s *sqlStore) runConn(ctx context.Context, readOnly bool, fn func(Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	begin := "BEGIN IMMEDIATE"
+	if readOnly {
+		begin = "BEGIN"
+	}
+	if _, err := s.conn.ExecContext(ctx, begin); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	// ROLLBACK and COMMIT run whatever ctx says: an interrupted commit
+	// would leave the connection inside the transaction.
+	rollback := func() { _, _ = s.conn.ExecContext(context.Background(), "ROLLBACK") }
+	t := &sqlTx{d: s.d, write: !readOnly, prepare: func(ctx context.Context, q string) (*sql.Stmt, error) {
+		if st, ok := s.cache[q]; ok {
+			return st, nil
+		}
+		st, err := s.conn.PrepareContext(ctx, q)
+		if err == nil {
+			s.cache[q] = st
+		}
+		return st, err
+	}}
+	done := false
+	defer func() {
+		if !done { // fn panicked: leave the connection outside any transaction
+			rollback()
+		}
+	}()
+	if err := fn(t); err != nil {
+		done = true
+		rollback()
+		return err
+	}
+	done = true
+	if _, err := s.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+		rollback()
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
-// stmt returns query, rewritten for the dialect, prepared in the
-// transaction.
+// sqlTx implements Tx.
+type sqlTx struct {
+	d     dialect
+	write bool
+	// prepare returns a prepared statement for an already rewritten query
+	// (cached: a batch of admissions runs the same few statements many
+	// times).
+	prepare func(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// stmt returns query, rewritten for the dialect, prepared.
 func (t *sqlTx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := t.stmts[query]; ok {
-		return st, nil
-	}
-	st, err := t.tx.PrepareContext(ctx, t.q(query))
-	if err != nil {
-		return nil, err
-	}
-	t.stmts[query] = st
-	return st, nil
+	return t.prepare(ctx, t.q(query))
 }
 
 // errRow is a row whose statement did not prepare.

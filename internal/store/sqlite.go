@@ -71,14 +71,13 @@ func openSQLiteLocked(ctx context.Context, dir string) (*sqlStore, error) {
 	if err := os.Chmod(path, 0o600); err != nil {
 		return nil, fmt.Errorf("open store: database file mode: %w", err)
 	}
-	dsn := "file:" + path + "?_txlock=immediate" +
-		"&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	// One connection: the process is the only writer (the lock file) and
-	// BEGIN IMMEDIATE serializes its transactions anyway.
+	// One connection, held by the store: the process is the only writer
+	// (the lock file), and transactions take turns on it.
 	db.SetMaxOpenConns(1)
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
@@ -93,5 +92,10 @@ func openSQLiteLocked(ctx context.Context, dir string) (*sqlStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &sqlStore{db: db, d: sqliteDialect}, nil
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &sqlStore{db: db, d: sqliteDialect, conn: conn, cache: map[string]*sql.Stmt{}}, nil
 }

@@ -63,10 +63,12 @@ func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64
 		if err != nil {
 			return err
 		}
-		deferred, err := tx.Count(ctx, string(Deferred))
+		// Whether anything is deferred (a count would scan them all).
+		oldest, err := tx.List(ctx, 1, string(Deferred))
 		if err != nil {
 			return err
 		}
+		deferred := len(oldest) > 0
 		last := cur
 		// A hotkey's epoch count, read once per batch and then kept here.
 		hotkeys := map[hotkeyEpoch]int{}
@@ -99,7 +101,7 @@ func (in *Intake) admit(ctx context.Context, reveals []chain.Reveal, head uint64
 			case Reserved:
 				pending++
 			case Deferred:
-				deferred++
+				deferred = true
 			}
 		}
 		if err := tx.SetCursor(ctx, last); err != nil {
@@ -122,7 +124,7 @@ type hotkeyEpoch struct {
 
 // admission decides an arrival's first state; counts holds the hotkeys'
 // epoch counts seen so far in this transaction.
-func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, counts map[hotkeyEpoch]int, pending, deferred int) (State, string, error) {
+func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, counts map[hotkeyEpoch]int, pending int, deferred bool) (State, string, error) {
 	if err := CheckReveal(rv); err != nil {
 		return Failed, reasonInvalid + err.Error(), nil
 	}
@@ -140,8 +142,11 @@ func (in *Intake) admission(ctx context.Context, tx store.Tx, rv chain.Reveal, c
 		return Failed, fmt.Sprintf("%s%d reservations already in epoch %d (cap %d)", reasonHotkeyCap, have, k.epoch, in.cfg.HotkeyCap), nil
 	}
 	counts[k] = have + 1
-	if deferred > 0 || pending >= in.cfg.PendingCap {
-		return Deferred, fmt.Sprintf("pending queue %d/%d, %d deferred before it", pending, in.cfg.PendingCap, deferred), nil
+	if deferred {
+		return Deferred, fmt.Sprintf("behind earlier deferred arrivals (pending queue %d/%d)", pending, in.cfg.PendingCap), nil
+	}
+	if pending >= in.cfg.PendingCap {
+		return Deferred, fmt.Sprintf("pending queue full (%d/%d)", pending, in.cfg.PendingCap), nil
 	}
 	return Reserved, "", nil
 }

@@ -46,7 +46,7 @@ func benchIntake(b *testing.B, c *fakeChain, batch int) *Intake {
 // (64 reserved, the rest deferred) on a fresh SQLite store; s/10k is the
 // wall time of one Poll over all of them.
 func BenchmarkIntake10k(b *testing.B) {
-	for _, batch := range []int{256, 1} {
+	for _, batch := range []int{256, 64, 16, 1} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			c := benchChain(10_000)
 			var total time.Duration
@@ -71,7 +71,7 @@ func BenchmarkIntake10k(b *testing.B) {
 // store; p50 and p99 in ms. Run it with -benchtime 10000x for the 10,000
 // arrivals of the target.
 func BenchmarkAdmitTx(b *testing.B) {
-	for _, batch := range []int{1, 256} {
+	for _, batch := range []int{1, 16, 64, 256} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			n := b.N
 			c := benchChain(n)
@@ -93,4 +93,26 @@ func BenchmarkAdmitTx(b *testing.B) {
 			b.ReportMetric(q(0.99), "p99-ms")
 		})
 	}
+}
+
+// BenchmarkCommitFloor: the latency of the smallest write transaction (the
+// cursor moved by one) on the same store settings: what the disk's fsync
+// costs every admission transaction, whatever it holds.
+func BenchmarkCommitFloor(b *testing.B) {
+	in := benchIntake(b, &fakeChain{}, 1)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		err := in.st.Update(ctx, func(tx store.Tx) error { return tx.SetCursor(ctx, store.Position{Block: uint64(i + 1)}) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[int(0.99*float64(len(lat)-1))].Microseconds())/1000, "p99-ms")
 }

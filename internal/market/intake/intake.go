@@ -154,6 +154,9 @@ func New(cfg Config, st store.Store, src Source, f Fetcher, sc Scanner, fp Finge
 	if st == nil || src == nil || f == nil || sc == nil || fp == nil || scr == nil {
 		return nil, errors.New("new intake: store, source, fetcher, scanner, fingerprinter and screener are required")
 	}
+	if cfg.HotkeyCap < 0 || cfg.PendingCap < 0 || cfg.FetchAttempts < 0 || cfg.QualifyRetries < 0 || cfg.Batch < 0 {
+		return nil, errors.New("new intake: caps, budgets and the batch size must not be negative (0: the default)")
+	}
 	cfg = cfg.withDefaults()
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("new intake: work directory: %w", err)

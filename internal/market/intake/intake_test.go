@@ -43,8 +43,8 @@ func testAdmission(t *testing.T, open opener) {
 		{a2, Reserved, ""},
 		{a3, Failed, "hotkey_cap: 2 reservations already in epoch 0"},
 		{b1, Reserved, ""},
-		{b2, Deferred, "pending queue 3/3"},
-		{c1, Deferred, "pending queue 3/3, 1 deferred"},
+		{b2, Deferred, "pending queue full (3/3)"},
+		{c1, Deferred, "behind earlier deferred arrivals"},
 	}
 	for _, w := range want {
 		r := f.get(t, w.rv)
