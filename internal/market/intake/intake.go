@@ -78,7 +78,9 @@ type Config struct {
 	// QualifyRetries is the NO_DECISION budget before a reservation is held
 	// (default 3).
 	QualifyRetries int
-	// Batch is the most reveals admitted in one transaction (default 256).
+	// Batch is the most reveals admitted in one transaction (default 1:
+	// one transaction per arrival keeps every write transaction short; a
+	// larger batch admits a backlog faster, docs/performance.md).
 	Batch int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -122,7 +124,7 @@ func (c Config) withDefaults() Config {
 		c.QualifyRetries = 3
 	}
 	if c.Batch == 0 {
-		c.Batch = 256
+		c.Batch = 1
 	}
 	if c.Now == nil {
 		c.Now = time.Now
