@@ -28,6 +28,8 @@ const (
 	// envLong: run that many scenarios with a random crash point each
 	// (long mode), e.g. CACHEON_INTAKE_CRASH_LONG=300 go test -run TestCrash ./internal/market/intake
 	envLong = "CACHEON_INTAKE_CRASH_LONG"
+	// envSeed repeats a long run's random crash points (its seed is logged).
+	envSeed = "CACHEON_INTAKE_CRASH_SEED"
 )
 
 type childSpec struct {
@@ -283,6 +285,9 @@ func TestCrash(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(os.Getenv(envLong)); n > 0 {
 		seed := time.Now().UnixNano()
+		if s, err := strconv.ParseInt(os.Getenv(envSeed), 10, 64); err == nil {
+			seed = s
+		}
 		t.Logf("long mode: %d random crash points, seed %d", n, seed)
 		rng := rand.New(rand.NewSource(seed))
 		fps := Failpoints()
