@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export CGO_ENABLED=0
 scripts/ensure-torch
+scripts/ensure-postgres
 go vet ./...
 go test -count=1 ./...
 # The hostile side's own unit tests (CPU; CUDA cases skip without a GPU).

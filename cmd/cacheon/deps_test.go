@@ -48,6 +48,14 @@ var layerRules = []rule{
 		"producttest is test support: only tests import it"},
 	{"cacheon/...", []string{"cacheon/internal/compattest"},
 		"compattest is test support: only tests import it"},
+	{"cacheon/internal/store/...", []string{"cacheon/internal/market/...", "cacheon/internal/referee/...", "cacheon/internal/engine",
+		"cacheon/internal/verify", "cacheon/internal/scan", "cacheon/internal/sandbox", "cacheon/internal/worker", "cacheon/internal/bundle"},
+		"the store records the market's state; it knows nothing above it and never touches a bundle or candidate code"},
+	{"cacheon/internal/market/intake", []string{"cacheon/internal/engine", "cacheon/internal/verify", "cacheon/internal/referee/...",
+		"cacheon/internal/scan", "cacheon/internal/sandbox", "cacheon/internal/worker"},
+		"intake reaches fetch, scan, fingerprint and screen only through the interfaces it declares; the node wires the real ones"},
+	{"cacheon/...", []string{"cacheon/internal/store/storetest", "cacheon/internal/store/pgtest"},
+		"storetest and pgtest are test support: only tests import them"},
 	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
 		"attribution is a leaf every layer may use"},
 }
@@ -67,6 +75,8 @@ var owners = map[string][]string{
 	"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine", "cacheon/internal/tomlpos"},
 	"github.com/spf13/cobra":              {"cacheon/internal/cli"},
 	"github.com/rogpeppe/go-internal":     {},
+	"modernc.org/sqlite":                  {"cacheon/internal/store"},
+	"github.com/jackc/pgx/v5":             {"cacheon/internal/store", "cacheon/internal/store/pgtest"},
 }
 
 // match reports whether path is pattern or, for "x/...", x or under x.
@@ -159,6 +169,8 @@ func TestLayerRulesCatch(t *testing.T) {
 		{"dashboard reaching the engine", map[string][]string{"cacheon/internal/dashboard": {"cacheon/internal/store", "cacheon/internal/engine"}}, 1},
 		{"fetch reaching the engine through verify", map[string][]string{"cacheon/internal/market/fetch": {"cacheon/internal/bundle", "cacheon/internal/verify", "cacheon/internal/engine"}}, 2},
 		{"fingerprint reaching the referee", map[string][]string{"cacheon/internal/fingerprint": {"cacheon/internal/pyparse", "cacheon/internal/referee"}}, 1},
+		{"intake reaching the engine", map[string][]string{"cacheon/internal/market/intake": {"cacheon/internal/store", "cacheon/internal/engine"}}, 1},
+		{"store reaching the market", map[string][]string{"cacheon/internal/store": {"cacheon/internal/market/chain"}}, 1},
 		{"a domain package importing the CLI", map[string][]string{"cacheon/internal/verify": {"cacheon/internal/cli"}}, 1},
 		{"allowed", map[string][]string{
 			"cacheon/internal/release": {"cacheon/internal/canon", "cacheon/internal/product"},
