@@ -32,6 +32,7 @@ type script struct {
 	busy       bool
 	opened     []string
 	stacks     []int // stack length of every engine opened
+	settles    int   // first Bench calls on an engine (untimed)
 }
 
 // fakeSession is a scripted engine: every request generates its
@@ -42,6 +43,7 @@ type fakeSession struct {
 	candidate bool
 	audit     bool
 	reads     int
+	settled   bool
 }
 
 func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error) {
@@ -49,7 +51,16 @@ func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine
 	if !f.candidate {
 		rate = f.s.incRates[min(f.reads, len(f.s.incRates)-1)]
 	}
-	f.reads++
+	// The referee's first Bench on a timed engine is its untimed settling
+	// read (the audit engine's only one is untimed too): it consumes no
+	// scripted rate.
+	if !f.settled {
+		f.settled = true
+		f.s.settles++
+		rate = 1
+	} else {
+		f.reads++
+	}
 	res := &engine.BenchResult{TimedSlots: map[string]engine.SlotCounters{}}
 	for i := 0; i < f.a.Work.Waves; i++ {
 		wave, err := engine.Requests(f.a.Work, i, false)

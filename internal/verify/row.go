@@ -7,8 +7,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"cacheon/internal/bundle"
@@ -184,11 +186,11 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		return row
 	}
 	defer os.RemoveAll(rowDir)
-	for ci, pc := range cases {
-		if err := planCase(pc, spec, op, o, rowDir, ci); err != nil {
-			st.infra(fmt.Sprintf("prepare %s: %v", pc.label, err))
-			return row
-		}
+	if err := planCases(cases, spec, op, o, rowDir); err != nil {
+		st.infra(err.Error())
+		return row
+	}
+	for _, pc := range cases {
 		row.Shapes = append(row.Shapes, pc.c.Shape)
 	}
 	clk.add(phaseReference, t0)
@@ -261,6 +263,34 @@ func snapshot(ranks []map[string]*tensor.Tensor) []map[string]*tensor.Tensor {
 
 // planCase writes the input and replay files of every rank, computes every
 // expected output, and builds the run requests.
+// planCases plans every case of a row, on as many cores as there are:
+// each case's inputs, references and files are its own (its seed, its
+// directories), so the cases are independent and their plans do not
+// depend on the order they are computed in. The first error wins.
+func planCases(cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string) error {
+	errs := make([]error, len(cases))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for ci, pc := range cases {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := planCase(pc, spec, op, o, rowDir, ci); err != nil {
+				errs[ci] = fmt.Errorf("prepare %s: %w", pc.label, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot string, ci int) error {
 	c := pc.c
 	outs, err := c.Outputs()

@@ -131,12 +131,20 @@ func DefaultDTypes() []tensor.DType { return []tensor.DType{tensor.BF16, tensor.
 
 // DefaultWorldSizes are the collectives' world sizes unless told one: 2
 // and 3 over gloo on cpu (an odd size catches a kernel that assumes pairs
-// of ranks), 2 on cuda (one GPU per rank).
-func DefaultWorldSizes(device string) []int {
-	if device == "cuda" {
+// of ranks); on cuda one GPU per rank, so 2 and 3 as far as gpus (the
+// visible devices) reach, and 1 on a single GPU (NCCL's own path: the
+// process group, graph capture of the collective, stream order).
+func DefaultWorldSizes(device string, gpus int) []int {
+	if device != "cuda" {
+		return []int{2, 3}
+	}
+	switch {
+	case gpus >= 3:
+		return []int{2, 3}
+	case gpus == 2:
 		return []int{2}
 	}
-	return []int{2, 3}
+	return []int{1}
 }
 
 // Failed reports whether any row failed; Infra whether any row could not be
@@ -214,7 +222,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 		o.DTypes = DefaultDTypes()
 	}
 	if len(o.WorldSizes) == 0 {
-		o.WorldSizes = DefaultWorldSizes(o.Device)
+		o.WorldSizes = DefaultWorldSizes(o.Device, worker.VisibleGPUs())
 	}
 	for _, ws := range o.WorldSizes {
 		if ws < 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -29,6 +30,25 @@ func ScratchRoot() string {
 		}
 	}
 	return ""
+}
+
+// VisibleGPUs counts the NVIDIA devices a worker would see: the entries of
+// CUDA_VISIBLE_DEVICES up to the first that cannot name a device ("-1",
+// empty), else the /dev/nvidiaN nodes.
+func VisibleGPUs() int {
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		n := 0
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" || strings.HasPrefix(f, "-") {
+				break
+			}
+			n++
+		}
+		return n
+	}
+	nodes, _ := filepath.Glob("/dev/nvidia[0-9]*")
+	return len(nodes)
 }
 
 // DetectDevice picks cuda when an NVIDIA device node exists and the

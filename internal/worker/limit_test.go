@@ -33,3 +33,19 @@ func TestTimeoutNamesTheUserLimit(t *testing.T) {
 		t.Fatalf("a parent's sooner deadline was blamed on the limit: %v", te)
 	}
 }
+
+// TestVisibleGPUs counts CUDA_VISIBLE_DEVICES entries up to the first that
+// names no device.
+func TestVisibleGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want int
+	}{
+		{"0", 1}, {"0,1", 2}, {"3, 5 ,7", 3}, {"", 0}, {"-1", 0}, {"0,-1,2", 1}, {"GPU-1a2b,GPU-3c4d", 2},
+	} {
+		t.Setenv("CUDA_VISIBLE_DEVICES", tc.env)
+		if got := VisibleGPUs(); got != tc.want {
+			t.Errorf("CUDA_VISIBLE_DEVICES=%q: %d GPUs, want %d", tc.env, got, tc.want)
+		}
+	}
+}
