@@ -39,7 +39,8 @@ output of every call (eager, each replay, each CUDA-graph replay, each rank).
 
 By default every row runs in bfloat16, float16 and float32 (those its
 declared domain admits; --dtype narrows to one) and a collective at world
-sizes 2 and 3 on cpu (2 on cuda; --world-size narrows to one). A row whose
+sizes 2 and 3 on cpu (on cuda as many of 2 and 3 as there are GPUs, 1 on
+one GPU; --world-size narrows to one). A row whose
 declared domain no generated shape reaches FAILs ("domain never exercised").
 
 The bundle is scanned first; a bundle with scan findings is not run.
@@ -67,7 +68,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.StringVar(&device, "device", "", "cpu or cuda (default: cuda if usable, else cpu)")
 	f.StringVar(&dtype, "dtype", "", "verify only this dtype: bfloat16, float16 or float32 (default: all three)")
 	f.Uint64Var(&seed, "seed", 0, "input seed (default: a fresh secret seed, printed)")
-	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2 and 3 on cpu, 2 on cuda)")
+	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2 and 3 on cpu; on cuda those the visible GPUs allow, 1 on one GPU)")
 	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution) and CUDA-graph replays")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
