@@ -155,6 +155,7 @@ candidate code only ever runs in a separate, sandboxed Python process.
 		a.evidenceCommand,
 		a.chainCommand,
 		a.minerCommand,
+		a.validatorCommand,
 	} {
 		root.AddCommand(mk())
 	}

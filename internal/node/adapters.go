@@ -15,6 +15,7 @@ import (
 
 	"cacheon/internal/arena"
 	"cacheon/internal/fault"
+	"cacheon/internal/market/intake"
 	"cacheon/internal/referee"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
@@ -44,6 +45,28 @@ func unlessCandidate(err error) error {
 	}
 	return transientErr{err}
 }
+
+// fetcher is the real fetch (*fetch.Fetcher). Its errors read "fetch:
+// reason: …" and the intake names the step itself, so the reason recorded
+// would say "fetch: fetch: …": the adapter drops the inner step name and
+// keeps the error (and its Transient) underneath.
+type fetcher struct{ f intake.Fetcher }
+
+func (f fetcher) Fetch(ctx context.Context, url, contentHash, dir string) error {
+	if err := f.f.Fetch(ctx, url, contentHash, dir); err != nil {
+		return trimmedErr{err: err, prefix: "fetch: "}
+	}
+	return nil
+}
+
+// trimmedErr is err reading without a leading prefix.
+type trimmedErr struct {
+	err    error
+	prefix string
+}
+
+func (t trimmedErr) Error() string { return strings.TrimPrefix(t.err.Error(), t.prefix) }
+func (t trimmedErr) Unwrap() error { return t.err }
 
 // maxShown is how many findings a rejection's reason names.
 const maxShown = 3

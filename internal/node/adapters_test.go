@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"cacheon/internal/fault"
+	"cacheon/internal/market/fetch"
 	"cacheon/internal/referee"
 	"cacheon/internal/scan"
 )
@@ -126,5 +129,48 @@ func checkErr(t *testing.T, err error, want string, transient bool) {
 	}
 	if strings.HasPrefix(err.Error(), "scan: ") || strings.HasPrefix(err.Error(), "screen: ") {
 		t.Errorf("%q repeats the step the intake prefixes", err)
+	}
+}
+
+type fetchFunc func() error
+
+func (f fetchFunc) Fetch(context.Context, string, string, string) error { return f() }
+
+// TestFetcher: the real fetcher's errors keep their Transient and lose
+// the step name the intake adds itself.
+func TestFetcher(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	real := fetcher{f: fetch.New(fetch.Config{AllowLoopbackHTTP: true})}
+	hash := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name      string
+		url       string
+		want      string // a prefix of the error
+		transient bool
+	}{
+		{"not found", srv.URL + "/gone", "http_status: ", false},
+		{"busy", srv.URL + "/busy", "http_status: ", true},
+		{"plain http beyond loopback", "http://8.8.8.8/a.tar.gz", "address_not_public: ", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := real.Fetch(t.Context(), tc.url, hash, t.TempDir())
+			var fe *fetch.Error
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !errors.As(err, &fe) {
+				t.Fatalf("err = %v, want %q… from a *fetch.Error", err, tc.want)
+			}
+			if Transient(err) != tc.transient {
+				t.Errorf("Transient = %v, want %v", Transient(err), tc.transient)
+			}
+		})
+	}
+	if err := (fetcher{f: fetchFunc(func() error { return nil })}).Fetch(t.Context(), "", "", ""); err != nil {
+		t.Errorf("a fetch that succeeds: %v", err)
 	}
 }

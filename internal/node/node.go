@@ -74,7 +74,7 @@ func New(c Config) (*Node, error) {
 	if parser == "" {
 		parser = c.Python
 	}
-	f := fetch.New(fetch.Config{AllowLoopbackHTTP: c.AllowLoopbackHTTP})
+	f := fetcher{f: fetch.New(fetch.Config{AllowLoopbackHTTP: c.AllowLoopbackHTTP})}
 	sc := scanner{check: func(ctx context.Context, dir string) (*scan.Report, error) {
 		return scan.Check(ctx, dir, scan.Config{Slots: c.Slots, Python: parser, ScratchRoot: c.ScratchRoot})
 	}}
