@@ -74,6 +74,10 @@ func (a *app) openNode(cmd *cobra.Command, f *validatorFlags) (*node.Node, func(
 		}
 		work = filepath.Join(f.data, "bundles")
 	}
+	work, err := filepath.Abs(work) // the lease names it to a referee elsewhere
+	if err != nil {
+		return nil, nil, withCode(ExitUsage, fmt.Errorf("--work: %w", err))
+	}
 	ar, err := arenas.Resolve(f.arena)
 	if err != nil {
 		return nil, nil, inputErr(err)

@@ -6,6 +6,8 @@ package node
 // (no interpreter, the sandbox, a worker, a timeout of the machinery) is
 // the machine's and comes back transient, so the reservation stays where
 // it is and the step runs again later (the rule of referee.Attribute).
+// The intake names the step in the reasons it records ("fetch: …", "scan:
+// …"), so the adapters drop the same name from the front of an error.
 
 import (
 	"context"
@@ -37,13 +39,18 @@ func Transient(err error) bool {
 	return errors.As(err, &t) && t.Transient()
 }
 
-// unlessCandidate returns err as is when it is the candidate's fault and
-// marked transient otherwise.
-func unlessCandidate(err error) error {
-	if err == nil || fault.Of(err) == fault.Candidate {
-		return err
+// unlessCandidate returns err, without the leading step name the intake
+// adds itself, as is when it is the candidate's fault and marked transient
+// otherwise.
+func unlessCandidate(err error, step string) error {
+	if err == nil {
+		return nil
 	}
-	return transientErr{err}
+	var out error = trimmedErr{err: err, prefix: step + ": "}
+	if fault.Of(err) == fault.Candidate {
+		return out
+	}
+	return transientErr{out}
 }
 
 // fetcher is the real fetch (*fetch.Fetcher). Its errors read "fetch:
@@ -83,7 +90,7 @@ type scanner struct {
 func (s scanner) Scan(ctx context.Context, dir string) error {
 	rep, err := s.check(ctx, dir)
 	if err != nil {
-		return unlessCandidate(err)
+		return unlessCandidate(err, "scan")
 	}
 	if len(rep.Findings) == 0 {
 		return nil
@@ -111,7 +118,7 @@ type fingerprinter struct{ fp fingerprintFunc }
 
 func (f fingerprinter) Fingerprint(ctx context.Context, dir string) (string, error) {
 	sum, err := f.fp.Fingerprint(ctx, dir)
-	return sum, unlessCandidate(err)
+	return sum, unlessCandidate(err, "fingerprint")
 }
 
 // screenFunc screens a bundle: a nil close and a verdict on FAIL or

@@ -38,6 +38,7 @@ func TestScanner(t *testing.T) {
 		{"the scan's machinery failed", nil, boom, boom.Error(), true},
 		{"infrastructure", nil, fault.InfraErr(boom), boom.Error(), true},
 		{"not a bundle", nil, fault.CandidateErr(errors.New("scan x: not a bundle")), "scan x: not a bundle", false},
+		{"the step named once", nil, fmt.Errorf("scan: %w", boom), boom.Error(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := scanner{check: func(context.Context, string) (*scan.Report, error) { return tc.rep, tc.err }}
@@ -65,8 +66,8 @@ func TestFingerprinter(t *testing.T) {
 		transient bool
 	}{
 		{"ok", fakeFingerprint{sum: "abc"}, "", false},
-		{"does not parse", fakeFingerprint{err: fault.CandidateErr(errors.New("fingerprint: op.py cannot be normalized"))}, "fingerprint: op.py cannot be normalized", false},
-		{"no interpreter", fakeFingerprint{err: fault.InfraErr(errors.New("fingerprint: find python interpreter"))}, "fingerprint: find python interpreter", true},
+		{"does not parse", fakeFingerprint{err: fault.CandidateErr(errors.New("fingerprint: op.py cannot be normalized"))}, "op.py cannot be normalized", false},
+		{"no interpreter", fakeFingerprint{err: fault.InfraErr(errors.New("fingerprint: find python interpreter"))}, "find python interpreter", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sum, err := fingerprinter{fp: tc.fp}.Fingerprint(t.Context(), "dir")
