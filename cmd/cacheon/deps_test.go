@@ -68,6 +68,42 @@ var productForbidden = []string{
 	"cacheon/internal/referee/...", "cacheon/internal/market/...", "cacheon/internal/store/...", "cacheon/internal/node",
 }
 
+// dependentsRule allows only some packages to depend on pkg.
+type dependentsRule struct {
+	pkg     string   // import path, or a prefix ending in "/..."
+	allowed []string // the packages that may depend on it
+	why     string
+}
+
+// dependents keeps a package's dependents to a few (transitively): the
+// node is the one place that wires the validator, and only the command
+// line above it builds one.
+var dependents = []dependentsRule{
+	{"cacheon/internal/node", []string{"cacheon/internal/cli", "cacheon/cmd/cacheon"},
+		"the node wires the validator; domain packages are wired by it and never reach it"},
+}
+
+// strayDependents lists every package of graph (package → its transitive
+// dependencies) that depends on a rule's package without being one the
+// rule allows.
+func strayDependents(graph map[string][]string, rules []dependentsRule) []string {
+	var out []string
+	for pkg, deps := range graph {
+		for _, r := range rules {
+			if match(r.pkg, pkg) || slices.ContainsFunc(r.allowed, func(a string) bool { return match(a, pkg) }) {
+				continue
+			}
+			for _, d := range deps {
+				if match(r.pkg, d) {
+					out = append(out, pkg+" depends on "+d+": "+r.why)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
 // owners keeps each heavy third-party dependency inside the packages that
 // own it (direct imports), so the trusted core stays small.
 var owners = map[string][]string{
@@ -75,7 +111,7 @@ var owners = map[string][]string{
 	"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine", "cacheon/internal/tomlpos"},
 	"github.com/spf13/cobra":              {"cacheon/internal/cli"},
 	"github.com/rogpeppe/go-internal":     {},
-	"modernc.org/sqlite":                  {"cacheon/internal/store"},
+	"modernc.org/sqlite":                  {"cacheon/internal/store", "cacheon/internal/market/localchain"},
 	"github.com/jackc/pgx/v5":             {"cacheon/internal/store", "cacheon/internal/store/pgtest"},
 }
 
@@ -181,6 +217,38 @@ func TestLayerRulesCatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := violations(tc.graph, layerRules); len(got) != tc.want {
 				t.Errorf("%d violation(s), want %d: %q", len(got), tc.want, got)
+			}
+		})
+	}
+}
+
+// TestDependents holds the real graph against the dependents rules, and
+// shows on synthetic graphs that they catch a direct and a transitive
+// dependent and allow the CLI and main.
+func TestDependents(t *testing.T) {
+	_, deps := goList(t)
+	for _, v := range strayDependents(deps, dependents) {
+		t.Error(v)
+	}
+	for _, tc := range []struct {
+		name  string
+		graph map[string][]string
+		want  int
+	}{
+		{"intake importing the node", map[string][]string{"cacheon/internal/market/intake": {"cacheon/internal/node"}}, 1},
+		{"the referee reaching it through another package", map[string][]string{
+			"cacheon/internal/referee":   {"cacheon/internal/dashboard", "cacheon/internal/node"},
+			"cacheon/internal/dashboard": {"cacheon/internal/node"},
+		}, 2},
+		{"the CLI, main and the node itself", map[string][]string{
+			"cacheon/internal/cli":  {"cacheon/internal/node", "cacheon/internal/market/intake"},
+			"cacheon/cmd/cacheon":   {"cacheon/internal/cli", "cacheon/internal/node"},
+			"cacheon/internal/node": {"cacheon/internal/market/intake"},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strayDependents(tc.graph, dependents); len(got) != tc.want {
+				t.Errorf("%d stray dependent(s), want %d: %q", len(got), tc.want, got)
 			}
 		})
 	}

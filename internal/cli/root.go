@@ -31,12 +31,15 @@ const exitTable = `Exit status, the same for every command:
   2  the candidate or the input is at fault: scan findings, a failed check
      (a verify FAIL, an audit FAIL, a release that does not verify), or an
      input the command was given — bundle, archive, arena, stack, crown,
-     review, record, manifest, key, release directory, chain directory —
-     that is missing, unreadable or invalid, or an extrinsic the chain
-     refused (a reveal that does not match its commitment)
+     review, record, manifest, key, release directory, chain directory,
+     validator data directory — that is missing, unreadable or invalid, or
+     an extrinsic the chain refused (a reveal that does not match its
+     commitment)
   3  infrastructure: no result could be established (no python or torch,
-     the sandbox, a worker or the engine failed, the chain node could not
-     be reached or a wait for finality ran out)
+     the sandbox, a worker or the engine failed, the chain node or the
+     validator's PostgreSQL store could not be reached, a wait for
+     finality ran out, or a validator's intake pass stopped on this
+     machine's fault)
 
 With --json, an error is one JSON object on standard output, with the same
 exit status:
@@ -155,6 +158,7 @@ candidate code only ever runs in a separate, sandboxed Python process.
 		a.evidenceCommand,
 		a.chainCommand,
 		a.minerCommand,
+		a.validatorCommand,
 	} {
 		root.AddCommand(mk())
 	}
