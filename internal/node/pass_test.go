@@ -202,15 +202,42 @@ func TestIntakePassStopsOnTransient(t *testing.T) {
 		}
 		return out
 	}
-	if got := strings.Join(states(), " "); got != "screening reserved" {
-		t.Errorf("states %s, want screening reserved", got)
+	// The screen that could not decide sends alice back behind the queue
+	// (fetched and checked again within the fetch budget).
+	if got := strings.Join(states(), " "); got != "transport_retry reserved" {
+		t.Errorf("states %s, want transport_retry reserved", got)
 	}
 	c, err = n.IntakePass(t.Context())
-	if err != nil || c.Stopped != nil || c.Steps != 4 {
+	if err != nil || c.Stopped != nil || c.Steps != 6 { // alice: fetch, scan, screen again; bob: the same
 		t.Fatalf("second pass: %+v, %v", c, err)
 	}
 	if got := strings.Join(states(), " "); got != "promoted promoted" {
 		t.Errorf("states %s, want promoted promoted", got)
+	}
+}
+
+// TestIntakeTransientNeverBlocks: a bundle whose screen can never decide
+// does not hold up the queue: the work behind it is promoted, and it is
+// held (the machine's fault, not failed) once the fetch budget is spent.
+func TestIntakeTransientNeverBlocks(t *testing.T) {
+	src := &fakeChain{}
+	src.add("alice", "silu~alice", "silu~alice")
+	src.add("bob", "silu2~bob", "silu2~bob")
+	never := transientFake("NO_DECISION infrastructure: worker died")
+	scr := fakeScreen{"silu~alice": {never, never, never, never, never}}
+	n := newNode(t, t.TempDir(), src, fakeFetcher{}, scr)
+	for pass := 0; pass < 5; pass++ {
+		if _, err := n.IntakePass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := n.Reservations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].State != "held" || !strings.Contains(rs[0].Reason, "retry budget spent") ||
+		!strings.Contains(rs[0].Reason, "worker died") || rs[1].State != "promoted" {
+		t.Fatalf("reservations %+v: want alice held with the screen's reason and bob promoted", rs)
 	}
 }
 

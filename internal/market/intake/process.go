@@ -80,6 +80,10 @@ func (in *Intake) fetchStep(ctx context.Context, id string, head uint64) error {
 		if err := expect(r, Reserved, TransportRetry); err != nil {
 			return err
 		}
+		if State(r.State) == TransportRetry && r.FetchAttempts >= in.cfg.FetchAttempts {
+			done = true
+			return in.move(ctx, tx, r, Held, fmt.Sprintf("retry budget spent (%d attempts); the last: %s", r.FetchAttempts, r.Reason), head)
+		}
 		if State(r.State) == Reserved {
 			if c, ok, err := tx.FirstSame(ctx, r.Pos, r.ContentHash, ""); err != nil {
 				return err
@@ -157,14 +161,14 @@ func (in *Intake) scanStep(ctx context.Context, id string, head uint64) error {
 	}
 	serr := in.scan.Scan(ctx, dir)
 	if serr != nil && transient(serr) {
-		return fmt.Errorf("scan: %w", serr)
+		return in.couldNotRun(ctx, id, Published, "scan", serr, head, "scan:committed")
 	}
 	var fp string
 	var fperr error
 	if serr == nil {
 		fp, fperr = in.fp.Fingerprint(ctx, dir)
 		if fperr != nil && transient(fperr) {
-			return fmt.Errorf("fingerprint: %w", fperr)
+			return in.couldNotRun(ctx, id, Published, "fingerprint", fperr, head, "scan:committed")
 		}
 	}
 	in.cfg.Failpoint("scan:scanned")
@@ -202,7 +206,7 @@ func (in *Intake) screenStep(ctx context.Context, id string, head uint64) error 
 	}
 	serr := in.screen.Screen(ctx, dir)
 	if serr != nil && transient(serr) {
-		return fmt.Errorf("screen: %w", serr)
+		return in.couldNotRun(ctx, id, Screening, "screen", serr, head, "screen:committed")
 	}
 	in.cfg.Failpoint("screen:screened")
 	return ignoreMoved(in.update(ctx, id, "screen:committed", func(tx store.Tx, r *store.Reservation) error {
@@ -215,6 +219,26 @@ func (in *Intake) screenStep(ctx context.Context, id string, head uint64) error 
 		}
 		return in.move(ctx, tx, r, Promoted, "screen passed", head)
 	}))
+}
+
+// couldNotRun sends a reservation whose step could not run or decide (a
+// transient error: the machine's fault) back to transport_retry, behind
+// the work further along, so that it never holds up the queue: it is
+// fetched and checked again within the fetch budget, and held once that is
+// spent (fetchStep). The step's error is still returned, for the caller to
+// report.
+func (in *Intake) couldNotRun(ctx context.Context, id string, from State, step string, err error, head uint64, failpoint string) error {
+	reason := fmt.Sprintf("%s could not run: %v", step, err)
+	moveErr := ignoreMoved(in.update(ctx, id, failpoint, func(tx store.Tx, r *store.Reservation) error {
+		if err := expect(r, from); err != nil {
+			return err
+		}
+		return in.move(ctx, tx, r, TransportRetry, reason, head)
+	}))
+	if moveErr != nil {
+		return moveErr
+	}
+	return fmt.Errorf("%s: %w", step, err)
 }
 
 // Resume is called once when the validator starts, before any other
