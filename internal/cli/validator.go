@@ -131,8 +131,9 @@ the screen (verify on the arena's device and dtype) to be promoted to
 qualification work. Failures keep their reason.
 
 A step that fails on this machine's side (no interpreter, the sandbox, a
-worker; a screen that ends NO_DECISION) leaves its reservation where it is
-and ends the pass with exit status 3; the next pass tries it again.
+worker; a screen that ends NO_DECISION) sends its reservation back to be
+fetched and checked again by a later pass, behind the work further along
+(held once the fetch budget is spent), and ends the pass with exit status 3.
 
 It prints one line per reservation in chain order (--json: an array of
 {id, block, index, hotkey, content_hash, url, state, reason, fingerprint,
