@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opt Options) {
 		{"Queries", testQueries},
 		{"Copies", testCopies},
 		{"Leases", testLeases},
+		{"Weights", testWeights},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
