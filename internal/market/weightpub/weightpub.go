@@ -154,6 +154,28 @@ func (p *Publisher) Tick(ctx context.Context, claims func(ctx context.Context) (
 	return p.begin(ctx, head, cs)
 }
 
+// Preview projects the vector Tick would publish now, writing nothing
+// and submitting nothing (a dry run).
+func (p *Publisher) Preview(ctx context.Context, claims func(ctx context.Context) ([]weights.Claim, error)) (weights.Vector, error) {
+	head, err := p.ch.Finalized(ctx)
+	if err != nil {
+		return weights.Vector{}, fmt.Errorf("weights preview: finalized head: %w", err)
+	}
+	cs, err := claims(ctx)
+	if err != nil {
+		return weights.Vector{}, fmt.Errorf("weights preview: read claims: %w", err)
+	}
+	meta, err := p.ch.Metagraph(ctx)
+	if err != nil {
+		return weights.Vector{}, fmt.Errorf("weights preview: metagraph: %w", err)
+	}
+	v, err := weights.Project(p.cfg.Projection, weights.Input{Block: head.Number, Claims: cs, Metagraph: meta})
+	if err != nil {
+		return weights.Vector{}, fmt.Errorf("weights preview: %w", err)
+	}
+	return v, nil
+}
+
 // begin projects the vector, records the intent, submits it and records
 // the submission.
 func (p *Publisher) begin(ctx context.Context, head chain.Head, claims []weights.Claim) (Step, error) {

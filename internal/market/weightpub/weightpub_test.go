@@ -90,6 +90,21 @@ func TestPublishConfirmAndInterval(t *testing.T) {
 	}
 }
 
+func TestPreviewWritesNothing(t *testing.T) {
+	c, st := newFake(), openStore(t, t.TempDir())
+	p := newPub(t, testConfig(), st, c)
+	v, err := p.Preview(context.Background(), twoClaims)
+	if err != nil || v.Block != 9 || FormatWeights(v.Weights) != "[2:612244 3:387756]" {
+		t.Fatalf("preview %+v, %v", v, err)
+	}
+	st.View(context.Background(), func(tx store.Tx) error {
+		if ps, _ := tx.WeightPublications(context.Background(), 0); len(ps) != 0 || len(c.State.Sets) != 0 {
+			t.Errorf("%d publications, %d submissions after a preview", len(ps), len(c.State.Sets))
+		}
+		return nil
+	})
+}
+
 func TestPublishBurnAndQuantizedReadBack(t *testing.T) {
 	c, st := newFake(), openStore(t, t.TempDir())
 	c.State.Quantize = true
