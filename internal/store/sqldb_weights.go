@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 const weightCols = "id, hotkey, block, deadline, vector, state, reason, extrinsic, submissions, confirmed_block, created_ms, updated_ms"
@@ -36,6 +38,11 @@ func (t *sqlTx) InsertWeightIntent(ctx context.Context, p WeightPublication, blo
 	err := t.queryRow(ctx, "INSERT INTO weight_publications (hotkey, block, deadline, vector, state, reason, extrinsic, submissions, "+
 		"confirmed_block, created_ms, updated_ms, open_slot) VALUES (?,?,?,?,?,?,?,?,?,?,?,1) RETURNING id",
 		p.Hotkey, int64(p.Block), int64(p.Deadline), p.Vector, WeightIntent, p.Reason, "", 0, 0, p.CreatedMS, p.CreatedMS).Scan(&id)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "weight_publications_open_slot_key" {
+		// PostgreSQL: a concurrent transaction opened one after our check.
+		return 0, fmt.Errorf("insert weight intent: another publication was opened concurrently: %w", ErrStale)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("insert weight intent: %w", err)
 	}
