@@ -31,11 +31,12 @@ func (a *app) validatorCommand() *cobra.Command {
 reveals into reservations in chain order, then fetches, scans, checks for
 copies and screens them (verify on the arena's device) until they are
 promoted to qualification work or fail with a reason; lease hands that work
-to a device group. The state of record is the store in --data.`,
+to a device group; weights publishes the validator's weight vector. The
+state of record is the store in --data.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(a.validatorIntakeCommand(), a.validatorLeaseCommand())
+	cmd.AddCommand(a.validatorIntakeCommand(), a.validatorLeaseCommand(), a.validatorWeightsCommand())
 	return cmd
 }
 

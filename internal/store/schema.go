@@ -75,7 +75,9 @@ var migrations = []migration{{
 			reservation TEXT NOT NULL UNIQUE REFERENCES reservations (id), from_state TEXT NOT NULL,
 			acquired_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL)`,
 	},
-}}
+},
+	weightsMigration,
+}
 
 // SchemaVersion is the schema version this binary writes.
 func SchemaVersion() int { return len(migrations) }

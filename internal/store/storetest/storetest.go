@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opt Options) {
 		{"Queries", testQueries},
 		{"Copies", testCopies},
 		{"Leases", testLeases},
+		{"Weights", testWeights},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opt Options) {
 	}
 	if opt.Concurrent {
 		t.Run("SkipLocked", func(t *testing.T) { testSkipLocked(t, open(t)) })
+		t.Run("WeightsConcurrent", func(t *testing.T) { testWeightsConcurrent(t, open(t)) })
 	}
 }
 
