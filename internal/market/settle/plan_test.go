@@ -116,7 +116,7 @@ func TestMake(t *testing.T) {
 			crowned: []string{"x"}, held: map[string]string{"y": HeldConflict + ":x"},
 			events: map[string]kinds{"x": {KindCrown, KindStackTransition}}},
 		{name: "atomic beats overlapping singletons: incumbent advanced", stack: gen,
-			cands: []Candidate{cand("x", "a", g, 1_050_000, 10), cand("y", "ab", g, 1_080_000, 11), cand("z", "b", g, 1_070_000, 12)},
+			cands:   []Candidate{cand("x", "a", g, 1_050_000, 10), cand("y", "ab", g, 1_080_000, 11), cand("z", "b", g, 1_070_000, 12)},
 			crowned: []string{"y"}, held: map[string]string{"x": HeldAdvanced + ":y", "z": HeldAdvanced + ":y"},
 			events: map[string]kinds{"y": {KindCrown, KindStackTransition}}},
 		{name: "disjoint singletons both win, in finalized order", stack: gen,
