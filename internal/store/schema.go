@@ -75,7 +75,7 @@ var migrations = []migration{{
 			reservation TEXT NOT NULL UNIQUE REFERENCES reservations (id), from_state TEXT NOT NULL,
 			acquired_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL)`,
 	},
-}}
+}, settleMigration}
 
 // SchemaVersion is the schema version this binary writes.
 func SchemaVersion() int { return len(migrations) }

@@ -160,6 +160,8 @@ type Tx interface {
 	ExtendLease(ctx context.Context, id string, expiresMS int64) error
 	// DeleteLease removes a lease; ErrNotFound if it is gone.
 	DeleteLease(ctx context.Context, id string) error
+
+	SettleTx
 }
 
 // Open opens (creating and migrating as needed) the store named by dsn: a
