@@ -209,6 +209,11 @@ func TestLayerRulesCatch(t *testing.T) {
 		{"fetch reaching the engine through verify", map[string][]string{"cacheon/internal/market/fetch": {"cacheon/internal/bundle", "cacheon/internal/verify", "cacheon/internal/engine"}}, 2},
 		{"fingerprint reaching the referee", map[string][]string{"cacheon/internal/fingerprint": {"cacheon/internal/pyparse", "cacheon/internal/referee"}}, 1},
 		{"intake reaching the engine", map[string][]string{"cacheon/internal/market/intake": {"cacheon/internal/store", "cacheon/internal/engine"}}, 1},
+		{"settlement planning reaching the store through intake", map[string][]string{
+			"cacheon/internal/market/settle":        {"cacheon/internal/canon", "cacheon/internal/market/intake"},
+			"cacheon/internal/market/intake":        {"cacheon/internal/store"},
+			"cacheon/internal/market/settle/commit": {"cacheon/internal/market/settle", "cacheon/internal/store"},
+		}, 2},
 		{"store reaching the market", map[string][]string{"cacheon/internal/store": {"cacheon/internal/market/chain"}}, 1},
 		{"a domain package importing the CLI", map[string][]string{"cacheon/internal/verify": {"cacheon/internal/cli"}}, 1},
 		{"allowed", map[string][]string{
