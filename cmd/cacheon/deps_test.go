@@ -213,7 +213,7 @@ func TestLayerRulesCatch(t *testing.T) {
 			"cacheon/internal/market/settle":        {"cacheon/internal/canon", "cacheon/internal/market/intake"},
 			"cacheon/internal/market/intake":        {"cacheon/internal/store"},
 			"cacheon/internal/market/settle/commit": {"cacheon/internal/market/settle", "cacheon/internal/store"},
-		}, 2},
+		}, 1},
 		{"store reaching the market", map[string][]string{"cacheon/internal/store": {"cacheon/internal/market/chain"}}, 1},
 		{"a domain package importing the CLI", map[string][]string{"cacheon/internal/verify": {"cacheon/internal/cli"}}, 1},
 		{"allowed", map[string][]string{
