@@ -24,15 +24,19 @@ func dg(s string) string {
 }
 
 func catalog(t testing.TB) *target.Catalog {
-	sc, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := target.NewCatalog(sc)
+	c, err := catalogOf()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func catalogOf() (*target.Catalog, error) {
+	sc, err := slot.NewCatalog()
+	if err != nil {
+		return nil, err
+	}
+	return target.NewCatalog(sc)
 }
 
 // The scenario's targets: A and B are the singletons the atomic AB
