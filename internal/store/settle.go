@@ -85,6 +85,9 @@ type SettleTx interface {
 	// Decide records a decision; false (and nothing written) if the
 	// reservation has one.
 	Decide(ctx context.Context, d Decision) (bool, error)
+	// Undecided returns the reservations in any of states that have no
+	// decision, in queue order.
+	Undecided(ctx context.Context, states ...string) ([]Reservation, error)
 	// Decisions returns every decision by reservation id.
 	Decisions(ctx context.Context) ([]Decision, error)
 	// AcquireSettleLease takes the settlement lease if nobody holds it or

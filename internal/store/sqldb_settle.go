@@ -147,6 +147,19 @@ func (t *sqlTx) Decide(ctx context.Context, d Decision) (bool, error) {
 	return n == 1, err
 }
 
+func (t *sqlTx) Undecided(ctx context.Context, states ...string) ([]Reservation, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	set, args := in(states)
+	out, err := t.list(ctx, "SELECT "+resCols+" FROM reservations r WHERE state IN "+set+
+		" AND NOT EXISTS (SELECT 1 FROM settle_decisions d WHERE d.reservation = r.id) ORDER BY block, idx", args...)
+	if err != nil {
+		return nil, fmt.Errorf("undecided %v: %w", states, err)
+	}
+	return out, nil
+}
+
 func (t *sqlTx) Decisions(ctx context.Context) ([]Decision, error) {
 	rows, err := t.query(ctx, "SELECT reservation, outcome, reason, seq, at_ms FROM settle_decisions ORDER BY reservation")
 	if err != nil {

@@ -156,10 +156,15 @@ func testDecisions(t *testing.T, s store.Store) {
 	}); err == nil {
 		t.Error("a decision with an unknown outcome for no reservation: allowed")
 	}
+	insert(t, s, Res(0, 1, "hkB", "bb", "qualified"), Res(2, 0, "hkC", "cc", "qualified"), Res(3, 0, "hkD", "dd", "promoted"))
 	s.View(ctx, func(tx store.Tx) error {
 		all, err := tx.Decisions(ctx)
 		if err != nil || len(all) != 1 || all[0] != d {
 			t.Errorf("decisions = %+v, %v", all, err)
+		}
+		und, err := tx.Undecided(ctx, "qualified")
+		if err != nil || fmt.Sprint(ids(und)) != "[r-0-1 r-2-0]" {
+			t.Errorf("undecided = %v, %v; want r-0-1 r-2-0", ids(und), err)
 		}
 		return nil
 	})

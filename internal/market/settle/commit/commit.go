@@ -190,24 +190,13 @@ func (s *Settler) read(ctx context.Context, tx store.Tx) (inputs, error) {
 	if err != nil {
 		return inputs{}, err
 	}
-	decided := map[string]bool{}
-	ds, err := tx.Decisions(ctx)
-	if err != nil {
-		return inputs{}, err
-	}
-	for _, d := range ds {
-		decided[d.Reservation] = true
-	}
-	qualified, err := tx.List(ctx, 0, string(intake.Qualified))
+	qualified, err := tx.Undecided(ctx, string(intake.Qualified))
 	if err != nil {
 		return inputs{}, err
 	}
 	in := settle.Input{Stack: stack, StackDigest: digest, Head: settle.Head{Seq: seq, Digest: head},
 		Candidates: []settle.Candidate{}, Blockers: []settle.Pending{}}
 	for _, r := range qualified {
-		if decided[r.ID] {
-			continue
-		}
 		c, ok, err := s.cands.Candidate(ctx, tx, r)
 		if err != nil {
 			return inputs{}, fmt.Errorf("candidate %s: %w", r.ID, err)
