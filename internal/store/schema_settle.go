@@ -2,7 +2,8 @@ package store
 
 // settleMigration adds settlement's tables: the hash-chained settlement
 // journal (append-only), the evaluation stack (one row, compare-and-swap),
-// reward claims, settlement decisions and the settlement lease.
+// reward claims, settlement decisions (and a decided flag on reservations)
+// and the settlement lease.
 var settleMigration = migration{
 	sqlite: []string{
 		`CREATE TABLE settle_journal (
@@ -22,6 +23,10 @@ var settleMigration = migration{
 			reason TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL) STRICT`,
 		`CREATE TABLE settle_lease (id INTEGER PRIMARY KEY CHECK (id = 1), lease TEXT NOT NULL, holder TEXT NOT NULL,
 			acquired_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL) STRICT`,
+		// decided is 1 once the reservation has a settlement decision:
+		// Undecided reads only the open ones, however long the history.
+		`ALTER TABLE reservations ADD COLUMN decided INTEGER NOT NULL DEFAULT 0 CHECK (decided IN (0, 1))`,
+		`CREATE INDEX reservations_undecided ON reservations (decided, state, block, idx)`,
 	},
 	postgres: []string{
 		`CREATE TABLE settle_journal (
@@ -43,5 +48,7 @@ var settleMigration = migration{
 			reason TEXT NOT NULL, seq BIGINT NOT NULL, at_ms BIGINT NOT NULL)`,
 		`CREATE TABLE settle_lease (id INTEGER PRIMARY KEY CHECK (id = 1), lease TEXT NOT NULL, holder TEXT NOT NULL,
 			acquired_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL)`,
+		`ALTER TABLE reservations ADD COLUMN decided BIGINT NOT NULL DEFAULT 0 CHECK (decided IN (0, 1))`,
+		`CREATE INDEX reservations_undecided ON reservations (decided, state, block, idx)`,
 	},
 }

@@ -144,7 +144,13 @@ func (t *sqlTx) Decide(ctx context.Context, d Decision) (bool, error) {
 		return false, fmt.Errorf("decide %s: %w", d.Reservation, err)
 	}
 	n, err := res.RowsAffected()
-	return n == 1, err
+	if err != nil || n == 0 {
+		return false, err
+	}
+	if _, err := t.exec(ctx, "UPDATE reservations SET decided = 1 WHERE id = ?", d.Reservation); err != nil {
+		return false, fmt.Errorf("decide %s: %w", d.Reservation, err)
+	}
+	return true, nil
 }
 
 func (t *sqlTx) Undecided(ctx context.Context, states ...string) ([]Reservation, error) {
@@ -152,8 +158,7 @@ func (t *sqlTx) Undecided(ctx context.Context, states ...string) ([]Reservation,
 		return nil, nil
 	}
 	set, args := in(states)
-	out, err := t.list(ctx, "SELECT "+resCols+" FROM reservations r WHERE state IN "+set+
-		" AND NOT EXISTS (SELECT 1 FROM settle_decisions d WHERE d.reservation = r.id) ORDER BY block, idx", args...)
+	out, err := t.list(ctx, "SELECT "+resCols+" FROM reservations WHERE decided = 0 AND state IN "+set+" ORDER BY block, idx", args...)
 	if err != nil {
 		return nil, fmt.Errorf("undecided %v: %w", states, err)
 	}

@@ -1,8 +1,8 @@
 package settle
 
 import (
-	"bytes"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"cacheon/internal/canon"
@@ -88,12 +88,10 @@ type Plan struct {
 	Head        Head    `json:"head"`
 }
 
-// Equal reports whether two plans are the same, byte for byte.
-func (p Plan) Equal(q Plan) bool {
-	a, err1 := canon.Marshal(p)
-	b, err2 := canon.Marshal(q)
-	return err1 == nil && err2 == nil && bytes.Equal(a, b)
-}
+// Equal reports whether two plans are the same: the same held
+// candidates and reasons, the same crowns with byte-identical events, the
+// same stacks and head.
+func (p Plan) Equal(q Plan) bool { return reflect.DeepEqual(p, q) }
 
 // Events returns every event of the plan in journal order.
 func (p Plan) Events() []Event {

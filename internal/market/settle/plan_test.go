@@ -341,3 +341,19 @@ func TestSettlementEvidence(t *testing.T) {
 		t.Error("attempts against different incumbents agreed")
 	}
 }
+
+func TestDecodeStack(t *testing.T) {
+	for _, st := range []Stack{Genesis(), stackAB()} {
+		body, err := canon.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, d, err := DecodeStack(body)
+		if err != nil || d != mustDigest(t, st) || got.Generation != st.Generation || len(got.Entries) != len(st.Entries) {
+			t.Errorf("DecodeStack = %+v %s %v; want digest %s", got, d, err, mustDigest(t, st))
+		}
+		if _, _, err := DecodeStack(append([]byte(" "), body...)); err == nil {
+			t.Error("a non-canonical body decoded")
+		}
+	}
+}

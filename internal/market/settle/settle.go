@@ -15,6 +15,8 @@
 package settle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 
@@ -144,6 +146,25 @@ func StackDigest(s Stack) (string, error) {
 		s.Entries = []Entry{}
 	}
 	return canon.Digest(DomainStack, 1, s)
+}
+
+// DecodeStack reads a stack's canonical encoding (canon.Marshal of it)
+// strictly and returns the stack and its digest, computed over the very
+// bytes: the canonical envelope is {"domain":…,"payload":BODY,
+// "schema_version":1}, keys in that order.
+func DecodeStack(body []byte) (Stack, string, error) {
+	var st Stack
+	if err := canon.Decode(body, &st); err != nil {
+		return Stack{}, "", fmt.Errorf("stack: %w", err)
+	}
+	if err := st.Validate(); err != nil {
+		return Stack{}, "", err
+	}
+	h := sha256.New()
+	h.Write([]byte(`{"domain":"` + DomainStack + `","payload":`))
+	h.Write(body)
+	h.Write([]byte(`,"schema_version":1}`))
+	return st, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Validate checks the entries are sorted by target, unique, and complete.

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"time"
 
-	"cacheon/internal/canon"
 	"cacheon/internal/market/intake"
 	"cacheon/internal/market/settle"
 	"cacheon/internal/store"
@@ -239,19 +238,15 @@ func undecidedStates() []string {
 }
 
 // DecodeStack reads a stored stack record: generation 0 with no digest is
-// the genesis stack; otherwise the body must decode to a stack of that
-// generation whose digest is the stored one.
+// the genesis stack; otherwise the body must decode strictly to a stack of
+// that generation whose digest is the stored one.
 func DecodeStack(rec store.StackRecord) (settle.Stack, string, error) {
 	if rec.Generation == 0 && rec.Digest == "" && len(rec.Body) == 0 {
 		g := settle.Genesis()
 		d, err := settle.StackDigest(g)
 		return g, d, err
 	}
-	var st settle.Stack
-	if err := canon.Decode(rec.Body, &st); err != nil {
-		return settle.Stack{}, "", fmt.Errorf("stored evaluation stack: %w", err)
-	}
-	d, err := settle.StackDigest(st)
+	st, d, err := settle.DecodeStack(rec.Body)
 	if err != nil {
 		return settle.Stack{}, "", fmt.Errorf("stored evaluation stack: %w", err)
 	}
