@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"cacheon/internal/canon"
 )
 
 // journal returns the records of a two-crown plan from an empty journal.
@@ -89,6 +91,27 @@ func FuzzDecodeEvent(f *testing.F) {
 		again, d2, err := ev.Encode()
 		if err != nil || string(again) != string(data) || d2 != d {
 			t.Fatalf("decoded %+v does not re-encode to its bytes (%v)", ev, err)
+		}
+	})
+}
+
+func FuzzDecodeStack(f *testing.F) {
+	for _, st := range []Stack{Genesis(), stackAB()} {
+		b, err := canon.Marshal(st)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"entries":null,"generation":0}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, d, err := DecodeStack(data)
+		if err != nil {
+			return
+		}
+		// Whatever decodes has the digest StackDigest gives it.
+		if want, err := StackDigest(st); err != nil || want != d {
+			t.Fatalf("DecodeStack digest %s, StackDigest %s (%v)", d, want, err)
 		}
 	})
 }

@@ -172,6 +172,9 @@ func (s Stack) Validate() error {
 	if s.Generation < 0 {
 		return fmt.Errorf("stack: generation %d is negative", s.Generation)
 	}
+	if s.Entries == nil {
+		return fmt.Errorf("stack: entries must be a list, not null")
+	}
 	for i, e := range s.Entries {
 		if e.Target == "" || e.Reservation == "" || e.Contributor == "" {
 			return fmt.Errorf("stack: entries[%d]: empty target, reservation or contributor", i)
