@@ -200,9 +200,13 @@ func (s *Settler) read(ctx context.Context, tx store.Tx) (inputs, error) {
 		if err != nil {
 			return inputs{}, fmt.Errorf("candidate %s: %w", r.ID, err)
 		}
-		if ok {
-			in.Candidates = append(in.Candidates, c)
+		if !ok {
+			continue
 		}
+		if err := matches(c, r); err != nil {
+			return inputs{}, err
+		}
+		in.Candidates = append(in.Candidates, c)
 	}
 	undecided, err := tx.List(ctx, 0, undecidedStates()...)
 	if err != nil {
@@ -220,6 +224,25 @@ func (s *Settler) read(ctx context.Context, tx store.Tx) (inputs, error) {
 			Order: settle.Order{Block: r.Pos.Block, Index: r.Pos.Index}})
 	}
 	return inputs{stack: rec, in: in}, nil
+}
+
+// matches checks a candidate against the reservation it is for: the
+// arrival on the chain decides who is credited, for what, in which order
+// and from which block, not the candidate source.
+func matches(c settle.Candidate, r store.Reservation) error {
+	switch {
+	case c.Reservation != r.ID:
+		return fmt.Errorf("candidate for %s names reservation %s", r.ID, c.Reservation)
+	case c.Proposal != r.ContentHash:
+		return fmt.Errorf("candidate %s: proposal %s, but the reveal's content hash is %s", r.ID, c.Proposal, r.ContentHash)
+	case c.Contributor != r.Hotkey:
+		return fmt.Errorf("candidate %s: contributor %s, but the revealing hotkey is %s", r.ID, c.Contributor, r.Hotkey)
+	case c.Order != (settle.Order{Block: r.Pos.Block, Index: r.Pos.Index}):
+		return fmt.Errorf("candidate %s: order %d/%d, but the reveal is at %d/%d", r.ID, c.Order.Block, c.Order.Index, r.Pos.Block, r.Pos.Index)
+	case c.SubmitBlock != r.CommitBlock:
+		return fmt.Errorf("candidate %s: submission block %d, but the commitment is in block %d", r.ID, c.SubmitBlock, r.CommitBlock)
+	}
+	return nil
 }
 
 // undecidedStates are the intake states of a reservation that may still

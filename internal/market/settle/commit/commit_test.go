@@ -272,6 +272,39 @@ func TestCommitAborts(t *testing.T) {
 	}
 }
 
+// misattributing is a fakes whose candidate for r2 credits someone else.
+type misattributing struct{ *fakes }
+
+func (m misattributing) Candidate(ctx context.Context, tx store.Tx, r store.Reservation) (settle.Candidate, bool, error) {
+	c, ok, err := m.fakes.Candidate(ctx, tx, r)
+	if r.ID == "r2" {
+		c.Contributor = "hk-thief"
+	}
+	return c, ok, err
+}
+
+// A candidate source that disagrees with the reservation's arrival stops
+// settlement before anything is planned.
+func TestCandidateMustMatchReservation(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	specs := scenario()[1:4]
+	if err := insertAll(ctx, st, specs); err != nil {
+		t.Fatal(err)
+	}
+	f := newFakes(specs)
+	s, err := New(Config{Holder: "h", Now: clock(t0)}, st, catalog(t), misattributing{f}, f, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(ctx); err == nil || !strings.Contains(err.Error(), "revealing hotkey is hk-r2") {
+		t.Errorf("Run = %v, want a refusal naming the revealing hotkey", err)
+	}
+	if after := readState(t, st); len(after.Decisions) != 0 || len(after.Journal) != 0 {
+		t.Errorf("wrote %+v", after)
+	}
+}
+
 func TestLeaseBusy(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, filepath.Join(t.TempDir(), "db"))
