@@ -175,7 +175,8 @@ type inputs struct {
 
 // read gathers the plan's inputs in tx: the stack, the journal head, the
 // qualified reservations without a decision (through Candidates), and the
-// undecided reservations before them (through Targets).
+// blockers (through Targets): every reservation in a non-terminal state
+// and every qualified one that is not a candidate yet.
 func (s *Settler) read(ctx context.Context, tx store.Tx) (inputs, error) {
 	rec, err := tx.EvalStack(ctx)
 	if err != nil {
@@ -195,12 +196,16 @@ func (s *Settler) read(ctx context.Context, tx store.Tx) (inputs, error) {
 	}
 	in := settle.Input{Stack: stack, StackDigest: digest, Head: settle.Head{Seq: seq, Digest: head},
 		Candidates: []settle.Candidate{}, Blockers: []settle.Pending{}}
+	var pending []store.Reservation
 	for _, r := range qualified {
 		c, ok, err := s.cands.Candidate(ctx, tx, r)
 		if err != nil {
 			return inputs{}, fmt.Errorf("candidate %s: %w", r.ID, err)
 		}
 		if !ok {
+			// Qualified but not a candidate yet: still undecided, so it
+			// blocks what comes after it like any open reservation.
+			pending = append(pending, r)
 			continue
 		}
 		if err := matches(c, r); err != nil {
@@ -212,7 +217,7 @@ func (s *Settler) read(ctx context.Context, tx store.Tx) (inputs, error) {
 	if err != nil {
 		return inputs{}, err
 	}
-	for _, r := range undecided {
+	for _, r := range append(undecided, pending...) {
 		t, ok, err := s.tgts.Target(ctx, tx, r)
 		if err != nil {
 			return inputs{}, fmt.Errorf("target of %s: %w", r.ID, err)
