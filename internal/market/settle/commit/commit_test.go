@@ -338,3 +338,27 @@ func swap(t *testing.T, st store.Store, next store.StackRecord) {
 		return tx.SwapEvalStack(context.Background(), cur, next)
 	})
 }
+
+// A qualified reservation that is not a candidate yet (its incumbent's
+// generation is not known) blocks a later overlapping candidate, and not
+// an unrelated one.
+func TestQualifiedNotCandidateBlocks(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	specs := []spec{
+		{"early", 5, "qualified", tC, 1_010_000, 99},
+		{"r2", 11, "qualified", tC, 1_100_000, 0},
+		{"r5", 14, "qualified", tB, 1_020_000, 0},
+	}
+	if err := insertAll(ctx, st, specs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := newSettler(t, st, newFakes(specs), t0, nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Held) != 1 || res.Plan.Held[0] != (settle.Held{Reservation: "r2", Reason: "blocked_by:early"}) ||
+		len(res.Plan.Crowns) != 1 || res.Plan.Crowns[0].Candidate.Reservation != "r5" {
+		t.Errorf("plan: held %+v, %d crowns", res.Plan.Held, len(res.Plan.Crowns))
+	}
+}
