@@ -60,6 +60,9 @@ var layerRules = []rule{
 	{"cacheon/internal/market/weightpub", []string{"cacheon/internal/engine", "cacheon/internal/verify", "cacheon/internal/referee/...",
 		"cacheon/internal/market/localchain", "cacheon/internal/sandbox", "cacheon/internal/worker"},
 		"weight publication reaches the chain through its own interface; the node wires the real one"},
+	{"cacheon/internal/market/settle", []string{"cacheon/internal/store/...", "cacheon/internal/market/intake", "cacheon/internal/engine",
+		"cacheon/internal/referee/...", "cacheon/internal/verify", "cacheon/internal/sandbox", "cacheon/internal/worker"},
+		"settlement planning is pure: the same inputs give the same plan; only settle/commit touches the store"},
 	{"cacheon/...", []string{"cacheon/internal/store/storetest", "cacheon/internal/store/pgtest"},
 		"storetest and pgtest are test support: only tests import them"},
 	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
@@ -212,6 +215,11 @@ func TestLayerRulesCatch(t *testing.T) {
 		{"fetch reaching the engine through verify", map[string][]string{"cacheon/internal/market/fetch": {"cacheon/internal/bundle", "cacheon/internal/verify", "cacheon/internal/engine"}}, 2},
 		{"fingerprint reaching the referee", map[string][]string{"cacheon/internal/fingerprint": {"cacheon/internal/pyparse", "cacheon/internal/referee"}}, 1},
 		{"intake reaching the engine", map[string][]string{"cacheon/internal/market/intake": {"cacheon/internal/store", "cacheon/internal/engine"}}, 1},
+		{"settlement planning reaching the store through intake", map[string][]string{
+			"cacheon/internal/market/settle":        {"cacheon/internal/canon", "cacheon/internal/market/intake"},
+			"cacheon/internal/market/intake":        {"cacheon/internal/store"},
+			"cacheon/internal/market/settle/commit": {"cacheon/internal/market/settle", "cacheon/internal/store"},
+		}, 1},
 		{"store reaching the market", map[string][]string{"cacheon/internal/store": {"cacheon/internal/market/chain"}}, 1},
 		{"a domain package importing the CLI", map[string][]string{"cacheon/internal/verify": {"cacheon/internal/cli"}}, 1},
 		{"allowed", map[string][]string{

@@ -77,6 +77,7 @@ var migrations = []migration{{
 	},
 },
 	weightsMigration,
+	settleMigration,
 }
 
 // SchemaVersion is the schema version this binary writes.

@@ -162,6 +162,7 @@ type Tx interface {
 	DeleteLease(ctx context.Context, id string) error
 
 	WeightsTx
+	SettleTx
 }
 
 // Open opens (creating and migrating as needed) the store named by dsn: a

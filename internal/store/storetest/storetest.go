@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opt Options) {
 			tc.fn(t, s)
 		})
 	}
+	testSettle(t, open)
 	if opt.Concurrent {
 		t.Run("SkipLocked", func(t *testing.T) { testSkipLocked(t, open(t)) })
 		t.Run("WeightsConcurrent", func(t *testing.T) { testWeightsConcurrent(t, open(t)) })
