@@ -5,7 +5,6 @@ package cli
 // internal/market/weightpub).
 
 import (
-	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -20,12 +19,9 @@ import (
 	"cacheon/internal/market/localchain"
 	"cacheon/internal/market/weightpub"
 	"cacheon/internal/market/weights"
+	"cacheon/internal/node"
 	"cacheon/internal/store"
 )
-
-// noClaims is the claims source until settlement records reward claims
-// (issue 19): none, so the vector burns.
-func noClaims(context.Context) ([]weights.Claim, error) { return nil, nil }
 
 func (a *app) validatorWeightsCommand() *cobra.Command {
 	var (
@@ -48,8 +44,8 @@ since the last one, the active reward claims are projected (credit =
 (speedup − 1) × h / (h + age), h = --half-life blocks; largest remainder to
 exactly 1,000,000 ppm), recorded as an intent in --data and submitted with
 set_weights; with no claim the burn target (--burn-uid, --burn-hotkey) gets
-everything. Settlement does not record claims yet, so today the vector is
-the burn. An intent is never submitted twice: one the chain does not show
+everything; the claims are those settlement recorded in --data (until a
+crown is settled, the vector is the burn). An intent is never submitted twice: one the chain does not show
 by --deadline blocks is held, and the next publication resubmits.
 
 --wait D repeats the step until the publication is confirmed or held, or D
@@ -93,7 +89,7 @@ and the publication (--json: {action, publication, vector}).`,
 				return withCode(ExitUsage, err)
 			}
 			if dryRun {
-				v, err := p.Preview(a.ctx, noClaims)
+				v, err := p.Preview(a.ctx, node.Claims(st))
 				if err != nil {
 					return withCode(ExitInfra, fmt.Errorf("validator weights: %w", err))
 				}
@@ -106,7 +102,7 @@ and the publication (--json: {action, publication, vector}).`,
 			}
 			end := time.Now().Add(wait)
 			for {
-				s, err := p.Tick(a.ctx, noClaims)
+				s, err := p.Tick(a.ctx, node.Claims(st))
 				if err != nil {
 					return withCode(ExitInfra, fmt.Errorf("validator weights: %w", err))
 				}
