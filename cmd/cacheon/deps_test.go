@@ -63,8 +63,8 @@ var layerRules = []rule{
 	{"cacheon/internal/market/settle", []string{"cacheon/internal/store/...", "cacheon/internal/market/intake", "cacheon/internal/engine",
 		"cacheon/internal/referee/...", "cacheon/internal/verify", "cacheon/internal/sandbox", "cacheon/internal/worker"},
 		"settlement planning is pure: the same inputs give the same plan; only settle/commit touches the store"},
-	{"cacheon/...", []string{"cacheon/internal/store/storetest", "cacheon/internal/store/pgtest"},
-		"storetest and pgtest are test support: only tests import them"},
+	{"cacheon/...", []string{"cacheon/internal/store/storetest", "cacheon/internal/store/pgtest", "cacheon/internal/crashtest"},
+		"storetest, pgtest and crashtest are test support: only tests import them"},
 	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
 		"attribution is a leaf every layer may use"},
 }

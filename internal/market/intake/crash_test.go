@@ -5,16 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"cacheon/internal/crashtest"
 	"cacheon/internal/store"
 )
 
@@ -41,9 +39,7 @@ type childSpec struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(envCrash); spec != "" {
-		os.Exit(crashChild(spec))
-	}
+	crashtest.Child(envCrash, crashChild)
 	os.Exit(m.Run())
 }
 
@@ -97,13 +93,7 @@ func crashChild(specJSON string) int {
 	cfg := Config{
 		Arena: "arena-1", WorkDir: filepath.Join(spec.Dir, "work"), PendingCap: 3, HotkeyCap: 10, Batch: 4,
 		FetchAttempts: 3, Now: func() time.Time { return now },
-		Failpoint: func(name string) {
-			counts[name]++
-			if name == spec.Failpoint && counts[name] == spec.Occurrence {
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {} // the signal is on its way
-			}
-		},
+		Failpoint: crashtest.Killer(crashtest.Point{Failpoint: spec.Failpoint, Occurrence: spec.Occurrence}, counts),
 	}
 	ch := crashScenario()
 	in, err := New(cfg, st, ch, &fakeFetcher{markDir: spec.Dir}, fakeScanner{}, fakeFP{}, fakeScreener{})
@@ -115,11 +105,8 @@ func crashChild(specJSON string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if spec.CountsTo != "" {
-		b, _ := json.Marshal(counts)
-		if err := os.WriteFile(spec.CountsTo, b, 0o600); err != nil {
-			return 2
-		}
+	if err := crashtest.WriteCounts(spec.CountsTo, counts); err != nil {
+		return 2
 	}
 	return 0
 }
@@ -173,25 +160,6 @@ func validatorLoop(ctx context.Context, in *Intake, st store.Store) error {
 		}
 	}
 	return errors.New("the validator loop did not finish in 200 rounds")
-}
-
-// runChild runs one child and reports whether it was killed by SIGKILL.
-func runChild(t *testing.T, spec childSpec) (killed bool) {
-	t.Helper()
-	b, _ := json.Marshal(spec)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envCrash+"="+string(b))
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true
-		}
-	}
-	if err != nil {
-		t.Fatalf("child %+v: %v\n%s", spec, err, out)
-	}
-	return false
 }
 
 // snapshot is what the parent reads from a store after a child ends.
@@ -250,62 +218,26 @@ func readSnapshot(t *testing.T, dir string) snapshot {
 	return s
 }
 
-// crashCase is one crash point: a failpoint and its occurrence.
-type crashCase struct {
-	failpoint  string
-	occurrence int
-}
-
 func TestCrash(t *testing.T) {
 	base := t.TempDir()
 	ref := filepath.Join(base, "ref")
 	countsFile := filepath.Join(base, "counts.json")
-	if runChild(t, childSpec{Dir: ref, CountsTo: countsFile}) {
+	if crashtest.Run(t, envCrash, childSpec{Dir: ref, CountsTo: countsFile}) {
 		t.Fatal("the reference run was killed")
 	}
 	want := readSnapshot(t, ref)
 	for _, r := range want.states {
 		t.Logf("reference: %-40s %-20s %s", r.URL, r.State, r.Reason)
 	}
-	var counts map[string]int
-	b, err := os.ReadFile(countsFile)
-	if err != nil || json.Unmarshal(b, &counts) != nil {
-		t.Fatalf("failpoint counts: %v", err)
-	}
-	var cases []crashCase
-	for _, fp := range Failpoints() {
-		if counts[fp] == 0 {
-			t.Errorf("the scenario never reaches failpoint %s", fp)
-			continue
-		}
-		cases = append(cases, crashCase{fp, 1})
-		if counts[fp] > 1 {
-			cases = append(cases, crashCase{fp, counts[fp]}) // its last occurrence too
-		}
-	}
-	if n, _ := strconv.Atoi(os.Getenv(envLong)); n > 0 {
-		seed := time.Now().UnixNano()
-		if s, err := strconv.ParseInt(os.Getenv(envSeed), 10, 64); err == nil {
-			seed = s
-		}
-		t.Logf("long mode: %d random crash points, seed %d", n, seed)
-		rng := rand.New(rand.NewSource(seed))
-		fps := Failpoints()
-		for len(cases) < n {
-			fp := fps[rng.Intn(len(fps))]
-			if counts[fp] > 0 {
-				cases = append(cases, crashCase{fp, 1 + rng.Intn(counts[fp])})
-			}
-		}
-	}
+	cases := crashtest.Points(t, Failpoints(), crashtest.ReadCounts(t, countsFile), envLong, envSeed)
 	for i, c := range cases {
-		t.Run(fmt.Sprintf("%s#%d", c.failpoint, c.occurrence), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s#%d", c.Failpoint, c.Occurrence), func(t *testing.T) {
 			dir := filepath.Join(base, strconv.Itoa(i))
-			if !runChild(t, childSpec{Dir: dir, Failpoint: c.failpoint, Occurrence: c.occurrence}) {
-				t.Fatalf("the child did not reach %s #%d", c.failpoint, c.occurrence)
+			if !crashtest.Run(t, envCrash, childSpec{Dir: dir, Failpoint: c.Failpoint, Occurrence: c.Occurrence}) {
+				t.Fatalf("the child did not reach %s #%d", c.Failpoint, c.Occurrence)
 			}
 			crashed := readSnapshot(t, dir)
-			if runChild(t, childSpec{Dir: dir, Run: 1}) {
+			if crashtest.Run(t, envCrash, childSpec{Dir: dir, Run: 1}) {
 				t.Fatal("the restarted child was killed")
 			}
 			got := readSnapshot(t, dir)

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"cacheon/internal/crashtest"
 	"cacheon/internal/market/chain"
 	"cacheon/internal/market/weights"
 	"cacheon/internal/store"
@@ -26,7 +25,13 @@ import (
 // The chain is a fakeChain saved in the directory, so it outlives the
 // killed child; the parent restarts the child without a failpoint and
 // checks the journal and the chain.
-const envCrash = "CACHEON_WEIGHTS_CRASH_CHILD"
+const (
+	envCrash = "CACHEON_WEIGHTS_CRASH_CHILD"
+	// CACHEON_WEIGHTS_CRASH_LONG=n adds random crash points up to n (long
+	// mode); CACHEON_WEIGHTS_CRASH_SEED repeats one.
+	envLong = "CACHEON_WEIGHTS_CRASH_LONG"
+	envSeed = "CACHEON_WEIGHTS_CRASH_SEED"
+)
 
 type childSpec struct {
 	Dir        string `json:"dir"`
@@ -40,9 +45,7 @@ type childSpec struct {
 const crashEnd = 45
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(envCrash); spec != "" {
-		os.Exit(crashChild(spec))
-	}
+	crashtest.Child(envCrash, crashChild)
 	os.Exit(m.Run())
 }
 
@@ -96,13 +99,7 @@ func crashRun(spec childSpec) error {
 	counts := map[string]int{}
 	cfg := testConfig()
 	cfg.Interval, cfg.Deadline = 4, 3
-	cfg.Failpoint = func(name string) {
-		counts[name]++
-		if name == spec.Failpoint && counts[name] == spec.Occurrence {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-	}
+	cfg.Failpoint = crashtest.Killer(crashtest.Point{Failpoint: spec.Failpoint, Occurrence: spec.Occurrence}, counts)
 	p, err := New(cfg, st, c)
 	if err != nil {
 		return err
@@ -119,36 +116,13 @@ func crashRun(spec childSpec) error {
 			return err
 		}
 		if c.State.Head >= crashEnd && len(last) == 1 && last[0].State == store.WeightConfirmed {
-			if spec.CountsTo != "" {
-				b, _ := json.Marshal(counts)
-				return os.WriteFile(spec.CountsTo, b, 0o600)
-			}
-			return nil
+			return crashtest.WriteCounts(spec.CountsTo, counts)
 		}
 		if err := c.advance(1); err != nil {
 			return err
 		}
 	}
 	return errors.New("the publisher did not settle in 200 ticks")
-}
-
-// runChild runs one child and reports whether it was killed by SIGKILL.
-func runChild(t *testing.T, spec childSpec) (killed bool) {
-	t.Helper()
-	b, _ := json.Marshal(spec)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envCrash+"="+string(b))
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true
-		}
-	}
-	if err != nil {
-		t.Fatalf("child %+v: %v\n%s", spec, err, out)
-	}
-	return false
 }
 
 // checkRun checks a finished scenario: nothing open, every publication
@@ -234,7 +208,7 @@ func TestCrash(t *testing.T) {
 	ref := filepath.Join(base, "ref")
 	countsFile := filepath.Join(base, "counts.json")
 	start := time.Now()
-	if runChild(t, childSpec{Dir: ref, CountsTo: countsFile}) {
+	if crashtest.Run(t, envCrash, childSpec{Dir: ref, CountsTo: countsFile}) {
 		t.Fatal("the reference run was killed")
 	}
 	refPubs := checkRun(t, ref)
@@ -248,37 +222,16 @@ func TestCrash(t *testing.T) {
 	if held != 1 || len(refPubs) < 5 {
 		t.Errorf("reference: %d publications, %d held; want ≥5 and the lost submission held", len(refPubs), held)
 	}
-	var counts map[string]int
-	b, err := os.ReadFile(countsFile)
-	if err != nil || json.Unmarshal(b, &counts) != nil {
-		t.Fatalf("failpoint counts: %v", err)
-	}
-	type crashCase struct {
-		fp string
-		n  int
-	}
-	var cases []crashCase
-	for _, fp := range Failpoints() {
-		if counts[fp] == 0 {
-			t.Errorf("the scenario never reaches failpoint %s", fp)
-			continue
-		}
-		cases = append(cases, crashCase{fp, 1})
-		if counts[fp] > 2 {
-			cases = append(cases, crashCase{fp, 2})
-		}
-		if counts[fp] > 1 {
-			cases = append(cases, crashCase{fp, counts[fp]})
-		}
-	}
+	counts := crashtest.ReadCounts(t, countsFile)
+	cases := crashtest.Points(t, Failpoints(), counts, envLong, envSeed)
 	t.Logf("reference run %v; failpoint counts %v", time.Since(start), counts)
 	for i, cc := range cases {
-		t.Run(fmt.Sprintf("%s#%d", cc.fp, cc.n), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s#%d", cc.Failpoint, cc.Occurrence), func(t *testing.T) {
 			dir := filepath.Join(base, strconv.Itoa(i))
-			if !runChild(t, childSpec{Dir: dir, Failpoint: cc.fp, Occurrence: cc.n}) {
-				t.Fatalf("the child did not reach %s #%d", cc.fp, cc.n)
+			if !crashtest.Run(t, envCrash, childSpec{Dir: dir, Failpoint: cc.Failpoint, Occurrence: cc.Occurrence}) {
+				t.Fatalf("the child did not reach %s #%d", cc.Failpoint, cc.Occurrence)
 			}
-			if runChild(t, childSpec{Dir: dir}) {
+			if crashtest.Run(t, envCrash, childSpec{Dir: dir}) {
 				t.Fatal("the restarted child was killed")
 			}
 			pubs := checkRun(t, dir)

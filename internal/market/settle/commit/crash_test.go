@@ -3,18 +3,15 @@ package commit
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"cacheon/internal/crashtest"
 	"cacheon/internal/store"
 )
 
@@ -40,9 +37,7 @@ type childSpec struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(envCrash); spec != "" {
-		os.Exit(crashChild(spec))
-	}
+	crashtest.Child(envCrash, crashChild)
 	os.Exit(m.Run())
 }
 
@@ -72,13 +67,7 @@ func crashChild(specJSON string) int {
 	}
 	f := newFakes(specs)
 	s, err := New(Config{Holder: fmt.Sprintf("settler-run-%d", spec.Run), Now: clock(t0.Add(time.Duration(spec.Run) * time.Hour)),
-		Failpoint: func(name string) {
-			counts[name]++
-			if name == spec.Failpoint && counts[name] == spec.Occurrence {
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {} // the signal is on its way
-			}
-		}}, st, cat, f, f, f)
+		Failpoint: crashtest.Killer(crashtest.Point{Failpoint: spec.Failpoint, Occurrence: spec.Occurrence}, counts)}, st, cat, f, f, f)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -87,31 +76,10 @@ func crashChild(specJSON string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if spec.CountsTo != "" {
-		b, _ := json.Marshal(counts)
-		if err := os.WriteFile(spec.CountsTo, b, 0o600); err != nil {
-			return 2
-		}
+	if err := crashtest.WriteCounts(spec.CountsTo, counts); err != nil {
+		return 2
 	}
 	return 0
-}
-
-func runChild(t *testing.T, spec childSpec) (killed bool) {
-	t.Helper()
-	b, _ := json.Marshal(spec)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envCrash+"="+string(b))
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true
-		}
-	}
-	if err != nil {
-		t.Fatalf("child %+v: %v\n%s", spec, err, out)
-	}
-	return false
 }
 
 func stateOf(t *testing.T, dir string) state {
@@ -133,52 +101,22 @@ func TestCrash(t *testing.T) {
 	base := t.TempDir()
 	ref := filepath.Join(base, "ref")
 	countsFile := filepath.Join(base, "counts.json")
-	if runChild(t, childSpec{Dir: ref, CountsTo: countsFile}) {
+	if crashtest.Run(t, envCrash, childSpec{Dir: ref, CountsTo: countsFile}) {
 		t.Fatal("the reference run was killed")
 	}
 	want := stateOf(t, ref)
 	checkInvariants(t, want)
-	var counts map[string]int
-	b, err := os.ReadFile(countsFile)
-	if err != nil || json.Unmarshal(b, &counts) != nil {
-		t.Fatalf("failpoint counts: %v", err)
-	}
-	var cases [][2]any
-	for _, fp := range Failpoints() {
-		if counts[fp] == 0 {
-			t.Errorf("the scenario never reaches failpoint %s", fp)
-			continue
-		}
-		cases = append(cases, [2]any{fp, 1})
-		if counts[fp] > 1 {
-			cases = append(cases, [2]any{fp, counts[fp]})
-		}
-	}
-	if n, _ := strconv.Atoi(os.Getenv(envLong)); n > 0 {
-		seed := time.Now().UnixNano()
-		if s, err := strconv.ParseInt(os.Getenv(envSeed), 10, 64); err == nil {
-			seed = s
-		}
-		t.Logf("long mode: %d random crash points, seed %d", n, seed)
-		rng := rand.New(rand.NewSource(seed))
-		fps := Failpoints()
-		for len(cases) < n {
-			fp := fps[rng.Intn(len(fps))]
-			if counts[fp] > 0 {
-				cases = append(cases, [2]any{fp, 1 + rng.Intn(counts[fp])})
-			}
-		}
-	}
+	cases := crashtest.Points(t, Failpoints(), crashtest.ReadCounts(t, countsFile), envLong, envSeed)
 	for i, c := range cases {
-		fp, occ := c[0].(string), c[1].(int)
+		fp, occ := c.Failpoint, c.Occurrence
 		t.Run(fmt.Sprintf("%s#%d", fp, occ), func(t *testing.T) {
 			dir := filepath.Join(base, strconv.Itoa(i))
-			if !runChild(t, childSpec{Dir: dir, Failpoint: fp, Occurrence: occ}) {
+			if !crashtest.Run(t, envCrash, childSpec{Dir: dir, Failpoint: fp, Occurrence: occ}) {
 				t.Fatalf("the child did not reach %s #%d", fp, occ)
 			}
 			crashed := stateOf(t, dir)
 			checkInvariants(t, crashed)
-			if runChild(t, childSpec{Dir: dir, Run: 1}) {
+			if crashtest.Run(t, envCrash, childSpec{Dir: dir, Run: 1}) {
 				t.Fatal("the restarted child was killed")
 			}
 			got := stateOf(t, dir)
