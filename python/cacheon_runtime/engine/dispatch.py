@@ -37,20 +37,19 @@ paged decode attention, MoE experts) dispatch
 
 Candidate modules are imported with host.Loader (the verify worker's
 loader), outputs allocated with the verify output contract
-(host.output_spec, host.alloc_output) and dumps written with stio: nothing
+(host.output_spec, host.alloc_output) and dumps written by auditdump (stio): nothing
 here re-implements them.
 """
 
-import array
 import os
 import random
 import sys
 
 import torch
 
-from .. import guard as guard_mod, host, identity, stio, wire
+from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import stock
+from . import auditdump, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -470,9 +469,8 @@ class Dispatch:
         audit = self._audit_pick(desc, n_call)
         specs, outs = self._outputs(shapes, dtype)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
-        pages = _used_pages(self.raw, inputs) if audit and slot == DECODE else None
-        before_in = {n: _snap(self.raw, t, pages if n in _CACHES else None)
-                     for n, t in inputs.items()} if audit else None
+        pages = auditdump.used_pages(self.raw, inputs) if audit and slot == DECODE else None
+        before_in = auditdump.snapshot_inputs(self.raw, inputs, pages) if audit else None
         argv = []
         for name in ORDER[slot]:
             if name in vis_in:
@@ -522,76 +520,10 @@ class Dispatch:
         return pick and self.audit_dumps < self.audit_max
 
     def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts):
-        # Every value is read as raw bytes (rawmem), never through a torch
-        # operator a mode or a registered kernel could rewrite.
-        tensors = dict(before_in)
-        for n, t in inputs.items():
-            tensors["in." + n] = _snap(self.raw, t, pages if n in _CACHES else None)
-        for n, o in outs.items():
-            tensors[n] = stio.raw(o.contract)
-        if experts is not None:
-            tensors["w13"], tensors["w2"] = stio.raw(experts.w13), stio.raw(experts.w2)
-        if slot == DECODE:
-            _remap_tables(tensors, pages, inputs["k_cache"].shape[1])
-        meta = {"slot": slot, "call": str(n_call), "variant": var.name, "phase": desc["phase"],
-                "graph_mode": desc["graph_mode"]}
-        for k, v in scalars.items():
-            meta["scalar." + k] = repr(v)
-        if slot == DECODE:
-            meta["compacted"] = "pages"
-        os.makedirs(self.audit_dir, exist_ok=True)
-        stio.save(os.path.join(self.audit_dir, "%s-%d.safetensors" % (slot, n_call)), tensors, meta)
+        auditdump.write(self.raw, self.audit_dir, slot, var.name, n_call, desc, inputs, before_in, pages, scalars,
+                        outs, experts, decode=slot == DECODE)
         self.audit_dumps += 1
         self._count(slot, "audited")
-
-
-_CACHES = ("k_cache", "v_cache")
-
-
-def _snap(raw, t, pages=None):
-    """A raw snapshot (stio.RawTensor) of an input for an audit dump (decode
-    caches: only the pages in `pages`, in that order)."""
-    if pages is None:
-        return stio.raw(t)
-    dt, shape = raw.dtype_shape(t)
-    return stio.RawTensor(dt, [len(pages)] + shape[1:], raw.read_rows(t, pages))
-
-
-def _ints(rt):
-    """The values of an int32/int64 RawTensor as a flat array (row-major)."""
-    a = array.array({torch.int32: "i", torch.int64: "q"}[rt.dtype])
-    a.frombytes(rt.data)
-    return a
-
-
-def _used_pages(raw, inputs):
-    """Sorted page ids the block table references within seq_lens."""
-    bt_rt, sl_rt = stio.raw(inputs["block_table"]), stio.raw(inputs["seq_lens"])
-    bt, sl = _ints(bt_rt), _ints(sl_rt)
-    rows, width = bt_rt.shape
-    _d, kshape = raw.dtype_shape(inputs["k_cache"])
-    npages, ps = kshape[0], kshape[1]
-    used = set()
-    for b in range(rows):
-        n = max(0, min(-(-int(sl[b]) // ps), width))
-        used.update(int(p) for p in bt[b * width:b * width + n] if 0 <= p < npages)
-    return sorted(used) or [0]
-
-
-def _remap_tables(tensors, pages, ps):
-    """Rewrite block tables to the compacted page numbering (ascending page
-    order; entries past a row's seq_len become 0)."""
-    remap = {int(p): i for i, p in enumerate(pages)}
-    for key, lens in (("block_table", "seq_lens"), ("in.block_table", "in.seq_lens")):
-        bt_rt, sl = tensors[key], _ints(tensors[lens])
-        bt = _ints(bt_rt)
-        rows, width = bt_rt.shape
-        new = array.array(bt.typecode, bytes(len(bt_rt.data)))
-        for b in range(rows):
-            n = max(0, min(-(-int(sl[b]) // ps), width))
-            for j in range(n):
-                new[b * width + j] = remap.get(int(bt[b * width + j]), 0)
-        tensors[key] = stio.RawTensor(bt_rt.dtype, bt_rt.shape, new.tobytes())
 
 
 def _revalidate(ops, outs, specs, before, bases):
