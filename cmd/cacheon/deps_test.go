@@ -120,7 +120,7 @@ var owners = map[string][]string{
 	"github.com/pelletier/go-toml/v2":     {"cacheon/internal/bundle", "cacheon/internal/arena", "cacheon/internal/engine", "cacheon/internal/tomlpos"},
 	"github.com/spf13/cobra":              {"cacheon/internal/cli"},
 	"github.com/rogpeppe/go-internal":     {},
-	"modernc.org/sqlite":                  {"cacheon/internal/store", "cacheon/internal/market/localchain"},
+	"modernc.org/sqlite":                  {"cacheon/internal/sqlitefile"},
 	"github.com/jackc/pgx/v5":             {"cacheon/internal/store", "cacheon/internal/store/pgtest"},
 }
 

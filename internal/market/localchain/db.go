@@ -8,15 +8,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
-
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"cacheon/internal/canon"
+	"cacheon/internal/sqlitefile"
 )
 
 // DBFile is the chain database's name inside the data directory.
@@ -79,62 +74,17 @@ CREATE TABLE IF NOT EXISTS weights (
 CREATE INDEX IF NOT EXISTS weights_hotkey ON weights(hotkey, block);
 `
 
-// openDB opens (creating) dir/chain.db: the directory 0700 when created
-// (an existing one must not be group- or world-writable), the file 0600,
-// WAL journal, synchronous=FULL, one connection.
-func openDB(ctx context.Context, dir string) (*sql.DB, *os.File, error) {
-	if dir == "" {
-		return nil, nil, errors.New("open chain: no data directory")
+// openDB opens (creating) dir/chain.db under the directory's LOCK
+// (sqlitefile: a private directory, the file 0600, WAL, synchronous=FULL,
+// one connection) and creates the schema.
+func openDB(ctx context.Context, dir string) (*sqlitefile.DB, error) {
+	db, err := sqlitefile.Open(ctx, dir, DBFile, "LOCK")
+	if errors.Is(err, sqlitefile.ErrLocked) {
+		return nil, fmt.Errorf("open chain: %w: another node is running on %s", ErrLocked, dir)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("open chain: data directory: %w", err)
-	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open chain: data directory: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, nil, fmt.Errorf("open chain: data directory %s: not a directory", dir)
-	}
-	// A directory others may write to would let them swap the database
-	// or its journal; a directory the chain did not create may stay readable.
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o022 != 0 {
-		return nil, nil, fmt.Errorf("open chain: data directory %s: mode %v lets others write to it; chmod 700 it", dir, st.Mode().Perm())
-	}
-	lock, err := lockDir(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open chain: %w", err)
-	}
-	db, err := openLocked(ctx, dir)
-	if err != nil {
-		if lock != nil {
-			lock.Close()
-		}
-		return nil, nil, err
-	}
-	return db, lock, nil
-}
-
-// openLocked opens dir/chain.db under the directory lock.
-func openLocked(ctx context.Context, dir string) (*sql.DB, error) {
-	path := filepath.Join(dir, DBFile)
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open chain: %s: the path may not hold '?' or '#' (SQLite URI)", path)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open chain: %w", err)
 	}
-	f.Close()
-	if err := os.Chmod(path, 0o600); err != nil {
-		return nil, fmt.Errorf("open chain: %w", err)
-	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open chain: %w", err)
-	}
-	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open chain: schema: %w", err)

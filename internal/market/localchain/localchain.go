@@ -11,15 +11,14 @@ package localchain
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"cacheon/internal/canon"
 	"cacheon/internal/market/chain"
+	"cacheon/internal/sqlitefile"
 )
 
 // Defaults of Options.
@@ -75,8 +74,7 @@ func extrinsicsRoot(ids []string) (string, error) {
 
 // Chain is the local chain. Its methods are safe for concurrent use.
 type Chain struct {
-	db         *sql.DB
-	lock       *os.File // dir/LOCK, held while open
+	db         *sqlitefile.DB // dir/chain.db, under dir/LOCK while open
 	now        func() time.Time
 	finality   uint64
 	genesis    string
@@ -137,12 +135,12 @@ func Open(ctx context.Context, opts Options) (*Chain, error) {
 		}
 		vals[v] = true
 	}
-	db, lock, err := openDB(ctx, opts.Dir)
+	db, err := openDB(ctx, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	c := &Chain{
-		db: db, lock: lock, now: opts.Now, finality: opts.Finality, maxUIDs: opts.MaxUIDs,
+		db: db, now: opts.Now, finality: opts.Finality, maxUIDs: opts.MaxUIDs,
 		maxPending: opts.MaxPending, maxBlock: opts.MaxBlockExtrinsics, validators: vals,
 		nonces: map[string]uint64{}, uids: map[string]uint16{}, commits: map[string]*commitState{},
 		pendingID: map[string]bool{}, newBlock: make(chan struct{}),
@@ -164,7 +162,7 @@ func (c *Chain) init(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := initGenesis(ctx, c.db, c.finality, salt, c.now().UnixMilli()); err != nil {
+		if err := initGenesis(ctx, c.db.DB, c.finality, salt, c.now().UnixMilli()); err != nil {
 			return fmt.Errorf("genesis: %w", err)
 		}
 		if g, err = meta(ctx, c.db, "genesis"); err != nil {
@@ -188,11 +186,7 @@ func (c *Chain) init(ctx context.Context) error {
 // Close closes the database. Pending extrinsics that no block included
 // are dropped (their submitters see them unknown and resubmit).
 func (c *Chain) Close() error {
-	err := c.db.Close()
-	if c.lock != nil {
-		c.lock.Close()
-	}
-	return err
+	return c.db.Close()
 }
 
 // Genesis is the genesis block hash: the chain's identity, which every
