@@ -2,18 +2,13 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 )
 
 func TestSettleJournalAppendOnly(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.Update(ctx, func(tx Tx) error {
+	s := openTemp(t)
+	err := s.Update(ctx, func(tx Tx) error {
 		return tx.AppendJournal(ctx, JournalEntry{Seq: 1, Digest: "d1", Kind: "CROWN", Reservation: "r", Data: []byte("{}")})
 	})
 	if err != nil {

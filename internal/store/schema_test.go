@@ -25,12 +25,8 @@ func TestRefusesNewerSchema(t *testing.T) {
 
 func TestEventsAppendOnly(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.Update(ctx, func(tx Tx) error {
+	s := openTemp(t)
+	err := s.Update(ctx, func(tx Tx) error {
 		_, err := tx.Insert(ctx, Reservation{ID: "a", State: "reserved"}, Event{Reservation: "a", To: "reserved"})
 		return err
 	})
@@ -51,4 +47,16 @@ func TestEventsAppendOnly(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
 		t.Errorf("synchronous = %d (%v), want 2 (FULL)", sync, err)
 	}
+}
+
+// openTemp opens a new SQLite store in a temporary directory, closed when
+// the test ends.
+func openTemp(t *testing.T) Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

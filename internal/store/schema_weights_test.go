@@ -2,18 +2,13 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 )
 
 func TestWeightJournalConstraints(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.Update(ctx, func(tx Tx) error {
+	s := openTemp(t)
+	err := s.Update(ctx, func(tx Tx) error {
 		_, err := tx.InsertWeightIntent(ctx, WeightPublication{Hotkey: "v", Vector: "{}"}, 1)
 		return err
 	})
