@@ -51,6 +51,9 @@ attempt ran.`,
 			if candidate == "" || calibration == "" {
 				return fmt.Errorf("qualify: --candidate BUNDLE and --calibration FILE are required")
 			}
+			if repeat < 0 || repeat > 1000 {
+				return fmt.Errorf("qualify: --repeat %d: want 1..1000 attempts (0: decide instead of measuring)", repeat)
+			}
 			prog := newProgress(a.stderr)
 			defer prog.done()
 			r, ea, cleanup, err := a.newReferee(fl, prog)

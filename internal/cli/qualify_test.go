@@ -109,4 +109,7 @@ func TestQualifyCommand(t *testing.T) {
 	if code, _, errs = run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "x"); code != ExitUsage || !strings.Contains(errs, "--calibration") {
 		t.Fatalf("qualify without a calibration: exit %d\n%s", code, errs)
 	}
+	if code, _, errs = run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "x", "--calibration", "c", "--repeat", "-2"); code != ExitUsage || !strings.Contains(errs, "--repeat -2") {
+		t.Fatalf("qualify --repeat -2: exit %d\n%s", code, errs)
+	}
 }
