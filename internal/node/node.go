@@ -6,23 +6,29 @@
 // commands (and later the devnet) build a Node and call it. The decisions
 // stay in the packages it wires: intake, scan, fingerprint, referee.
 //
-// Built so far: the intake (New, IntakePass, Reservations, and
-// Node.Intake's Lease for the referee loop). The referee loop, settlement
-// and weights come next (docs/architecture.md, "What comes next").
+// The passes: IntakePass (admission, fetch, scan, screen), QualifyStep
+// (one attempt under one lease), SettleStep (settlement of crown
+// candidates), and the read side the validator's commands and dashboard
+// use (Reservations, Claims, Crowns). Run (loop.go) is the daemon that
+// calls them in turn.
 package node
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"cacheon/internal/arena"
 	"cacheon/internal/fingerprint"
 	"cacheon/internal/market/fetch"
 	"cacheon/internal/market/intake"
+	"cacheon/internal/market/settle/commit"
+	"cacheon/internal/referee"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/store"
+	"cacheon/internal/target"
 )
 
 // Config is what a validator node is built from.
@@ -51,6 +57,28 @@ type Config struct {
 	AllowLoopbackHTTP bool
 	// Progress, if set, receives the screen's progress lines.
 	Progress func(string)
+	// Qualify, if set, lets the node run qualification attempts
+	// (QualifyStep) and settle them (SettleStep).
+	Qualify *QualifyConfig
+}
+
+// QualifyConfig is the referee loop's and settlement's part of a node.
+type QualifyConfig struct {
+	// Referee runs the attempts (its evidence store is where settlement
+	// re-opens them); Targets is the registered target catalog.
+	Referee *referee.Referee
+	Targets *target.Catalog
+	// Group is the device group the node's leases are for, Holder names
+	// this worker, LeaseTTL is a lease's life between heartbeats
+	// (default 10 minutes).
+	Group, Holder string
+	LeaseTTL      time.Duration
+	// Base is the arena's generation-0 incumbent under the settled stack.
+	Base []BaseEntry
+	// Settler names this node in the settlement lease (default
+	// "settler-1"); SettleTTL is that lease's life (default 1 minute).
+	Settler   string
+	SettleTTL time.Duration
 }
 
 // Node is one validator's wiring. Store and Intake are what it runs
@@ -59,6 +87,10 @@ type Node struct {
 	Store  store.Store
 	Intake *intake.Intake
 
+	arena   *arena.Arena
+	slots   *slot.Catalog
+	qual    *QualifyConfig
+	settler *commit.Settler
 	resumed bool // IntakePass called intake.Resume already
 }
 
@@ -84,5 +116,30 @@ func New(c Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
-	return &Node{Store: c.Store, Intake: in}, nil
+	n := &Node{Store: c.Store, Intake: in, arena: c.Arena, slots: c.Slots}
+	if c.Qualify != nil {
+		q := *c.Qualify
+		if q.Referee == nil || q.Targets == nil || q.Group == "" || q.Holder == "" {
+			return nil, errors.New("new node: qualification needs a referee, the target catalog, a device group and a holder")
+		}
+		if q.LeaseTTL <= 0 {
+			q.LeaseTTL = 10 * time.Minute
+		}
+		if q.Settler == "" {
+			q.Settler = "settler-1"
+		}
+		for _, b := range q.Base {
+			if t, ok := q.Targets.Lookup(b.Target); !ok || len(t.Members) != 1 {
+				return nil, fmt.Errorf("new node: base entry %s is not a registered singleton target", b.Target)
+			}
+		}
+		n.qual = &q
+		ev := attemptEvidence{store: q.Referee.Store}
+		n.settler, err = commit.New(commit.Config{Holder: q.Settler, LeaseTTL: q.SettleTTL}, c.Store, q.Targets,
+			candidates{}, targets{work: in.BundleDir, slots: c.Slots}, ev)
+		if err != nil {
+			return nil, fmt.Errorf("new node: %w", err)
+		}
+	}
+	return n, nil
 }

@@ -73,11 +73,16 @@ type CrownInput struct {
 	Contributor string
 	// Bundle is the admitted candidate directory and its content hash.
 	BundleDir, ContentHash string
+	// Incumbent is the evaluation stack the crown was measured against
+	// (nil = the arena's genesis stack); the crown creates its generation
+	// + 1.
+	Incumbent *product.EvaluationStack
 }
 
 // CrownRecord builds the crown record integrate takes from a crowned
-// qualification over the stock (genesis) evaluation stack: generation 1,
-// the bundle's files as the selected payload, the two attempts as
+// qualification over the incumbent evaluation stack (the genesis stack
+// unless CrownInput.Incumbent says otherwise): the incumbent's generation
+// + 1, the bundle's files as the selected payload, the two attempts as
 // evidence.
 func CrownRecord(q *Qualification, in CrownInput) (product.CrownRecord, error) {
 	if !q.Crowned {
@@ -87,8 +92,12 @@ func CrownRecord(q *Qualification, in CrownInput) (product.CrownRecord, error) {
 	if !ok {
 		return product.CrownRecord{}, fmt.Errorf("crown record: %s is not a registered target", in.Target)
 	}
-	genesis := product.Genesis(in.ArenaDigest, in.Catalog)
-	incumbent, err := product.Digest(&genesis)
+	inc := in.Incumbent
+	if inc == nil {
+		g := product.Genesis(in.ArenaDigest, in.Catalog)
+		inc = &g
+	}
+	incumbent, err := product.Digest(inc)
 	if err != nil {
 		return product.CrownRecord{}, fmt.Errorf("crown record: %w", err)
 	}
@@ -101,7 +110,7 @@ func CrownRecord(q *Qualification, in CrownInput) (product.CrownRecord, error) {
 		ev = append(ev, a.Ref.Digest)
 	}
 	slices.Sort(ev)
-	c := product.CrownRecord{Arena: in.ArenaDigest, Catalog: in.Catalog.Digest(), Incumbent: incumbent, Generation: 1,
+	c := product.CrownRecord{Arena: in.ArenaDigest, Catalog: in.Catalog.Digest(), Incumbent: incumbent, Generation: inc.Generation + 1,
 		Target: in.Target, TargetSpec: spec, Attribution: product.Attribution{Contributor: in.Contributor, Proposal: in.ContentHash},
 		SelectedPayload: payload, Speedup: q.Speedup, Evidence: ev}
 	if err := c.Validate(); err != nil {

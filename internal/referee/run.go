@@ -28,6 +28,15 @@ type Request struct {
 	// Incumbent is the incumbent stack (nil = stock).
 	Incumbent []engine.StackSpec
 	Attempts  int
+	// Attempt, when positive, runs only that attempt (1 or 2; 2 with the
+	// placement swapped) of the qualification: a validator takes each
+	// attempt under its own lease, the reproduction later than the first.
+	// No crown record: the validator settles the two attempts itself.
+	Attempt int
+	// IncumbentDigest, when set, is how the plan names the incumbent (a
+	// validator's settled evaluation stack); "" = the digest of the stock
+	// stack or of Incumbent's slot → content hash listing.
+	IncumbentDigest string
 	// Repeat, when positive, measures instead of deciding: that many
 	// attempts, placement alternating (Referee.Repeat); no crown.
 	Repeat int
@@ -118,15 +127,30 @@ func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
 	if len(t.Members) != 1 {
 		return nil, fault.UsageErr(fmt.Errorf("qualify: %s is an atomic target (%v); this referee qualifies singleton targets", res.Target, t.Members))
 	}
-	inc, err := r.incumbentDigest(ctx, req)
-	if err != nil {
-		return nil, err
+	var err error
+	inc := req.IncumbentDigest
+	if inc == "" {
+		if inc, err = r.incumbentDigest(ctx, req); err != nil {
+			return nil, err
+		}
 	}
 	p := Proposal{Arena: req.Arena, Incumbent: req.Incumbent, Candidate: engine.StackSpec{Slot: t.Members[0], Bundle: scr.Dir()},
 		IncumbentDigest: inc, CandidateHash: res.ContentHash}
 	if req.Repeat > 0 {
 		res.Repetition, err = r.Repeat(ctx, p, req.Repeat)
 		return res, err
+	}
+	if req.Attempt > 0 {
+		if req.Attempt > 2 {
+			return nil, fault.UsageErr(fmt.Errorf("qualify: attempt %d: want 1 or 2", req.Attempt))
+		}
+		rec, ref, err := r.Attempt(ctx, p, req.Attempt)
+		if err != nil {
+			return nil, err
+		}
+		res.Qualification = &Qualification{Attempts: []QualifiedAttempt{{Ref: ref, Order: order(req.Attempt), Record: *rec}}, Verdict: rec.Verdict}
+		res.Verdict = rec.Verdict
+		return res, nil
 	}
 	if res.Qualification, err = r.Qualify(ctx, p, req.Attempts); err != nil {
 		return nil, err

@@ -205,6 +205,14 @@ func (in *Intake) Heartbeat(ctx context.Context, l Lease, ttl time.Duration) (Le
 // failed; NO_DECISION → no_decision, or held once Config.QualifyRetries
 // attempts ended without a decision. It returns the new state.
 func (in *Intake) Complete(ctx context.Context, l Lease, v Verdict, reason string) (State, error) {
+	return in.CompleteWith(ctx, l, v, reason, nil)
+}
+
+// CompleteWith is Complete that also calls record, when it is not nil, in
+// the same transaction, with the reservation as it is after the verdict
+// (its Attempts counter numbers this attempt): what the referee loop
+// records of the attempt commits with the verdict or not at all.
+func (in *Intake) CompleteWith(ctx context.Context, l Lease, v Verdict, reason string, record func(tx store.Tx, r store.Reservation) error) (State, error) {
 	head, err := in.head(ctx)
 	if err != nil {
 		return "", fmt.Errorf("complete: %w", err)
@@ -249,6 +257,11 @@ func (in *Intake) Complete(ctx context.Context, l Lease, v Verdict, reason strin
 		}
 		if err := tx.DeleteLease(ctx, l.ID); err != nil {
 			return err
+		}
+		if record != nil {
+			if err := record(tx, r); err != nil {
+				return fmt.Errorf("record the attempt: %w", err)
+			}
 		}
 		in.cfg.Failpoint("complete:before-commit")
 		return nil

@@ -73,8 +73,18 @@ type Candidate struct {
 // SpeedupPPM converts an exact decimal speedup to integer parts per
 // million, rounding down (a crown is never credited more than measured).
 func SpeedupPPM(d canon.Decimal) (int64, error) {
+	q, err := RatioPPM(d)
+	if err != nil || q <= PPM {
+		return 0, fmt.Errorf("speedup %s: a crown speedup is greater than 1 and below 9e12", d)
+	}
+	return q, nil
+}
+
+// RatioPPM converts an exact non-negative decimal ratio (a measured r,
+// faster or not) to integer parts per million, rounding down.
+func RatioPPM(d canon.Decimal) (int64, error) {
 	if err := d.CheckCanonical(); err != nil {
-		return 0, fmt.Errorf("speedup: %w", err)
+		return 0, fmt.Errorf("ratio: %w", err)
 	}
 	r, err := ratOf(d)
 	if err != nil {
@@ -82,8 +92,8 @@ func SpeedupPPM(d canon.Decimal) (int64, error) {
 	}
 	r.Mul(r, ratInt(PPM))
 	q := floorRat(r)
-	if !q.IsInt64() || q.Int64() <= PPM {
-		return 0, fmt.Errorf("speedup %s: a crown speedup is greater than 1 and below 9e12", d)
+	if !q.IsInt64() || q.Sign() < 0 {
+		return 0, fmt.Errorf("ratio %s: want a decimal in [0, 9e12)", d)
 	}
 	return q.Int64(), nil
 }
