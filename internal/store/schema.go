@@ -78,6 +78,7 @@ var migrations = []migration{{
 },
 	weightsMigration,
 	settleMigration,
+	attemptsMigration,
 }
 
 // SchemaVersion is the schema version this binary writes.

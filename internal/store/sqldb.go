@@ -332,6 +332,27 @@ func (t *sqlTx) Count(ctx context.Context, states ...string) (int, error) {
 	return n, nil
 }
 
+func (t *sqlTx) CountByState(ctx context.Context) (map[string]int, error) {
+	rows, err := t.query(ctx, "SELECT state, COUNT(*) FROM reservations GROUP BY state")
+	if err != nil {
+		return nil, fmt.Errorf("count by state: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count by state: %w", err)
+		}
+		out[state] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count by state: %w", err)
+	}
+	return out, nil
+}
+
 func (t *sqlTx) CountHotkey(ctx context.Context, hotkey string, epoch uint64, skipReasons ...string) (int, error) {
 	query := "SELECT COUNT(*) FROM reservations WHERE hotkey = ? AND epoch = ?"
 	args := []any{hotkey, int64(epoch)}

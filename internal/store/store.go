@@ -130,6 +130,9 @@ type Tx interface {
 	Transition(ctx context.Context, from string, r Reservation, ev Event) error
 	// Count counts reservations in any of states.
 	Count(ctx context.Context, states ...string) (int, error)
+	// CountByState counts reservations by state: every state that has a
+	// reservation, with its count (empty, not nil, when there is none).
+	CountByState(ctx context.Context) (map[string]int, error)
 	// CountHotkey counts a hotkey's reservations of one epoch, leaving out
 	// those whose reason starts with any of skipReasons.
 	CountHotkey(ctx context.Context, hotkey string, epoch uint64, skipReasons ...string) (int, error)
@@ -163,6 +166,7 @@ type Tx interface {
 
 	WeightsTx
 	SettleTx
+	AttemptsTx
 }
 
 // Open opens (creating and migrating as needed) the store named by dsn: a

@@ -35,6 +35,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opt Options) {
 		{"Copies", testCopies},
 		{"Leases", testLeases},
 		{"Weights", testWeights},
+		{"Attempts", testAttempts},
+		{"CountByState", testCountByState},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opt Options) {
 	if opt.Concurrent {
 		t.Run("SkipLocked", func(t *testing.T) { testSkipLocked(t, open(t)) })
 		t.Run("WeightsConcurrent", func(t *testing.T) { testWeightsConcurrent(t, open(t)) })
+		t.Run("AttemptsConcurrent", func(t *testing.T) { testAttemptsConcurrent(t, open(t)) })
 	}
 }
 
