@@ -159,6 +159,7 @@ candidate code only ever runs in a separate, sandboxed Python process.
 		a.chainCommand,
 		a.minerCommand,
 		a.validatorCommand,
+		a.devnetCommand,
 		a.eventsCommand,
 	} {
 		root.AddCommand(mk())

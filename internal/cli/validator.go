@@ -36,7 +36,7 @@ state of record is the store in --data.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(a.validatorIntakeCommand(), a.validatorLeaseCommand(), a.validatorWeightsCommand())
+	cmd.AddCommand(a.validatorRunCommand(), a.validatorCrownsCommand(), a.validatorIntakeCommand(), a.validatorLeaseCommand(), a.validatorWeightsCommand())
 	return cmd
 }
 

@@ -29,16 +29,16 @@ type BaseEntry struct {
 
 // Attempted is what one qualification step did.
 type Attempted struct {
-	Reservation string           `json:"reservation"`
-	Attempt     int              `json:"attempt"` // the reservation's attempt number
-	Placement   int              `json:"placement"`
-	Verdict     referee.Verdict  `json:"verdict"`
-	Evidence    string           `json:"evidence,omitempty"`
-	SpeedupPPM  int64            `json:"speedup_ppm,omitempty"`
-	State       intake.State     `json:"state"`
-	Took        time.Duration    `json:"took"`
-	Result      *referee.Result  `json:"-"`
-	Lease       intake.Lease     `json:"-"`
+	Reservation string                `json:"reservation"`
+	Attempt     int                   `json:"attempt"` // the reservation's attempt number
+	Placement   int                   `json:"placement"`
+	Verdict     referee.Verdict       `json:"verdict"`
+	Evidence    string                `json:"evidence,omitempty"`
+	SpeedupPPM  int64                 `json:"speedup_ppm,omitempty"`
+	State       intake.State          `json:"state"`
+	Took        time.Duration         `json:"took"`
+	Result      *referee.Result       `json:"-"`
+	Lease       intake.Lease          `json:"-"`
 	Speed       *referee.SpeedSummary `json:"speed,omitempty"`
 }
 
@@ -123,7 +123,7 @@ func (n *Node) QualifyStep(ctx context.Context) (Attempted, bool, error) {
 	}
 	reason := string(v.Reason)
 	if v.Detail != "" {
-		reason = v.String()
+		reason += ": " + v.Detail
 	}
 	out.State, err = n.Intake.CompleteWith(ctx, l, iv, reason, func(tx store.Tx, r store.Reservation) error {
 		head, err := tx.Cursor(ctx)

@@ -1,0 +1,314 @@
+// Package devnet runs the whole system on one machine, without a real
+// chain or a GPU: the embedded local chain, a loopback server for miners'
+// archives, and a validator (package validator: intake, qualification,
+// settlement, weights, metrics and the dashboard) configured through the
+// same TOML file a real validator reads. Demo drives a scripted scenario
+// through it, from submissions to a signed release.
+//
+// A devnet lives in one directory: the chain's blocks, the validator's
+// store, evidence and fetched bundles, its keys (throwaway test keys), the
+// archives miners serve and the arena's calibration. Up again over the
+// same directory resumes it.
+package devnet
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"embed"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"cacheon/internal/keyfile"
+	"cacheon/internal/market/localchain"
+	"cacheon/internal/nodeconfig"
+	"cacheon/internal/validator"
+)
+
+// bundles are the scenario's bundles: the honest kernel, its disguised
+// copy, the slow incumbent, a slower one, a broken one, and the one a
+// miner commits to while serving another archive.
+//
+//go:embed bundles
+var bundles embed.FS
+
+// Config is how a devnet is started.
+type Config struct {
+	// Dir holds everything; created 0700 when missing.
+	Dir string
+	// Arena is a shipped arena name (default "cpu-tiny").
+	Arena string
+	// Addr is where the validator serves the dashboard, /metrics and
+	// /healthz (default 127.0.0.1:8080; port 0 picks one).
+	Addr string
+	// Python is the interpreter with torch ("" = the default lookup).
+	Python string
+	// BlockTime is the local chain's block interval (default 200 ms).
+	BlockTime time.Duration
+	// Log receives the validator's structured records (default: discard).
+	Log *slog.Logger
+	// Progress hears what the devnet is doing, a line at a time.
+	Progress func(string)
+	// Dashboard builds the validator's dashboard handler (nil: none).
+	Dashboard func(v *validator.Validator) http.Handler
+}
+
+// Devnet is a running devnet.
+type Devnet struct {
+	Config    Config
+	ChainURL  string
+	WWW       string // directory the archive server serves
+	WWWURL    string // its base URL
+	Addr      string // the validator's HTTP address
+	Validator *validator.Validator
+	Key       ed25519.PrivateKey // the validator's hotkey
+
+	chain  *localchain.Chain
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Up starts a devnet in cfg.Dir (resuming one that is there) and returns
+// once the validator serves. Close stops it.
+func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("devnet: a directory is required")
+	}
+	if cfg.Arena == "" {
+		cfg.Arena = "cpu-tiny"
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.BlockTime <= 0 {
+		cfg.BlockTime = 200 * time.Millisecond
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string) {}
+	}
+	if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("devnet: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("devnet: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d := &Devnet{Config: cfg, cancel: cancel, done: make(chan error, 3)}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if err := d.unpack(); err != nil {
+		return nil, err
+	}
+	if d.Key, err = devKey(filepath.Join(cfg.Dir, "keys", "validator.key")); err != nil {
+		return nil, err
+	}
+	hotkey := localchain.Hotkey(d.Key.Public().(ed25519.PublicKey))
+	if err := d.startChain(runCtx, hotkey); err != nil {
+		return nil, err
+	}
+	if err := d.startWWW(runCtx); err != nil {
+		return nil, err
+	}
+	if _, err := register(ctx, d.wallet(d.Key)); err != nil {
+		return nil, fmt.Errorf("devnet: register the validator: %w", err)
+	}
+	cal := filepath.Join(cfg.Dir, "calibration", cfg.Arena+".calibration")
+	if _, err := os.Stat(cal); errors.Is(err, fs.ErrNotExist) {
+		cfg.Progress("calibrating the " + cfg.Arena + " arena (once per devnet directory; A/A and both controls on this machine)")
+		if err := d.calibrate(ctx, cal); err != nil {
+			return nil, err
+		}
+	}
+	conf := filepath.Join(cfg.Dir, "validator.toml")
+	if err := os.WriteFile(conf, []byte(d.configText(hotkey)), 0o600); err != nil {
+		return nil, fmt.Errorf("devnet: write %s: %w", conf, err)
+	}
+	vc, err := nodeconfig.Load(conf)
+	if err != nil {
+		return nil, fmt.Errorf("devnet: %w", err)
+	}
+	if d.Validator, err = validator.Open(ctx, vc, validator.Options{Log: cfg.Log, Dashboard: cfg.Dashboard}); err != nil {
+		return nil, fmt.Errorf("devnet: validator: %w", err)
+	}
+	ready := make(chan string, 1)
+	go func() { d.done <- d.Validator.Run(runCtx, func(addr string) { ready <- addr }) }()
+	select {
+	case d.Addr = <-ready:
+	case err := <-d.done:
+		return nil, fmt.Errorf("devnet: validator: %w", err)
+	}
+	cfg.Progress(fmt.Sprintf("devnet up in %s: chain %s, archives %s, dashboard http://%s/", cfg.Dir, d.ChainURL, d.WWWURL, d.Addr))
+	return d, nil
+}
+
+// Wait blocks until the devnet stops (ctx ends or a part fails) and
+// returns the first failure.
+func (d *Devnet) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-d.done:
+		return err
+	}
+}
+
+// Close stops every part and releases the directory.
+func (d *Devnet) Close() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	if d.Validator != nil {
+		// Run returns once its loop ended; give it a moment.
+		time.Sleep(100 * time.Millisecond)
+		d.Validator.Close()
+		d.Validator = nil
+	}
+	if d.chain != nil {
+		d.chain.Close()
+		d.chain = nil
+	}
+}
+
+// BundleDir is the directory of one of the scenario's bundles.
+func (d *Devnet) BundleDir(name string) string {
+	return filepath.Join(d.Config.Dir, "bundles", name)
+}
+
+// unpack writes the embedded bundles into Dir/bundles (again each time:
+// they are the binary's).
+func (d *Devnet) unpack() error {
+	return fs.WalkDir(bundles, "bundles", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(d.Config.Dir, filepath.FromSlash(p))
+		if e.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		data, err := bundles.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
+	})
+}
+
+// startChain opens the chain in Dir/chain and serves it on loopback,
+// producing a block every BlockTime; the validator's hotkey may set
+// weights.
+func (d *Devnet) startChain(ctx context.Context, hotkey string) error {
+	c, err := localchain.Open(ctx, localchain.Options{Dir: filepath.Join(d.Config.Dir, "chain"), Finality: 2, Validators: []string{hotkey}})
+	if err != nil {
+		return fmt.Errorf("devnet: chain: %w", err)
+	}
+	d.chain = c
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("devnet: chain: %w", err)
+	}
+	d.ChainURL = "http://" + ln.Addr().String()
+	go func() {
+		if err := localchain.Serve(ctx, ln, c); err != nil && ctx.Err() == nil {
+			d.done <- fmt.Errorf("chain API: %w", err)
+		}
+	}()
+	go func() {
+		if err := c.Run(ctx, d.Config.BlockTime); err != nil && ctx.Err() == nil {
+			d.done <- fmt.Errorf("chain: %w", err)
+		}
+	}()
+	return nil
+}
+
+// startWWW serves Dir/www on loopback: the miners' archive host.
+func (d *Devnet) startWWW(ctx context.Context) error {
+	d.WWW = filepath.Join(d.Config.Dir, "www")
+	if err := os.MkdirAll(d.WWW, 0o755); err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("devnet: archive server: %w", err)
+	}
+	d.WWWURL = "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: http.FileServer(http.Dir(d.WWW)), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.done <- fmt.Errorf("archive server: %w", err)
+		}
+	}()
+	return nil
+}
+
+// wallet is a wallet of key on the devnet's chain.
+func (d *Devnet) wallet(key ed25519.PrivateKey) *localchain.Wallet {
+	cl, err := localchain.NewClient(d.ChainURL, 30*time.Second)
+	if err != nil {
+		panic(err) // ChainURL is ours and valid
+	}
+	return localchain.NewWallet(cl, key, 0)
+}
+
+// register registers w's hotkey unless it is already, and returns its uid.
+func register(ctx context.Context, w *localchain.Wallet) (uint16, error) {
+	acct, err := w.Backend().Account(ctx, w.Hotkey())
+	if err != nil {
+		return 0, err
+	}
+	if !acct.Registered {
+		r, err := w.Register(ctx)
+		if err == nil {
+			_, err = w.WaitIncluded(ctx, r.ID)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if acct, err = w.Backend().Account(ctx, w.Hotkey()); err != nil {
+			return 0, err
+		}
+	}
+	if acct.UID == nil {
+		return 0, errors.New("registered, but the metagraph shows no uid")
+	}
+	return *acct.UID, nil
+}
+
+// devKey reads the throwaway test key at path, generating it first when
+// missing. (Devnet keys live in the devnet directory, which may be inside
+// a git work tree: unlike a miner's or a release key, they guard nothing.)
+func devKey(path string) (ed25519.PrivateKey, error) {
+	if _, err := os.Stat(path); err == nil {
+		return keyfile.ReadPrivateKey(path)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("devnet key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("devnet key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("devnet key: %w", err)
+	}
+	if err := keyfile.WriteNew(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return nil, fmt.Errorf("devnet key: %w", err)
+	}
+	return priv, nil
+}

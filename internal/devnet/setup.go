@@ -1,0 +1,124 @@
+package devnet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"cacheon/arenas"
+	"cacheon/internal/engine"
+	"cacheon/internal/evidence"
+	"cacheon/internal/referee"
+	"cacheon/internal/slot"
+	"cacheon/internal/target"
+	"cacheon/internal/worker"
+	"cacheon/python"
+)
+
+// The devnet's referee settings: few waves and prompts, so an attempt
+// takes seconds on a CPU; the same rules as everywhere.
+const (
+	devWaves    = 3
+	devTPrompts = 4
+	devAudit    = "0.5"
+	devMinAudit = 1
+	devPairs    = 2
+)
+
+// configText is the validator's configuration: the store, evidence and
+// bundles under Dir/validator, the slow kernel as the arena's
+// generation-0 incumbent, weights published every 10 finalized blocks
+// with the validator itself as the burn target.
+func (d *Devnet) configText(hotkey string) string {
+	q := strconv.Quote
+	return fmt.Sprintf(`# Written by cacheon devnet up (again at every start: the chain's port changes).
+data = "validator"
+chain = %s
+arena = %s
+python = %s
+allow_loopback_http = true
+listen = %s
+poll = "300ms"
+
+[referee]
+calibration = %s
+waves = %d
+t_prompts = %d
+audit_share = %s
+min_audited = %d
+
+[weights]
+key = "keys/validator.key"
+burn_uid = 0
+burn_hotkey = %s
+interval = 10
+deadline = 30
+
+# The devnet's incumbent: a correct but deliberately slow silu_and_mul, so
+# an honest kernel's win is large enough to resolve on a shared CPU.
+[[base]]
+target = "activation.silu_and_mul"
+bundle = "bundles/slow"
+`, q(d.ChainURL), q(d.Config.Arena), q(d.Config.Python), q(d.Config.Addr),
+		q(filepath.Join("calibration", d.Config.Arena+".calibration")), devWaves, devTPrompts, q(devAudit), devMinAudit, q(hotkey))
+}
+
+// calibrate measures the arena on this machine with cacheon calibrate's
+// procedure (referee.Calibrate): A/A with the honest kernel (it computes
+// exactly what the stock kernel does), the slow kernel as the negative
+// control (slower than stock: it must FAIL), the honest kernel over the
+// slow incumbent as the positive control (it must PASS). The record is
+// refused unless both controls behave, and is written to path.
+func (d *Devnet) calibrate(ctx context.Context, path string) error {
+	ar, err := arenas.Resolve(d.Config.Arena)
+	if err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	slots, err := slot.NewCatalog()
+	if err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	targets, err := target.NewCatalog(slots)
+	if err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	store, err := evidence.Open(filepath.Join(d.Config.Dir, "calibration", "evidence"))
+	if err != nil {
+		return fmt.Errorf("devnet: calibration evidence: %w", err)
+	}
+	scratch, err := os.MkdirTemp(worker.ScratchRoot(), "cacheon-devnet-cal-*")
+	if err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	r := &referee.Referee{Open: referee.OpenEngine, Device: referee.HostDevice{}, Slots: slots, Store: store, Python: d.Config.Python,
+		ScratchRoot: worker.ScratchRoot(), Waves: devWaves, TPrompts: devTPrompts, AuditShare: devAudit, AuditMax: 64,
+		MinAudited: devMinAudit, KernelCache: filepath.Join(scratch, "kernels"), Progress: d.Config.Progress}
+	if ar.Device == "cuda" {
+		r.Device = referee.NvidiaDevice{}
+	}
+	cal, _, rep, err := r.Calibrate(ctx, referee.CalibrateRequest{Arena: ar, AA: d.BundleDir("honest"), Pairs: devPairs,
+		Negative: d.BundleDir("slow"), Positive: d.BundleDir("honest"),
+		PositiveIncumbent: []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: d.BundleDir("slow")}},
+		Targets:           targets, Device: ar.Device, Runtime: python.Digest()})
+	if rep != nil {
+		d.Config.Progress(fmt.Sprintf("A/A drifts %v, ratios %v; negative control %v; positive control %v", rep.Drifts, rep.Ratios, rep.Negative, rep.Positive))
+	}
+	if err != nil {
+		return fmt.Errorf("devnet: calibrate %s: %w", d.Config.Arena, err)
+	}
+	data, _, err := evidence.Encode(referee.DomainCalibration, *cal)
+	if err != nil {
+		return fmt.Errorf("devnet: calibration: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("devnet: %w", err)
+	}
+	d.Config.Progress(fmt.Sprintf("calibrated: n %s, m %s, k %s (written to %s)", cal.Speed.N, cal.Speed.M, cal.Speed.K, path))
+	return nil
+}
