@@ -73,7 +73,6 @@ func (c *checker) config(r *rawConfig) *Config {
 		SLABlocks:      uint64(c.intIn("intake.sla_blocks", r.Intake.SLABlocks, 0, 0, math.MaxInt64)),
 		FetchAttempts:  int(c.intIn("intake.fetch_attempts", r.Intake.FetchAttempts, 0, 0, 1<<20)),
 		QualifyRetries: int(c.intIn("intake.qualify_retries", r.Intake.QualifyRetries, 0, 0, 1<<20)),
-		LeaseTTL:       c.duration("intake.lease_ttl", r.Intake.LeaseTTL, 0),
 	}
 	cfg.Base = c.base(r.Base)
 	return cfg

@@ -62,13 +62,12 @@ type rawWeights struct {
 }
 
 type rawIntake struct {
-	PendingCap     int64  `toml:"pending_cap"`
-	HotkeyEpochCap int64  `toml:"hotkey_epoch_cap"`
-	EpochBlocks    int64  `toml:"epoch_blocks"`
-	SLABlocks      int64  `toml:"sla_blocks"`
-	FetchAttempts  int64  `toml:"fetch_attempts"`
-	QualifyRetries int64  `toml:"qualify_retries"`
-	LeaseTTL       string `toml:"lease_ttl"`
+	PendingCap     int64 `toml:"pending_cap"`
+	HotkeyEpochCap int64 `toml:"hotkey_epoch_cap"`
+	EpochBlocks    int64 `toml:"epoch_blocks"`
+	SLABlocks      int64 `toml:"sla_blocks"`
+	FetchAttempts  int64 `toml:"fetch_attempts"`
+	QualifyRetries int64 `toml:"qualify_retries"`
 }
 
 type rawBase struct {

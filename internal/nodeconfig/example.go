@@ -96,7 +96,6 @@ calibration = "calibration.json"
 # sla_blocks = 0
 # fetch_attempts = 0
 # qualify_retries = 0
-# lease_ttl = ""
 
 # A generation-0 incumbent under the settled stack, one table per target
 # (on a devnet, a deliberately slow kernel). bundle is a bundle directory.
@@ -124,7 +123,7 @@ func (c *Config) Marshal() ([]byte, error) {
 			HalfLife: int64(c.Weights.HalfLife), Interval: int64(c.Weights.Interval), Deadline: int64(c.Weights.Deadline)},
 		Intake: rawIntake{PendingCap: int64(c.Intake.PendingCap), HotkeyEpochCap: int64(c.Intake.HotkeyEpochCap),
 			EpochBlocks: int64(c.Intake.EpochBlocks), SLABlocks: int64(c.Intake.SLABlocks), FetchAttempts: int64(c.Intake.FetchAttempts),
-			QualifyRetries: int64(c.Intake.QualifyRetries), LeaseTTL: durationText(c.Intake.LeaseTTL)},
+			QualifyRetries: int64(c.Intake.QualifyRetries)},
 	}
 	for _, b := range c.Base {
 		raw.Base = append(raw.Base, rawBase(b))

@@ -130,7 +130,6 @@ type IntakeSection struct {
 	SLABlocks      uint64
 	FetchAttempts  int
 	QualifyRetries int
-	LeaseTTL       time.Duration
 }
 
 // BaseEntry is one [[base]] row: a generation-0 incumbent for a target

@@ -133,11 +133,10 @@ hotkey_epoch_cap = 1
 epoch_blocks = 10
 sla_blocks = 20
 fetch_attempts = 5
-qualify_retries = 0
-lease_ttl = "5m"`),
+qualify_retries = 0`),
 			func(c *Config) bool {
 				return c.Settlement == SettlementSection{Holder: "s-9", LeaseTTL: 30 * time.Second} &&
-					c.Intake == IntakeSection{PendingCap: 8, HotkeyEpochCap: 1, EpochBlocks: 10, SLABlocks: 20, FetchAttempts: 5, LeaseTTL: 5 * time.Minute}
+					c.Intake == IntakeSection{PendingCap: 8, HotkeyEpochCap: 1, EpochBlocks: 10, SLABlocks: 20, FetchAttempts: 5}
 			}},
 		{"base rows", doc("", `[[base]]
 target = "activation.silu_and_mul"
@@ -256,7 +255,7 @@ func TestBad(t *testing.T) {
 		{"deadline negative", doc("", "[weights]\ndeadline = -50"), `weights\.deadline: -50 is less than 1$`},
 		{"intake negative", doc("", "[intake]\npending_cap = -1"), `^v\.toml:8:1: intake\.pending_cap: -1 is not in \[0, `},
 		{"intake sla negative", doc("", "[intake]\nsla_blocks = -1"), `intake\.sla_blocks: -1 is less than 0$`},
-		{"intake lease", doc("", "[intake]\nlease_ttl = \"0s\""), `intake\.lease_ttl: "0s" is not a positive duration`},
+		{"intake lease", doc("", "[intake]\nlease_ttl = \"1m\""), `intake\.lease_ttl: unknown key`},
 		{"base without target", doc("", "[[base]]\nbundle = \"b\""), `^v\.toml:7:3: base\[0\]\.target: missing \(required`},
 		{"base empty target", doc("", "[[base]]\ntarget = \"\"\nbundle = \"b\""), `^v\.toml:8:1: base\[0\]\.target: empty \(required`},
 		{"base without bundle", doc("", "[[base]]\ntarget = \"t\""), `base\[0\]\.bundle: missing \(required: the incumbent's bundle directory\)`},
