@@ -72,9 +72,10 @@ type Devnet struct {
 	Validator *validator.Validator
 	Key       ed25519.PrivateKey // the validator's hotkey
 
-	chain  *localchain.Chain
-	cancel context.CancelFunc
-	done   chan error
+	chain   *localchain.Chain
+	cancel  context.CancelFunc
+	done    chan error
+	stopped chan struct{} // closed when the validator's Run returned
 }
 
 // Up starts a devnet in cfg.Dir (resuming one that is there) and returns
@@ -143,7 +144,11 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 		return nil, fmt.Errorf("devnet: validator: %w", err)
 	}
 	ready := make(chan string, 1)
-	go func() { d.done <- d.Validator.Run(runCtx, func(addr string) { ready <- addr }) }()
+	d.stopped = make(chan struct{})
+	go func() {
+		defer close(d.stopped)
+		d.done <- d.Validator.Run(runCtx, func(addr string) { ready <- addr })
+	}()
 	select {
 	case d.Addr = <-ready:
 	case err := <-d.done:
@@ -170,8 +175,9 @@ func (d *Devnet) Close() {
 		d.cancel()
 	}
 	if d.Validator != nil {
-		// Run returns once its loop ended; give it a moment.
-		time.Sleep(100 * time.Millisecond)
+		if d.stopped != nil {
+			<-d.stopped // the loop ended: an attempt in flight was abandoned
+		}
 		d.Validator.Close()
 		d.Validator = nil
 	}

@@ -1,0 +1,125 @@
+package devnet
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cacheon/internal/sandbox"
+	"cacheon/internal/store"
+	"cacheon/internal/worker"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.MaybeRunChild()
+	os.Exit(m.Run())
+}
+
+// TestDemo is the issue's scenario end to end on the CPU arena, the same
+// run `cacheon devnet demo` makes: five miners, one crown after two
+// attempts, four failures each with its reason, weights confirmed on the
+// chain, the crown integrated into a signed release that verifies. It then
+// checks the validator's HTTP side (/healthz, /metrics against the store)
+// and that up again over the same directory resumes it.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the referee on the CPU engine (minutes)")
+	}
+	python, err := worker.FindPython(context.Background(), "")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	var lines []string
+	cfg := Config{Dir: dir, Addr: "127.0.0.1:0", Python: python, Progress: func(s string) { lines = append(lines, s) }}
+	d, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Demo(ctx, d, 15*time.Minute)
+	if err != nil {
+		d.Close()
+		t.Fatalf("%v\nprogress:\n%s", err, strings.Join(lines, "\n"))
+	}
+	for _, s := range sum.Submissions {
+		t.Logf("%s: %s %s", s.Miner, s.State, s.Reason)
+		if !s.OK {
+			t.Errorf("%s ended %s (%s); want %s", s.Miner, s.State, s.Reason, s.Expect)
+		}
+	}
+	if !sum.OK || sum.Crown == nil || sum.Release == nil || sum.Weights == "" {
+		t.Fatalf("summary not complete: ok %v crown %v release %v weights %q", sum.OK, sum.Crown != nil, sum.Release != nil, sum.Weights)
+	}
+	if sum.Crown.Record.Generation != 1 || sum.JournalSeq != 2 {
+		t.Errorf("crown generation %d, journal %d events; want 1 and 2 (CROWN, STACK_TRANSITION)", sum.Crown.Record.Generation, sum.JournalSeq)
+	}
+
+	// The HTTP side reads what the store holds.
+	base := "http://" + d.Addr
+	if body, code := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	metrics, code := get(t, base+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	var counts map[string]int
+	if err := d.Validator.Store.View(ctx, func(tx store.Tx) error {
+		counts, err = tx.CountByState(ctx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for state, n := range counts {
+		re := regexp.MustCompile(`(?m)^cacheon_queue_depth\{state="` + state + `"\} ` + strconv.Itoa(n) + `$`)
+		if !re.MatchString(metrics) {
+			t.Errorf("/metrics does not show %d reservation(s) %s:\n%s", n, state, metrics)
+		}
+	}
+	for _, want := range []string{`cacheon_attempts_total{verdict="PASS",reason=""} 2`, `cacheon_attempts_total{verdict="FAIL",reason="not_faster"} 1`, `cacheon_stack_generation 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	d.Close()
+
+	// Up again resumes: the store still holds the crown, and the demo
+	// refuses to run twice.
+	d2, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	crowns, err := d2.Validator.Node.Crowns(ctx)
+	if err != nil || len(crowns) != 1 || crowns[0].Digest != sum.Crown.Digest {
+		t.Fatalf("after a restart: crowns %v, %v; want the one crown %s", len(crowns), err, sum.Crown.Digest)
+	}
+	if _, err := Demo(ctx, d2, time.Minute); err == nil || !strings.Contains(err.Error(), "ran in") {
+		t.Fatalf("a second demo in the same directory: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) (string, int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), resp.StatusCode
+}
+
