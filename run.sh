@@ -14,3 +14,12 @@ CGO_ENABLED=0 go build -ldflags "-X main.revision=$rev -X main.modified=$dirty" 
 .bin/cacheon targets
 .bin/cacheon scan examples/silu_torch
 .bin/cacheon verify examples/silu_torch --device cpu --dtype float32
+# The main job: the whole system on this machine (docs/devnet.md). The
+# first run plays the demo (five miners, one crown, a signed release) and
+# keeps the devnet serving its dashboard until Ctrl-C; later runs resume
+# it. DEVNET_DIR picks the directory.
+dir=${DEVNET_DIR:-.devnet}
+if [ -e "$dir/demo.json" ]; then
+  exec .bin/cacheon devnet up --dir "$dir"
+fi
+exec .bin/cacheon devnet demo --dir "$dir" --keep

@@ -6,6 +6,7 @@ cd "$(dirname "$0")"
 export CGO_ENABLED=0
 scripts/ensure-torch
 scripts/ensure-postgres
+scripts/ensure-chromium
 go vet ./...
 go test -count=1 ./...
 # The hostile side's own unit tests (CPU; CUDA cases skip without a GPU).

@@ -58,8 +58,6 @@ type Config struct {
 	Log *slog.Logger
 	// Progress hears what the devnet is doing, a line at a time.
 	Progress func(string)
-	// Dashboard builds the validator's dashboard handler (nil: none).
-	Dashboard func(v *validator.Validator) http.Handler
 }
 
 // Devnet is a running devnet.
@@ -140,7 +138,7 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devnet: %w", err)
 	}
-	if d.Validator, err = validator.Open(ctx, vc, validator.Options{Log: cfg.Log, Dashboard: cfg.Dashboard}); err != nil {
+	if d.Validator, err = validator.Open(ctx, vc, validator.Options{Log: cfg.Log}); err != nil {
 		return nil, fmt.Errorf("devnet: validator: %w", err)
 	}
 	ready := make(chan string, 1)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"cacheon/internal/dashboard/dashtest"
 	"cacheon/internal/sandbox"
 	"cacheon/internal/store"
 	"cacheon/internal/worker"
@@ -91,6 +92,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkDashboard(t, base, counts, sum)
 	d.Close()
 
 	// Up again resumes: the store still holds the crown, and the demo
@@ -123,3 +125,23 @@ func get(t *testing.T, url string) (string, int) {
 	return string(b), resp.StatusCode
 }
 
+
+// checkDashboard opens the running devnet's dashboard in headless
+// Chromium: the overview shows the store's queue counts, crown and journal,
+// the journal page verifies, and the console stays clean. With
+// CACHEON_DASHBOARD_SCREENSHOT set it writes the screenshots there (the
+// one in docs/devnet.md comes from here).
+func checkDashboard(t *testing.T, base string, counts map[string]int, sum *Summary) {
+	t.Helper()
+	if _, err := dashtest.Chromium(); err != nil && os.Getenv("CI") != "true" && os.Getenv("CACHEON_REQUIRE_CHROMIUM") != "1" {
+		t.Logf("dashboard in a browser not checked: %v", err)
+		return
+	}
+	browser := dashtest.Browser(t)
+	want := map[string]string{"crowns": "1", "journal.verified": "verified", "journal.seq": strconv.FormatInt(sum.JournalSeq, 10), "stack.generation": "1"}
+	for state, n := range counts {
+		want["queue."+state] = strconv.Itoa(n)
+	}
+	dashtest.CheckPage(t, browser, base+"/", "devnet-overview", want, false)
+	dashtest.CheckPage(t, browser, base+"/journal", "devnet-journal", map[string]string{"jv.verified": "verifies", "jv.count": strconv.FormatInt(sum.JournalSeq, 10)}, false)
+}

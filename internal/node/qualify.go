@@ -122,7 +122,10 @@ func (n *Node) QualifyStep(ctx context.Context) (Attempted, bool, error) {
 		iv = intake.VerdictFail
 	}
 	reason := string(v.Reason)
-	if v.Detail != "" {
+	switch {
+	case reason == "":
+		reason = v.Detail
+	case v.Detail != "":
 		reason += ": " + v.Detail
 	}
 	out.State, err = n.Intake.CompleteWith(ctx, l, iv, reason, func(tx store.Tx, r store.Reservation) error {

@@ -21,6 +21,7 @@ import (
 
 	"cacheon/arenas"
 	"cacheon/internal/arena"
+	"cacheon/internal/dashboard"
 	"cacheon/internal/evidence"
 	"cacheon/internal/keyfile"
 	"cacheon/internal/market/intake"
@@ -47,9 +48,6 @@ type Options struct {
 	Log *slog.Logger
 	// Progress, if set, receives the referee's and screen's progress lines.
 	Progress func(string)
-	// Dashboard, if set, builds the handler served at / (it gets the
-	// validator to read from).
-	Dashboard func(v *Validator) http.Handler
 }
 
 // Validator is one validator, built and ready to run.
@@ -188,9 +186,14 @@ func (v *Validator) referee() (*referee.Referee, error) {
 	return r, nil
 }
 
-// Handler serves /metrics, /healthz and, when Options.Dashboard is set,
-// the dashboard at /.
-func (v *Validator) Handler() http.Handler {
+// Handler serves /metrics, /healthz and the dashboard (package
+// dashboard, read-only over Source) at /.
+func (v *Validator) Handler() (http.Handler, error) {
+	dash, err := dashboard.New(v.Source(), dashboard.Options{Title: "cacheon validator · " + v.Arena.Name,
+		Metrics: v.Metrics.Handler(), Health: v.Healthy, Logger: v.opts.Log})
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", v.Metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -203,10 +206,8 @@ func (v *Validator) Handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	if v.opts.Dashboard != nil {
-		mux.Handle("/", v.opts.Dashboard(v))
-	}
-	return mux
+	mux.Handle("/", dash)
+	return mux, nil
 }
 
 // Healthy reports nil while the loop completes rounds and the store
@@ -236,7 +237,12 @@ func (v *Validator) Run(ctx context.Context, ready func(addr string)) error {
 			return fmt.Errorf("listen on %s: %w", v.Config.Listen, err)
 		}
 		addr = ln.Addr().String()
-		srv = &http.Server{Handler: v.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+		h, err := v.Handler()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
