@@ -125,7 +125,6 @@ func get(t *testing.T, url string) (string, int) {
 	return string(b), resp.StatusCode
 }
 
-
 // checkDashboard opens the running devnet's dashboard in headless
 // Chromium: the overview shows the store's queue counts, crown and journal,
 // the journal page verifies, and the console stays clean. With
