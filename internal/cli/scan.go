@@ -150,19 +150,6 @@ func (a *app) printFindings(err error) {
 	}
 }
 
-// parserPython picks the interpreter that only parses sources (no torch
-// needed): the flag, then $CACHEON_PYTHON, then /usr/bin/python3, then
-// python3 from PATH. A real interpreter path avoids version-manager shims,
-// which cost a process start of their own.
-func parserPython(explicit string) string {
-	if explicit != "" {
-		return worker.AbsCommand(explicit)
-	}
-	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
-		return worker.AbsCommand(env)
-	}
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		return "/usr/bin/python3"
-	}
-	return ""
-}
+// parserPython picks the interpreter that only parses sources
+// (worker.ParserPython).
+func parserPython(explicit string) string { return worker.ParserPython(explicit) }

@@ -26,8 +26,11 @@ import (
 func (a *app) validatorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validator",
-		Short: "A validator's intake of revealed bundles and its qualification queue",
-		Long: `The validator's side of the market. intake reads the chain's finalized
+		Short: "Run a validator, or one of its steps by hand",
+		Long: `The validator's side of the market. run is the daemon (intake,
+qualification, settlement, weights, /metrics, /healthz, the dashboard) from
+one TOML file; crowns lists the settled crowns as crown records for
+cacheon integrate. The other commands are single steps: intake reads the chain's finalized
 reveals into reservations in chain order, then fetches, scans, checks for
 copies and screens them (verify on the arena's device) until they are
 promoted to qualification work or fail with a reason; lease hands that work

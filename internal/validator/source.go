@@ -258,11 +258,14 @@ func meanNLL(nll []string) string {
 }
 
 func (s source) Stacks(ctx context.Context) ([]dashboard.StackGeneration, error) {
-	jv, entries, err := s.journal(ctx)
+	_, entries, err := s.journal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	_ = jv
+	var cur store.StackRecord
+	if err := s.view(ctx, func(tx store.Tx) error { var err error; cur, err = tx.EvalStack(ctx); return err }); err != nil {
+		return nil, err
+	}
 	out := []dashboard.StackGeneration{}
 	g0, d0, err := commit.DecodeStack(store.StackRecord{})
 	if err != nil {
@@ -280,13 +283,11 @@ func (s source) Stacks(ctx context.Context) ([]dashboard.StackGeneration, error)
 			crown = &dashboard.Crown{Seq: uint64(e.Seq), Digest: digest, Target: ev.Target, Proposal: ev.Proposal, Contributor: ev.Contributor,
 				Reservation: ev.Reservation, SpeedupPPM: uint64(ev.SpeedupPPM), Block: ev.Block, Evidence: ev.Evidence}
 		case settle.KindStackTransition:
-			var rec store.StackRecord
-			if err := s.view(ctx, func(tx store.Tx) error { var err error; rec, err = tx.EvalStack(ctx); return err }); err != nil {
-				return nil, err
-			}
+			// Only the current generation's entries are stored; the
+			// earlier ones are named by their digest.
 			gen := dashboard.StackGeneration{Generation: uint64(ev.Generation), Digest: ev.Stack, Crown: crown}
-			if rec.Generation == ev.Generation {
-				st, d, err := commit.DecodeStack(rec)
+			if cur.Generation == ev.Generation {
+				st, d, err := commit.DecodeStack(cur)
 				if err == nil {
 					gen = generation(st, d, crown)
 				}

@@ -116,15 +116,7 @@ func Open(ctx context.Context, cfg *nodeconfig.Config, opts Options) (_ *Validat
 	for _, b := range cfg.Base {
 		base = append(base, node.BaseEntry{Target: b.Target, Bundle: b.Bundle})
 	}
-	parser := cfg.Python
-	if parser == "" {
-		parser = os.Getenv("CACHEON_PYTHON")
-	}
-	if parser != "" {
-		parser = worker.AbsCommand(parser)
-	} else if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		parser = "/usr/bin/python3"
-	}
+	parser := worker.ParserPython(cfg.Python)
 	in := cfg.Intake
 	v.Node, err = node.New(node.Config{Store: v.Store, Chain: v.Chain, Arena: v.Arena, Slots: v.Slots,
 		Intake: intake.Config{WorkDir: work, PendingCap: in.PendingCap, HotkeyCap: in.HotkeyEpochCap, EpochBlocks: in.EpochBlocks,

@@ -336,3 +336,20 @@ func startWithOwnPipes(attach func(out, errw *os.File), start func() error) (out
 	}
 	return outR, errR, nil
 }
+
+// ParserPython picks the interpreter that only parses sources (no torch
+// needed): the flag, then $CACHEON_PYTHON, then /usr/bin/python3, then
+// python3 from PATH. A real interpreter path avoids version-manager shims,
+// which cost a process start of their own.
+func ParserPython(explicit string) string {
+	if explicit != "" {
+		return AbsCommand(explicit)
+	}
+	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
+		return AbsCommand(env)
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return ""
+}
