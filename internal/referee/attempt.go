@@ -140,7 +140,7 @@ func (r *Referee) Attempt(ctx context.Context, p Proposal, n int) (*AttemptRecor
 	}
 	plan := Plan{Arena: adigest, Incumbent: p.IncumbentDigest, Stock: len(p.Incumbent) == 0, Target: p.Candidate.Slot, Candidate: p.CandidateHash,
 		Calibration: r.CalibRef.Digest, Attempt: n, Order: st.order, Commit: hex.EncodeToString(commit[:]),
-		Waves: r.Waves, Warmup: r.Warmup, TPrompts: r.TPrompts, AuditShare: r.AuditShare, AuditMaxDmp: r.AuditMax,
+		Waves: r.Waves, Warmup: r.Warmup, Nudge: r.nudges(), TPrompts: r.TPrompts, AuditShare: r.AuditShare, AuditMaxDmp: r.AuditMax,
 		Device: p.Arena.Device, Schedule: "B C B′ A T", Workload: p.Arena.WorkloadName, Scheme: "cacheon-referee-1",
 		MinAudited: r.MinAudited, TailNLL: string(r.Calibration.Quality.TailNLL), QualityRule: qdigest}
 	if st.rec.Plan, err = r.Store.Put(DomainPlan, plan); err != nil {
@@ -261,6 +261,9 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	}
 
 	// B.
+	if v := r.nudge(ctx, "B"); v.Outcome != "" {
+		return v
+	}
 	if v := r.settle(ctx, "B", inc, true); v.Outcome != "" {
 		return v
 	}
@@ -277,7 +280,10 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	if err != nil {
 		return Attribute(err, ReasonCandidateErr, "candidate engine")
 	}
-	v := r.settle(ctx, "C", cand, false)
+	v := r.nudge(ctx, "C")
+	if v.Outcome == "" {
+		v = r.settle(ctx, "C", cand, false)
+	}
 	if v.Outcome == "" {
 		v = r.read(ctx, st, "C", cand, false)
 	}
@@ -378,19 +384,57 @@ func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Ses
 
 // settle serves one untimed read on a newly loaded engine before its first
 // timed read, so that B, C and B′ are all reads of an engine that has
-// served before (B′ always is). Measured on the H200 before it: the first
-// reads of new engines (B and C) came out 1–3 % below B′ in every A/A
-// attempt, which biased r against the candidate. Nothing of it is sealed
-// or used; a failure is attributed as a timed read's would be.
+// served before (B′ always is). Nothing of it is sealed or used; a failure
+// is attributed as a timed read's would be. (Measured on the H200 in
+// session 9, it did not move the A/A bias, nor did 25 s of such reads:
+// an engine's rate was flat over its first 25 s; see nudge.)
 func (r *Referee) settle(ctx context.Context, role string, s Session, incumbent bool) Verdict {
+	var prog func(string)
+	if r.Progress != nil {
+		prog = func(line string) { r.Progress("settle " + line) }
+	}
 	r.say("%s: settling read (untimed)", role)
-	if _, err := s.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime}); err != nil {
+	if _, err := s.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime, Progress: prog}); err != nil {
 		if incumbent {
 			return Because(ReasonIncumbent, "%s settling read: %v", role, err)
 		}
 		return Attribute(err, ReasonCandidateErr, role+" settling read")
 	}
 	return Verdict{}
+}
+
+// Nudger is a device that can create and end one short-lived context of
+// its own (NvidiaDevice.Nudge).
+type Nudger interface {
+	Nudge(ctx context.Context, python string) error
+}
+
+// nudge, on a device that can, creates and ends one context beside a newly
+// loaded engine before that engine's reads. Measured on the H200 (session
+// 9, docs/performance.md): a process's GPU throughput rose by 2–5 % once
+// another process had created a CUDA context beside it, and stayed there
+// after that process ended. In the referee's schedule B′ was the only read
+// of such an engine (the candidate's context had come and gone), so A/A
+// read B′ 2 % above B and C in every attempt. With a nudge after every
+// engine's load, B, C and B′ are all reads of engines that another context
+// has come and gone beside. A nudge that fails is NO_DECISION: the reads
+// would not be comparable.
+func (r *Referee) nudge(ctx context.Context, role string) Verdict {
+	n, ok := r.Device.(Nudger)
+	if !ok {
+		return Verdict{}
+	}
+	r.say("%s: nudge (a context of the referee's own, created and ended)", role)
+	if err := n.Nudge(ctx, r.Python); err != nil {
+		return Because(ReasonInfrastructure, "%s: nudge: %v", role, err)
+	}
+	return Verdict{}
+}
+
+// nudges says whether the attempt's device nudges (the plan seals it).
+func (r *Referee) nudges() bool {
+	_, ok := r.Device.(Nudger)
+	return ok
 }
 
 // wavesOf are a read's host measurements.

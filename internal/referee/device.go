@@ -76,3 +76,41 @@ func (d NvidiaDevice) MemoryUsed(ctx context.Context) (int64, error) {
 	}
 	return mib << 20, nil
 }
+
+// nudgeScript creates the CUDA device's primary context in a process of
+// the referee's own (no candidate code, no torch: the driver through
+// ctypes), allocates and frees one MiB in it, and ends.
+const nudgeScript = `import ctypes, sys
+cu = ctypes.CDLL("libcuda.so.1")
+def ok(what, rc):
+    if rc != 0:
+        sys.exit("%s: CUDA driver error %d" % (what, rc))
+ok("cuInit", cu.cuInit(0))
+dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+ok("cuDeviceGet", cu.cuDeviceGet(ctypes.byref(dev), 0))
+ok("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+ok("cuCtxSetCurrent", cu.cuCtxSetCurrent(ctx))
+ok("cuMemAlloc", cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(1 << 20)))
+ok("cuMemFree", cu.cuMemFree_v2(ptr))
+ok("cuCtxSynchronize", cu.cuCtxSynchronize())
+ok("cuDevicePrimaryCtxRelease", cu.cuDevicePrimaryCtxRelease_v2(dev))
+`
+
+// Nudge creates and ends one CUDA context on the device (CUDA device 0 of
+// this process's visibility, the device the engines use) from a process of
+// the referee's own, and returns once that process has ended
+// (Referee.nudge says why).
+func (d NvidiaDevice) Nudge(ctx context.Context, python string) error {
+	if python == "" {
+		python = "python3"
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-B", "-c", nudgeScript)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w (%s)", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}

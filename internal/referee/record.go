@@ -26,24 +26,25 @@ type Plan struct {
 	// Stock says the incumbent is the stock stack: only its reads have a
 	// calibrated rate to be sane against.
 	Stock       bool   `json:"stock"`
-	Target      string `json:"target"`       // the slot the candidate replaces
-	Candidate   string `json:"candidate"`    // candidate bundle content hash
-	Calibration string `json:"calibration"`  // digest of the calibration record
-	Attempt     int    `json:"attempt"`      // 1 or 2
-	Order       string `json:"order"`        // engine placement of this attempt
-	Commit      string `json:"commit"`       // SHA-256 of the attempt's secret, revealed after the reads
-	Waves       int    `json:"waves"`        // timed waves per read
-	Warmup      int    `json:"warmup"`       // warm-up waves per read
-	TPrompts    int    `json:"t_prompts"`    // prompts T scores
-	AuditShare  string `json:"audit_share"`  // share of candidate calls A dumps
-	AuditMaxDmp int    `json:"audit_max"`    // most dumps A keeps
-	Device      string `json:"device"`       // device kind of the arena
-	Schedule    string `json:"schedule"`     // the role order, e.g. "B C B′ A T"
-	Workload    string `json:"workload"`     // workload name
-	Scheme      string `json:"scheme"`       // version of this procedure
-	MinAudited  int    `json:"min_audited"`  // least dumps of the target A must grade
-	TailNLL     string `json:"tail_nll"`     // tail threshold of the quality rule
-	QualityRule string `json:"quality_rule"` // digest of the quality constants in use
+	Target      string `json:"target"`          // the slot the candidate replaces
+	Candidate   string `json:"candidate"`       // candidate bundle content hash
+	Calibration string `json:"calibration"`     // digest of the calibration record
+	Attempt     int    `json:"attempt"`         // 1 or 2
+	Order       string `json:"order"`           // engine placement of this attempt
+	Commit      string `json:"commit"`          // SHA-256 of the attempt's secret, revealed after the reads
+	Waves       int    `json:"waves"`           // timed waves per read
+	Warmup      int    `json:"warmup"`          // warm-up waves per read
+	Nudge       bool   `json:"nudge,omitempty"` // a context of the referee's own came and went beside each timed engine before its reads
+	TPrompts    int    `json:"t_prompts"`       // prompts T scores
+	AuditShare  string `json:"audit_share"`     // share of candidate calls A dumps
+	AuditMaxDmp int    `json:"audit_max"`       // most dumps A keeps
+	Device      string `json:"device"`          // device kind of the arena
+	Schedule    string `json:"schedule"`        // the role order, e.g. "B C B′ A T"
+	Workload    string `json:"workload"`        // workload name
+	Scheme      string `json:"scheme"`          // version of this procedure
+	MinAudited  int    `json:"min_audited"`     // least dumps of the target A must grade
+	TailNLL     string `json:"tail_nll"`        // tail threshold of the quality rule
+	QualityRule string `json:"quality_rule"`    // digest of the quality constants in use
 }
 
 // ReadRecord is one sealed read: per-wave host measurements, the tokens'
