@@ -12,6 +12,7 @@ import (
 	"cacheon/internal/arena"
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
+	"cacheon/internal/sandbox"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/worker"
@@ -51,6 +52,11 @@ type Config struct {
 	// (SaveKernelCache), copied into this session's own Triton cache before
 	// its runtime starts; "" or a missing directory: none.
 	KernelCache string
+	// BytecodeRoot holds the trusted bytecode caches the runtime reads
+	// (worker.PrepareBytecode; "" = worker.DefaultBytecodeRoot).
+	BytecodeRoot string
+	// NoBytecode makes the runtime compile every module from source.
+	NoBytecode bool
 	// LoadTimeout bounds building the model and capturing graphs.
 	LoadTimeout time.Duration
 	// ScratchRoot holds the session's job directory ("" = system temp).
@@ -165,9 +171,13 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	if checkpoint != "" {
 		readOnly = append(readOnly, checkpoint)
 	}
-	launcher, err := worker.NewSandboxLauncher(stackRoot, runtimeParent, s.Python, ar.Device, readOnly...)
+	install, err := sandbox.InspectPython(ctx, s.Python)
 	if err != nil {
-		return nil, fault.InfraErr(err)
+		return nil, fault.InfraErr(fmt.Errorf("inspect python: %w", err))
+	}
+	launcher := worker.NewSandboxLauncherFor(install, stackRoot, runtimeParent, ar.Device, readOnly...)
+	if !c.NoBytecode {
+		launcher.UseBytecode(worker.PrepareBytecode(ctx, s.Python, install, c.BytecodeRoot))
 	}
 	starter, err := launcher.Single(ctx)
 	if err != nil {

@@ -172,3 +172,11 @@ func applyLandlock(p Policy, privateProc bool) (string, error) {
 	}
 	return detail, nil
 }
+
+// LandlockAvailable reports whether this kernel enforces Landlock, the
+// layer that can keep a granted directory read-only for a process of the
+// same user.
+func LandlockAvailable() bool {
+	abi, err := ll.LandlockGetABIVersion()
+	return err == nil && abi >= 1
+}

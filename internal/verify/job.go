@@ -44,6 +44,11 @@ type Setup struct {
 	Slots *slot.Catalog
 	// ScratchRoot holds the job directory ("" = the system temp directory).
 	ScratchRoot string
+	// BytecodeRoot holds the trusted bytecode caches workers read
+	// (worker.PrepareBytecode; "" = worker.DefaultBytecodeRoot).
+	BytecodeRoot string
+	// NoBytecode makes workers compile every module from source.
+	NoBytecode bool
 }
 
 // Job is a prepared verify run: the bundle staged into a private copy and
@@ -99,6 +104,21 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if err != nil {
 		return nil, fault.InfraErr(fmt.Errorf("inspect python: %w", err))
 	}
+	// The bytecode cache is filled (once per installation) while the scan
+	// runs; without one, workers compile from source.
+	type cache struct {
+		dir string
+		err error
+	}
+	bytecode := make(chan cache, 1)
+	if s.NoBytecode {
+		bytecode <- cache{}
+	} else {
+		go func() {
+			dir, err := worker.PrepareBytecode(ctx, j.Python, install, s.BytecodeRoot)
+			bytecode <- cache{dir, err}
+		}()
+	}
 	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install}); err != nil {
 		var fe *scan.FindingsError
 		if !errors.As(err, &fe) {
@@ -125,6 +145,8 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		return nil, fault.InfraErr(err)
 	}
 	launcher := worker.NewSandboxLauncherFor(install, j.Admitted.Dir(), runtimeParent, j.Device)
+	bc := <-bytecode
+	launcher.UseBytecode(bc.dir, bc.err)
 	j.opts = Options{
 		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays,
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,

@@ -18,6 +18,10 @@ import (
 type SandboxLauncher struct {
 	base sandbox.Policy
 	cuda bool // collective ranks get /dev/shm
+	// bytecode is the trusted bytecode cache workers read, or why there
+	// is none (UseBytecode).
+	bytecode    string
+	bytecodeErr error
 
 	mu       sync.Mutex
 	starters []*SandboxStarter
@@ -52,11 +56,23 @@ func NewSandboxLauncherFor(install sandbox.PythonInstall, bundleDir, runtimePare
 }
 
 func (l *SandboxLauncher) starter(p sandbox.Policy) *SandboxStarter {
-	s := &SandboxStarter{Base: p}
 	l.mu.Lock()
+	s := &SandboxStarter{Base: p, Bytecode: l.bytecode}
 	l.starters = append(l.starters, s)
 	l.mu.Unlock()
 	return s
+}
+
+// UseBytecode makes every worker started from now on read compiled
+// modules from dir, a cache PrepareBytecode filled; with err (what
+// PrepareBytecode said) there is none and Layers says why.
+func (l *SandboxLauncher) UseBytecode(dir string, err error) {
+	l.mu.Lock()
+	l.bytecode, l.bytecodeErr = dir, err
+	if err != nil {
+		l.bytecode = ""
+	}
+	l.mu.Unlock()
 }
 
 // Single returns a starter for one independent worker.
@@ -117,6 +133,12 @@ func (l *SandboxLauncher) Layers() []string {
 	}
 	if len(out) == 0 {
 		return []string{"no worker started"}
+	}
+	switch {
+	case l.bytecode != "":
+		out = append(out, "bytecode-cache: read-only ("+l.bytecode+")")
+	case l.bytecodeErr != nil:
+		out = append(out, "bytecode-cache: not used ("+l.bytecodeErr.Error()+")")
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		return strings.SplitN(out[i], ":", 2)[0] < strings.SplitN(out[j], ":", 2)[0]

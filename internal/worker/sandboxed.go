@@ -18,6 +18,11 @@ type SandboxStarter struct {
 	// Base is the policy every worker gets; Dir and Env are filled per
 	// start (the job directory and the worker environment).
 	Base sandbox.Policy
+	// Bytecode, when set, is a trusted bytecode cache (PrepareBytecode)
+	// that the interpreter reads and cannot write: Landlock becomes a
+	// required layer. It is left out where the policy lets the process
+	// write it.
+	Bytecode string
 
 	mu      sync.Mutex
 	reports []sandbox.Report
@@ -29,6 +34,11 @@ func (s *SandboxStarter) Start(ctx context.Context, argv, env []string, dir stri
 	p.Dir = dir
 	p.ReadWrite = append(append([]string(nil), s.Base.ReadWrite...), dir)
 	p.Env = workerEnv(env)
+	if s.Bytecode != "" && !writable(p, s.Bytecode) {
+		argv = withBytecode(argv, s.Bytecode)
+		p.ReadOnly = append(append([]string(nil), p.ReadOnly...), s.Bytecode)
+		p.Require = append(append([]string(nil), p.Require...), sandbox.LayerLandlock)
+	}
 	cmd, err := sandbox.Command(ctx, p, argv[0], argv[1:]...)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -45,6 +55,16 @@ func (s *SandboxStarter) Start(ctx context.Context, argv, env []string, dir stri
 	s.reports = append(s.reports, cmd.Report())
 	s.mu.Unlock()
 	return &sandboxProcess{cmd: cmd, stdin: stdin, out: outR, err: errR}, nil
+}
+
+// writable reports whether the policy lets its process write path.
+func writable(p sandbox.Policy, path string) bool {
+	for _, rw := range append([]string{p.Dir}, p.ReadWrite...) {
+		if under(path, rw) || under(rw, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reports returns the confinement report of every worker started so far.

@@ -31,7 +31,8 @@ exception):
   candidate frame is on the stack unless Triton is the owner (its cache
   and its temporary build directories); reading, while a candidate frame
   is on the stack, anything but the bundles, the Python installation
-  (prefixes, site directories, the startup sys.path), the runtime package,
+  (prefixes, site directories, the startup sys.path, the trusted bytecode
+  cache of -X pycache_prefix), the runtime package,
   system library and CUDA directories, /dev/null, /dev/zero,
   /dev/urandom, /dev/random, /dev/nvidia*, /proc/<own pid>, a few /proc
   and /sys files NVIDIA and torch read (the job directory only with Triton
@@ -205,6 +206,12 @@ def install(job_dir=None):
         r = _real(p) if p else None
         if r and not _under(r, writable) and not _under(job, (r,)):
             py.append(r)
+    # The trusted bytecode cache (-X pycache_prefix, read-only in the
+    # sandbox): imports read compiled installed modules from it.
+    prefix = getattr(sys, "pycache_prefix", None)
+    r = _real(prefix) if prefix else None
+    if r and not _under(r, writable) and not _under(job, (r,)):
+        py.append(r)
     pyroots = _roots(py)
 
     here = _real(os.path.dirname(os.path.abspath(__file__)))
