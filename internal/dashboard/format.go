@@ -80,7 +80,7 @@ func roleKey(role string) string {
 // verdictClass is the class that colours a verdict or a state.
 func verdictClass(v string) string {
 	switch strings.ToUpper(v) {
-	case "PASS", "QUALIFIED", "CONFIRMED", "TRUE":
+	case "PASS", "QUALIFIED", "CONFIRMED", "CROWNED", "TRUE":
 		return "good"
 	case "FAIL", "FAILED", "EXPIRED", "HELD", "FALSE":
 		return "bad"

@@ -2,9 +2,12 @@ package devnet
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,7 +50,21 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Demo(ctx, d, 15*time.Minute)
+	// The demo attaches as another process would: it finds the devnet
+	// through DIR/devnet.json and drives it over HTTP only.
+	info, err := Attach(ctx, dir)
+	if err != nil {
+		d.Close()
+		t.Fatal(err)
+	}
+	if *info != *d.Info() {
+		t.Errorf("attached to %+v, want %+v", info, d.Info())
+	}
+	written, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Demo(ctx, info, 15*time.Minute, func(s string) { lines = append(lines, s) })
 	if err != nil {
 		d.Close()
 		t.Fatalf("%v\nprogress:\n%s", err, strings.Join(lines, "\n"))
@@ -93,21 +110,42 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	checkDashboard(t, base, counts, sum)
+	// The crown the demo read over HTTP is the one the node settled.
+	crowns, err := d.Validator.Node.Crowns(ctx)
+	if err != nil || len(crowns) != 1 || crowns[0].Digest != sum.Crown.Digest || string(crowns[0].Data) != string(sum.Crown.Data) {
+		t.Errorf("the node's crowns %d (%v); want the one the demo read, %s", len(crowns), err, sum.Crown.Digest)
+	}
 	d.Close()
 
-	// Up again resumes: the store still holds the crown, and the demo
-	// refuses to run twice.
+	// A clean stop removes devnet.json; the file of a devnet that was
+	// killed (the same bytes left behind) is not believed.
+	if _, err := os.Stat(filepath.Join(dir, InfoFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after Close, %s: %v; want it removed", InfoFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, InfoFile), written, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Attach(ctx, dir); !errors.Is(err, ErrNotRunning) || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("attach with a stale %s: %v; want ErrNotRunning (stale)", InfoFile, err)
+	}
+
+	// Up again resumes over the stale file: the store still holds the
+	// crown, and the demo refuses to run twice.
 	d2, err := Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d2.Close()
-	crowns, err := d2.Validator.Node.Crowns(ctx)
+	info2, err := Attach(ctx, dir)
+	if err != nil || info2.Instance == info.Instance {
+		t.Fatalf("attach after up again: %+v, %v; want the new instance", info2, err)
+	}
+	crowns, err = d2.Validator.Node.Crowns(ctx)
 	if err != nil || len(crowns) != 1 || crowns[0].Digest != sum.Crown.Digest {
 		t.Fatalf("after a restart: crowns %v, %v; want the one crown %s", len(crowns), err, sum.Crown.Digest)
 	}
-	if _, err := Demo(ctx, d2, time.Minute); err == nil || !strings.Contains(err.Error(), "ran in") {
-		t.Fatalf("a second demo in the same directory: %v", err)
+	if _, err := Demo(ctx, info2, time.Minute, nil); !errors.Is(err, ErrDemoRan) {
+		t.Fatalf("a second demo in the same directory: %v; want ErrDemoRan", err)
 	}
 }
 

@@ -108,12 +108,34 @@ func (s source) Submissions(ctx context.Context) ([]dashboard.Submission, error)
 	}
 	err := s.view(ctx, func(tx store.Tx) error {
 		rs, err := tx.List(ctx, 0, states...)
-		for _, r := range rs {
-			out = append(out, submission(r))
+		if err != nil {
+			return err
 		}
-		return err
+		outcomes, err := outcomesOf(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			sub := submission(r)
+			sub.Outcome = outcomes[r.ID]
+			out = append(out, sub)
+		}
+		return nil
 	})
 	return out, err
+}
+
+// outcomesOf is settlement's decision by reservation.
+func outcomesOf(ctx context.Context, tx store.Tx) (map[string]string, error) {
+	ds, err := tx.Decisions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ds))
+	for _, d := range ds {
+		out[d.Reservation] = d.Outcome
+	}
+	return out, nil
 }
 
 func (s source) Submission(ctx context.Context, id string) (dashboard.SubmissionDetail, error) {
@@ -150,6 +172,7 @@ func (s source) Submission(ctx context.Context, id string) (dashboard.Submission
 		ds, err := tx.Decisions(ctx)
 		for _, dc := range ds {
 			if dc.Reservation == id {
+				d.Submission.Outcome = dc.Outcome
 				d.Timeline = append(d.Timeline, dashboard.TimelineEvent{At: time.UnixMilli(dc.AtMS).UTC(), Step: "settlement", To: dc.Outcome, Reason: dc.Reason})
 			}
 		}
@@ -371,4 +394,18 @@ func (s source) Evidence(ctx context.Context, ref string) ([]byte, error) {
 		return nil, dashboard.ErrNotFound
 	}
 	return b, nil
+}
+
+func (s source) CrownRecords(ctx context.Context) ([]dashboard.CrownRecord, error) {
+	cs, err := s.v.Node.Crowns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.CrownRecord, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, dashboard.CrownRecord{Seq: uint64(c.Seq), Reservation: c.Reservation, Target: c.Record.Target,
+			Generation: uint64(c.Record.Generation), Speedup: string(c.Record.Speedup), Contributor: c.Record.Attribution.Contributor,
+			Digest: c.Digest, Record: c.Data})
+	}
+	return out, nil
 }
