@@ -74,8 +74,8 @@ type Devnet struct {
 	instance string // the token of this start (see Info)
 	info     *Info  // as written to DIR/devnet.json once serving
 	cancel   context.CancelFunc
-	done    chan error
-	stopped chan struct{} // closed when the validator's Run returned
+	done     chan error
+	stopped  chan struct{} // closed when the validator's Run returned
 }
 
 // Up starts a devnet in cfg.Dir (resuming one that is there) and returns
