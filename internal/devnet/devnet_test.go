@@ -2,6 +2,7 @@ package devnet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"cacheon/internal/dashboard"
 	"cacheon/internal/dashboard/dashtest"
 	"cacheon/internal/sandbox"
 	"cacheon/internal/store"
@@ -109,6 +111,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkQuality(t, base, sum)
 	checkDashboard(t, base, counts, sum)
 	// The crown the demo read over HTTP is the one the node settled.
 	crowns, err := d.Validator.Node.Crowns(ctx)
@@ -181,4 +184,51 @@ func checkDashboard(t *testing.T, base string, counts map[string]int, sum *Summa
 	}
 	dashtest.CheckPage(t, browser, base+"/", "devnet-overview", want, false)
 	dashtest.CheckPage(t, browser, base+"/journal", "devnet-journal", map[string]string{"jv.verified": "verifies", "jv.count": strconv.FormatInt(sum.JournalSeq, 10)}, false)
+}
+
+// checkQuality reads the crowned submission's attempts through the API:
+// each shows role T's own result (PASS, every figure within its limit),
+// and dave's (FAIL not_faster: T never ran) shows none.
+func checkQuality(t *testing.T, base string, sum *Summary) {
+	t.Helper()
+	for _, s := range sum.Submissions {
+		if s.Miner != "alice" && s.Miner != "dave" {
+			continue
+		}
+		var d dashboard.SubmissionDetail
+		getJSON(t, base+"/api/submission/"+s.Reservation, &d)
+		if len(d.Attempts) == 0 {
+			t.Errorf("%s: no attempts", s.Miner)
+		}
+		for _, a := range d.Attempts {
+			var ad dashboard.AttemptDetail
+			getJSON(t, base+"/api/attempt/"+a.Ref, &ad)
+			switch s.Miner {
+			case "alice":
+				if !strings.HasPrefix(ad.Quality.Verdict, "PASS") || len(ad.Quality.Rows) != 7 {
+					t.Errorf("alice's attempt %d: quality %q with %d rows; want T's PASS and 7 figures", a.Number, ad.Quality.Verdict, len(ad.Quality.Rows))
+				}
+				for _, r := range ad.Quality.Rows {
+					if !r.Pass {
+						t.Errorf("alice's attempt %d: %s %s not within %s", a.Number, r.Metric, r.Value, r.Limit)
+					}
+				}
+			case "dave":
+				if ad.Verdict != "FAIL" || ad.Quality.Verdict != "" || len(ad.Quality.Rows) != 0 {
+					t.Errorf("dave's attempt %d (%s): quality %q, %d rows; want none", a.Number, ad.Verdict, ad.Quality.Verdict, len(ad.Quality.Rows))
+				}
+			}
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	body, code := get(t, url)
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
 }

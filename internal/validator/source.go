@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,30 +255,42 @@ func (s source) Attempt(ctx context.Context, ref string) (dashboard.AttemptDetai
 		d.Evidence = append(d.Evidence, dashboard.EvidenceLink{Name: "audit", Ref: rec.Audit.String()})
 	}
 	if len(rec.Scores) > 0 {
-		d.Quality.Verdict = fmt.Sprintf("%d score(s) by the pristine teacher T", len(rec.Scores))
-		for _, sc := range rec.Scores {
-			d.Quality.Rows = append(d.Quality.Rows, dashboard.QualityRow{Prompt: sc.RID, Metric: "mean NLL (" + sc.Role + ")",
-				Value: meanNLL(sc.NLL), Pass: rec.Verdict.Outcome == referee.Pass})
-		}
+		d.Quality = quality(s.v.Evidence, r)
 	}
 	return d, nil
 }
 
-// meanNLL is the mean of exact decimal NLLs, to six places.
-func meanNLL(nll []string) string {
-	if len(nll) == 0 {
-		return ""
+// quality is role T's own result (referee.CheckQuality), not the
+// attempt's verdict: per metric the stock drift against its envelope and
+// the regression's bounds against the allowed delta, then the divergence
+// of the candidate engine's own log-probabilities from T's.
+func quality(store *evidence.Store, ref evidence.Ref) dashboard.Quality {
+	rep, ok, err := referee.CheckQuality(store, ref)
+	if err != nil {
+		return dashboard.Quality{Verdict: "UNREADABLE " + err.Error()}
 	}
-	sum := new(big.Rat)
-	for _, x := range nll {
-		q, ok := new(big.Rat).SetString(x)
-		if !ok {
-			return "?"
-		}
-		sum.Add(sum, q)
+	if !ok {
+		return dashboard.Quality{}
 	}
-	return sum.Quo(sum, big.NewRat(int64(len(nll)), 1)).FloatString(6)
+	q := dashboard.Quality{Verdict: rep.Verdict.String()}
+	n := fmt.Sprint(rep.Prompts)
+	for _, f := range rep.Figures {
+		q.Rows = append(q.Rows,
+			dashboard.QualityRow{Prompt: n, Metric: f.Metric + ": stock drift |mean(B′−B)|", Value: num(f.Drift),
+				Limit: "≤ " + num(f.DriftEnvelope), Pass: f.Drift <= f.DriftEnvelope},
+			dashboard.QualityRow{Prompt: n, Metric: f.Metric + ": regression C−(B+B′)/2 [bounds]",
+				Value: fmt.Sprintf("%s [%s, %s]", num(f.Regression), num(f.Lower), num(f.Upper)),
+				Limit: "≤ " + num(f.Allowed), Pass: f.Upper <= f.Allowed})
+	}
+	inc := max(rep.Divergence[0], rep.Divergence[2])
+	q.Rows = append(q.Rows, dashboard.QualityRow{Prompt: n, Metric: "own log-probabilities' distance from T: C (incumbent's)",
+		Value: fmt.Sprintf("%s (%s)", num(rep.Divergence[1]), num(inc)), Limit: "≤ incumbent's + " + num(rep.DivergenceEnvelope),
+		Pass: rep.Divergence[1]-inc <= rep.DivergenceEnvelope})
+	return q
 }
+
+// num writes a quality figure to four significant digits.
+func num(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
 
 func (s source) Stacks(ctx context.Context) ([]dashboard.StackGeneration, error) {
 	_, entries, err := s.journal(ctx)
