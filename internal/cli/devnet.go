@@ -60,6 +60,9 @@ func (a *app) startDevnet(ctx context.Context, f devnetFlags) (*devnet.Devnet, e
 	}
 	d, err := devnet.Up(ctx, devnet.Config{Dir: f.dir, Arena: f.arena, Addr: f.addr, Python: f.python,
 		Log: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lv})), Progress: a.devnetProgress()})
+	if errors.Is(err, devnet.ErrBusy) {
+		return nil, withCode(ExitUsage, err)
+	}
 	if err != nil {
 		return nil, validatorErr(err)
 	}

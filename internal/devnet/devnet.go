@@ -41,6 +41,9 @@ import (
 //go:embed bundles
 var bundles embed.FS
 
+// ErrBusy says another process holds the devnet directory.
+var ErrBusy = errors.New("the devnet directory is in use")
+
 // Config is how a devnet is started.
 type Config struct {
 	// Dir holds everything; created 0700 when missing.
@@ -109,9 +112,6 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 			d.Close()
 		}
 	}()
-	if err := d.unpack(); err != nil {
-		return nil, err
-	}
 	if d.instance, err = newInstance(); err != nil {
 		return nil, err
 	}
@@ -119,7 +119,12 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 		return nil, err
 	}
 	hotkey := localchain.Hotkey(d.Key.Public().(ed25519.PublicKey))
+	// The chain's lock is the directory's: nothing is written before it
+	// is held (another process may be calibrating from the bundles).
 	if err := d.startChain(runCtx, hotkey); err != nil {
+		return nil, err
+	}
+	if err := d.unpack(); err != nil {
 		return nil, err
 	}
 	if err := d.startWWW(runCtx); err != nil {
@@ -242,6 +247,10 @@ func (d *Devnet) unpack() error {
 // weights.
 func (d *Devnet) startChain(ctx context.Context, hotkey string) error {
 	c, err := localchain.Open(ctx, localchain.Options{Dir: filepath.Join(d.Config.Dir, "chain"), Finality: 2, Validators: []string{hotkey}})
+	if errors.Is(err, localchain.ErrLocked) {
+		return fmt.Errorf("devnet: %w: another process is starting or running a devnet in %s (it writes %s once it serves): %w",
+			ErrBusy, d.Config.Dir, InfoFile, err)
+	}
 	if err != nil {
 		return fmt.Errorf("devnet: chain: %w", err)
 	}

@@ -62,6 +62,11 @@ func TestDemo(t *testing.T) {
 	if *info != *d.Info() {
 		t.Errorf("attached to %+v, want %+v", info, d.Info())
 	}
+	// A second devnet in the same directory is refused before it writes
+	// anything, and leaves the running one's devnet.json alone.
+	if _, err := Up(ctx, cfg); !errors.Is(err, ErrBusy) {
+		t.Errorf("a second up in the same directory: %v; want ErrBusy", err)
+	}
 	written, err := os.ReadFile(filepath.Join(dir, InfoFile))
 	if err != nil {
 		t.Fatal(err)
