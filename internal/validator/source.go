@@ -272,7 +272,8 @@ func quality(store *evidence.Store, ref evidence.Ref) dashboard.Quality {
 	if !ok {
 		return dashboard.Quality{}
 	}
-	q := dashboard.Quality{Verdict: rep.Verdict.String()}
+	// T's scores are sealed in the attempt record itself.
+	q := dashboard.Quality{Verdict: rep.Verdict.String(), Evidence: ref.String()}
 	n := fmt.Sprint(rep.Prompts)
 	for _, f := range rep.Figures {
 		q.Rows = append(q.Rows,
