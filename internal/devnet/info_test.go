@@ -219,3 +219,25 @@ func TestWalletAt(t *testing.T) {
 		})
 	}
 }
+
+// TestDevKey: a missing key is generated once and read back the same; a
+// file that is not a key is an error.
+func TestDevKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys", "k.key")
+	a, err := devKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := devKey(path)
+	if err != nil || !a.Equal(b) {
+		t.Fatalf("read back %v: a different key", err)
+	}
+	bad := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devKey(bad); err == nil {
+		t.Error("a file that is not a key was read as one")
+	}
+}
