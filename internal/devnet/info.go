@@ -122,6 +122,9 @@ func readInfo(path string) (*Info, error) {
 	if err := dec.Decode(&info); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: data after the object", path)
+	}
 	for _, f := range []struct{ name, v string }{{"dir", info.Dir}, {"arena", info.Arena}, {"chain", info.Chain},
 		{"archives", info.Archives}, {"www", info.WWW}, {"validator", info.Validator}, {"instance", info.Instance}} {
 		if f.v == "" {

@@ -78,6 +78,7 @@ func TestAttach(t *testing.T) {
 		{"the validator does not answer", func(dir string) string { return jsonOf(t, info(dir, noValidator.URL)) }, true, false, "is stale (validator"},
 		{"moved directory", func(string) string { return jsonOf(t, info("/elsewhere", live.URL)) }, true, false, `field "dir" is /elsewhere`},
 		{"not JSON", func(string) string { return "{" }, false, false, InfoFile + ": unexpected EOF"},
+		{"two objects", func(dir string) string { return jsonOf(t, info(dir, live.URL)) + "{}" }, false, false, "data after the object"},
 		{"unknown field", func(dir string) string { return `{"dir":"` + dir + `","port":1}` }, false, false, `unknown field "port"`},
 		{"missing field", func(dir string) string {
 			i := info(dir, live.URL)
@@ -240,4 +241,30 @@ func TestDevKey(t *testing.T) {
 	if _, err := devKey(bad); err == nil {
 		t.Error("a file that is not a key was read as one")
 	}
+}
+
+// FuzzReadInfo: any bytes in devnet.json are an error or an Info with
+// every required field, never a panic.
+func FuzzReadInfo(f *testing.F) {
+	f.Add([]byte(`{"dir":"/d","arena":"cpu-tiny","chain":"http://127.0.0.1:1","archives":"http://127.0.0.1:2","www":"/d/www","validator":"127.0.0.1:3","instance":"x","pid":1,"started":"2026-12-01T20:00:00Z"}`))
+	f.Add([]byte(`{"dir":1}`))
+	f.Add([]byte(`{}{}`))
+	f.Add([]byte{0xff, 0})
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, InfoFile)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		info, err := readInfo(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("the error does not name the file: %v", err)
+			}
+			return
+		}
+		if info.Dir == "" || info.Instance == "" || info.Validator == "" || !strings.HasPrefix(info.Archives, "http://") {
+			t.Errorf("accepted %q as %+v", data, info)
+		}
+	})
 }
