@@ -16,10 +16,11 @@ CGO_ENABLED=0 go build -ldflags "-X main.revision=$rev -X main.modified=$dirty" 
 .bin/cacheon verify examples/silu_torch --device cpu --dtype float32
 # The main job: the whole system on this machine (docs/devnet.md). The
 # first run plays the demo (five miners, one crown, a signed release) and
-# keeps the devnet serving its dashboard until Ctrl-C; later runs resume
-# it. DEVNET_DIR picks the directory.
+# keeps the devnet serving its dashboard until Ctrl-C; later runs (also
+# after a demo that was interrupted) resume it. DEVNET_DIR picks the
+# directory.
 dir=${DEVNET_DIR:-.devnet}
-if [ -e "$dir/demo.json" ]; then
+if [ -e "$dir/demo.json" ] || [ -e "$dir/miners" ]; then
   exec .bin/cacheon devnet up --dir "$dir"
 fi
 exec .bin/cacheon devnet demo --dir "$dir" --keep

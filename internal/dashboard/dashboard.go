@@ -9,7 +9,9 @@
 // Source has no method that writes. Pages are html/template renderings
 // with their assets (CSS, one script, the icon) embedded in the binary;
 // plots are inline SVG drawn on the server, every figure labelled with
-// its exact value. Every page has a JSON twin under /api, and /api/stream
+// its exact value. Every page has a JSON twin under /api (and
+// /api/crowns lists the settled crowns as the crown records `cacheon
+// integrate` takes), and /api/stream
 // (server-sent events) tells open pages when the Overview changed so that
 // they refresh their live region without a reload.
 package dashboard
@@ -171,6 +173,7 @@ func (s *server) routes() *http.ServeMux {
 	m.HandleFunc("GET /api/stacks", s.apiStacks)
 	m.HandleFunc("GET /api/weights", s.apiWeights)
 	m.HandleFunc("GET /api/journal", s.apiJournal)
+	m.HandleFunc("GET /api/crowns", s.apiCrowns)
 	m.HandleFunc("GET /api/stream", s.stream)
 
 	m.HandleFunc("GET /static/{hash}/{name}", s.staticAsset)

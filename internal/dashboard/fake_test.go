@@ -25,6 +25,7 @@ type fake struct {
 	journal     JournalView
 	weights     []WeightPublication // newest first
 	evidence    map[string][]byte
+	crowns      []CrownRecord
 	err         error // when set, every read fails with it
 }
 
@@ -63,7 +64,7 @@ func newFake() *fake {
 		{
 			Submission: Submission{ID: alice, Block: 22, Index: 0, Hotkey: hexOf("hk-alice"), ContentHash: hexOf("c-alice"),
 				URL: "https://example.org/alice.tar.gz", State: "qualified", Reason: "second independent PASS",
-				Attempts: 2, Passes: 2, UpdatedBlock: 300},
+				Attempts: 2, Passes: 2, UpdatedBlock: 300, Outcome: "crowned"},
 			Fingerprint: hexOf("fp-alice"),
 			Timeline: []TimelineEvent{
 				tl(-1, 20, "commit", "", "", "", ""),
@@ -152,6 +153,9 @@ func newFake() *fake {
 			Entries: []StackEntry{aliceEntry}},
 		{Generation: 0, Digest: hexOf("stack0")},
 	}
+	f.crowns = []CrownRecord{{Seq: 1, Reservation: alice, Target: "activation.silu_and_mul", Generation: 1, Speedup: "1.07",
+		Contributor: hexOf("hk-alice"), Digest: hexOf("crown1"),
+		Record: json.RawMessage(`{"domain":"cacheon.crown","payload":{"note":"<script>alert(1)</script>"},"schema_version":1}`)}}
 	f.journal = JournalView{Verified: true, Entries: []JournalEntry{
 		{Seq: 1, Digest: hexOf("crown1"), Kind: "CROWN", Reservation: alice, Target: "activation.silu_and_mul", Summary: "speedup 1.0700"},
 		{Seq: 2, Digest: hexOf("j2"), Prev: hexOf("crown1"), Kind: "STACK_TRANSITION", Summary: "generation 1"},
@@ -285,6 +289,15 @@ func (f *fake) Evidence(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("evidence %s: %w", ref, ErrNotFound)
 	}
 	return slices.Clone(b), nil
+}
+
+func (f *fake) CrownRecords(ctx context.Context) ([]CrownRecord, error) {
+	if err := f.lock(); err != nil {
+		defer f.mu.Unlock()
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	return clone(f.crowns), nil
 }
 
 // move takes reservation id to state to, as a store transition would:

@@ -79,8 +79,11 @@ func roleKey(role string) string {
 
 // verdictClass is the class that colours a verdict or a state.
 func verdictClass(v string) string {
+	if w := strings.Fields(v); len(w) > 0 {
+		v = w[0] // "FAIL quality: …" is a FAIL
+	}
 	switch strings.ToUpper(v) {
-	case "PASS", "QUALIFIED", "CONFIRMED", "TRUE":
+	case "PASS", "QUALIFIED", "CONFIRMED", "CROWNED", "TRUE":
 		return "good"
 	case "FAIL", "FAILED", "EXPIRED", "HELD", "FALSE":
 		return "bad"

@@ -136,6 +136,7 @@ func TestAPI(t *testing.T) {
 	stacks, _ := f.Stacks(ctx)
 	journal, _ := f.Journal(ctx)
 	weights, _ := f.Weights(ctx)
+	crowns, _ := f.CrownRecords(ctx)
 	for _, tc := range []struct {
 		path string
 		want any
@@ -148,6 +149,7 @@ func TestAPI(t *testing.T) {
 		{"/api/stacks", stacks},
 		{"/api/journal", journal},
 		{"/api/weights", weights},
+		{"/api/crowns", crowns},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			w := get(h, "GET", tc.path, nil)
@@ -163,6 +165,16 @@ func TestAPI(t *testing.T) {
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(got.Interface()); err != nil {
 				t.Fatal(err)
+			}
+			if cs, ok := got.Interface().(*[]CrownRecord); ok {
+				// A record is served indented; its bytes compact back.
+				for i := range *cs {
+					var b bytes.Buffer
+					if err := json.Compact(&b, (*cs)[i].Record); err != nil {
+						t.Fatal(err)
+					}
+					(*cs)[i].Record = b.Bytes()
+				}
 			}
 			if !reflect.DeepEqual(got.Elem().Interface(), tc.want) {
 				t.Errorf("got %+v\nwant %+v", got.Elem().Interface(), tc.want)
@@ -280,7 +292,7 @@ func TestSourceErrors(t *testing.T) {
 	f.fail(errors.New("open /var/lib/cacheon/secret.db: permission denied"))
 	for _, target := range []string{"/", "/stacks", "/weights", "/journal", "/submission/" + hexOf("alice"),
 		"/attempt/" + refOf("cacheon.referee.attempt", "a1"), "/evidence/" + refOf("cacheon.referee.attempt", "a1"),
-		"/api/overview", "/api/submissions", "/api/stacks", "/api/weights", "/api/journal"} {
+		"/api/overview", "/api/submissions", "/api/stacks", "/api/weights", "/api/journal", "/api/crowns"} {
 		w := get(h, "GET", target, nil)
 		if w.Code != http.StatusInternalServerError {
 			t.Errorf("%s: status %d, want 500", target, w.Code)

@@ -375,3 +375,17 @@ func (s *server) apiJournal(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeJSON(w, r, j)
 }
+
+// apiCrowns lists the settled crowns as crown records (no page: the
+// stacks page shows the crowns; this is for `cacheon integrate`'s side).
+func (s *server) apiCrowns(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.src.CrownRecords(r.Context())
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("crowns: %w", err))
+		return
+	}
+	if cs == nil {
+		cs = []CrownRecord{}
+	}
+	s.writeJSON(w, r, cs)
+}

@@ -101,6 +101,11 @@ func TestFormat(t *testing.T) {
 		{short(hexOf("x")), hexOf("x")[:16]},
 		{refName("cacheon.referee.read:" + hexOf("x")), "read:" + hexOf("x")[:12]},
 		{roleKey("B′"), "Bp"},
+		{verdictClass("PASS quality unchanged within the calibrated bounds"), "good"},
+		{verdictClass("FAIL quality: mean NLL regressed"), "bad"},
+		{verdictClass("NO_DECISION quality_undecided: bounds straddle"), "warn"},
+		{verdictClass("crowned"), "good"},
+		{verdictClass(""), "neutral"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%q, want %q", tc.got, tc.want)

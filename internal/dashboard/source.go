@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -40,6 +41,11 @@ type Source interface {
 	// Evidence is the sealed evidence object ref names, as stored
 	// (canonical JSON); the dashboard serves it as it is.
 	Evidence(ctx context.Context, ref string) ([]byte, error)
+	// CrownRecords lists every settled crown, in journal order, as the
+	// product crown record `cacheon integrate` takes (what `cacheon
+	// validator crowns` prints): a maintainer, or the devnet demo, reads
+	// them over HTTP from a running validator.
+	CrownRecords(ctx context.Context) ([]CrownRecord, error)
 }
 
 // Overview is the validator at a glance.
@@ -103,6 +109,10 @@ type Submission struct {
 	Passes   int `json:"passes"`
 	// UpdatedBlock is the finalized head at its latest transition.
 	UpdatedBlock uint64 `json:"updated_block"`
+	// Outcome is settlement's decision on a qualified reservation
+	// ("crowned" or "held"; empty before settlement or for any other
+	// state).
+	Outcome string `json:"outcome"`
 }
 
 // SubmissionDetail is one reservation with its history.
@@ -293,4 +303,24 @@ type WeightEntry struct {
 	UID    uint16 `json:"uid"`
 	Hotkey string `json:"hotkey"`
 	PPM    uint32 `json:"ppm"`
+}
+
+// CrownRecord is one settled crown as a product crown record.
+type CrownRecord struct {
+	// Seq is the journal sequence number of its CROWN event.
+	Seq         uint64 `json:"seq"`
+	Reservation string `json:"reservation"`
+	Target      string `json:"target"`
+	Generation  uint64 `json:"generation"`
+	// Speedup is the crown speedup as an exact decimal (the lower r of
+	// the two attempts).
+	Speedup     string `json:"speedup"`
+	Contributor string `json:"contributor"`
+	// Digest is the crown ref: the SHA-256 of the record's canonical
+	// bytes.
+	Digest string `json:"digest"`
+	// Record is the crown record (a product object in its envelope). It
+	// is served indented: a reader re-canonicalizes it (product.Decode-
+	// Lenient) and checks the digest.
+	Record json.RawMessage `json:"record"`
 }

@@ -55,6 +55,9 @@ func wantPage(t testing.TB, f *fake, page, arg string) map[string]string {
 			w[p+"state"], w[p+"reason"] = s.State, s.Reason
 			w[p+"attempts"], w[p+"passes"] = fmt.Sprint(s.Attempts), fmt.Sprint(s.Passes)
 			w[p+"updated"] = fmt.Sprint(s.UpdatedBlock)
+			if s.Outcome != "" {
+				w[p+"outcome"] = s.Outcome
+			}
 		}
 	case "submission":
 		d, err := f.Submission(ctx, arg)
@@ -66,6 +69,9 @@ func wantPage(t testing.TB, f *fake, page, arg string) map[string]string {
 			"content_hash": s.ContentHash, "url": s.URL, "reason": s.Reason, "attempts": fmt.Sprint(s.Attempts),
 			"passes": fmt.Sprint(s.Passes), "updated": fmt.Sprint(s.UpdatedBlock), "state": s.State, "fingerprint": d.Fingerprint} {
 			w["detail."+k] = v
+		}
+		if s.Outcome != "" {
+			w["detail.outcome"] = s.Outcome
 		}
 		for i, e := range d.Timeline {
 			p := fmt.Sprintf("tl.%d.", i)

@@ -3,7 +3,6 @@ package devnet
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,10 @@ import (
 	"time"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/dashboard"
+	"cacheon/internal/market/localchain"
 	"cacheon/internal/market/miner"
-	"cacheon/internal/market/weightpub"
 	"cacheon/internal/node"
-	"cacheon/internal/store"
 )
 
 // Submission is one miner's part of the scenario and what became of it.
@@ -67,48 +66,79 @@ var scenario = []struct{ miner, bundle, serve, expect string }{
 	{"erin", "mismatch", "slow", "failed at intake: the archive does not match the committed hash"},
 }
 
-// Demo runs the scripted scenario against the running devnet d and
-// returns what happened; Summary.OK is true only if every expected
-// outcome did. A devnet directory runs the demo once.
-func Demo(ctx context.Context, d *Devnet, wait time.Duration) (*Summary, error) {
-	start := time.Now()
-	say := d.Config.Progress
-	mark := filepath.Join(d.Config.Dir, "demo.json")
-	if _, err := os.Stat(mark); err == nil {
-		return nil, fmt.Errorf("devnet demo: the demo ran in %s already (its summary is %s); use a fresh --dir", d.Config.Dir, mark)
+// ErrDemoRan says the demo ran in a directory already (or began and was
+// interrupted): its miners' commitments are on that devnet's chain, so it
+// does not run twice there.
+var ErrDemoRan = errors.New("the demo ran in this devnet directory already")
+
+// DemoFile is the demo's summary, written to the devnet's directory.
+const DemoFile = "demo.json"
+
+// CheckDemo returns an error wrapping ErrDemoRan when the demo ran (or
+// began) in dir, naming what it found.
+func CheckDemo(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, DemoFile)); err == nil {
+		return fmt.Errorf("devnet demo: %w: its summary is %s; use a fresh --dir (cacheon devnet up --dir %s serves the dashboard of that run)",
+			ErrDemoRan, filepath.Join(dir, DemoFile), dir)
 	}
-	sum := &Summary{Dir: d.Config.Dir, Dashboard: "http://" + d.Addr + "/", Note: Note}
+	if _, err := os.Stat(filepath.Join(dir, "miners")); err == nil {
+		return fmt.Errorf("devnet demo: %w: it began there (%s holds its miners' commitments) and did not finish; use a fresh --dir",
+			ErrDemoRan, filepath.Join(dir, "miners"))
+	}
+	return nil
+}
+
+// Demo runs the scripted scenario against the devnet info names (running
+// in this process or another) and returns what happened; Summary.OK is
+// true only if every expected outcome did. It drives the devnet as any
+// client would: miners sign through the chain's API and serve their
+// archives from the archive host's directory, and everything the summary
+// reports is read through the validator's read-only JSON API. A devnet
+// directory runs the demo once (CheckDemo). say hears progress.
+func Demo(ctx context.Context, info *Info, wait time.Duration, say func(string)) (*Summary, error) {
+	start := time.Now()
+	if say == nil {
+		say = func(string) {}
+	}
+	if err := CheckDemo(info.Dir); err != nil {
+		return nil, err
+	}
+	v := newAPI(info.Validator)
+	sum := &Summary{Dir: info.Dir, Dashboard: info.Dashboard(), Note: Note}
 	type sub struct {
 		Submission
 		state string
+		w     *localchain.Wallet
 	}
 	subs := make([]*sub, len(scenario))
 	for i, s := range scenario {
-		key, err := devKey(filepath.Join(d.Config.Dir, "keys", s.miner+".key"))
+		key, err := devKey(filepath.Join(info.Dir, "keys", s.miner+".key"))
 		if err != nil {
 			return nil, err
 		}
-		w := d.wallet(key)
+		w, err := walletAt(info.Chain, key)
+		if err != nil {
+			return nil, err
+		}
 		if _, err := register(ctx, w); err != nil {
 			return nil, fmt.Errorf("devnet demo: register %s: %w", s.miner, err)
 		}
-		h, err := d.publish(s.bundle, s.serve, s.miner)
+		h, err := publish(info, s.bundle, s.serve, s.miner)
 		if err != nil {
 			return nil, err
 		}
-		state := filepath.Join(d.Config.Dir, "miners", s.miner+".state")
+		state := filepath.Join(info.Dir, "miners", s.miner+".state")
 		if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
 			return nil, fmt.Errorf("devnet demo: %w", err)
 		}
-		if _, err := miner.Commit(ctx, w, state, h, d.WWWURL+"/"+s.miner+".tar.gz", rand.Reader); err != nil {
+		if _, err := miner.Commit(ctx, w, state, h, info.Archives+"/"+s.miner+".tar.gz", rand.Reader); err != nil {
 			return nil, fmt.Errorf("devnet demo: %s commits: %w", s.miner, err)
 		}
-		say(fmt.Sprintf("%s committed to %s (%s…), archive at %s/%s.tar.gz", s.miner, s.bundle, h[:12], d.WWWURL, s.miner))
-		subs[i] = &sub{Submission: Submission{Miner: s.miner, Bundle: s.bundle, Hotkey: w.Hotkey(), Expect: s.expect}, state: state}
+		say(fmt.Sprintf("%s committed to %s (%s…), archive at %s/%s.tar.gz", s.miner, s.bundle, h[:12], info.Archives, s.miner))
+		subs[i] = &sub{Submission: Submission{Miner: s.miner, Bundle: s.bundle, Hotkey: w.Hotkey(), Expect: s.expect}, state: state, w: w}
 	}
-	for i, s := range subs {
-		w := d.wallet(mustKey(filepath.Join(d.Config.Dir, "keys", scenario[i].miner+".key")))
-		rv, err := miner.Reveal(ctx, w, s.state, miner.RevealOptions{Wait: 2 * time.Minute})
+	for _, s := range subs {
+		rv, err := miner.Reveal(ctx, s.w, s.state, miner.RevealOptions{Wait: 2 * time.Minute})
 		if err != nil {
 			return nil, fmt.Errorf("devnet demo: %s reveals: %w", s.Miner, err)
 		}
@@ -118,14 +148,12 @@ func Demo(ctx context.Context, d *Devnet, wait time.Duration) (*Summary, error) 
 	}
 	deadline := time.Now().Add(wait)
 	last := ""
+	var rs []dashboard.Submission
 	for {
-		rs, err := d.Validator.Node.Reservations(ctx)
+		var err error
+		rs, err = v.submissions(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("devnet demo: %w", err)
-		}
-		decided, err := d.decisions(ctx)
-		if err != nil {
-			return nil, err
 		}
 		var line []string
 		done := 0
@@ -134,8 +162,8 @@ func Demo(ctx context.Context, d *Devnet, wait time.Duration) (*Summary, error) 
 			for _, r := range rs {
 				if r.Hotkey == s.Hotkey {
 					s.Reservation, s.State, s.Reason = r.ID, r.State, r.Reason
-					if dc, ok := decided[r.ID]; ok {
-						s.State, s.Reason = dc.Outcome, dc.Reason
+					if r.Outcome != "" {
+						s.State = r.Outcome
 					}
 				}
 			}
@@ -166,7 +194,7 @@ func Demo(ctx context.Context, d *Devnet, wait time.Duration) (*Summary, error) 
 		sum.Submissions = append(sum.Submissions, s.Submission)
 		sum.OK = sum.OK && s.OK
 	}
-	crowns, err := d.Validator.Node.Crowns(ctx)
+	crowns, err := v.crowns(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("devnet demo: %w", err)
 	}
@@ -175,24 +203,30 @@ func Demo(ctx context.Context, d *Devnet, wait time.Duration) (*Summary, error) 
 		sum.Crown = &c
 		say(fmt.Sprintf("crown: %s by %s…, speedup %s, generation %d, crown ref %s", c.Record.Target, c.Record.Attribution.Contributor[:12],
 			c.Record.Speedup, c.Record.Generation, c.Digest))
-		if sum.Weights, err = d.confirmedWeights(ctx, time.Until(deadline)+time.Minute); err != nil {
+		if sum.Weights, err = v.confirmedWeights(ctx, time.Until(deadline)+time.Minute); err != nil {
 			return nil, err
 		}
 		say("weights confirmed on the chain: " + sum.Weights)
-		if sum.Release, err = d.release(ctx, c); err != nil {
+		if sum.Release, err = buildRelease(ctx, info, c, crownedURL(rs, c.Reservation)); err != nil {
 			return nil, err
 		}
 		say(fmt.Sprintf("release %s %s built, signed and verified: descriptor %s", sum.Release.Name, sum.Release.Version, sum.Release.Descriptor))
 	} else {
 		sum.OK = false
 	}
-	if sum.JournalSeq, sum.JournalHead, err = d.journalHead(ctx); err != nil {
-		return nil, err
+	o, err := v.overview(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("devnet demo: %w", err)
+	}
+	sum.JournalSeq, sum.JournalHead = int64(o.Journal.Seq), o.Journal.Digest
+	if !o.Journal.Verified {
+		sum.OK = false
+		say("the settlement journal does not verify: " + o.Journal.Error)
 	}
 	sum.Took = time.Since(start).Round(time.Second).String()
 	data, err := json.MarshalIndent(sum, "", "  ")
 	if err == nil {
-		err = os.WriteFile(mark, append(data, '\n'), 0o600)
+		err = os.WriteFile(filepath.Join(info.Dir, DemoFile), append(data, '\n'), 0o600)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("devnet demo: %w", err)
@@ -220,92 +254,31 @@ func expected(miner, state, reason string) bool {
 // publish packages bundle name, serves archive serve at miner's URL and
 // returns the committed content hash (of name, not necessarily of what
 // is served).
-func (d *Devnet) publish(name, serve, minerName string) (string, error) {
+func publish(info *Info, name, serve, minerName string) (string, error) {
 	var committed, served bytes.Buffer
-	h, err := bundle.Package(d.BundleDir(name), &committed)
+	h, err := bundle.Package(bundleDir(info.Dir, name), &committed)
 	if err != nil {
 		return "", fmt.Errorf("devnet demo: package %s: %w", name, err)
 	}
 	data := committed.Bytes()
 	if serve != name {
-		if _, err := bundle.Package(d.BundleDir(serve), &served); err != nil {
+		if _, err := bundle.Package(bundleDir(info.Dir, serve), &served); err != nil {
 			return "", fmt.Errorf("devnet demo: package %s: %w", serve, err)
 		}
 		data = served.Bytes()
 	}
-	if err := os.WriteFile(filepath.Join(d.WWW, minerName+".tar.gz"), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(info.WWW, minerName+".tar.gz"), data, 0o644); err != nil {
 		return "", fmt.Errorf("devnet demo: %w", err)
 	}
 	return h, nil
 }
 
-// mustKey reads a key devKey wrote moments before.
-func mustKey(path string) ed25519.PrivateKey {
-	k, err := devKey(path)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
-// decisions are settlement's decisions by reservation.
-func (d *Devnet) decisions(ctx context.Context) (map[string]store.Decision, error) {
-	out := map[string]store.Decision{}
-	err := d.Validator.Store.View(ctx, func(tx store.Tx) error {
-		ds, err := tx.Decisions(ctx)
-		for _, dc := range ds {
-			out[dc.Reservation] = dc
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("devnet demo: decisions: %w", err)
-	}
-	return out, nil
-}
-
-// journalHead is the settlement journal's head.
-func (d *Devnet) journalHead(ctx context.Context) (seq int64, digest string, err error) {
-	err = d.Validator.Store.View(ctx, func(tx store.Tx) error {
-		seq, digest, err = tx.JournalHead(ctx)
-		return err
-	})
-	return seq, digest, err
-}
-
-// confirmedWeights waits for a weight publication confirmed after the
-// crown: one whose vector credits a claim (not the burn).
-func (d *Devnet) confirmedWeights(ctx context.Context, wait time.Duration) (string, error) {
-	end := time.Now().Add(wait)
-	for {
-		var pubs []store.WeightPublication
-		err := d.Validator.Store.View(ctx, func(tx store.Tx) error {
-			var err error
-			pubs, err = tx.WeightPublications(ctx, 5)
-			return err
-		})
-		if err != nil {
-			return "", fmt.Errorf("devnet demo: weights: %w", err)
-		}
-		for _, p := range pubs {
-			if p.State != store.WeightConfirmed {
-				continue
-			}
-			ws, err := weightpub.DecodeVector(p.Vector)
-			if err != nil {
-				return "", fmt.Errorf("devnet demo: weights: %w", err)
-			}
-			if len(ws) > 1 || (len(ws) == 1 && ws[0].UID != 0) {
-				return weightpub.FormatWeights(ws), nil
-			}
-		}
-		if time.Now().After(end) {
-			return "", errors.New("devnet demo: no weight publication crediting the crown was confirmed in time")
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(300 * time.Millisecond):
+// crownedURL is the archive URL the crowned reservation committed to.
+func crownedURL(rs []dashboard.Submission, reservation string) string {
+	for _, r := range rs {
+		if r.ID == reservation {
+			return r.URL
 		}
 	}
+	return ""
 }

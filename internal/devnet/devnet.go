@@ -41,6 +41,9 @@ import (
 //go:embed bundles
 var bundles embed.FS
 
+// ErrBusy says another process holds the devnet directory.
+var ErrBusy = errors.New("the devnet directory is in use")
+
 // Config is how a devnet is started.
 type Config struct {
 	// Dir holds everything; created 0700 when missing.
@@ -70,10 +73,12 @@ type Devnet struct {
 	Validator *validator.Validator
 	Key       ed25519.PrivateKey // the validator's hotkey
 
-	chain   *localchain.Chain
-	cancel  context.CancelFunc
-	done    chan error
-	stopped chan struct{} // closed when the validator's Run returned
+	chain    *localchain.Chain
+	instance string // the token of this start (see Info)
+	info     *Info  // as written to DIR/devnet.json once serving
+	cancel   context.CancelFunc
+	done     chan error
+	stopped  chan struct{} // closed when the validator's Run returned
 }
 
 // Up starts a devnet in cfg.Dir (resuming one that is there) and returns
@@ -107,20 +112,29 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 			d.Close()
 		}
 	}()
-	if err := d.unpack(); err != nil {
+	if d.instance, err = newInstance(); err != nil {
 		return nil, err
 	}
 	if d.Key, err = devKey(filepath.Join(cfg.Dir, "keys", "validator.key")); err != nil {
 		return nil, err
 	}
 	hotkey := localchain.Hotkey(d.Key.Public().(ed25519.PublicKey))
+	// The chain's lock is the directory's: nothing is written before it
+	// is held (another process may be calibrating from the bundles).
 	if err := d.startChain(runCtx, hotkey); err != nil {
+		return nil, err
+	}
+	if err := d.unpack(); err != nil {
 		return nil, err
 	}
 	if err := d.startWWW(runCtx); err != nil {
 		return nil, err
 	}
-	if _, err := register(ctx, d.wallet(d.Key)); err != nil {
+	w, err := d.wallet(d.Key)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := register(ctx, w); err != nil {
 		return nil, fmt.Errorf("devnet: register the validator: %w", err)
 	}
 	cal := filepath.Join(cfg.Dir, "calibration", cfg.Arena+".calibration")
@@ -152,8 +166,21 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 	case err := <-d.done:
 		return nil, fmt.Errorf("devnet: validator: %w", err)
 	}
-	cfg.Progress(fmt.Sprintf("devnet up in %s: chain %s, archives %s, dashboard http://%s/", cfg.Dir, d.ChainURL, d.WWWURL, d.Addr))
+	d.info = &Info{Dir: cfg.Dir, Arena: cfg.Arena, Chain: d.ChainURL, Archives: d.WWWURL, WWW: d.WWW, Validator: d.Addr,
+		Instance: d.instance, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second)}
+	if err := writeInfo(d.info); err != nil {
+		return nil, err
+	}
+	cfg.Progress(fmt.Sprintf("devnet up in %s: chain %s, archives %s, dashboard http://%s/ (clients: %s)", cfg.Dir, d.ChainURL, d.WWWURL, d.Addr,
+		filepath.Join(cfg.Dir, InfoFile)))
 	return d, nil
+}
+
+// Info is what a client needs to drive d over HTTP (also in
+// DIR/devnet.json while d runs).
+func (d *Devnet) Info() *Info {
+	i := *d.info
+	return &i
 }
 
 // Wait blocks until the devnet stops (ctx ends or a part fails) and
@@ -167,8 +194,12 @@ func (d *Devnet) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops every part and releases the directory.
+// Close stops every part, removes DIR/devnet.json and releases the
+// directory.
 func (d *Devnet) Close() {
+	if d.instance != "" {
+		removeInfo(d.Config.Dir, d.instance)
+	}
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -186,9 +217,11 @@ func (d *Devnet) Close() {
 }
 
 // BundleDir is the directory of one of the scenario's bundles.
-func (d *Devnet) BundleDir(name string) string {
-	return filepath.Join(d.Config.Dir, "bundles", name)
-}
+func (d *Devnet) BundleDir(name string) string { return bundleDir(d.Config.Dir, name) }
+
+// bundleDir is the directory of one of the scenario's bundles in the
+// devnet directory dir (Up unpacks them there).
+func bundleDir(dir, name string) string { return filepath.Join(dir, "bundles", name) }
 
 // unpack writes the embedded bundles into Dir/bundles (again each time:
 // they are the binary's).
@@ -214,6 +247,10 @@ func (d *Devnet) unpack() error {
 // weights.
 func (d *Devnet) startChain(ctx context.Context, hotkey string) error {
 	c, err := localchain.Open(ctx, localchain.Options{Dir: filepath.Join(d.Config.Dir, "chain"), Finality: 2, Validators: []string{hotkey}})
+	if errors.Is(err, localchain.ErrLocked) {
+		return fmt.Errorf("devnet: %w: another process is starting or running a devnet in %s (it writes %s once it serves): %w",
+			ErrBusy, d.Config.Dir, InfoFile, err)
+	}
 	if err != nil {
 		return fmt.Errorf("devnet: chain: %w", err)
 	}
@@ -247,7 +284,14 @@ func (d *Devnet) startWWW(ctx context.Context) error {
 		return fmt.Errorf("devnet: archive server: %w", err)
 	}
 	d.WWWURL = "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: http.FileServer(http.Dir(d.WWW)), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+identityPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		fmt.Fprintln(w, d.instance)
+	})
+	mux.Handle("/", http.FileServer(http.Dir(d.WWW)))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -261,12 +305,20 @@ func (d *Devnet) startWWW(ctx context.Context) error {
 }
 
 // wallet is a wallet of key on the devnet's chain.
-func (d *Devnet) wallet(key ed25519.PrivateKey) *localchain.Wallet {
-	cl, err := localchain.NewClient(d.ChainURL, 30*time.Second)
-	if err != nil {
-		panic(err) // ChainURL is ours and valid
+func (d *Devnet) wallet(key ed25519.PrivateKey) (*localchain.Wallet, error) {
+	return walletAt(d.ChainURL, key)
+}
+
+// walletAt is a wallet of key on the chain served at url.
+func walletAt(url string, key ed25519.PrivateKey) (*localchain.Wallet, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("devnet: wallet: not an ed25519 private key (%d bytes)", len(key))
 	}
-	return localchain.NewWallet(cl, key, 0)
+	cl, err := localchain.NewClient(url, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("devnet: wallet: %w", err)
+	}
+	return localchain.NewWallet(cl, key, 0), nil
 }
 
 // register registers w's hotkey unless it is already, and returns its uid.

@@ -2,15 +2,20 @@ package devnet
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"cacheon/internal/dashboard"
 	"cacheon/internal/dashboard/dashtest"
 	"cacheon/internal/sandbox"
 	"cacheon/internal/store"
@@ -47,7 +52,26 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Demo(ctx, d, 15*time.Minute)
+	// The demo attaches as another process would: it finds the devnet
+	// through DIR/devnet.json and drives it over HTTP only.
+	info, err := Attach(ctx, dir)
+	if err != nil {
+		d.Close()
+		t.Fatal(err)
+	}
+	if *info != *d.Info() {
+		t.Errorf("attached to %+v, want %+v", info, d.Info())
+	}
+	// A second devnet in the same directory is refused before it writes
+	// anything, and leaves the running one's devnet.json alone.
+	if _, err := Up(ctx, cfg); !errors.Is(err, ErrBusy) {
+		t.Errorf("a second up in the same directory: %v; want ErrBusy", err)
+	}
+	written, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Demo(ctx, info, 15*time.Minute, func(s string) { lines = append(lines, s) })
 	if err != nil {
 		d.Close()
 		t.Fatalf("%v\nprogress:\n%s", err, strings.Join(lines, "\n"))
@@ -92,22 +116,44 @@ func TestDemo(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkQuality(t, base, sum)
 	checkDashboard(t, base, counts, sum)
+	// The crown the demo read over HTTP is the one the node settled.
+	crowns, err := d.Validator.Node.Crowns(ctx)
+	if err != nil || len(crowns) != 1 || crowns[0].Digest != sum.Crown.Digest || string(crowns[0].Data) != string(sum.Crown.Data) {
+		t.Errorf("the node's crowns %d (%v); want the one the demo read, %s", len(crowns), err, sum.Crown.Digest)
+	}
 	d.Close()
 
-	// Up again resumes: the store still holds the crown, and the demo
-	// refuses to run twice.
+	// A clean stop removes devnet.json; the file of a devnet that was
+	// killed (the same bytes left behind) is not believed.
+	if _, err := os.Stat(filepath.Join(dir, InfoFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after Close, %s: %v; want it removed", InfoFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, InfoFile), written, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Attach(ctx, dir); !errors.Is(err, ErrNotRunning) || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("attach with a stale %s: %v; want ErrNotRunning (stale)", InfoFile, err)
+	}
+
+	// Up again resumes over the stale file: the store still holds the
+	// crown, and the demo refuses to run twice.
 	d2, err := Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d2.Close()
-	crowns, err := d2.Validator.Node.Crowns(ctx)
+	info2, err := Attach(ctx, dir)
+	if err != nil || info2.Instance == info.Instance {
+		t.Fatalf("attach after up again: %+v, %v; want the new instance", info2, err)
+	}
+	crowns, err = d2.Validator.Node.Crowns(ctx)
 	if err != nil || len(crowns) != 1 || crowns[0].Digest != sum.Crown.Digest {
 		t.Fatalf("after a restart: crowns %v, %v; want the one crown %s", len(crowns), err, sum.Crown.Digest)
 	}
-	if _, err := Demo(ctx, d2, time.Minute); err == nil || !strings.Contains(err.Error(), "ran in") {
-		t.Fatalf("a second demo in the same directory: %v", err)
+	if _, err := Demo(ctx, info2, time.Minute, nil); !errors.Is(err, ErrDemoRan) {
+		t.Fatalf("a second demo in the same directory: %v; want ErrDemoRan", err)
 	}
 }
 
@@ -143,4 +189,51 @@ func checkDashboard(t *testing.T, base string, counts map[string]int, sum *Summa
 	}
 	dashtest.CheckPage(t, browser, base+"/", "devnet-overview", want, false)
 	dashtest.CheckPage(t, browser, base+"/journal", "devnet-journal", map[string]string{"jv.verified": "verifies", "jv.count": strconv.FormatInt(sum.JournalSeq, 10)}, false)
+}
+
+// checkQuality reads the crowned submission's attempts through the API:
+// each shows role T's own result (PASS, every figure within its limit),
+// and dave's (FAIL not_faster: T never ran) shows none.
+func checkQuality(t *testing.T, base string, sum *Summary) {
+	t.Helper()
+	for _, s := range sum.Submissions {
+		if s.Miner != "alice" && s.Miner != "dave" {
+			continue
+		}
+		var d dashboard.SubmissionDetail
+		getJSON(t, base+"/api/submission/"+s.Reservation, &d)
+		if len(d.Attempts) == 0 {
+			t.Errorf("%s: no attempts", s.Miner)
+		}
+		for _, a := range d.Attempts {
+			var ad dashboard.AttemptDetail
+			getJSON(t, base+"/api/attempt/"+a.Ref, &ad)
+			switch s.Miner {
+			case "alice":
+				if !strings.HasPrefix(ad.Quality.Verdict, "PASS") || len(ad.Quality.Rows) != 7 {
+					t.Errorf("alice's attempt %d: quality %q with %d rows; want T's PASS and 7 figures", a.Number, ad.Quality.Verdict, len(ad.Quality.Rows))
+				}
+				for _, r := range ad.Quality.Rows {
+					if !r.Pass {
+						t.Errorf("alice's attempt %d: %s %s not within %s", a.Number, r.Metric, r.Value, r.Limit)
+					}
+				}
+			case "dave":
+				if ad.Verdict != "FAIL" || ad.Quality.Verdict != "" || len(ad.Quality.Rows) != 0 {
+					t.Errorf("dave's attempt %d (%s): quality %q, %d rows; want none", a.Number, ad.Verdict, ad.Quality.Verdict, len(ad.Quality.Rows))
+				}
+			}
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	body, code := get(t, url)
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
 }

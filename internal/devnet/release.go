@@ -1,17 +1,25 @@
 package devnet
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
+	"cacheon/arenas"
+	"cacheon/internal/bundle"
 	"cacheon/internal/node"
 	"cacheon/internal/product"
 	"cacheon/internal/release"
+	"cacheon/internal/slot"
+	"cacheon/internal/target"
 	"cacheon/python"
 )
 
@@ -29,22 +37,30 @@ type Release struct {
 // payloadPrefix is where the reviewed source keeps the crowned payload.
 const payloadPrefix = "cacheon_engine/contrib/silu_and_mul"
 
-// release does a maintainer's part with the crown, as `cacheon integrate`
-// and `cacheon release manifest|build|sign|verify` do: the reviewed source
-// tree holds the crowned payload byte for byte under payloadPrefix (here,
-// copied from the crowned bundle), the review approves it, the release
-// manifest ships it, and the release is built, signed with a devnet key and
-// verified with nothing but its public key.
-func (d *Devnet) release(ctx context.Context, c node.Crown) (*Release, error) {
-	root := filepath.Join(d.Config.Dir, "release")
+// buildRelease does a maintainer's part with the crown, as `cacheon integrate`
+// and `cacheon release manifest|build|sign|verify` do: the crowned
+// proposal's archive is fetched from the URL its miner committed to and
+// checked against the crowned content hash, the reviewed source tree holds
+// the crowned payload byte for byte under payloadPrefix, the review
+// approves it, the release manifest ships it, and the release is built,
+// signed with a devnet key and verified with nothing but its public key.
+// It reads nothing of the validator's but the crown record (over HTTP).
+func buildRelease(ctx context.Context, info *Info, c node.Crown, archiveURL string) (*Release, error) {
+	root := filepath.Join(info.Dir, "release")
+	if err := os.RemoveAll(root); err != nil {
+		return nil, fmt.Errorf("devnet release: %w", err)
+	}
 	src := filepath.Join(root, "src")
 	dst := filepath.Join(src, filepath.FromSlash(payloadPrefix))
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("devnet release: %w", err)
 	}
-	bundleDir := d.Validator.Node.Intake.BundleDir(c.Reservation)
+	crowned := filepath.Join(root, "crowned")
+	if err := fetchArchive(ctx, archiveURL, c.Record.Attribution.Proposal, crowned); err != nil {
+		return nil, fmt.Errorf("devnet release: the crowned archive: %w", err)
+	}
 	for _, f := range c.Record.SelectedPayload.Files {
-		data, err := os.ReadFile(filepath.Join(bundleDir, filepath.FromSlash(f.Path)))
+		data, err := os.ReadFile(filepath.Join(crowned, filepath.FromSlash(f.Path)))
 		if err != nil {
 			return nil, fmt.Errorf("devnet release: crowned payload: %w", err)
 		}
@@ -77,17 +93,29 @@ func (d *Devnet) release(ctx context.Context, c node.Crown) (*Release, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devnet release: %w", err)
 	}
-	ad, err := d.Validator.Arena.Digest()
+	ar, err := arenas.Resolve(info.Arena)
+	if err != nil {
+		return nil, fmt.Errorf("devnet release: %w", err)
+	}
+	ad, err := ar.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("devnet release: %w", err)
+	}
+	slots, err := slot.NewCatalog()
+	if err != nil {
+		return nil, fmt.Errorf("devnet release: %w", err)
+	}
+	targets, err := target.NewCatalog(slots)
 	if err != nil {
 		return nil, fmt.Errorf("devnet release: %w", err)
 	}
 	base := product.ReleaseBase{Name: "cacheon-engine-devnet", Version: "0.0.1-devnet",
 		Runtime:   product.RuntimePin{Name: "cacheon-runtime", Version: "devnet", Digest: python.Digest()},
-		Model:     product.ModelIdentity{Name: d.Config.Arena, Revision: "seeded weights", Digest: ad},
+		Model:     product.ModelIdentity{Name: info.Arena, Revision: "seeded weights", Digest: ad},
 		Native:    product.NativeIdentity{Platform: "linux/cpu", Toolchain: "none", Digest: digestOf("no native code")},
 		Reference: ad,
 		Sources:   []product.BaseSource{{Name: "engine", Provenance: "the devnet's reviewed source tree"}}}
-	m, err := product.NewRelease(d.Validator.Targets, base, map[string]string{"engine": srcDigest}, []product.IntegrationRecord{rec})
+	m, err := product.NewRelease(targets, base, map[string]string{"engine": srcDigest}, []product.IntegrationRecord{rec})
 	if err != nil {
 		return nil, fmt.Errorf("devnet release: manifest: %w", err)
 	}
@@ -102,7 +130,7 @@ func (d *Devnet) release(ctx context.Context, c node.Crown) (*Release, error) {
 	if _, err := release.Build(release.BuildInput{Manifest: m, Records: []product.IntegrationRecord{rec}, Sources: []string{src}, Out: out}); err != nil {
 		return nil, fmt.Errorf("devnet release: build: %w", err)
 	}
-	key, err := devKey(filepath.Join(d.Config.Dir, "keys", "release.key"))
+	key, err := devKey(filepath.Join(info.Dir, "keys", "release.key"))
 	if err != nil {
 		return nil, err
 	}
@@ -121,4 +149,23 @@ func (d *Devnet) release(ctx context.Context, c node.Crown) (*Release, error) {
 func digestOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// maxArchive bounds the crowned archive the demo downloads.
+const maxArchive = 64 << 20
+
+// fetchArchive downloads the archive at url and extracts it into dest,
+// refusing it unless its content hash is want.
+func fetchArchive(ctx context.Context, url, want, dest string) error {
+	if url == "" {
+		return errors.New("the validator's API names no archive URL for it")
+	}
+	body, err := getBody(ctx, &http.Client{Timeout: time.Minute}, url, maxArchive)
+	if err != nil {
+		return err
+	}
+	if _, err := bundle.Extract(ctx, bytes.NewReader(body), dest, bundle.DefaultExtractLimits(), want); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	return nil
 }

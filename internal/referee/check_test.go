@@ -109,3 +109,43 @@ func TestCheckTamper(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckQuality: role T's own result, re-derived from the evidence,
+// is the quality rule's — PASS where the attempt passed, FAIL quality
+// where the candidate's own log-probabilities diverge — and there is none
+// where T scored nothing (the speed rule decided first).
+func TestCheckQuality(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		s      script
+		scored bool
+		want   Outcome
+		reason Reason
+	}{
+		{"pass", script{incRates: []float64{1000, 1000}, candRate: 1100}, true, Pass, ""},
+		{"quality", script{incRates: []float64{1000, 1000}, candRate: 1100, ownGap: 0.1}, true, Fail, ReasonQuality},
+		{"not faster: T never ran", script{incRates: []float64{1000, 1000}, candRate: 900}, false, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			r, p := newFakeReferee(t, &s)
+			rec, ref, err := r.Attempt(context.Background(), p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, ok, err := CheckQuality(r.Store, ref)
+			if err != nil || ok != tc.scored {
+				t.Fatalf("CheckQuality: %+v, %v, %v; want scored %v (attempt %v)", rep, ok, err, tc.scored, rec.Verdict)
+			}
+			if !ok {
+				return
+			}
+			if rep.Verdict.Outcome != tc.want || rep.Verdict.Reason != tc.reason {
+				t.Errorf("T's verdict %v; want %s %s", rep.Verdict, tc.want, tc.reason)
+			}
+			if len(rep.Figures) != 3 || rep.Prompts < 2 {
+				t.Errorf("%d figures over %d prompts; want 3 over ≥ 2", len(rep.Figures), rep.Prompts)
+			}
+		})
+	}
+}

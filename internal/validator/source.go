@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,12 +108,34 @@ func (s source) Submissions(ctx context.Context) ([]dashboard.Submission, error)
 	}
 	err := s.view(ctx, func(tx store.Tx) error {
 		rs, err := tx.List(ctx, 0, states...)
-		for _, r := range rs {
-			out = append(out, submission(r))
+		if err != nil {
+			return err
 		}
-		return err
+		outcomes, err := outcomesOf(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			sub := submission(r)
+			sub.Outcome = outcomes[r.ID]
+			out = append(out, sub)
+		}
+		return nil
 	})
 	return out, err
+}
+
+// outcomesOf is settlement's decision by reservation.
+func outcomesOf(ctx context.Context, tx store.Tx) (map[string]string, error) {
+	ds, err := tx.Decisions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ds))
+	for _, d := range ds {
+		out[d.Reservation] = d.Outcome
+	}
+	return out, nil
 }
 
 func (s source) Submission(ctx context.Context, id string) (dashboard.SubmissionDetail, error) {
@@ -150,6 +172,7 @@ func (s source) Submission(ctx context.Context, id string) (dashboard.Submission
 		ds, err := tx.Decisions(ctx)
 		for _, dc := range ds {
 			if dc.Reservation == id {
+				d.Submission.Outcome = dc.Outcome
 				d.Timeline = append(d.Timeline, dashboard.TimelineEvent{At: time.UnixMilli(dc.AtMS).UTC(), Step: "settlement", To: dc.Outcome, Reason: dc.Reason})
 			}
 		}
@@ -232,30 +255,43 @@ func (s source) Attempt(ctx context.Context, ref string) (dashboard.AttemptDetai
 		d.Evidence = append(d.Evidence, dashboard.EvidenceLink{Name: "audit", Ref: rec.Audit.String()})
 	}
 	if len(rec.Scores) > 0 {
-		d.Quality.Verdict = fmt.Sprintf("%d score(s) by the pristine teacher T", len(rec.Scores))
-		for _, sc := range rec.Scores {
-			d.Quality.Rows = append(d.Quality.Rows, dashboard.QualityRow{Prompt: sc.RID, Metric: "mean NLL (" + sc.Role + ")",
-				Value: meanNLL(sc.NLL), Pass: rec.Verdict.Outcome == referee.Pass})
-		}
+		d.Quality = quality(s.v.Evidence, r)
 	}
 	return d, nil
 }
 
-// meanNLL is the mean of exact decimal NLLs, to six places.
-func meanNLL(nll []string) string {
-	if len(nll) == 0 {
-		return ""
+// quality is role T's own result (referee.CheckQuality), not the
+// attempt's verdict: per metric the stock drift against its envelope and
+// the regression's bounds against the allowed delta, then the divergence
+// of the candidate engine's own log-probabilities from T's.
+func quality(store *evidence.Store, ref evidence.Ref) dashboard.Quality {
+	rep, ok, err := referee.CheckQuality(store, ref)
+	if err != nil {
+		return dashboard.Quality{Verdict: "UNREADABLE " + err.Error()}
 	}
-	sum := new(big.Rat)
-	for _, x := range nll {
-		q, ok := new(big.Rat).SetString(x)
-		if !ok {
-			return "?"
-		}
-		sum.Add(sum, q)
+	if !ok {
+		return dashboard.Quality{}
 	}
-	return sum.Quo(sum, big.NewRat(int64(len(nll)), 1)).FloatString(6)
+	// T's scores are sealed in the attempt record itself.
+	q := dashboard.Quality{Verdict: rep.Verdict.String(), Evidence: ref.String()}
+	n := fmt.Sprint(rep.Prompts)
+	for _, f := range rep.Figures {
+		q.Rows = append(q.Rows,
+			dashboard.QualityRow{Prompt: n, Metric: f.Metric + ": stock drift |mean(B′−B)|", Value: num(f.Drift),
+				Limit: "≤ " + num(f.DriftEnvelope), Pass: f.Drift <= f.DriftEnvelope},
+			dashboard.QualityRow{Prompt: n, Metric: f.Metric + ": regression C−(B+B′)/2 [bounds]",
+				Value: fmt.Sprintf("%s [%s, %s]", num(f.Regression), num(f.Lower), num(f.Upper)),
+				Limit: "≤ " + num(f.Allowed), Pass: f.Upper <= f.Allowed})
+	}
+	inc := max(rep.Divergence[0], rep.Divergence[2])
+	q.Rows = append(q.Rows, dashboard.QualityRow{Prompt: n, Metric: "own log-probabilities' distance from T: C (incumbent's)",
+		Value: fmt.Sprintf("%s (%s)", num(rep.Divergence[1]), num(inc)), Limit: "≤ incumbent's + " + num(rep.DivergenceEnvelope),
+		Pass: rep.Divergence[1]-inc <= rep.DivergenceEnvelope})
+	return q
 }
+
+// num writes a quality figure to four significant digits.
+func num(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
 
 func (s source) Stacks(ctx context.Context) ([]dashboard.StackGeneration, error) {
 	_, entries, err := s.journal(ctx)
@@ -371,4 +407,18 @@ func (s source) Evidence(ctx context.Context, ref string) ([]byte, error) {
 		return nil, dashboard.ErrNotFound
 	}
 	return b, nil
+}
+
+func (s source) CrownRecords(ctx context.Context) ([]dashboard.CrownRecord, error) {
+	cs, err := s.v.Node.Crowns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.CrownRecord, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, dashboard.CrownRecord{Seq: uint64(c.Seq), Reservation: c.Reservation, Target: c.Record.Target,
+			Generation: uint64(c.Record.Generation), Speedup: string(c.Record.Speedup), Contributor: c.Record.Attribution.Contributor,
+			Digest: c.Digest, Record: c.Data})
+	}
+	return out, nil
 }

@@ -117,8 +117,11 @@ func Hotkey(pub ed25519.PublicKey) string { return hex.EncodeToString(pub) }
 // Sign returns the extrinsic for c signed with key; c.Hotkey is set from
 // the key.
 func Sign(c Call, key ed25519.PrivateKey) (Extrinsic, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return Extrinsic{}, errors.New("sign: not an ed25519 private key")
+	}
 	pub, ok := key.Public().(ed25519.PublicKey)
-	if !ok || len(key) != ed25519.PrivateKeySize {
+	if !ok {
 		return Extrinsic{}, errors.New("sign: not an ed25519 private key")
 	}
 	c.Hotkey = Hotkey(pub)

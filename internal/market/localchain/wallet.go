@@ -50,8 +50,14 @@ func NewWallet(b Backend, key ed25519.PrivateKey, poll time.Duration) *Wallet {
 	return &Wallet{b: b, key: key, poll: poll}
 }
 
-// Hotkey is the wallet's hotkey.
-func (w *Wallet) Hotkey() string { return Hotkey(w.key.Public().(ed25519.PublicKey)) }
+// Hotkey is the wallet's hotkey ("" when its key is not an ed25519
+// private key: every submission then fails).
+func (w *Wallet) Hotkey() string {
+	if len(w.key) != ed25519.PrivateKeySize {
+		return ""
+	}
+	return Hotkey(w.key.Public().(ed25519.PublicKey))
+}
 
 // Backend is the chain the wallet talks to.
 func (w *Wallet) Backend() Backend { return w.b }
@@ -98,6 +104,9 @@ func (w *Wallet) Reveal(ctx context.Context, digest, h, u, salt string) (Receipt
 }
 
 func (w *Wallet) submit(ctx context.Context, c Call) (Receipt, error) {
+	if len(w.key) != ed25519.PrivateKeySize {
+		return Receipt{}, fmt.Errorf("%s: the wallet's key is not an ed25519 private key (%d bytes, want %d)", c.Kind, len(w.key), ed25519.PrivateKeySize)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.genesis == "" {
