@@ -100,7 +100,9 @@ class Model:
         self.cfg, self.ecfg, self.w, self.d, self.device = cfg, ecfg, weights, dispatch, device
         self.kc, self.vc = kv
         self.timer = timer
-        self.hq, self.hkv, self.hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        # Tensor parallel (dispatch.world_size ranks): this rank's heads.
+        self.world = dispatch.world_size
+        self.hq, self.hkv, self.hd = cfg.num_heads // self.world, cfg.num_kv_heads // self.world, cfg.head_dim
         self.eps = cfg.rms_norm_eps
         self.scale = cfg.head_dim ** -0.5
         self.ps = ecfg.page_size
@@ -136,6 +138,8 @@ class Model:
             x.addmm_(a, w.t())
 
     def _layer(self, li, x, attend):
+        if self.world > 1:
+            return self._layer_tp(li, x, attend)
         ly, d, r = self.w.layers[li], self.d, self.timer.region
         with r("norm"):
             h = d.rmsnorm(x, ly.attn_norm, self.eps)
@@ -152,6 +156,35 @@ class Model:
                 tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
                 tw = tw / tw.sum(dim=-1, keepdim=True)
                 x.add_(d.fused_experts(h, ti.to(torch.int32), tw, ly.experts))
+        return x
+
+    def _layer_tp(self, li, x, attend):
+        """One layer on this rank's shards. Attention's o_proj and the MLP's
+        down_proj (or the experts) give partial sums; the reductions are
+        the collective slots: after attention collective.ar_residual_rmsnorm
+        (the sum, the residual add and the MLP's norm in one call), after a
+        dense MLP collective.all_reduce (the residual add stays here), and
+        the experts are moe.fused_experts_reduce (experts and sum in one
+        call). Every rank holds the same x after each reduction."""
+        ly, d, r = self.w.layers[li], self.d, self.timer.region
+        with r("norm"):
+            h = d.rmsnorm(x, ly.attn_norm, self.eps)
+        with r("attention"):
+            part = self._mm(attend(li, h, ly.qkv), ly.o)
+        with r("collective"):
+            h, x = d.ar_residual_rmsnorm(part, x, ly.mlp_norm, self.eps)
+        with r("mlp"):
+            if ly.experts is None:
+                part = self._mm(d.silu_and_mul(self._mm(h, ly.gate_up)), ly.down)
+            else:
+                probs = torch.softmax(self._mm(h, ly.router).float(), dim=-1)
+                tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
+                tw = tw / tw.sum(dim=-1, keepdim=True)
+        with r("collective"):
+            if ly.experts is None:
+                x.add_(d.all_reduce(part))
+            else:
+                x.add_(d.fused_experts_reduce(h, ti.to(torch.int32), tw, ly.experts))
         return x
 
     def final_norm(self, x):

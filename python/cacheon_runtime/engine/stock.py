@@ -227,6 +227,31 @@ def fused_experts(x, topk_ids, topk_weights, prepared, out):
 
 
 # ---------------------------------------------------------------------------
+# collectives (tensor parallel): torch.distributed on the engine's group
+
+
+def all_reduce(x, out, group):
+    """out = the sum over the group's ranks of x."""
+    import torch.distributed as dist
+    out.copy_(x)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+
+
+def ar_residual_rmsnorm(x, residual, weight, eps, out_norm, out_residual, group):
+    """out_residual = sum over ranks of x + residual; out_norm its RMSNorm."""
+    all_reduce(x, out_residual, group)
+    out_residual.add_(residual)
+    rmsnorm(out_residual, weight, out_norm, eps)
+
+
+def fused_experts_reduce(x, topk_ids, topk_weights, prepared, out, group):
+    """The experts on this rank's shards (fused_experts), summed over ranks."""
+    import torch.distributed as dist
+    fused_experts(x, topk_ids, topk_weights, prepared, out)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+
+
+# ---------------------------------------------------------------------------
 # rotary embedding + KV cache store (not a slot: validator-owned model code)
 
 
