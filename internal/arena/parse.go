@@ -103,12 +103,13 @@ type rawModel struct {
 }
 
 type rawEngine struct {
-	PageSize     int64   `toml:"page_size"`
-	MaxBatch     int64   `toml:"max_batch"`
-	KVPages      int64   `toml:"kv_pages"`
-	GraphBuckets []int64 `toml:"graph_buckets"`
-	Graphs       *bool   `toml:"graphs"`
-	PrefillChunk *int64  `toml:"prefill_chunk"`
+	PageSize       int64   `toml:"page_size"`
+	MaxBatch       int64   `toml:"max_batch"`
+	KVPages        int64   `toml:"kv_pages"`
+	GraphBuckets   []int64 `toml:"graph_buckets"`
+	Graphs         *bool   `toml:"graphs"`
+	PrefillChunk   *int64  `toml:"prefill_chunk"`
+	TensorParallel *int64  `toml:"tensor_parallel"`
 }
 
 type rawWorkload struct {
@@ -238,6 +239,7 @@ func (c *checker) arena(r *rawArena) *Arena {
 	}
 	a.Model = c.model(&r.Model)
 	a.Engine = c.engine(&r.Engine, a.Device)
+	c.tensorParallel(a)
 	a.Work = c.workload("workload", &r.Workload, a)
 	for name, w := range r.Workloads {
 		field := "workloads." + name
@@ -340,6 +342,9 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 	if r.PrefillChunk != nil {
 		e.PrefillChunk = c.intIn("engine.prefill_chunk", *r.PrefillChunk, 1, 1<<20)
 	}
+	if r.TensorParallel != nil {
+		e.TensorParallel = c.intIn("engine.tensor_parallel", *r.TensorParallel, 1, MaxTensorParallel)
+	}
 	if e.Graphs && device != "cuda" {
 		c.fail("engine.graphs", "CUDA graphs need device = \"cuda\"")
 	}
@@ -363,6 +368,28 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 		e.GraphBuckets = append(e.GraphBuckets, int(b))
 	}
 	return e
+}
+
+// tensorParallel checks that the model splits over the engine's ranks:
+// whole attention heads (query and key/value) and whole intermediate
+// columns on every rank. One rank is stored as 0, so that writing
+// tensor_parallel = 1 means the same arena as leaving it out.
+func (c *checker) tensorParallel(a *Arena) {
+	if a.Engine.TensorParallel == 1 {
+		a.Engine.TensorParallel = 0
+	}
+	tp := a.Engine.TensorParallel
+	if tp <= 1 {
+		return
+	}
+	for _, d := range []struct {
+		field string
+		n     int
+	}{{"model.num_heads", a.Model.NumHeads}, {"model.num_kv_heads", a.Model.NumKVHeads}, {"model.intermediate_size", a.Model.IntermediateSize}} {
+		if d.n%tp != 0 {
+			c.fail("engine.tensor_parallel", "%d ranks do not divide %s = %d (every rank takes whole heads and an equal share of the MLP)", tp, d.field, d.n)
+		}
+	}
 }
 
 func (c *checker) pair(field string, v []int64, lo, hi int64, inclusive bool) [2]int {

@@ -71,7 +71,8 @@ class Server:
         return {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "torch": str(torch.__version__),
                 "cuda": cuda, "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
                 "triton": host.triton_version(), "pid": os.getpid(),
-                "audit_hook": self.safety.hook is not None}
+                "audit_hook": self.safety.hook is not None,
+                "device_count": int(torch.cuda.device_count()) if cuda else 0}
 
     def op_group(self, req):
         """Join the tensor-parallel process group (docs/engine-protocol.md,
