@@ -98,6 +98,7 @@ func (f *fakeEngine) serve(in io.Reader, out, errw io.Writer) {
 			m := a["model"].(map[string]any)
 			vocab = int(m["vocab_size"].(float64))
 			reply["params"], reply["layers"], reply["device"], reply["dtype"] = 12345, m["num_layers"], "cpu", a["dtype"]
+			reply["rank"], reply["world_size"] = 0, 1
 			reply["kv_pages"], reply["graph_buckets"] = a["engine"].(map[string]any)["kv_pages"], []int{1, 2}
 		case "generate":
 			f.mu.Lock()
