@@ -227,7 +227,9 @@ func SlotFromBundle(a *scan.Admitted, slotName, variant string) (SlotEntry, erro
 }
 
 // CollectiveSlots are the slots a tensor-parallel engine reduces through.
-func CollectiveSlots() []string { return []string{"collective.all_reduce", "collective.ar_residual_rmsnorm", "moe.fused_experts_reduce"} }
+func CollectiveSlots() []string {
+	return []string{"collective.all_reduce", "collective.ar_residual_rmsnorm", "moe.fused_experts_reduce"}
+}
 
 // ArenaSeams lists the slots the arena runtime dispatches for an arena,
 // sorted: Seams of its model kind on one rank; tensor parallel, the dense
