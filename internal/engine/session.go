@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"cacheon/internal/arena"
@@ -367,12 +365,10 @@ func (s *Session) NeverFired(res *BenchResult) []string {
 
 // Regrade regrades the session's audit dumps with the arena's scalars
 // and, when keep is set, copies the dumps there. A tensor-parallel
-// session's ranks dump the same calls, each into its own directory; every
-// rank's dumps are regraded (rank r's files are named "rank<r>/<file>",
-// and kept under that name). The collective slots' dumps cannot be
-// regraded yet (a cross-rank case needs every rank's inputs together,
-// which slot.CaseFromInputs does not build): a session holding one is an
-// error, never a PASS.
+// session's ranks dump the same calls, each into its own directory, and
+// are regraded together (RegradeRanks: rank r's files are "rank<r>/<file>",
+// and kept under that name; a collective call is graded from every rank's
+// dump of it).
 func (s *Session) Regrade(slots SlotLookup, keep string) ([]AuditResult, error) {
 	if s.auditDir == "" {
 		return nil, errors.New("audit regrade: the session was opened without audit")
@@ -381,47 +377,58 @@ func (s *Session) Regrade(slots SlotLookup, keep string) ([]AuditResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	dirs := make([]string, s.Ranks())
+	for r := range dirs {
+		if dirs[r], err = s.rankAuditDir(r); err != nil {
+			return nil, err
+		}
+	}
 	var res []AuditResult
-	for r := 0; r < s.Ranks(); r++ {
-		dir, err := s.rankAuditDir(r)
-		if err != nil {
-			return nil, err
-		}
-		got, err := Regrade(dir, slots, scalars)
-		if err != nil {
-			return nil, err
-		}
-		for i := range got {
-			if slices.Contains(CollectiveSlots(), got[i].Slot) {
-				return nil, fmt.Errorf("audit regrade: %s: the collective slot %s's dumps cannot be regraded yet (a cross-rank case from dumps is not built)", got[i].File, got[i].Slot)
-			}
-			if r > 0 {
-				got[i].File = filepath.Join(fmt.Sprintf("rank%d", r), got[i].File)
-			}
-		}
-		res = append(res, got...)
+	if len(dirs) == 1 {
+		res, err = Regrade(dirs[0], slots, scalars)
+	} else {
+		res, err = RegradeRanks(dirs, slots, scalars)
 	}
-	if keep == "" {
-		return res, nil
+	if err != nil || keep == "" {
+		return res, err
 	}
-	for _, r := range res {
-		b, err := os.ReadFile(filepath.Join(s.auditDir, r.File))
-		if strings.HasPrefix(r.File, "rank") {
-			rank, file, _ := strings.Cut(r.File, string(filepath.Separator))
-			b, err = os.ReadFile(filepath.Join(s.scratch, rank, "audit", file))
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return nil, fmt.Errorf("--audit-dir: %w", err)
+	}
+	for r, dir := range dirs {
+		dst := keep
+		if r > 0 {
+			dst = filepath.Join(keep, fmt.Sprintf("rank%d", r))
 		}
-		if err != nil {
-			return nil, fmt.Errorf("keep audit dump: %w", err)
-		}
-		dst := filepath.Join(keep, r.File)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return nil, fmt.Errorf("--audit-dir: %w", err)
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			return nil, fmt.Errorf("keep audit dump: %w", err)
+		if err := keepDumps(dir, dst); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// keepDumps copies the dump files of dir into dst (created).
+func keepDumps(dir, dst string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("keep audit dumps: %w", err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("--audit-dir: %w", err)
+	}
+	for _, ent := range ents {
+		if !ent.Type().IsRegular() || filepath.Ext(ent.Name()) != ".safetensors" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+		if err != nil {
+			return fmt.Errorf("keep audit dump: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, ent.Name()), b, 0o644); err != nil {
+			return fmt.Errorf("keep audit dump: %w", err)
+		}
+	}
+	return nil
 }
 
 // Close ends the runtime (every rank) and removes the session's scratch

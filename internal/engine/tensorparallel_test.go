@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"cacheon/internal/arena"
+	"cacheon/internal/fault"
 	"cacheon/internal/slot"
 )
 
@@ -21,7 +23,7 @@ const tpLogprobTol = 1e-5
 
 // openArena opens a session of a shipped arena (through the sandbox, as
 // the CLI does) with the stack, and benches one wave of its workload.
-func openArena(t *testing.T, name string, stack []StackSpec) (*Session, *BenchResult, error) {
+func openArena(t *testing.T, name string, stack []StackSpec, audit *Audit) (*Session, *BenchResult, error) {
 	t.Helper()
 	python, _ := realRuntime(t)
 	a, err := arena.Load("../../arenas/" + name + ".toml")
@@ -37,7 +39,7 @@ func openArena(t *testing.T, name string, stack []StackSpec) (*Session, *BenchRe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := Open(ctx, Config{Arena: a, Slots: cat, Python: python, Strict: true, Stack: stack,
+	s, err := Open(ctx, Config{Arena: a, Slots: cat, Python: python, Strict: true, Stack: stack, Audit: audit,
 		LoadTimeout: 3 * time.Minute, ScratchRoot: t.TempDir()})
 	if err != nil {
 		t.Fatalf("open %s: %v", name, err)
@@ -68,8 +70,13 @@ func TestRealTensorParallel(t *testing.T) {
 	}
 	t.Parallel()
 	type run struct {
-		s   *Session
-		res *BenchResult
+		s     *Session
+		res   *BenchResult
+		dumps []AuditResult
+	}
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	runs := map[string]run{}
@@ -84,12 +91,24 @@ func TestRealTensorParallel(t *testing.T) {
 		} {
 			t.Run(tc.key, func(t *testing.T) {
 				t.Parallel()
-				s, res, err := openArena(t, tc.arena, tc.stack)
+				var audit *Audit
+				if tc.stack != nil {
+					audit = &Audit{Every: 16, MaxDumps: 8}
+				}
+				s, res, err := openArena(t, tc.arena, tc.stack, audit)
 				if err != nil {
 					t.Fatalf("bench %s: %v", tc.arena, err)
 				}
+				var dumps []AuditResult
+				if audit != nil {
+					// the candidate's calls were dumped on both ranks and
+					// regrade across them (before the session closes)
+					if dumps, err = s.Regrade(cat, ""); err != nil || len(dumps) == 0 {
+						t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
+					}
+				}
 				mu.Lock()
-				runs[tc.key] = run{s, res}
+				runs[tc.key] = run{s, res, dumps}
 				mu.Unlock()
 			})
 		}
@@ -127,6 +146,62 @@ func TestRealTensorParallel(t *testing.T) {
 	if c := runs["dense2"].res.Slots["collective.all_reduce"]; c.Stock == 0 || c.Selected != 0 {
 		t.Errorf("stock all-reduce counters %+v", c)
 	}
+	for _, d := range runs["cand2"].dumps {
+		if d.Slot != "collective.all_reduce" || d.Outcome != AuditPass {
+			t.Errorf("%s: %s %s %s", d.File, d.Slot, d.Outcome, d.Reason)
+		}
+	}
+}
+
+// TestRealBadCollectives: a collective candidate that is wrong the same
+// way on every rank keeps the ranks in agreement and fails its audit
+// regrade; one that gives the ranks different sums makes their tokens
+// disagree, the candidate's fault.
+func TestRealBadCollectives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts tensor-parallel arena runtimes")
+	}
+	t.Parallel()
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := func(dir string) []StackSpec {
+		b, err := filepath.Abs(filepath.Join("testdata/bundles", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []StackSpec{{Slot: "collective.all_reduce", Bundle: b}}
+	}
+	t.Run("scaled", func(t *testing.T) {
+		t.Parallel()
+		s, _, err := openArena(t, "cpu-tiny-tp2", stack("all_reduce_scaled"), &Audit{Every: 16, MaxDumps: 4})
+		if err != nil {
+			t.Fatalf("bench: %v", err)
+		}
+		dumps, err := s.Regrade(cat, "")
+		if err != nil || len(dumps) == 0 {
+			t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
+		}
+		for _, d := range dumps {
+			// the outputs fail their metric; the inputs fit the contract
+			if d.Outcome != AuditFail || d.Metric == "" || strings.Contains(d.Reason, "contract") {
+				t.Errorf("%s: %s (%s), want a FAIL of the metric", d.File, d.Outcome, d.Reason)
+			}
+		}
+		t.Logf("%s: %s", dumps[0].File, dumps[0].Reason)
+	})
+	t.Run("skew", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := openArena(t, "cpu-tiny-tp2", stack("all_reduce_rank_skew"), nil)
+		var me *RankMismatchError
+		if !errors.As(err, &me) || me.Rank != 1 {
+			t.Fatalf("want rank 1 to disagree, got %v", err)
+		}
+		if fault.Of(err) != fault.Candidate {
+			t.Errorf("a rank mismatch with a candidate is %v's, not the candidate's: %v", fault.Of(err), err)
+		}
+	})
 }
 
 // TestRealRankFailure: a candidate that raises on rank 1 alone (rank 0
@@ -141,7 +216,7 @@ func TestRealRankFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := openArena(t, "cpu-tiny-tp2", []StackSpec{{Slot: "collective.all_reduce", Bundle: bundle}})
+	s, _, err := openArena(t, "cpu-tiny-tp2", []StackSpec{{Slot: "collective.all_reduce", Bundle: bundle}}, nil)
 	if !IsCandidateFailure(err) {
 		t.Fatalf("want a candidate failure, got %v", err)
 	}
