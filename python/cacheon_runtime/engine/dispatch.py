@@ -1,7 +1,8 @@
 """dispatch: the only way the engine's data plane reaches a slot.
 
 For every call the model makes (rmsnorm, silu_and_mul, prefill attention,
-paged decode attention, MoE experts) dispatch
+paged decode attention, MoE experts; on a tensor-parallel engine also the
+collective slots, collectives.py) dispatch
 
 1. builds the live call descriptor from the tensors (capability fields of
    the slot plus the context: device, dtype, model, architecture, phase,
@@ -49,7 +50,7 @@ import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditdump, stock
+from . import auditdump, collectives, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -64,9 +65,7 @@ SLOTS = (SILU, DECODE, SDPA, MOE, RMSNORM)
 # The collective slots, served when the engine runs tensor parallel (a
 # process group of more than one rank): every cross-rank reduction of the
 # model goes through one of them.
-ALL_REDUCE = "collective.all_reduce"
-AR_RMSNORM = "collective.ar_residual_rmsnorm"
-MOE_REDUCE = "moe.fused_experts_reduce"
+ALL_REDUCE, AR_RMSNORM, MOE_REDUCE = collectives.ALL_REDUCE, collectives.AR_RMSNORM, collectives.MOE_REDUCE
 COLLECTIVES = (ALL_REDUCE, AR_RMSNORM, MOE_REDUCE)
 ENTRIES = {SILU: "silu_and_mul", RMSNORM: "rmsnorm", SDPA: "attention",
            DECODE: "attention_decode", MOE: "fused_experts",
@@ -183,7 +182,7 @@ class Experts:
 # Dispatch
 
 
-class Dispatch:
+class Dispatch(collectives.CollectiveCalls):
     def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=(),
                  group=None, world_size=1, rank=0):
         # The process's runtime guard (built by main before any candidate
@@ -432,40 +431,6 @@ class Dispatch:
         return self._call(MOE, desc, {"x": x, "topk_ids": topk_ids, "topk_weights": topk_weights}, {},
                           {"out": (m, h)},
                           lambda o: stock.fused_experts(x, topk_ids, topk_weights, experts.stock, o["out"]),
-                          experts=experts)
-
-    # -- the collective slots (tensor parallel) ----------------------------
-
-    def all_reduce(self, x):
-        """The sum over ranks of x (M, H), into a validator-owned output."""
-        m, h = x.shape
-        desc = self._desc(num_tokens=m, hidden_dim=h, last_dim=h, world_size=self.world_size)
-        g = self.group
-        return self._call(ALL_REDUCE, desc, {"x": x}, {}, {"out": (m, h)},
-                          lambda o: stock.all_reduce(x, o["out"], g))
-
-    def ar_residual_rmsnorm(self, x, residual, weight, eps):
-        """(out_norm, out_residual): out_residual = the sum over ranks of x
-        plus residual, out_norm its RMSNorm."""
-        m, h = x.shape
-        desc = self._desc(num_tokens=m, hidden_dim=h, world_size=self.world_size)
-        g = self.group
-        o = self._call(AR_RMSNORM, desc, {"x": x, "residual": residual, "weight": weight}, {"eps": float(eps)},
-                       {"out_norm": (m, h), "out_residual": (m, h)},
-                       lambda o: stock.ar_residual_rmsnorm(x, residual, weight, eps, o["out_norm"],
-                                                           o["out_residual"], g), multi=True)
-        return o["out_norm"], o["out_residual"]
-
-    def fused_experts_reduce(self, x, topk_ids, topk_weights, experts):
-        """The experts on this rank's weight shards, summed over ranks."""
-        m, h = x.shape
-        e, n2, _ = experts.w13.shape
-        desc = self._desc(num_tokens=m, hidden_dim=h, intermediate_dim=n2 // 2 * self.world_size,
-                          num_experts=e, top_k=topk_ids.shape[1], world_size=self.world_size, quant="dense")
-        g = self.group
-        return self._call(MOE_REDUCE, desc, {"x": x, "topk_ids": topk_ids, "topk_weights": topk_weights}, {},
-                          {"out": (m, h)},
-                          lambda o: stock.fused_experts_reduce(x, topk_ids, topk_weights, experts.stock, o["out"], g),
                           experts=experts)
 
     # -- the call -----------------------------------------------------------
