@@ -86,7 +86,18 @@ type Engine struct {
 	// intermediate columns; 0 is one rank (an arena that leaves it out,
 	// or says 1). See Ranks.
 	TensorParallel int `json:"tensor_parallel,omitempty"`
+	// MoEPath is how a tensor-parallel mixtral model runs its experts:
+	// "" (written "fused" or left out) as one moe.fused_experts_reduce
+	// call, MoEPathDeep as validator-owned expert GEMMs with one row per
+	// (token, k) pair, then collective.moe_finalize_ar_rmsnorm.
+	MoEPath string `json:"moe_path,omitempty"`
 }
+
+// The values of engine.moe_path.
+const (
+	MoEPathFused = "fused"
+	MoEPathDeep  = "deep"
+)
 
 // MaxTensorParallel bounds engine.tensor_parallel (the GPUs of one host).
 const MaxTensorParallel = 8

@@ -110,6 +110,7 @@ type rawEngine struct {
 	Graphs         *bool   `toml:"graphs"`
 	PrefillChunk   *int64  `toml:"prefill_chunk"`
 	TensorParallel *int64  `toml:"tensor_parallel"`
+	MoEPath        string  `toml:"moe_path"`
 }
 
 type rawWorkload struct {
@@ -168,7 +169,7 @@ func decodeError(file string, err error) error {
 func expectedType(field string) string {
 	last := field[strings.LastIndexByte(field, '.')+1:]
 	switch last {
-	case "name", "device", "dtype", "kind", "checkpoint":
+	case "name", "device", "dtype", "kind", "checkpoint", "moe_path":
 		return "a string"
 	case "rms_norm_eps":
 		return `a decimal string such as "0.00001" (arena files carry no floats)`
@@ -345,6 +346,13 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 	if r.TensorParallel != nil {
 		e.TensorParallel = c.intIn("engine.tensor_parallel", *r.TensorParallel, 1, MaxTensorParallel)
 	}
+	switch r.MoEPath {
+	case "", MoEPathFused:
+	case MoEPathDeep:
+		e.MoEPath = MoEPathDeep
+	default:
+		c.fail("engine.moe_path", "%q: want %q or %q", r.MoEPath, MoEPathFused, MoEPathDeep)
+	}
 	if e.Graphs && device != "cuda" {
 		c.fail("engine.graphs", "CUDA graphs need device = \"cuda\"")
 	}
@@ -379,6 +387,9 @@ func (c *checker) tensorParallel(a *Arena) {
 		a.Engine.TensorParallel = 0
 	}
 	tp := a.Engine.TensorParallel
+	if a.Engine.MoEPath == MoEPathDeep && (tp <= 1 || a.Model.Kind != KindMixtral) {
+		c.fail("engine.moe_path", "%q needs a %s model on at least 2 ranks (tensor_parallel)", MoEPathDeep, KindMixtral)
+	}
 	if tp <= 1 {
 		return
 	}

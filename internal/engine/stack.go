@@ -237,7 +237,8 @@ func CollectiveSlots() []string {
 // collective.ar_residual_rmsnorm (the sum, the residual add and the MLP's
 // norm), and a mixtral model's experts are moe.fused_experts_reduce (the
 // experts on the rank's shards and their sum) instead of
-// moe.fused_experts.
+// moe.fused_experts (with engine.moe_path = "deep",
+// collective.moe_finalize_ar_rmsnorm after validator-owned expert GEMMs).
 func ArenaSeams(a *arena.Arena) []string {
 	s := Seams(a.Model.Kind)
 	if a.Engine.Ranks() == 1 {
@@ -246,7 +247,11 @@ func ArenaSeams(a *arena.Arena) []string {
 	s = append(s, "collective.ar_residual_rmsnorm")
 	if a.Model.Kind == arena.KindMixtral {
 		s = slices.DeleteFunc(s, func(x string) bool { return x == "moe.fused_experts" })
-		s = append(s, "moe.fused_experts_reduce")
+		if a.Engine.MoEPath == arena.MoEPathDeep {
+			s = append(s, "collective.moe_finalize_ar_rmsnorm")
+		} else {
+			s = append(s, "moe.fused_experts_reduce")
+		}
 	} else {
 		s = append(s, "collective.all_reduce")
 	}

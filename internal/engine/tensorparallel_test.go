@@ -61,9 +61,9 @@ func example(t *testing.T, dir string) string {
 // TestRealTensorParallel runs the two-rank tiny arenas (gloo, every rank
 // in the sandbox's shared loopback-only namespace) next to their one-rank
 // twins: the same tokens, logprobs within tpLogprobTol, every collective
-// seam fired on stock; a candidate all-reduce bundle fires in the
-// two-rank engine and keeps the tokens; a candidate that fails on rank 1
-// alone stops both ranks as the candidate's failure.
+// seam fired on stock; candidate all-reduce and MoE-finalize bundles fire
+// in two-rank engines (the latter on the deep MoE path), keep the tokens
+// and pass their audit across ranks.
 func TestRealTensorParallel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts tensor-parallel arena runtimes")
@@ -88,6 +88,7 @@ func TestRealTensorParallel(t *testing.T) {
 			{"dense1", "cpu-tiny", nil}, {"dense2", "cpu-tiny-tp2", nil},
 			{"moe1", "cpu-tiny-moe", nil}, {"moe2", "cpu-tiny-moe-tp2", nil},
 			{"cand2", "cpu-tiny-tp2", []StackSpec{{Slot: "collective.all_reduce", Bundle: example(t, "all_reduce_torch")}}},
+			{"deep2", "cpu-tiny-moe-deep-tp2", []StackSpec{{Slot: "collective.moe_finalize_ar_rmsnorm", Bundle: example(t, "moe_finalize_torch")}}},
 		} {
 			t.Run(tc.key, func(t *testing.T) {
 				t.Parallel()
@@ -116,7 +117,7 @@ func TestRealTensorParallel(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, pair := range [][2]string{{"dense1", "dense2"}, {"moe1", "moe2"}, {"dense1", "cand2"}} {
+	for _, pair := range [][2]string{{"dense1", "dense2"}, {"moe1", "moe2"}, {"dense1", "cand2"}, {"moe1", "deep2"}} {
 		one, two := runs[pair[0]], runs[pair[1]]
 		if two.s.Engine.WorldSize() != 2 || !two.s.Strict {
 			t.Fatalf("%s: %d ranks, strict %t", pair[1], two.s.Engine.WorldSize(), two.s.Strict)
@@ -146,9 +147,14 @@ func TestRealTensorParallel(t *testing.T) {
 	if c := runs["dense2"].res.Slots["collective.all_reduce"]; c.Stock == 0 || c.Selected != 0 {
 		t.Errorf("stock all-reduce counters %+v", c)
 	}
-	for _, d := range runs["cand2"].dumps {
-		if d.Slot != "collective.all_reduce" || d.Outcome != AuditPass {
-			t.Errorf("%s: %s %s %s", d.File, d.Slot, d.Outcome, d.Reason)
+	if c := runs["deep2"].res.Slots["collective.moe_finalize_ar_rmsnorm"]; c.Selected == 0 || c.Completed != c.Selected || c.Stock != 0 {
+		t.Errorf("candidate moe_finalize counters %+v (want every call selected and completed)", c)
+	}
+	for key, target := range map[string]string{"cand2": "collective.all_reduce", "deep2": "collective.moe_finalize_ar_rmsnorm"} {
+		for _, d := range runs[key].dumps {
+			if d.Slot != target || d.Outcome != AuditPass {
+				t.Errorf("%s: %s: %s %s %s", key, d.File, d.Slot, d.Outcome, d.Reason)
+			}
 		}
 	}
 }

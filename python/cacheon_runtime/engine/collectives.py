@@ -10,6 +10,7 @@ from . import stock
 ALL_REDUCE = "collective.all_reduce"
 AR_RMSNORM = "collective.ar_residual_rmsnorm"
 MOE_REDUCE = "moe.fused_experts_reduce"
+MOE_FINALIZE = "collective.moe_finalize_ar_rmsnorm"
 
 
 class CollectiveCalls:
@@ -47,3 +48,17 @@ class CollectiveCalls:
                           {"out": (m, h)},
                           lambda o: stock.fused_experts_reduce(x, topk_ids, topk_weights, experts.stock, o["out"], g),
                           experts=experts)
+
+    def moe_finalize_ar_rmsnorm(self, gemm_out, row_map, scales, residual, weight, eps):
+        """(out_norm, out_residual) of the deep MoE path: the weighted sum
+        of each token's expert rows, summed over ranks, plus residual, and
+        its RMSNorm (with the next layer's input norm)."""
+        t, h = residual.shape
+        desc = self._desc(num_tokens=t, hidden_dim=h, top_k=scales.shape[1], world_size=self.world_size)
+        g = self.group
+        o = self._call(MOE_FINALIZE, desc, {"gemm_out": gemm_out, "row_map": row_map, "scales": scales,
+                                             "residual": residual, "weight": weight}, {"eps": float(eps)},
+                       {"out_norm": (t, h), "out_residual": (t, h)},
+                       lambda o: stock.moe_finalize_ar_rmsnorm(gemm_out, row_map, scales, residual, weight, eps,
+                                                               o["out_norm"], o["out_residual"], g), multi=True)
+        return o["out_norm"], o["out_residual"]

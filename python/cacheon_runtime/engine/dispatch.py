@@ -66,10 +66,12 @@ SLOTS = (SILU, DECODE, SDPA, MOE, RMSNORM)
 # process group of more than one rank): every cross-rank reduction of the
 # model goes through one of them.
 ALL_REDUCE, AR_RMSNORM, MOE_REDUCE = collectives.ALL_REDUCE, collectives.AR_RMSNORM, collectives.MOE_REDUCE
-COLLECTIVES = (ALL_REDUCE, AR_RMSNORM, MOE_REDUCE)
+MOE_FINALIZE = collectives.MOE_FINALIZE
+COLLECTIVES = (ALL_REDUCE, AR_RMSNORM, MOE_REDUCE, MOE_FINALIZE)
 ENTRIES = {SILU: "silu_and_mul", RMSNORM: "rmsnorm", SDPA: "attention",
            DECODE: "attention_decode", MOE: "fused_experts",
-           ALL_REDUCE: "all_reduce", AR_RMSNORM: "ar_residual_rmsnorm", MOE_REDUCE: "fused_experts_reduce"}
+           ALL_REDUCE: "all_reduce", AR_RMSNORM: "ar_residual_rmsnorm", MOE_REDUCE: "fused_experts_reduce",
+           MOE_FINALIZE: "moe_finalize_ar_rmsnorm"}
 PREPARED = (MOE, MOE_REDUCE)  # slots whose entry takes a prepared state (prepare at load)
 # Positional ABI of each entry (internal/slot/catalog.go).
 ORDER = {
@@ -81,6 +83,7 @@ ORDER = {
     ALL_REDUCE: ("x", "out", "group"),
     AR_RMSNORM: ("x", "residual", "weight", "eps", "out_norm", "out_residual", "group"),
     MOE_REDUCE: ("x", "topk_ids", "topk_weights", "prepared", "out", "group"),
+    MOE_FINALIZE: ("gemm_out", "row_map", "scales", "residual", "weight", "eps", "out_norm", "out_residual", "group"),
 }
 COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock")
 

@@ -56,6 +56,8 @@ class Engine(Scoring):
         self.ecfg = ecfg = config.EngineConfig(arena, mcfg, cuda_ok)
         group, self.rank, self.world = tp if tp is not None else (None, 0, 1)
         why = weights_mod.check_tp(mcfg, self.world)
+        if not why and ecfg.moe_path == "deep" and (self.world < 2 or mcfg.kind != "mixtral"):
+            why = "engine.moe_path deep needs a mixtral model on at least 2 ranks"
         if why:
             raise bad("tensor parallel over %d ranks: %s" % (self.world, why))
         dev = torch.device(ecfg.device)
