@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -106,6 +107,18 @@ func TestRealTensorParallel(t *testing.T) {
 					// regrade across them (before the session closes)
 					if dumps, err = s.Regrade(cat, ""); err != nil || len(dumps) == 0 {
 						t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
+					}
+					// a call that rank 1 did not dump cannot pass
+					dir, err := s.rankAuditDir(1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Rename(filepath.Join(dir, dumps[0].File), filepath.Join(dir, "moved")); err != nil {
+						t.Fatal(err)
+					}
+					again, err := s.Regrade(cat, "")
+					if err != nil || len(again) != len(dumps) || again[0].Outcome != AuditFail || !strings.Contains(again[0].Reason, "rank 1 has no regular dump") {
+						t.Fatalf("regrade without rank 1's dump of %s: %v %+v", dumps[0].File, err, again)
 					}
 				}
 				mu.Lock()
