@@ -81,7 +81,30 @@ type Engine struct {
 	// PrefillChunk is the most prompt tokens one prefill forward packs;
 	// 0 leaves it to the runtime (4096 on CUDA, 512 on the CPU).
 	PrefillChunk int `json:"prefill_chunk,omitempty"`
+	// TensorParallel is the number of ranks (engine processes) the model
+	// is split over, attention by heads and the MLP or experts by
+	// intermediate columns; 0 is one rank (an arena that leaves it out,
+	// or says 1). See Ranks.
+	TensorParallel int `json:"tensor_parallel,omitempty"`
+	// MoEPath is how a tensor-parallel mixtral model runs its experts:
+	// "" (written "fused" or left out) as one moe.fused_experts_reduce
+	// call, MoEPathDeep as validator-owned expert GEMMs with one row per
+	// (token, k) pair, then collective.moe_finalize_ar_rmsnorm.
+	MoEPath string `json:"moe_path,omitempty"`
 }
+
+// The values of engine.moe_path.
+const (
+	MoEPathFused = "fused"
+	MoEPathDeep  = "deep"
+)
+
+// MaxTensorParallel bounds engine.tensor_parallel (the GPUs of one host).
+const MaxTensorParallel = 8
+
+// Ranks is the number of engine processes that serve the arena (1 when
+// it is not tensor parallel).
+func (e Engine) Ranks() int { return max(1, e.TensorParallel) }
 
 // Workload is the validator-owned request stream ([workload]).
 type Workload struct {

@@ -116,6 +116,11 @@ func TestParseErrors(t *testing.T) {
 		{"kv capacity scratch page", "kv_pages", "kv_pages = 24", `engine.kv_pages: 24 pages cannot hold .* needs 25 pages of 16, the scratch page included`},
 		{"kv pages minimum", "kv_pages", "kv_pages = 1", `engine.kv_pages: 1 is not in \[2, 16777216\]`},
 		{"prefill chunk", "+kv_pages = 64", "prefill_chunk = 0", `engine.prefill_chunk: 0 is not in \[1, 1048576\]`},
+		{"tensor parallel range", "+kv_pages = 64", "tensor_parallel = 9", `engine.tensor_parallel: 9 is not in \[1, 8\]`},
+		{"moe path value", "+kv_pages = 64", `moe_path = "wide"`, `engine.moe_path: "wide": want "fused" or "deep"`},
+		{"moe path dense", "+kv_pages = 64", `moe_path = "deep"`, `engine.moe_path: "deep" needs a mixtral model on at least 2 ranks`},
+		{"moe path type", "+kv_pages = 64", `moe_path = 1`, `engine.moe_path: wrong type: got a TOML integer, want a string`},
+		{"tensor parallel kv heads", "+kv_pages = 64", "tensor_parallel = 4", `engine.tensor_parallel: 4 ranks do not divide model.num_kv_heads = 2`},
 		{"max position", "max_position", "max_position = 32", `workload.output_len: prompt_len max \+ output_len max = 40 exceeds model.max_position = 32`},
 		{"waves", "waves", "waves = 0", `workload.waves: 0 is not in`},
 		{"checkpoint", "+weights_seed = 1", `checkpoint = "model.bin"`, `model.checkpoint: "model.bin": want the path of a .safetensors file`},
@@ -261,6 +266,25 @@ func TestShippedArenas(t *testing.T) {
 		}
 		if has := strings.Contains(string(rc), `"prefill_chunk"`); has != (want != "") || (want != "" && !strings.Contains(string(rc), want)) {
 			t.Errorf("%s runtime config: want %q, got %s", name, want, rc)
+		}
+	}
+	// the tensor-parallel arenas are their one-rank twins on two ranks
+	for tp, one := range map[string]string{"cpu-tiny-tp2": "cpu-tiny", "cpu-tiny-moe-tp2": "cpu-tiny-moe", "cpu-tiny-moe-deep-tp2": "cpu-tiny-moe"} {
+		a, b := got[tp], got[one]
+		if a == nil || b == nil {
+			t.Errorf("%s or %s is not shipped", tp, one)
+			continue
+		}
+		if a.Engine.Ranks() != 2 || b.Engine.Ranks() != 1 {
+			t.Errorf("%s ranks %d, %s ranks %d", tp, a.Engine.Ranks(), one, b.Engine.Ranks())
+		}
+		if a.Model != b.Model || a.Work != b.Work || a.DType != b.DType || a.Device != b.Device || (a.Engine.MoEPath == MoEPathDeep) != strings.Contains(tp, "deep") {
+			t.Errorf("%s differs from %s beyond its ranks", tp, one)
+		}
+	}
+	for _, name := range []string{"h200x2-dense", "h200x2-moe"} {
+		if a := got[name]; a == nil || a.Engine.Ranks() != 2 || a.Device != "cuda" {
+			t.Errorf("%s: want a two-rank cuda arena, got %+v", name, a)
 		}
 	}
 	m := got["h200-moe"]

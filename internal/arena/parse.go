@@ -103,12 +103,14 @@ type rawModel struct {
 }
 
 type rawEngine struct {
-	PageSize     int64   `toml:"page_size"`
-	MaxBatch     int64   `toml:"max_batch"`
-	KVPages      int64   `toml:"kv_pages"`
-	GraphBuckets []int64 `toml:"graph_buckets"`
-	Graphs       *bool   `toml:"graphs"`
-	PrefillChunk *int64  `toml:"prefill_chunk"`
+	PageSize       int64   `toml:"page_size"`
+	MaxBatch       int64   `toml:"max_batch"`
+	KVPages        int64   `toml:"kv_pages"`
+	GraphBuckets   []int64 `toml:"graph_buckets"`
+	Graphs         *bool   `toml:"graphs"`
+	PrefillChunk   *int64  `toml:"prefill_chunk"`
+	TensorParallel *int64  `toml:"tensor_parallel"`
+	MoEPath        string  `toml:"moe_path"`
 }
 
 type rawWorkload struct {
@@ -167,7 +169,7 @@ func decodeError(file string, err error) error {
 func expectedType(field string) string {
 	last := field[strings.LastIndexByte(field, '.')+1:]
 	switch last {
-	case "name", "device", "dtype", "kind", "checkpoint":
+	case "name", "device", "dtype", "kind", "checkpoint", "moe_path":
 		return "a string"
 	case "rms_norm_eps":
 		return `a decimal string such as "0.00001" (arena files carry no floats)`
@@ -238,6 +240,7 @@ func (c *checker) arena(r *rawArena) *Arena {
 	}
 	a.Model = c.model(&r.Model)
 	a.Engine = c.engine(&r.Engine, a.Device)
+	c.tensorParallel(a)
 	a.Work = c.workload("workload", &r.Workload, a)
 	for name, w := range r.Workloads {
 		field := "workloads." + name
@@ -340,6 +343,16 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 	if r.PrefillChunk != nil {
 		e.PrefillChunk = c.intIn("engine.prefill_chunk", *r.PrefillChunk, 1, 1<<20)
 	}
+	if r.TensorParallel != nil {
+		e.TensorParallel = c.intIn("engine.tensor_parallel", *r.TensorParallel, 1, MaxTensorParallel)
+	}
+	switch r.MoEPath {
+	case "", MoEPathFused:
+	case MoEPathDeep:
+		e.MoEPath = MoEPathDeep
+	default:
+		c.fail("engine.moe_path", "%q: want %q or %q", r.MoEPath, MoEPathFused, MoEPathDeep)
+	}
 	if e.Graphs && device != "cuda" {
 		c.fail("engine.graphs", "CUDA graphs need device = \"cuda\"")
 	}
@@ -363,6 +376,31 @@ func (c *checker) engine(r *rawEngine, device string) Engine {
 		e.GraphBuckets = append(e.GraphBuckets, int(b))
 	}
 	return e
+}
+
+// tensorParallel checks that the model splits over the engine's ranks:
+// whole attention heads (query and key/value) and whole intermediate
+// columns on every rank. One rank is stored as 0, so that writing
+// tensor_parallel = 1 means the same arena as leaving it out.
+func (c *checker) tensorParallel(a *Arena) {
+	if a.Engine.TensorParallel == 1 {
+		a.Engine.TensorParallel = 0
+	}
+	tp := a.Engine.TensorParallel
+	if a.Engine.MoEPath == MoEPathDeep && (tp <= 1 || a.Model.Kind != KindMixtral) {
+		c.fail("engine.moe_path", "%q needs a %s model on at least 2 ranks (tensor_parallel)", MoEPathDeep, KindMixtral)
+	}
+	if tp <= 1 {
+		return
+	}
+	for _, d := range []struct {
+		field string
+		n     int
+	}{{"model.num_heads", a.Model.NumHeads}, {"model.num_kv_heads", a.Model.NumKVHeads}, {"model.intermediate_size", a.Model.IntermediateSize}} {
+		if d.n%tp != 0 {
+			c.fail("engine.tensor_parallel", "%d ranks do not divide %s = %d (every rank takes whole heads and an equal share of the MLP)", tp, d.field, d.n)
+		}
+	}
 }
 
 func (c *checker) pair(field string, v []int64, lo, hi int64, inclusive bool) [2]int {

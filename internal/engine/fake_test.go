@@ -25,6 +25,13 @@ type fakeEngine struct {
 	candidateAt int           // generate number at which it replies candidate_error
 	shortAt     int           // generate number at which it returns too few tokens
 	loadFail    string        // class of a load failure, "" = ok
+	// tensor parallel: the rank and world size it answers with (0 of 1
+	// when world is 0), a generate that never returns until the process
+	// is killed, generated tokens shifted by one
+	rank, world int
+	hang, skew  bool
+	killed      chan struct{}
+	groupReq    map[string]any
 
 	mu        sync.Mutex
 	generates int
@@ -38,7 +45,8 @@ func (f *fakeEngine) Start(_ context.Context, argv, _ []string, _ string) (worke
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
-	p := &fakeProc{stdin: inW, stdout: outR, stderr: errR, done: make(chan struct{})}
+	f.killed = make(chan struct{})
+	p := &fakeProc{stdin: inW, stdout: outR, stderr: errR, done: make(chan struct{}), killed: f.killed}
 	go func() {
 		defer close(p.done)
 		defer outW.Close()
@@ -55,6 +63,7 @@ type fakeProc struct {
 	stderr *io.PipeReader
 	done   chan struct{}
 	once   sync.Once
+	killed chan struct{} // closed by Kill
 }
 
 func (p *fakeProc) Stdin() io.WriteCloser { return p.stdin }
@@ -66,6 +75,7 @@ func (p *fakeProc) Wait() error {
 }
 func (p *fakeProc) Kill() {
 	p.once.Do(func() {
+		close(p.killed)
 		p.stdin.CloseWithError(errors.New("killed"))
 		p.stdout.CloseWithError(errors.New("killed"))
 	})
@@ -98,12 +108,22 @@ func (f *fakeEngine) serve(in io.Reader, out, errw io.Writer) {
 			m := a["model"].(map[string]any)
 			vocab = int(m["vocab_size"].(float64))
 			reply["params"], reply["layers"], reply["device"], reply["dtype"] = 12345, m["num_layers"], "cpu", a["dtype"]
+			reply["rank"], reply["world_size"] = f.rank, max(1, f.world)
 			reply["kv_pages"], reply["graph_buckets"] = a["engine"].(map[string]any)["kv_pages"], []int{1, 2}
+		case "group":
+			f.mu.Lock()
+			f.groupReq = req
+			f.mu.Unlock()
+			reply["rank"], reply["world_size"] = f.rank, f.world
 		case "generate":
 			f.mu.Lock()
 			f.generates++
 			n := f.generates
 			f.mu.Unlock()
+			if f.hang {
+				<-f.killed // blocked in a collective a failed rank never joins
+				return
+			}
 			if n == f.dieAt {
 				fmt.Fprintln(errw, "Fatal Python error: Segmentation fault")
 				return
@@ -155,6 +175,9 @@ func (f *fakeEngine) generate(req map[string]any, vocab int, short bool) ([]map[
 		for _, t := range rm["prompt"].([]any) {
 			sum += int(t.(float64))
 		}
+		if f.skew {
+			sum++
+		}
 		toks, lps := make([]byte, 4*n), make([]byte, 4*n)
 		for j := range n {
 			binary.LittleEndian.PutUint32(toks[4*j:], uint32((sum+7*j)%vocab))
@@ -174,4 +197,19 @@ func failure(id any, class, typ, msg string) map[string]any {
 func writeReply(w io.Writer, v any) {
 	b, _ := json.Marshal(v)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// fakeRanks starts the fake ranks of a tensor-parallel engine in order,
+// one per Start.
+type fakeRanks struct {
+	ranks []*fakeEngine
+	next  int
+}
+
+// Start implements worker.Starter.
+func (r *fakeRanks) Start(ctx context.Context, argv, env []string, dir string) (worker.Process, error) {
+	f := r.ranks[r.next]
+	f.rank, f.world = r.next, len(r.ranks)
+	r.next++
+	return f.Start(ctx, argv, env, dir)
 }

@@ -30,6 +30,9 @@ type Hello struct {
 	// AuditHook: the runtime's PEP 578 audit hook is installed
 	// (worker.AuditHookLayer).
 	AuditHook bool `json:"audit_hook"`
+	// DeviceCount is the number of CUDA devices the runtime sees (0
+	// without CUDA).
+	DeviceCount int `json:"device_count"`
 }
 
 // SlotEntry is one candidate slot of an engine stack as the runtime loads
@@ -84,10 +87,29 @@ type Loaded struct {
 	// PrefillGraphTokens are the token buckets of the single-prompt
 	// prefill graphs (dense models on CUDA).
 	PrefillGraphTokens []int `json:"prefill_graph_tokens"`
+	// Rank and WorldSize say which rank of a tensor-parallel engine
+	// replied (rank 0 of 1 for a single process).
+	Rank      int `json:"rank"`
+	WorldSize int `json:"world_size"`
 }
 
-// Load builds the model and the engine stack.
+// Load builds the model and the engine stack (every rank the same).
 func (e *Engine) Load(ctx context.Context, req LoadRequest) (*Loaded, error) {
+	var r struct {
+		replyHead
+		Loaded
+	}
+	if err := e.call(ctx, "load", loadMessage(req), &r); err != nil {
+		return nil, err
+	}
+	if r.Rank != 0 || r.WorldSize != e.WorldSize() {
+		return nil, fmt.Errorf("load: rank 0 replied as rank %d of %d, the engine has %d ranks", r.Rank, r.WorldSize, e.WorldSize())
+	}
+	return checkLoaded(&r.Loaded, req)
+}
+
+// loadMessage is the load request's message.
+func loadMessage(req LoadRequest) map[string]any {
 	stack := req.Stack
 	if stack == nil {
 		stack = map[string]SlotEntry{}
@@ -100,22 +122,18 @@ func (e *Engine) Load(ctx context.Context, req LoadRequest) (*Loaded, error) {
 	if poison == nil {
 		poison = []string{}
 	}
-	var r struct {
-		replyHead
-		Loaded
-	}
-	err := e.call(ctx, "load", map[string]any{
+	return map[string]any{
 		"op": "load", "arena": req.Arena, "checkpoint": req.Checkpoint, "stack": stack,
 		"graphs": req.Graphs, "strict": req.Strict, "audit": audit, "profile": req.Profile, "poison": poison,
-	}, &r)
-	if err != nil {
-		return nil, err
 	}
-	l := r.Loaded
+}
+
+// checkLoaded checks rank 0's load reply against the request.
+func checkLoaded(l *Loaded, req LoadRequest) (*Loaded, error) {
 	if l.Layers != req.Arena.Model.NumLayers || l.DType != req.Arena.DType {
 		return nil, fmt.Errorf("load: the runtime built %d layers of %s, the arena has %d of %s", l.Layers, l.DType, req.Arena.Model.NumLayers, req.Arena.DType)
 	}
-	return &l, nil
+	return l, nil
 }
 
 // Request is one generation request.
@@ -236,24 +254,26 @@ func (e *Engine) Generate(ctx context.Context, reqs []Request, arrivals []int, v
 	if arrivals != nil {
 		msg["arrivals"] = arrivals
 	}
-	var r struct {
+	type reply struct {
 		replyHead
 		Generated
 	}
 	start := time.Now()
-	id, err := e.c.Send(msg)
-	if err == nil {
-		err = e.c.Receive(ctx, id, &r)
-	}
-	g := r.Generated
-	// The wave ends when its reply has arrived in full; decoding and
-	// checking it is the validator's own work.
-	g.Wall = time.Since(start)
-	if at := e.c.ReplyAt(); err == nil && at.After(start) {
-		g.Wall = at.Sub(start)
-	}
+	rs, at, err := roundTripAt(e, ctx, "generate", func(int) map[string]any { return msg }, func() *reply { return new(reply) })
 	if err != nil {
-		return nil, e.explain("generate", err)
+		return nil, err
+	}
+	g := rs[0].Generated
+	// The wave ends when its reply has arrived in full from every rank;
+	// decoding and checking it is the validator's own work.
+	g.Wall = at.Sub(start)
+	// Every rank samples from the same reduced hidden states: ranks that
+	// disagree on a token ran different arithmetic (a collective that did
+	// not give every rank the same sum).
+	for r := 1; r < len(rs); r++ {
+		if err := sameTokens(g.Results, rs[r].Results); err != nil {
+			return nil, &RankMismatchError{Step: "generate", Rank: r, Detail: err.Error()}
+		}
 	}
 	if err := checkResults(reqs, g.Results, vocab); err != nil {
 		return nil, fmt.Errorf("generate: %w", err)

@@ -91,7 +91,22 @@ type Session struct {
 	Loaded  *Loaded
 
 	scratch  string
-	auditDir string
+	auditDir string // rank 0's; rank r's is rankDir(r)/audit
+	// closeNet removes the ranks' shared network namespace (tensor
+	// parallel), nil otherwise.
+	closeNet func()
+}
+
+// Ranks is the number of engine processes (1 unless tensor parallel).
+func (s *Session) Ranks() int { return s.Arena.Engine.Ranks() }
+
+// rankDir is rank r's job directory: the session's scratch directory for
+// rank 0, a directory of its own inside it for the others.
+func (s *Session) rankDir(r int) string {
+	if r == 0 {
+		return s.scratch
+	}
+	return filepath.Join(s.scratch, fmt.Sprintf("rank%d", r))
 }
 
 // Open starts the arena runtime in the sandbox with the configured stack
@@ -109,7 +124,10 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		return nil, fmt.Errorf("--load-timeout %v: want a positive duration", c.LoadTimeout)
 	}
 	ar := c.Arena
-	s := &Session{Arena: ar, Strict: c.Strict}
+	// A tensor-parallel engine runs strict whatever was asked: a rank that
+	// fell back to stock alone would leave the others in the wrong
+	// collectives (the runtime enforces it too).
+	s := &Session{Arena: ar, Strict: c.Strict || ar.Engine.Ranks() > 1}
 	if s.Digest, err = ar.Digest(); err != nil {
 		return nil, fault.InfraErr(err)
 	}
@@ -179,30 +197,33 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	if !c.NoBytecode {
 		launcher.UseBytecode(worker.PrepareBytecode(ctx, s.Python, install, c.BytecodeRoot))
 	}
-	starter, err := launcher.Single(ctx)
+	ranks, starter, err := s.startRanks(ctx, c, launcher)
 	if err != nil {
-		return nil, fault.InfraErr(fmt.Errorf("sandbox: %w", err))
+		return nil, err
 	}
-	if err := seedKernelCache(c.KernelCache, s.scratch); err != nil {
+	if len(ranks) > 1 {
+		progress(c, fmt.Sprintf("starting the arena runtime: %d tensor-parallel ranks", len(ranks)))
+	} else {
+		progress(c, "starting the arena runtime")
+	}
+	s.Engine, err = Start(ctx, Options{Python: s.Python, RuntimeParent: runtimeParent, Starter: starter,
+		Ranks: ranks, Device: ar.Device})
+	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	progress(c, "starting the arena runtime")
-	// The same environment names as a verify worker's (rank 0), so that a
-	// kernel cannot tell serving from grading by them.
-	s.Engine, err = Start(ctx, Options{Python: s.Python, RuntimeParent: runtimeParent, Dir: s.scratch, Starter: starter,
-		Env: worker.CandidateEnv(s.scratch, 0)})
-	if err != nil {
-		return nil, fault.InfraErr(err)
+	hooks := 0
+	for _, h := range s.Engine.Hellos {
+		hooks += boolCount(h.AuditHook)
 	}
-	s.Sandbox = append(launcher.Layers(), worker.AuditHookLayer(1, boolCount(s.Engine.Hello.AuditHook)))
+	s.Sandbox = append(launcher.Layers(), worker.AuditHookLayer(len(ranks), hooks))
 	if ar.Device == "cuda" && !s.Engine.Hello.CUDA {
 		return nil, fault.InfraErr(fmt.Errorf("arena %s needs cuda; the runtime's torch sees no CUDA device", ar.Name))
 	}
 	progress(c, fmt.Sprintf("loading %s (%s, %d layers)", ar.Name, ar.Model.Kind, ar.Model.NumLayers))
 	lctx, cancel := worker.WithLimit(ctx, c.LoadTimeout, "--load-timeout")
 	defer cancel()
-	s.Loaded, err = s.Engine.Load(lctx, LoadRequest{Arena: ar.Runtime(), Checkpoint: checkpoint, Stack: stack,
-		Graphs: s.Graphs, Strict: s.Strict, Audit: au, Profile: c.Profile, Poison: c.Poison})
+	s.Loaded, err = s.Engine.LoadRanks(lctx, LoadRequest{Arena: ar.Runtime(), Checkpoint: checkpoint, Stack: stack,
+		Graphs: s.Graphs, Strict: s.Strict, Audit: au, Profile: c.Profile, Poison: c.Poison}, s.rankAuditDir)
 	if err != nil {
 		return nil, s.Attribute(err)
 	}
@@ -276,6 +297,12 @@ func (s *Session) Attribute(err error) error {
 	if IsCandidateFailure(err) || (candidates && errors.As(err, &f) && f.Class == ClassLoad) {
 		return fault.CandidateErr(err)
 	}
+	var me *RankMismatchError
+	if candidates && errors.As(err, &me) {
+		// stock ranks reduce deterministically to the same sums: ranks that
+		// disagree ran a candidate that did not
+		return fault.CandidateErr(err)
+	}
 	var te *worker.TimeoutError
 	if candidates && errors.As(err, &te) {
 		err = fmt.Errorf("%w (the stack has candidates: one that never returns ends this way; run the stack's bundles through cacheon verify)", err)
@@ -347,7 +374,11 @@ func (s *Session) NeverFired(res *BenchResult) []string {
 }
 
 // Regrade regrades the session's audit dumps with the arena's scalars
-// and, when keep is set, copies the dumps there.
+// and, when keep is set, copies the dumps there. A tensor-parallel
+// session's ranks dump the same calls, each into its own directory, and
+// are regraded together (RegradeRanks: rank r's files are "rank<r>/<file>",
+// and kept under that name; a collective call is graded from every rank's
+// dump of it).
 func (s *Session) Regrade(slots SlotLookup, keep string) ([]AuditResult, error) {
 	if s.auditDir == "" {
 		return nil, errors.New("audit regrade: the session was opened without audit")
@@ -356,32 +387,69 @@ func (s *Session) Regrade(slots SlotLookup, keep string) ([]AuditResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := Regrade(s.auditDir, slots, scalars)
-	if err != nil {
-		return nil, err
+	dirs := make([]string, s.Ranks())
+	for r := range dirs {
+		if dirs[r], err = s.rankAuditDir(r); err != nil {
+			return nil, err
+		}
 	}
-	if keep == "" {
-		return res, nil
+	var res []AuditResult
+	if len(dirs) == 1 {
+		res, err = Regrade(dirs[0], slots, scalars)
+	} else {
+		res, err = RegradeRanks(dirs, slots, scalars)
+	}
+	if err != nil || keep == "" {
+		return res, err
 	}
 	if err := os.MkdirAll(keep, 0o755); err != nil {
 		return nil, fmt.Errorf("--audit-dir: %w", err)
 	}
-	for _, r := range res {
-		b, err := os.ReadFile(filepath.Join(s.auditDir, r.File))
-		if err != nil {
-			return nil, fmt.Errorf("keep audit dump: %w", err)
+	for r, dir := range dirs {
+		dst := keep
+		if r > 0 {
+			dst = filepath.Join(keep, fmt.Sprintf("rank%d", r))
 		}
-		if err := os.WriteFile(filepath.Join(keep, r.File), b, 0o644); err != nil {
-			return nil, fmt.Errorf("keep audit dump: %w", err)
+		if err := keepDumps(dir, dst); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil
 }
 
-// Close ends the runtime and removes the session's scratch directory.
+// keepDumps copies the dump files of dir into dst (created).
+func keepDumps(dir, dst string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("keep audit dumps: %w", err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("--audit-dir: %w", err)
+	}
+	for _, ent := range ents {
+		if !ent.Type().IsRegular() || filepath.Ext(ent.Name()) != ".safetensors" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+		if err != nil {
+			return fmt.Errorf("keep audit dump: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, ent.Name()), b, 0o644); err != nil {
+			return fmt.Errorf("keep audit dump: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close ends the runtime (every rank) and removes the session's scratch
+// directory.
 func (s *Session) Close() error {
 	if s.Engine != nil {
 		_ = s.Engine.Close(5 * time.Second)
+	}
+	if s.closeNet != nil {
+		s.closeNet()
+		s.closeNet = nil
 	}
 	if err := os.RemoveAll(s.scratch); err != nil {
 		return fmt.Errorf("close engine session: %w", err)

@@ -226,12 +226,45 @@ func SlotFromBundle(a *scan.Admitted, slotName, variant string) (SlotEntry, erro
 		Variant: pick.Variant, Domain: pick.Domain.Canonical()}, nil
 }
 
+// CollectiveSlots are the slots a tensor-parallel engine reduces through.
+func CollectiveSlots() []string {
+	return []string{"collective.all_reduce", "collective.ar_residual_rmsnorm", "moe.fused_experts_reduce"}
+}
+
+// ArenaSeams lists the slots the arena runtime dispatches for an arena,
+// sorted: Seams of its model kind on one rank; tensor parallel, the dense
+// model's MLP is followed by collective.all_reduce, attention by
+// collective.ar_residual_rmsnorm (the sum, the residual add and the MLP's
+// norm), and a mixtral model's experts are moe.fused_experts_reduce (the
+// experts on the rank's shards and their sum) instead of
+// moe.fused_experts (with engine.moe_path = "deep",
+// collective.moe_finalize_ar_rmsnorm after validator-owned expert GEMMs).
+func ArenaSeams(a *arena.Arena) []string {
+	s := Seams(a.Model.Kind)
+	if a.Engine.Ranks() == 1 {
+		return s
+	}
+	s = append(s, "collective.ar_residual_rmsnorm")
+	if a.Model.Kind == arena.KindMixtral {
+		s = slices.DeleteFunc(s, func(x string) bool { return x == "moe.fused_experts" })
+		if a.Engine.MoEPath == arena.MoEPathDeep {
+			s = append(s, "collective.moe_finalize_ar_rmsnorm")
+		} else {
+			s = append(s, "moe.fused_experts_reduce")
+		}
+	} else {
+		s = append(s, "collective.all_reduce")
+	}
+	sort.Strings(s)
+	return s
+}
+
 // CheckStack refuses stack slots the arena's model never dispatches.
 func CheckStack(a *arena.Arena, slots []string) error {
-	seams := Seams(a.Model.Kind)
+	seams := ArenaSeams(a)
 	for _, s := range slots {
 		if !slices.Contains(seams, s) {
-			return fmt.Errorf("the arena runtime has no seam for slot %s in a %s model (seams: %s)", s, a.Model.Kind, strings.Join(seams, ", "))
+			return fmt.Errorf("the arena runtime has no seam for slot %s in a %s model on %d rank(s) (seams: %s)", s, a.Model.Kind, a.Engine.Ranks(), strings.Join(seams, ", "))
 		}
 	}
 	return nil

@@ -21,8 +21,55 @@ var dimName = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
 // then work as for a generated case. Collective slots are not supported.
 func (s *Spec) CaseFromInputs(inputs map[string]*tensor.Tensor, scalars map[string]float64) (*Case, error) {
 	if s.Kind == Collective {
-		return nil, fmt.Errorf("slot %s: cases from tensors are not supported for collectives", s.Name)
+		return nil, fmt.Errorf("slot %s: a collective's case needs every rank's inputs (CaseFromRankInputs)", s.Name)
 	}
+	return s.caseFrom(inputs, scalars, nil)
+}
+
+// CaseFromRankInputs rebuilds a collective's case from the inputs of every
+// rank (ranks[r], rank order: a tensor-parallel engine's audit dumps of
+// one call), as CaseFromInputs does for one rank: WS is the number of
+// ranks, the other Dims are solved from rank 0's inputs, every rank's
+// inputs must have rank 0's shapes and dtypes, and the inputs the
+// contract says are the same on every rank (all but per-rank inputs and
+// sharded prepare arguments) must be equal bit for bit.
+func (s *Spec) CaseFromRankInputs(ranks []map[string]*tensor.Tensor, scalars map[string]float64) (*Case, error) {
+	if s.Kind != Collective {
+		return nil, fmt.Errorf("slot %s: not a collective (CaseFromInputs)", s.Name)
+	}
+	if len(ranks) < 1 {
+		return nil, fmt.Errorf("slot %s: no ranks", s.Name)
+	}
+	c, err := s.caseFrom(ranks[0], scalars, Dims{"WS": len(ranks)})
+	if err != nil {
+		return nil, err
+	}
+	c.WorldSize = len(ranks)
+	c.Ranks = make([]map[string]*tensor.Tensor, len(ranks))
+	for r, in := range ranks {
+		c.Ranks[r] = map[string]*tensor.Tensor{}
+		for _, a := range append(append([]Arg(nil), s.Args...), s.PrepareArgs...) {
+			if a.Kind != ArgInput {
+				continue
+			}
+			t, t0 := in[a.Name], ranks[0][a.Name]
+			if t == nil {
+				return nil, fmt.Errorf("slot %s: rank %d: input %s missing", s.Name, r, a.Name)
+			}
+			if t.DType != t0.DType || !slices.Equal(t.Shape, t0.Shape) {
+				return nil, fmt.Errorf("slot %s: rank %d: input %s is %s %v, rank 0's is %s %v", s.Name, r, a.Name, t.DType, t.Shape, t0.DType, t0.Shape)
+			}
+			if !a.PerRank && a.Shard == "" && !slices.Equal(t.Data, t0.Data) {
+				return nil, fmt.Errorf("slot %s: rank %d: input %s differs from rank 0's (it is the same on every rank)", s.Name, r, a.Name)
+			}
+			c.Ranks[r][a.Name] = t
+		}
+	}
+	return c, nil
+}
+
+// caseFrom is CaseFromInputs on one rank's inputs, with known dims.
+func (s *Spec) caseFrom(inputs map[string]*tensor.Tensor, scalars map[string]float64, known Dims) (*Case, error) {
 	args := append(append([]Arg(nil), s.Args...), s.PrepareArgs...)
 	var vdt tensor.DType
 	haveVDT := false
@@ -56,7 +103,7 @@ func (s *Spec) CaseFromInputs(inputs map[string]*tensor.Tensor, scalars map[stri
 	if !haveVDT || (vdt != tensor.BF16 && vdt != tensor.F16 && vdt != tensor.F32) {
 		return nil, fmt.Errorf("slot %s: inputs are %s, want bfloat16, float16 or float32", s.Name, vdt)
 	}
-	dims, err := s.solveDims(args, inputs)
+	dims, err := s.solveDims(args, inputs, known)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +148,7 @@ type dimConstraint struct {
 // take a constraint "expr = value" with exactly one unknown name and solve
 // it (expressions are non-decreasing in each name, so a bisection finds the
 // one value), then check every constraint.
-func (s *Spec) solveDims(args []Arg, inputs map[string]*tensor.Tensor) (Dims, error) {
+func (s *Spec) solveDims(args []Arg, inputs map[string]*tensor.Tensor, known Dims) (Dims, error) {
 	var cons []dimConstraint
 	for _, a := range args {
 		t := inputs[a.Name]
@@ -113,6 +160,9 @@ func (s *Spec) solveDims(args []Arg, inputs map[string]*tensor.Tensor) (Dims, er
 		}
 	}
 	d := Dims{}
+	for k, v := range known {
+		d[k] = v
+	}
 	for progress := true; progress; {
 		progress = false
 		for _, c := range cons {

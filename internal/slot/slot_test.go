@@ -3,7 +3,9 @@ package slot
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -271,5 +273,65 @@ func TestPolicies(t *testing.T) {
 	p, _, _ := s.Policy(tensor.BF16)
 	if p.K != 8 || p.MinOverlap != 0.9 {
 		t.Fatalf("msa prefill policy %+v", p)
+	}
+}
+
+// TestCaseFromRankInputs: every collective's generated case, rebuilt from
+// its ranks' inputs, has the same dims and reference; a shared input that
+// differs across ranks, a missing rank input and a one-rank slot are
+// refused.
+func TestCaseFromRankInputs(t *testing.T) {
+	c := catalog(t)
+	for _, name := range []string{"collective.all_reduce", "collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm", "moe.fused_experts_reduce"} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := c.Lookup(name)
+			cs, err := s.NewCase(CaseParams{Seed: 5, Shape: s.Shapes[0], DType: tensor.F32, WorldSize: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := s.CaseFromRankInputs(cs.Ranks, cs.Scalars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range cs.Dims {
+				if back.Dims[k] != v {
+					t.Errorf("dim %s = %d, want %d", k, back.Dims[k], v)
+				}
+			}
+			want, err1 := cs.Reference()
+			got, err2 := back.Reference()
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			for out, w := range want {
+				if !slices.Equal(got[out], w) {
+					t.Errorf("reference %s differs", out)
+				}
+			}
+			var shared string
+			for _, a := range s.Args {
+				if a.Kind == ArgInput && !a.PerRank && a.Shard == "" && a.DType != "int32" {
+					shared = a.Name
+				}
+			}
+			if shared != "" {
+				bad := []map[string]*tensor.Tensor{cs.Ranks[0], maps.Clone(cs.Ranks[1])}
+				t1 := *bad[1][shared]
+				t1.Data = slices.Clone(t1.Data)
+				t1.Data[0] ^= 1
+				bad[1][shared] = &t1
+				if _, err := s.CaseFromRankInputs(bad, cs.Scalars); err == nil || !strings.Contains(err.Error(), "differs from rank 0") {
+					t.Errorf("shared input %s differing across ranks: %v", shared, err)
+				}
+			}
+			missing := []map[string]*tensor.Tensor{cs.Ranks[0], {}}
+			if _, err := s.CaseFromRankInputs(missing, cs.Scalars); err == nil {
+				t.Error("a rank without inputs was accepted")
+			}
+		})
+	}
+	one, _ := c.Lookup("norm.rmsnorm")
+	if _, err := one.CaseFromRankInputs(nil, nil); err == nil {
+		t.Error("a one-rank slot was accepted")
 	}
 }

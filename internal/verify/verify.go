@@ -304,33 +304,6 @@ func (o Options) progress(format string, a ...any) {
 	}
 }
 
-// collectiveEnv is the NCCL environment of collective ranks: the
-// operator's NCCL_* settings (ncclEnv), and NCCL_P2P_DISABLE=1 unless they
-// set it. On two H200s NCCL's peer-to-peer transport fails inside the
-// sandbox ("unhandled cuda error" at the first collective; each rank has
-// its own PID namespace and capability set) while the shared-memory
-// transport passes every example (docs/verify.md).
-func collectiveEnv(environ []string) []string {
-	env := ncclEnv(environ)
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "NCCL_P2P_DISABLE=") {
-			return env
-		}
-	}
-	return append(env, "NCCL_P2P_DISABLE=1")
-}
-
-// ncclEnv picks the NCCL_* entries of environ (KEY=VALUE) that collective
-// ranks may inherit: everything but NVLink multicast (NCCL_NVLS_*, always
-// off) and NCCL_CUMEM_ENABLE (verify sets it).
-func ncclEnv(environ []string) []string {
-	var out []string
-	for _, kv := range environ {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "NCCL_") || strings.HasPrefix(k, "NCCL_NVLS") || k == "NCCL_CUMEM_ENABLE" {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
+// collectiveEnv is the NCCL environment of collective ranks
+// (worker.CollectiveEnv, which the tensor-parallel engine's ranks get too).
+func collectiveEnv(environ []string) []string { return worker.CollectiveEnv(environ) }

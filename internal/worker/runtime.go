@@ -243,8 +243,8 @@ const Threads = 1
 // directory (the only place the runtime's audit hook lets the process
 // write); the NCCL settings are verify's collective defaults, harmless
 // where nothing is collective. Collective ranks add the operator's NCCL_*
-// settings (verify's collectiveEnv), which the engine, serving no
-// collective, does not get. The values of HOME, TMPDIR and
+// settings (CollectiveEnv), which a one-rank engine, serving no
+// collective, does not get; a tensor-parallel engine's ranks do. The values of HOME, TMPDIR and
 // TRITON_CACHE_DIR are paths and differ.
 func CandidateEnv(jobDir string, rank int) []string {
 	return []string{
@@ -252,6 +252,31 @@ func CandidateEnv(jobDir string, rank int) []string {
 		fmt.Sprintf("OMP_NUM_THREADS=%d", Threads), "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
 		fmt.Sprintf("CACHEON_RANK=%d", rank),
 	}
+}
+
+// CollectiveEnv is the NCCL environment of collective ranks, verify's and
+// the tensor-parallel engine's alike: the operator's NCCL_* settings from
+// environ (everything but NVLink multicast, NCCL_NVLS_*, always off, and
+// NCCL_CUMEM_ENABLE, which CandidateEnv sets), and NCCL_P2P_DISABLE=1
+// unless they set it. On two H200s NCCL's peer-to-peer transport fails
+// inside the sandbox ("unhandled cuda error" at the first collective; each
+// rank has its own PID namespace and capability set) while the
+// shared-memory transport passes every example (docs/verify.md).
+func CollectiveEnv(environ []string) []string {
+	var env []string
+	p2p := false
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "NCCL_") || strings.HasPrefix(k, "NCCL_NVLS") || k == "NCCL_CUMEM_ENABLE" {
+			continue
+		}
+		p2p = p2p || k == "NCCL_P2P_DISABLE"
+		env = append(env, kv)
+	}
+	if !p2p {
+		env = append(env, "NCCL_P2P_DISABLE=1")
+	}
+	return env
 }
 
 // workerEnv is minimalEnv with extra appended, one entry per name, the

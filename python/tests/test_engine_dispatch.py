@@ -305,7 +305,7 @@ class DispatchTests(unittest.TestCase):
         eng = self.engine("llama", {}, poison=["activation.silu_and_mul", "norm.rmsnorm"])
         got = eng.generate({"requests": self.reqs})
         self.assertEqual(tokens(got), tokens(self.stock["llama"]))
-        out = eng.d._stock("norm.rmsnorm", {"out": (3, 8)}, torch.float32, lambda o: None)
+        out = eng.d._stock("norm.rmsnorm", {"out": (3, 8)}, torch.float32, lambda o: None)["out"]
         self.assertTrue(torch.isnan(out).all())
         self.assertEqual(out.data_ptr() % dispatch.ALIGNMENT, 0)
         for bad in (["no.such_slot"], "norm.rmsnorm", [1]):

@@ -76,15 +76,25 @@ class Server(unittest.TestCase):
             h = p.call({"op": "hello"})
             self.assertTrue(h["ok"])
             self.assertEqual(set(h), {"id", "ok", "python", "torch", "cuda", "device_name", "triton", "pid",
-                                      "audit_hook"})
+                                      "audit_hook", "device_count"})
             self.assertIs(h["audit_hook"], True)
             r = p.call({"op": "generate", "requests": []})
             self.assertEqual(r["error"]["class"], "bad_request")
+            for bad_group in ({"world_size": 1, "rank": 0, "backend": "gloo"}, {"world_size": 2, "rank": 2, "backend": "gloo"},
+                              {"world_size": 2, "rank": 0, "backend": "mpi"}):
+                g = dict(bad_group, op="group", init_method="tcp://127.0.0.1:1")
+                self.assertEqual(p.call(g)["error"]["class"], "bad_request", g)
             load = p.call({"op": "load", "arena": tiny_arena("mixtral"), "checkpoint": "", "stack": {},
                            "graphs": True, "strict": True, "audit": AUDIT_OFF, "profile": True})
             self.assertTrue(load["ok"], load)
             self.assertEqual(set(load), {"id", "ok", "params", "layers", "device", "dtype", "kv_pages",
-                                         "graph_buckets", "prefill_graph_tokens"})
+                                         "graph_buckets", "prefill_graph_tokens", "rank", "world_size"})
+            self.assertEqual((load["rank"], load["world_size"]), (0, 1))
+            # a process group comes before the first load, never after
+            late = p.call({"op": "group", "backend": "gloo", "init_method": "tcp://127.0.0.1:1", "rank": 0,
+                           "world_size": 2})
+            self.assertEqual(late["error"]["class"], "bad_request", late)
+            self.assertIn("before any load", late["error"]["message"])
             reqs = wave(3)
             g = p.call({"op": "generate", "requests": reqs, "arrivals": [0, 2, 2]})
             self.assertTrue(g["ok"], g)
@@ -108,7 +118,7 @@ class Server(unittest.TestCase):
             prof = st["profile"]
             self.assertGreater(prof["decode"]["count"], 0)
             self.assertEqual(set(prof["decode"]["split_ms"]),
-                             {"attention", "mlp", "norm", "sampling", "other", "unattributed"})
+                             {"attention", "mlp", "norm", "sampling", "collective", "other", "unattributed"})
             self.assertIn("moe.fused_experts", prof["decode"]["slots_ms"])
             for bad in ({"op": "nope"}, {"op": "generate", "requests": [{"rid": "x", "prompt": [1]}]},
                         {"op": "score", "sequences": [[1, 2]], "from": [0]}):

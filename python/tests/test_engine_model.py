@@ -131,7 +131,7 @@ class Config(unittest.TestCase):
         e = make(arena)
         self.assertEqual(e.load_reply(), {"params": e.w.params(), "layers": 2, "device": "cpu",
                                           "dtype": "float32", "kv_pages": 64, "graph_buckets": [],
-                                          "prefill_graph_tokens": []})
+                                          "prefill_graph_tokens": [], "rank": 0, "world_size": 1})
         self.assertAlmostEqual(e.mcfg.rms_norm_eps, 1e-5)
         self.assertEqual(e.mcfg.name, "cpu-tiny")
 

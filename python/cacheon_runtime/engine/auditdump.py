@@ -16,8 +16,11 @@ import torch
 from .. import stio
 
 
-def write(raw, audit_dir, slot, variant, n_call, desc, inputs, before_in, pages, scalars, outs, experts, decode=False):
-    """Write one call's dump into audit_dir (created when missing)."""
+def write(raw, audit_dir, slot, variant, n_call, desc, inputs, before_in, pages, scalars, outs, experts, decode=False,
+          tp=None):
+    """Write one call's dump into audit_dir (created when missing). A
+    tensor-parallel engine's dumps also name the rank and world size (the
+    ranks dump the same calls, each into its own directory)."""
     tensors = dict(before_in)
     for n, t in inputs.items():
         tensors["in." + n] = _snap(raw, t, pages if n in _CACHES else None)
@@ -33,6 +36,8 @@ def write(raw, audit_dir, slot, variant, n_call, desc, inputs, before_in, pages,
         meta["scalar." + k] = repr(v)
     if decode:
         meta["compacted"] = "pages"
+    if tp is not None:
+        meta["rank"], meta["world_size"] = str(tp[0]), str(tp[1])
     os.makedirs(audit_dir, exist_ok=True)
     stio.save(os.path.join(audit_dir, "%s-%d.safetensors" % (slot, n_call)), tensors, meta)
 

@@ -157,6 +157,14 @@ class EngineConfig:
         self.max_seq_len = min(self.max_seq_len, model.max_position)
         self.prefill_chunk = _int(e, "prefill_chunk", 4096 if dev != "cpu" else 512,
                                   lo=1, where="engine")
+        # The tensor-parallel MoE path: "fused" (moe.fused_experts_reduce:
+        # experts and their sum in one call) or "deep" (validator-owned
+        # expert GEMMs writing one row per (token, k) pair, then
+        # collective.moe_finalize_ar_rmsnorm: the weighted sum, the sum over
+        # ranks, the residual and the next norm in one call).
+        self.moe_path = e.get("moe_path", "fused") or "fused"
+        if self.moe_path not in ("fused", "deep"):
+            raise bad("arena engine.moe_path %r: want fused or deep" % (self.moe_path,))
         b = e.get("graph_buckets")
         if b is None:
             b, x = [], 1

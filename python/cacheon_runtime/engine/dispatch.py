@@ -1,7 +1,8 @@
 """dispatch: the only way the engine's data plane reaches a slot.
 
 For every call the model makes (rmsnorm, silu_and_mul, prefill attention,
-paged decode attention, MoE experts) dispatch
+paged decode attention, MoE experts; on a tensor-parallel engine also the
+collective slots, collectives.py) dispatch
 
 1. builds the live call descriptor from the tensors (capability fields of
    the slot plus the context: device, dtype, model, architecture, phase,
@@ -49,7 +50,7 @@ import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditdump, stock
+from . import auditdump, collectives, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -61,8 +62,17 @@ SDPA = "attention.sdpa"
 DECODE = "attention.decode"
 MOE = "moe.fused_experts"
 SLOTS = (SILU, DECODE, SDPA, MOE, RMSNORM)
+# The collective slots, served when the engine runs tensor parallel (a
+# process group of more than one rank): every cross-rank reduction of the
+# model goes through one of them.
+ALL_REDUCE, AR_RMSNORM, MOE_REDUCE = collectives.ALL_REDUCE, collectives.AR_RMSNORM, collectives.MOE_REDUCE
+MOE_FINALIZE = collectives.MOE_FINALIZE
+COLLECTIVES = (ALL_REDUCE, AR_RMSNORM, MOE_REDUCE, MOE_FINALIZE)
 ENTRIES = {SILU: "silu_and_mul", RMSNORM: "rmsnorm", SDPA: "attention",
-           DECODE: "attention_decode", MOE: "fused_experts"}
+           DECODE: "attention_decode", MOE: "fused_experts",
+           ALL_REDUCE: "all_reduce", AR_RMSNORM: "ar_residual_rmsnorm", MOE_REDUCE: "fused_experts_reduce",
+           MOE_FINALIZE: "moe_finalize_ar_rmsnorm"}
+PREPARED = (MOE, MOE_REDUCE)  # slots whose entry takes a prepared state (prepare at load)
 # Positional ABI of each entry (internal/slot/catalog.go).
 ORDER = {
     SILU: ("x", "out"),
@@ -70,6 +80,10 @@ ORDER = {
     SDPA: ("q", "k", "v", "out", "sm_scale", "causal"),
     DECODE: ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale", "out"),
     MOE: ("x", "topk_ids", "topk_weights", "prepared", "out"),
+    ALL_REDUCE: ("x", "out", "group"),
+    AR_RMSNORM: ("x", "residual", "weight", "eps", "out_norm", "out_residual", "group"),
+    MOE_REDUCE: ("x", "topk_ids", "topk_weights", "prepared", "out", "group"),
+    MOE_FINALIZE: ("gemm_out", "row_map", "scales", "residual", "weight", "eps", "out_norm", "out_residual", "group"),
 }
 COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock")
 
@@ -106,9 +120,9 @@ class Variant:
         self.prepare_name = wire.field(row, "prepare", str, "", required=False)
         self.name = wire.field(row, "variant", str, "default", required=False) or "default"
         self.domain = Domain.parse(row.get("domain"))
-        if slot == MOE and not self.prepare_name:
-            raise bad("stack[%s]: moe.fused_experts needs a prepare callable" % slot)
-        if slot != MOE and self.prepare_name:
+        if slot in PREPARED and not self.prepare_name:
+            raise bad("stack[%s]: %s needs a prepare callable" % (slot, slot))
+        if slot not in PREPARED and self.prepare_name:
             raise bad("stack[%s]: slot %s has no prepare" % (slot, slot))
         key = (self.bundle, self.source)
         mid = module_ids.setdefault(key, "m%d" % len(module_ids))
@@ -171,8 +185,9 @@ class Experts:
 # Dispatch
 
 
-class Dispatch:
-    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=()):
+class Dispatch(collectives.CollectiveCalls):
+    def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=(),
+                 group=None, world_size=1, rank=0):
         # The process's runtime guard (built by main before any candidate
         # import; tests that build a Dispatch directly get one built here).
         self.safety = safety if safety is not None else guard_mod.Safety(torch)
@@ -180,11 +195,22 @@ class Dispatch:
         self.device = device
         self.dtype = dtype
         self.context = dict(context)  # device, dtype, model, architecture (CUDA)
-        self.strict = bool(strict)
+        # Tensor parallel runs strict whatever the request says: a rank that
+        # fell back to stock alone would leave the others waiting in (or
+        # pairing the wrong) collectives, so a candidate failing on any rank
+        # aborts every rank (no rank-local fallback).
+        self.strict = bool(strict) or int(world_size) > 1
+        # Tensor parallel: the process group the collective slots reduce
+        # over (stock: torch.distributed on it; a candidate gets it as its
+        # `group` argument). One rank serves the five slots alone.
+        self.group, self.world_size, self.rank = group, int(world_size), int(rank)
+        if self.world_size > 1 and group is None:
+            raise bad("world_size %d needs a process group; send group before load" % self.world_size)
+        self.served = SLOTS + COLLECTIVES if self.world_size > 1 else SLOTS
         # Slots whose stock calls get a candidate's outputs (fresh, aligned,
         # poisoned on raw memory): the referee names the target, so that B
         # and C differ in the kernel alone (see _outputs).
-        if not isinstance(poison, (list, tuple)) or any(p not in SLOTS for p in poison):
+        if not isinstance(poison, (list, tuple)) or any(p not in self.served for p in poison):
             raise bad("poison must be a list of slot names")
         self.poison = frozenset(poison)
         self.timer = timer or NullTimer()
@@ -193,11 +219,11 @@ class Dispatch:
         self.counting = True
         self.capture_log = None
         self.graph_disabled = ""
-        self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
+        self.counts = {s: dict.fromkeys(COUNTERS, 0) for s in self.served}
         self.receipts = {}
         self.loader = host.Loader(hook=self.safety.hook, guard=self.safety.guard)
         self.ops = identity.Ops(torch)
-        self.variants = {s: [] for s in SLOTS}
+        self.variants = {s: [] for s in self.served}
         self._load_stack(stack or {})
         a = audit or {}
         self.audit_every = wire.field(a, "every", int, 0, required=False)
@@ -216,7 +242,7 @@ class Dispatch:
         if self.auditing and not os.path.isabs(self.audit_dir):
             raise bad("audit.dir must be an absolute path when auditing")
         self.audit_dumps = 0
-        self.selected_calls = dict.fromkeys(SLOTS, 0)
+        self.selected_calls = dict.fromkeys(self.served, 0)
 
     def _load_stack(self, stack):
         if not isinstance(stack, dict):
@@ -225,8 +251,9 @@ class Dispatch:
         by_bundle = {}  # bundle -> [(slot, index, row)], so a bundle's sources import together
         for slot, rows in sorted(stack.items()):
             if slot not in self.variants:
-                raise bad("stack names slot %r, which the arena runtime does not serve (it serves %s)"
-                          % (slot, ", ".join(SLOTS)))
+                raise bad("stack names slot %r, which the arena runtime does not serve here (it serves %s%s)"
+                          % (slot, ", ".join(self.served),
+                             "" if self.world_size > 1 else "; the collective slots need tensor parallelism"))
             if rows is None or rows == "stock":
                 continue
             if isinstance(rows, dict):
@@ -262,7 +289,7 @@ class Dispatch:
         self.graph_mode = "graph" if graph else "eager"
 
     def begin_capture(self):
-        self.capture_log = {s: dict.fromkeys(COUNTERS, 0) for s in SLOTS}
+        self.capture_log = {s: dict.fromkeys(COUNTERS, 0) for s in self.served}
 
     def end_capture(self):
         log, self.capture_log = self.capture_log, None
@@ -382,9 +409,11 @@ class Dispatch:
     def prepare_experts(self, w13, w2):
         """Prepare once at load: stock, then every variant (on copies of the
         validator's weights, so a prepare that writes in place cannot change
-        what stock computes)."""
+        what stock computes). Tensor parallel, w13/w2 are this rank's shards
+        and the variants are moe.fused_experts_reduce's."""
+        slot = MOE_REDUCE if self.world_size > 1 else MOE
         ex = Experts(w13, w2, stock.prepare(w13, w2))
-        for var in self.variants[MOE]:
+        for var in self.variants[slot]:
             try:
                 with guard_mod.no_grad(torch):
                     ex.cand[var.index] = var.prepare(w13.clone(), w2.clone())
@@ -392,9 +421,9 @@ class Dispatch:
                 err = wire.exc_error("candidate_error", e)
                 reason = "prepare raised %s: %s" % (err["type"], err["message"])
                 if self.strict:
-                    raise CandidateAbort(MOE, var.name, reason, err["traceback"])
+                    raise CandidateAbort(slot, var.name, reason, err["traceback"])
                 ex.cand[var.index] = None
-                self._receipt(MOE, var.name, reason)
+                self._receipt(slot, var.name, reason)
         return ex
 
     def fused_experts(self, x, topk_ids, topk_weights, experts):
@@ -424,7 +453,7 @@ class Dispatch:
         else:
             outs = {n: torch.empty(s, dtype=dtype, device=self.device) for n, s in shapes.items()}
         fn(outs)
-        return outs["out"]
+        return outs
 
     def _outputs(self, shapes, dtype):
         """A candidate call's outputs: fresh allocations aligned to the ABI,
@@ -442,7 +471,12 @@ class Dispatch:
             self.raw.fill_range(o.addr, o.nbytes, o.pattern, cuda_dev)
         return specs, outs
 
-    def _call(self, slot, desc, inputs, scalars, shapes, stock_fn, experts=None):
+    def _call(self, slot, desc, inputs, scalars, shapes, stock_fn, experts=None, multi=False):
+        """The call's outputs: "out", or with multi every output by name."""
+        outs = self._call_outputs(slot, desc, inputs, scalars, shapes, stock_fn, experts)
+        return outs if multi else outs["out"]
+
+    def _call_outputs(self, slot, desc, inputs, scalars, shapes, stock_fn, experts):
         with self.timer.region("slot:" + slot):
             dtype = next(iter(inputs.values())).dtype
             if not self.variants[slot]:
@@ -479,6 +513,8 @@ class Dispatch:
                 argv.append(outs[name].visible)
             elif name == "prepared":
                 argv.append(prepared)
+            elif name == "group":
+                argv.append(self.group)
             else:
                 argv.append(scalars[name])
         before = {n: ops.fact(o.visible) for n, o in outs.items()}
@@ -499,7 +535,7 @@ class Dispatch:
         self._count(slot, "completed")
         if audit:
             self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts)
-        return outs["out"].contract
+        return {n: o.contract for n, o in outs.items()}
 
     def _fail(self, slot, var, reason, tb, shapes, dtype, stock_fn):
         if self.strict:
@@ -521,7 +557,7 @@ class Dispatch:
 
     def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts):
         auditdump.write(self.raw, self.audit_dir, slot, var.name, n_call, desc, inputs, before_in, pages, scalars,
-                        outs, experts, decode=slot == DECODE)
+                        outs, experts, decode=slot == DECODE, tp=(self.rank, self.world_size) if self.world_size > 1 else None)
         self.audit_dumps += 1
         self._count(slot, "audited")
 

@@ -33,6 +33,8 @@ class Server:
     def __init__(self, proto_out, proto_in, torch, hook=None):
         self.out_fd, self.inp, self.torch = proto_out, proto_in, torch
         self.engine = None
+        self.tp = None  # (group, rank, world_size) once a group request made one
+        self.loaded_once = False
         # The runtime guard, built before any candidate import and handed
         # to every load (docs/worker-protocol.md, "Runtime guard").
         from .. import guard
@@ -43,7 +45,7 @@ class Server:
 
     def serve(self):
         from . import dispatch
-        handlers = {"hello": self.op_hello, "load": self.op_load, "generate": self.op_generate,
+        handlers = {"hello": self.op_hello, "group": self.op_group, "load": self.op_load, "generate": self.op_generate,
                     "score": self.op_score, "stats": self.op_stats}
 
         def on_error(rid, e):
@@ -69,16 +71,50 @@ class Server:
         return {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "torch": str(torch.__version__),
                 "cuda": cuda, "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
                 "triton": host.triton_version(), "pid": os.getpid(),
-                "audit_hook": self.safety.hook is not None}
+                "audit_hook": self.safety.hook is not None,
+                "device_count": int(torch.cuda.device_count()) if cuda else 0}
+
+    def op_group(self, req):
+        """Join the tensor-parallel process group (docs/engine-protocol.md,
+        group): before the first load, since the audit hook refuses sockets
+        once candidate code is imported; once per process."""
+        backend = wire.field(req, "backend", str)
+        init_method = wire.field(req, "init_method", str)
+        rank = wire.field(req, "rank", int)
+        world = wire.field(req, "world_size", int)
+        local_rank = wire.field(req, "local_rank", int, rank, required=False)
+        device = wire.field(req, "device", str, "cpu", required=False)
+        if world < 2 or not 0 <= rank < world or local_rank < 0:
+            raise bad("bad rank %d / world_size %d / local_rank %d (a group has at least 2 ranks)"
+                      % (rank, world, local_rank))
+        if backend not in ("gloo", "nccl"):
+            raise bad("backend %r: want gloo or nccl" % (backend,))
+        if self.loaded_once:
+            raise bad("group must come before any load")
+        if self.tp is not None:
+            raise bad("the process group is already initialized")
+        torch = self.torch
+        try:
+            import torch.distributed as dist
+            if not dist.is_available():
+                raise RuntimeError("torch.distributed is not available in this build")
+            if device.startswith("cuda"):
+                torch.cuda.set_device(local_rank)
+            dist.init_process_group(backend=backend, init_method=init_method, rank=rank, world_size=world)
+        except Exception as e:  # noqa: BLE001
+            raise Failure(wire.exc_error("group_error", e))
+        self.tp = (dist.group.WORLD, rank, world)
+        return {"rank": rank, "world_size": world}
 
     def op_load(self, req):
         from . import runner
+        self.loaded_once = True
         self.engine = None
         gc.collect()
         if self.torch.cuda.is_available():
             self.torch.cuda.empty_cache()
         try:
-            self.engine = runner.Engine(req, self.safety)
+            self.engine = runner.Engine(req, self.safety, tp=self.tp)
         except Failure as f:
             if f.error.get("class") in ("import_error", "missing_entry", "tamper"):
                 err = dict(f.error)

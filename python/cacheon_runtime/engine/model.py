@@ -100,7 +100,13 @@ class Model:
         self.cfg, self.ecfg, self.w, self.d, self.device = cfg, ecfg, weights, dispatch, device
         self.kc, self.vc = kv
         self.timer = timer
-        self.hq, self.hkv, self.hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        # Tensor parallel (dispatch.world_size ranks): this rank's heads.
+        self.world = dispatch.world_size
+        self.deep = ecfg.moe_path == "deep"
+        # the deep MoE path's next-layer input (out_norm of the previous
+        # layer's moe_finalize_ar_rmsnorm), consumed by the next layer
+        self._carry = None
+        self.hq, self.hkv, self.hd = cfg.num_heads // self.world, cfg.num_kv_heads // self.world, cfg.head_dim
         self.eps = cfg.rms_norm_eps
         self.scale = cfg.head_dim ** -0.5
         self.ps = ecfg.page_size
@@ -136,6 +142,8 @@ class Model:
             x.addmm_(a, w.t())
 
     def _layer(self, li, x, attend):
+        if self.world > 1:
+            return self._layer_tp(li, x, attend)
         ly, d, r = self.w.layers[li], self.d, self.timer.region
         with r("norm"):
             h = d.rmsnorm(x, ly.attn_norm, self.eps)
@@ -154,6 +162,51 @@ class Model:
                 x.add_(d.fused_experts(h, ti.to(torch.int32), tw, ly.experts))
         return x
 
+    def _layer_tp(self, li, x, attend):
+        """One layer on this rank's shards. Attention's o_proj and the MLP's
+        down_proj (or the experts) give partial sums; the reductions are
+        the collective slots: after attention collective.ar_residual_rmsnorm
+        (the sum, the residual add and the MLP's norm in one call), after a
+        dense MLP collective.all_reduce (the residual add stays here), and
+        the experts are moe.fused_experts_reduce (experts and sum in one
+        call), or with engine.moe_path = "deep" validator-owned expert GEMMs
+        (one row per (token, k) pair, stock.deep_experts) and then
+        collective.moe_finalize_ar_rmsnorm, whose out_norm (with the next
+        layer's input norm) is the next layer's input. Every rank holds the
+        same x after each reduction."""
+        ly, d, r = self.w.layers[li], self.d, self.timer.region
+        h, self._carry = self._carry, None
+        if h is None:
+            with r("norm"):
+                h = d.rmsnorm(x, ly.attn_norm, self.eps)
+        with r("attention"):
+            part = self._mm(attend(li, h, ly.qkv), ly.o)
+        with r("collective"):
+            h, x = d.ar_residual_rmsnorm(part, x, ly.mlp_norm, self.eps)
+        with r("mlp"):
+            if ly.experts is None:
+                part = self._mm(d.silu_and_mul(self._mm(h, ly.gate_up)), ly.down)
+            else:
+                probs = torch.softmax(self._mm(h, ly.router).float(), dim=-1)
+                tw, ti = torch.topk(probs, self.cfg.top_k, dim=-1)
+                tw = tw / tw.sum(dim=-1, keepdim=True)
+                if self.deep:
+                    deep = stock.deep_experts(h, ti.to(torch.int32), tw, ly.experts.stock)
+        with r("collective"):
+            if ly.experts is None:
+                x.add_(d.all_reduce(part))
+            elif self.deep:
+                # the next layer's input norm (the final norm after the
+                # last layer, whose out_norm the caller recomputes on the
+                # rows it samples) rides in the same call
+                last = li + 1 == self.cfg.num_layers
+                nxt = self.w.final_norm if last else self.w.layers[li + 1].attn_norm
+                h_next, x = d.moe_finalize_ar_rmsnorm(*deep, x, nxt, self.eps)
+                self._carry = None if last else h_next
+            else:
+                x.add_(d.fused_experts_reduce(h, ti.to(torch.int32), tw, ly.experts))
+        return x
+
     def final_norm(self, x):
         with self.timer.region("norm"):
             return self.d.rmsnorm(x, self.w.final_norm, self.eps)
@@ -168,6 +221,7 @@ class Model:
         """Run a packed prefill batch; returns the last layer's hidden states
         (N, H) before the final norm."""
         n = b.ids.shape[0]
+        self._carry = None
         with self.timer.region("other"):
             x = F.embedding(b.ids, self.w.embed)
         hq, hkv, hd = self.hq, self.hkv, self.hd
@@ -211,6 +265,7 @@ class Model:
 
     def decode_step(self, st, bsz):
         r = self.timer.region
+        self._carry = None
         ids, pos = st.ids[:bsz], st.positions[:bsz]
         bt, sl = st.block_table[:bsz], st.seq_lens[:bsz]
         hq, hkv, hd, ps = self.hq, self.hkv, self.hd, self.ps

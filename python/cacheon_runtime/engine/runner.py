@@ -45,19 +45,27 @@ PREFILL_GRAPH_TOKENS = (32, 64, 128, 256, 512)
 
 
 class Engine(Scoring):
-    def __init__(self, req, safety=None):
+    def __init__(self, req, safety=None, tp=None):
         """req: the load request; safety: the process's runtime guard
         (dispatch.Safety, built by main before any candidate import; None
-        in tests: one is built here)."""
+        in tests: one is built here); tp: (group, rank, world_size) of a
+        tensor-parallel engine (main's group request), None for one rank."""
         arena = field(req, "arena", dict)
         cuda_ok = bool(torch.cuda.is_available())
         self.mcfg = mcfg = config.ModelConfig(arena)
         self.ecfg = ecfg = config.EngineConfig(arena, mcfg, cuda_ok)
+        group, self.rank, self.world = tp if tp is not None else (None, 0, 1)
+        why = weights_mod.check_tp(mcfg, self.world)
+        if not why and ecfg.moe_path == "deep" and (self.world < 2 or mcfg.kind != "mixtral"):
+            why = "engine.moe_path deep needs a mixtral model on at least 2 ranks"
+        if why:
+            raise bad("tensor parallel over %d ranks: %s" % (self.world, why))
         dev = torch.device(ecfg.device)
         if dev.type == "cuda":
             if not cuda_ok:
                 raise Failure(wire.plain_error("load_error", "DeviceError", "the arena wants CUDA; none is visible"))
             if dev.index is None:
+                # (tensor parallel: the group request set rank r's device)
                 dev = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(dev)
             # The host side of a CUDA engine is bookkeeping on small tensors.
@@ -80,15 +88,17 @@ class Engine(Scoring):
         self.d = dispatch_mod.Dispatch(dev, self.dtype, ctx, field(req, "stack", dict, {}, required=False),
                                        strict=field(req, "strict", bool, True, required=False),
                                        audit=field(req, "audit", dict, {}, required=False), timer=self.timer,
-                                       safety=safety, poison=field(req, "poison", list, [], required=False))
+                                       safety=safety, poison=field(req, "poison", list, [], required=False),
+                                       group=group, world_size=self.world, rank=self.rank)
         ckpt = field(req, "checkpoint", str, "", required=False)
         with torch.no_grad():
             if ckpt:
                 self.w = weights_mod.load_checkpoint(mcfg, ckpt, dev, self.dtype)
             else:
                 self.w = weights_mod.random_weights(mcfg, dev, self.dtype)
+            self.w = weights_mod.shard(mcfg, self.w, self.rank, self.world)
         self.num_pages = self._kv_pages()
-        shape = (self.num_pages, ecfg.page_size, mcfg.num_kv_heads, mcfg.head_dim)
+        shape = (self.num_pages, ecfg.page_size, mcfg.num_kv_heads // self.world, mcfg.head_dim)
         self.kc = [torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
         self.vc = [torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
         self.pool = PagePool(self.num_pages)
@@ -116,6 +126,7 @@ class Engine(Scoring):
 
     def load_reply(self):
         return {"params": int(self.w.params()), "layers": self.mcfg.num_layers, "device": str(self.device),
+                "rank": self.rank, "world_size": self.world,
                 "dtype": self.ecfg.dtype, "kv_pages": self.num_pages,
                 "graph_buckets": sorted(self.graphs) if self.use_graphs else [],
                 "prefill_graph_tokens": sorted(self.pf_graphs)}
@@ -127,7 +138,7 @@ class Engine(Scoring):
             if e.kv_pages < 2:
                 raise bad("arena engine.kv_pages must be at least 2 (page 0 is scratch)")
             return e.kv_pages
-        per_page = 2 * m.num_layers * e.page_size * m.num_kv_heads * m.head_dim * torch.finfo(self.dtype).bits // 8
+        per_page = 2 * m.num_layers * e.page_size * (m.num_kv_heads // self.world) * m.head_dim * torch.finfo(self.dtype).bits // 8
         if self.cuda:
             free, _total = torch.cuda.mem_get_info(self.device)
             budget = int(free * 0.85) - (4 << 30)

@@ -227,6 +227,93 @@ def fused_experts(x, topk_ids, topk_weights, prepared, out):
 
 
 # ---------------------------------------------------------------------------
+# collectives (tensor parallel): torch.distributed on the engine's group
+
+
+def all_reduce(x, out, group):
+    """out = the sum over the group's ranks of x."""
+    import torch.distributed as dist
+    out.copy_(x)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+
+
+def ar_residual_rmsnorm(x, residual, weight, eps, out_norm, out_residual, group):
+    """out_residual = sum over ranks of x + residual; out_norm its RMSNorm."""
+    all_reduce(x, out_residual, group)
+    out_residual.add_(residual)
+    rmsnorm(out_residual, weight, out_norm, eps)
+
+
+def fused_experts_reduce(x, topk_ids, topk_weights, prepared, out, group):
+    """The experts on this rank's shards (fused_experts), summed over ranks."""
+    import torch.distributed as dist
+    fused_experts(x, topk_ids, topk_weights, prepared, out)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+
+
+def moe_finalize_ar_rmsnorm(gemm_out, row_map, scales, residual, weight, eps, out_norm, out_residual, group):
+    """out_residual = sum over ranks of (sum_k scales[t,k] * gemm_out[row_map[k*(T+PAD)+t]])
+    for the first T tokens, plus residual; out_norm its RMSNorm."""
+    t, h = residual.shape
+    texp, k = scales.shape
+    rows = row_map.long().view(k, texp)[:, :t].reshape(-1)
+    picked = gemm_out.index_select(0, rows).view(k, t, h).float()
+    part = (picked * scales[:t].float().t().unsqueeze(-1)).sum(dim=0)
+    all_reduce(part.to(out_residual.dtype), out_residual, group)
+    out_residual.add_(residual)
+    rmsnorm(out_residual, weight, out_norm, eps)
+
+
+# Token padding of the deep MoE path's per-pair rows (T+PAD a multiple of it).
+DEEP_PAD = 8
+
+
+def deep_experts(x, topk_ids, topk_weights, prepared):
+    """The deep MoE path's expert GEMMs (validator-owned, not a slot): one
+    unweighted output row per (token, k) pair, gemm_out ((T+PAD)*K, H) with
+    pair (t, k) at row t*K + k and the padding tokens' rows zero; the
+    K-major row map (row_map[k*(T+PAD) + t] = t*K + k, int32) and the
+    routing weights as scales (T+PAD, K) float32, zero on padding rows.
+    Returns (gemm_out, row_map, scales) for collective.moe_finalize_ar_rmsnorm."""
+    w13, w2 = prepared.w13, prepared.w2
+    m, h = x.shape
+    e, n2, _ = w13.shape
+    inter = n2 // 2
+    kk = topk_ids.shape[1]
+    texp = -(-m // DEEP_PAD) * DEEP_PAD
+    dev = x.device
+    gemm_out = torch.zeros((texp * kk, h), dtype=x.dtype, device=dev)
+    if m > 0 and kernels.available(x) and x.stride(-1) == 1 and w13.is_contiguous() and w2.is_contiguous():
+        bm = _block_m(m * kk // e)
+        sorted_ids, expert_ids, npost = kernels.moe_align(topk_ids, e, bm)
+        gu = torch.empty((m * kk, n2), dtype=x.dtype, device=dev)
+        kernels.moe_gemm(x, w13, gu, sorted_ids, expert_ids, npost, kk, bm)
+        act = torch.empty((m * kk, inter), dtype=x.dtype, device=dev)
+        kernels.silu_and_mul(gu, act)
+        kernels.moe_gemm(act, w2, gemm_out[:m * kk], sorted_ids, expert_ids, npost, 1, bm)
+    elif m > 0:
+        flat = topk_ids.reshape(-1).long()
+        order = torch.argsort(flat)
+        counts = torch.bincount(flat, minlength=e).tolist()
+        start = 0
+        for ex, c in enumerate(counts):
+            if c == 0:
+                continue
+            pairs = order[start:start + c]
+            seg = x.index_select(0, pairs // kk)
+            gu = seg @ w13[ex].t()
+            a = F.silu(gu[:, :inter].float()) * gu[:, inter:].float()
+            gemm_out.index_copy_(0, pairs, (a.to(x.dtype) @ w2[ex].t()).to(x.dtype))
+            start += c
+    t_idx = torch.arange(texp, device=dev, dtype=torch.int64)
+    k_idx = torch.arange(kk, device=dev, dtype=torch.int64)
+    row_map = (t_idx.unsqueeze(0) * kk + k_idx.unsqueeze(1)).reshape(-1).to(torch.int32)
+    scales = torch.zeros((texp, kk), dtype=torch.float32, device=dev)
+    scales[:m].copy_(topk_weights)
+    return gemm_out, row_map, scales
+
+
+# ---------------------------------------------------------------------------
 # rotary embedding + KV cache store (not a slot: validator-owned model code)
 
 

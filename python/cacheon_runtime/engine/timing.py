@@ -62,7 +62,7 @@ class _Region:
 
 
 class Timer:
-    CATEGORIES = ("attention", "mlp", "norm", "sampling", "other")
+    CATEGORIES = ("attention", "mlp", "norm", "sampling", "collective", "other")
 
     def __init__(self, device, enabled):
         self.enabled = bool(enabled)

@@ -108,6 +108,59 @@ def random_weights(cfg, device, dtype):
 
 
 # ---------------------------------------------------------------------------
+# Tensor parallel
+
+
+def check_tp(cfg, world):
+    """The reason the model cannot be split over world ranks, or ''."""
+    if world == 1:
+        return ""
+    for what, n in (("num_heads", cfg.num_heads), ("num_kv_heads", cfg.num_kv_heads),
+                    ("intermediate_size", cfg.intermediate_size)):
+        if n % world:
+            return "model.%s = %d is not a multiple of the %d ranks" % (what, n, world)
+    return ""
+
+
+def shard(cfg, w, rank, world):
+    """This rank's tensor-parallel shard of the full weights, in place of
+    them: attention by heads (q heads r*Hq/W.., the matching kv heads; o by
+    the same columns), the MLP by intermediate columns (gate_up's rows
+    [gate shard; up shard], down's columns), each expert alike (w13
+    [gate shard; up shard], w2's columns, as ShardMoEWeights cuts them for
+    moe.fused_experts_reduce). Embedding, norms, router and lm_head stay
+    whole (replicated). Every rank draws or loads the full weights first,
+    so the shards of W ranks are exactly the one-rank engine's weights."""
+    if world == 1:
+        return w
+    d, i = cfg.head_dim, cfg.intermediate_size
+    hq, hkv, iw = cfg.num_heads // world, cfg.num_kv_heads // world, i // world
+
+    def rows(t, lo, n):
+        return t[lo:lo + n]
+
+    def halves(t, axis_rows):
+        # [gate; up] along dim -2 (rows): this rank's rows of each half
+        return torch.cat([t.narrow(axis_rows, rank * iw, iw), t.narrow(axis_rows, i + rank * iw, iw)],
+                         dim=axis_rows).contiguous()
+
+    qd, kd = cfg.q_dim, cfg.kv_dim
+    for ly in w.layers:
+        q = rows(ly.qkv, rank * hq * d, hq * d)
+        k = rows(ly.qkv, qd + rank * hkv * d, hkv * d)
+        v = rows(ly.qkv, qd + kd + rank * hkv * d, hkv * d)
+        ly.qkv = torch.cat([q, k, v]).contiguous()
+        ly.o = ly.o[:, rank * hq * d:(rank + 1) * hq * d].contiguous()
+        if ly.w13 is not None:
+            ly.w13 = halves(ly.w13, 1)
+            ly.w2 = ly.w2[:, :, rank * iw:(rank + 1) * iw].contiguous()
+        else:
+            ly.gate_up = halves(ly.gate_up, 0)
+            ly.down = ly.down[:, rank * iw:(rank + 1) * iw].contiguous()
+    return w
+
+
+# ---------------------------------------------------------------------------
 # Checkpoints
 
 
