@@ -140,7 +140,7 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 	cal := filepath.Join(cfg.Dir, "calibration", cfg.Arena+".calibration")
 	if _, err := os.Stat(cal); errors.Is(err, fs.ErrNotExist) {
 		cfg.Progress("calibrating the " + cfg.Arena + " arena (once per devnet directory; A/A and both controls on this machine)")
-		if err := d.calibrate(ctx, cal); err != nil {
+		if err := calibrateUntilDecided(ctx, d.calibrate, cal, cfg.Progress); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package devnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,6 +64,24 @@ target = "activation.silu_and_mul"
 bundle = "bundles/slow"
 `, q(d.ChainURL), q(d.Config.Arena), q(d.Config.Python), q(d.Config.Addr),
 		q(filepath.Join("calibration", d.Config.Arena+".calibration")), devWaves, devTPrompts, q(devAudit), devMinAudit, q(hotkey))
+}
+
+// calibrationTries bounds how often a devnet measures its arena when a
+// control ends NO_DECISION (a loaded machine degrades the CPU arena's
+// reads): each try is a whole new calibration, never a lowered bar.
+const calibrationTries = 3
+
+// calibrateUntilDecided runs calibrate until it succeeds, fails for
+// another reason than an undecided control, or has tried
+// calibrationTries times.
+func calibrateUntilDecided(ctx context.Context, calibrate func(context.Context, string) error, path string, progress func(string)) error {
+	for try := 1; ; try++ {
+		err := calibrate(ctx, path)
+		if err == nil || !errors.Is(err, referee.ErrUndecided) || try == calibrationTries {
+			return err
+		}
+		progress(fmt.Sprintf("calibration try %d of %d undecided (%v); measuring again", try, calibrationTries, err))
+	}
 }
 
 // calibrate measures the arena on this machine with cacheon calibrate's

@@ -135,16 +135,31 @@ func (r *Referee) Calibrate(ctx context.Context, req CalibrateRequest) (*Calibra
 		}
 	}
 	if neg.Verdict.Outcome != Fail {
-		return nil, evidence.Ref{}, rep, fmt.Errorf("calibrate: the negative control ended %v, not FAIL: this calibration cannot tell a slower kernel", neg.Verdict)
+		return nil, evidence.Ref{}, rep, controlErr("negative", neg.Verdict, Fail, "this calibration cannot tell a slower kernel")
 	}
 	if pos.Verdict.Outcome != Pass {
-		return nil, evidence.Ref{}, rep, fmt.Errorf("calibrate: the positive control ended %v, not PASS: this calibration cannot resolve a true win", pos.Verdict)
+		return nil, evidence.Ref{}, rep, controlErr("positive", pos.Verdict, Pass, "this calibration cannot resolve a true win")
 	}
 	ref, err := r.Store.Put(DomainCalibration, *cal)
 	if err != nil {
 		return nil, evidence.Ref{}, rep, err
 	}
 	return cal, ref, rep, nil
+}
+
+// ErrUndecided marks a calibration refused because a control ended
+// NO_DECISION (drift, a degraded or busy device): nothing was learnt about
+// the arena, and measuring again is the remedy, never a lowered bar.
+var ErrUndecided = errors.New("a control ended NO_DECISION; measure again")
+
+// controlErr refuses a calibration whose control ended v instead of want;
+// a NO_DECISION is also ErrUndecided.
+func controlErr(which string, v Verdict, want Outcome, why string) error {
+	err := fmt.Errorf("calibrate: the %s control ended %v, not %s: %s", which, v, want, why)
+	if v.Outcome == NoDecision {
+		return fmt.Errorf("%w (%w)", err, ErrUndecided)
+	}
+	return err
 }
 
 // useCalibration makes cal the referee's calibration, sealed.

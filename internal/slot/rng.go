@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"cacheon/internal/splitmix"
 )
@@ -12,7 +15,7 @@ import (
 // reproduce a run from its seed:
 //
 //  1. Every generated argument gets its own stream. The stream key is
-//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v1", the
+//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v2", the
 //     decimal run seed, the slot name, the shape name, the decimal case
 //     index, the decimal replay index (0 for the first call), the decimal
 //     rank (0 for non-collective slots) and the argument name. The first 8
@@ -21,9 +24,18 @@ import (
 //     Standard normals use the Box–Muller transform on two uniforms
 //     (u1 replaced by 2^-53 when it is 0), emitting the cosine branch
 //     first and the sine branch second.
-//  3. Values are then shaped by the case's Distribution (see Distribution)
-//     and finally rounded to the verify dtype with round-to-nearest-even;
-//     the reference always sees exactly the rounded values.
+//  3. A tensor of values (generator "values") is drawn in blocks of
+//     fillBlock (32 768) elements, in row-major order: the argument's
+//     stream draws one output b, and block j (from 0) is drawn by its own
+//     SplitMix64 generator seeded with the first output of the generator
+//     seeded with b + j: each element is a standard normal from the
+//     ziggurat (ziggurat.go, not Box–Muller), shaped by the case's
+//     Distribution (see Distribution), whose own uniforms come from the
+//     block's generator in order. Blocks are independent, so they are
+//     drawn on every core; the values never depend on how many there are.
+//  4. Values are finally rounded to the verify dtype with
+//     round-to-nearest-even; the reference always sees exactly the rounded
+//     values.
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -35,7 +47,7 @@ type rng struct {
 func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, arg string) *rng {
 	h := sha256.New()
 	for i, field := range []string{
-		"cacheon.slot.input.v1",
+		"cacheon.slot.input.v2",
 		uitoa(seed), slotName, shape,
 		uitoa(uint64(caseIdx)), uitoa(uint64(replay)), uitoa(uint64(rank)), arg,
 	} {
@@ -127,8 +139,48 @@ func Distributions() []Distribution {
 // innermost row (for Sparse's zero rows).
 func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	v := make([]float64, n)
+	base := r.src.Uint64()
+	blocks := (n + fillBlock - 1) / fillBlock
+	z := newZiggurat()
+	draw := func(j int) {
+		b := &rng{src: splitmix.New(splitmix.New(base + uint64(j)).Uint64())}
+		b.shape(z, dist, v[j*fillBlock:min(n, (j+1)*fillBlock)])
+	}
+	if workers := min(blocks, runtime.GOMAXPROCS(0)); workers <= 1 {
+		for j := range blocks {
+			draw(j)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := int(next.Add(1)) - 1; j < blocks; j = int(next.Add(1)) - 1 {
+					draw(j)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if dist == Sparse && rowLen > 0 && n > rowLen {
+		for row := 0; row*rowLen < n; row += 7 {
+			for j := row * rowLen; j < (row+1)*rowLen && j < n; j++ {
+				v[j] = 0
+			}
+		}
+	}
+	return v
+}
+
+// fillBlock is how many values one block generator draws (step 3 above).
+const fillBlock = 1 << 15
+
+// shape fills v with normals of z shaped by dist.
+func (r *rng) shape(z *ziggurat, dist Distribution, v []float64) {
 	for i := range v {
-		x := r.normal()
+		x := z.normal(r)
 		switch dist {
 		case Scaled:
 			x *= 6
@@ -148,12 +200,4 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 		}
 		v[i] = x
 	}
-	if dist == Sparse && rowLen > 0 && n > rowLen {
-		for row := 0; row*rowLen < n; row += 7 {
-			for j := row * rowLen; j < (row+1)*rowLen && j < n; j++ {
-				v[j] = 0
-			}
-		}
-	}
-	return v
 }

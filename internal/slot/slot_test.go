@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -333,5 +334,25 @@ func TestCaseFromRankInputs(t *testing.T) {
 	one, _ := c.Lookup("norm.rmsnorm")
 	if _, err := one.CaseFromRankInputs(nil, nil); err == nil {
 		t.Error("a one-rank slot was accepted")
+	}
+}
+
+// TestFillIndependentOfCores: values drawn in blocks on several cores are
+// the values drawn on one, every distribution, sizes around the block.
+func TestFillIndependentOfCores(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, dist := range Distributions() {
+		for _, n := range []int{1, fillBlock - 1, fillBlock, 3*fillBlock + 17} {
+			runtime.GOMAXPROCS(1)
+			one := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64)
+			runtime.GOMAXPROCS(4)
+			four := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64)
+			if !slices.Equal(one, four) {
+				t.Fatalf("%s, %d values: one core and four cores drew different values", dist, n)
+			}
+			if n > fillBlock && slices.Equal(one[:fillBlock], one[fillBlock:2*fillBlock]) {
+				t.Fatalf("%s: blocks 0 and 1 drew the same values", dist)
+			}
+		}
 	}
 }

@@ -164,6 +164,9 @@ func BF16ToFloat32(b uint16) float32 {
 // step taken directly from float64 (never through float32, which would round
 // twice and differ in rare tie cases).
 func Float64ToBF16(f float64) uint16 {
+	if h, ok := roundNormal(f, 8, 127, 7); ok {
+		return uint16(h)
+	}
 	return uint16(bf16Format().fromFloat64(f))
 }
 
@@ -171,6 +174,9 @@ func Float64ToBF16(f float64) uint16 {
 // round-to-nearest-even step taken directly from float64. Magnitudes of
 // 65520 and above become ±Inf; subnormals are produced exactly.
 func Float64ToF16(f float64) uint16 {
+	if h, ok := roundNormal(f, 5, 15, 10); ok {
+		return uint16(h)
+	}
 	return uint16(f16Format().fromFloat64(f))
 }
 
@@ -183,7 +189,41 @@ func F16ToFloat64(h uint16) float64 {
 // round-to-nearest-even step; out-of-range magnitudes become ±Inf on every
 // platform.
 func Float64ToF32(f float64) uint32 {
+	if h, ok := roundNormal(f, 8, 127, 23); ok {
+		return h
+	}
 	return f32Format().fromFloat64(f)
+}
+
+// roundNormal is the fast path of the conversions above: f rounded with a
+// single round-to-nearest-even step to the binary format with expBits
+// exponent bits, bias and mantBits mantissa bits, when f and its rounding
+// are normal numbers of that format (ok false otherwise: zero, subnormal,
+// overflowing, Inf and NaN take the general path). Verify's inputs are
+// nearly all normal, and drawing them is where a verify run spends its Go
+// time.
+func roundNormal(f float64, expBits, bias, mantBits uint) (uint32, bool) {
+	b := math.Float64bits(f)
+	e := int(b>>52&0x7ff) - 1023 + int(bias)
+	if e < 1 || e >= 1<<expBits-1 {
+		return 0, false
+	}
+	shift := 52 - mantBits
+	frac := b & (1<<52 - 1)
+	q := frac >> shift
+	rem := frac & (1<<shift - 1)
+	half := uint64(1) << (shift - 1)
+	if rem > half || rem == half && q&1 == 1 {
+		q++
+		if q == 1<<mantBits {
+			q = 0
+			e++
+			if e >= 1<<expBits-1 {
+				return 0, false
+			}
+		}
+	}
+	return uint32(b>>63)<<(expBits+mantBits) | uint32(e)<<mantBits | uint32(q), true
 }
 
 // Round returns the value obtained by storing x as dt and reading it back.

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -479,4 +480,89 @@ func FuzzFloat64To16(f *testing.F) {
 		fuzzCheck16(t, f16o, "Float64ToF16", Float64ToF16, x)
 		fuzzCheck16(t, bf16o, "Float64ToBF16", Float64ToBF16, x)
 	})
+}
+
+// TestRoundNormalMatchesGeneral: the fast path of the float64 conversions
+// agrees bit for bit with the general rounding wherever it answers, over
+// random doubles, every exponent's ties and carries, and the formats'
+// normal range limits.
+func TestRoundNormalMatchesGeneral(t *testing.T) {
+	type format struct {
+		name                    string
+		expBits, bias, mantBits uint
+		general                 floatFormat
+	}
+	formats := []format{{"bf16", 8, 127, 7, bf16Format()}, {"f16", 5, 15, 10, f16Format()}, {"f32", 8, 127, 23, f32Format()}}
+	rng := rand.New(rand.NewPCG(7, 7))
+	var values []float64
+	for range 200000 {
+		values = append(values, math.Float64frombits(rng.Uint64()), math.Ldexp(rng.NormFloat64(), rng.IntN(48)-24))
+	}
+	for e := -160; e <= 160; e++ {
+		for _, m := range []float64{1, 1.5, 1.9999999999999998} {
+			x := math.Ldexp(m, e)
+			values = append(values, x, -x, math.Nextafter(x, 0), math.Nextafter(x, math.Inf(1)))
+		}
+	}
+	for _, f := range formats {
+		ulp := math.Ldexp(1, -int(f.mantBits))
+		for e := -int(f.bias) - 2; e <= int(f.bias)+2; e++ {
+			// Ties between two neighbours, odd and even, and the carry
+			// into the next exponent.
+			for _, m := range []float64{1 + ulp/2, 1 + 3*ulp/2, 2 - ulp/2, 2 - ulp/4} {
+				x := math.Ldexp(m, e)
+				values = append(values, x, -x, math.Nextafter(x, 0), math.Nextafter(x, math.Inf(1)))
+			}
+		}
+		values = append(values, f.general.toFloat64(f.general.expMask()-1), f.general.toFloat64(1<<f.mantBits))
+	}
+	values = append(values, 0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 65504, 65520, 65519.99, math.MaxFloat32)
+	checked := 0
+	for _, f := range formats {
+		for _, x := range values {
+			got, ok := roundNormal(x, f.expBits, f.bias, f.mantBits)
+			if !ok {
+				continue
+			}
+			checked++
+			if want := f.general.fromFloat64(x); got != want {
+				t.Fatalf("%s: roundNormal(%b = %g) = %#x, general rounding %#x", f.name, math.Float64bits(x), x, got, want)
+			}
+		}
+	}
+	if checked < 100000 {
+		t.Fatalf("only %d values took the fast path", checked)
+	}
+}
+
+// TestFromFloat64BulkMatchesElementwise: FromFloat64's one-loop rounding
+// writes the bytes the per-element conversions write, special values
+// (zeros, subnormals, overflow, Inf, NaN) included.
+func TestFromFloat64BulkMatchesElementwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	v := []float64{0, math.Copysign(0, -1), 1e-42, -3e-8, 6e-5, 65519.99, 65520, 1e39, -1e39, math.Inf(1), math.Inf(-1), math.NaN(), math.MaxFloat32}
+	for range 5000 {
+		v = append(v, math.Ldexp(rng.NormFloat64(), rng.IntN(300)-150))
+	}
+	for _, dt := range []DType{BF16, F16, F32} {
+		tn, err := FromFloat64(dt, []int{len(v)}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range v {
+			var want uint32
+			var got uint32
+			switch dt {
+			case BF16:
+				want, got = uint32(bf16Format().fromFloat64(x)), uint32(binary.LittleEndian.Uint16(tn.Data[2*i:]))
+			case F16:
+				want, got = uint32(f16Format().fromFloat64(x)), uint32(binary.LittleEndian.Uint16(tn.Data[2*i:]))
+			case F32:
+				want, got = f32Format().fromFloat64(x), binary.LittleEndian.Uint32(tn.Data[4*i:])
+			}
+			if got != want {
+				t.Fatalf("%s element %d (%g): %#x, want %#x", dt, i, x, got, want)
+			}
+		}
+	}
 }
