@@ -10,6 +10,7 @@ import (
 
 	"cacheon/internal/arena"
 	"cacheon/internal/grade"
+	"cacheon/internal/metric"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -158,22 +159,12 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		return
 	}
 	r.Dims = fmt.Sprint(map[string]int(c.Dims))
-	outs, err := c.Outputs()
-	if err != nil {
-		fail("output contract: %v", err)
+	want, why := expect(spec, c)
+	if why != "" {
+		fail("%s", why)
 		return
 	}
-	expected, err := c.Reference()
-	if err != nil {
-		fail("the dumped inputs are not valid for the slot: %v", err)
-		return
-	}
-	pol, tol, err := spec.Policy(c.DType)
-	if err != nil {
-		fail("policy: %v", err)
-		return
-	}
-	res, err := grade.Outputs(pol, tol, outs, expected, f.Tensors)
+	res, err := want.grade(f.Tensors)
 	r.Score = 1
 	for _, g := range res.Outputs {
 		r.Metric = g.Metric
@@ -188,6 +179,36 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		return
 	}
 	r.Outcome, r.Reason = AuditPass, ""
+}
+
+// expected is what a regraded call must have produced.
+type expected struct {
+	outs []slot.Output
+	ref  map[string][]float64
+	pol  metric.Policy
+	tol  metric.Tolerance
+}
+
+// expect computes the case's outputs, reference and grading policy; a
+// non-empty why says which could not be had.
+func expect(spec *slot.Spec, c *slot.Case) (expected, string) {
+	var e expected
+	var err error
+	if e.outs, err = c.Outputs(); err != nil {
+		return e, fmt.Sprintf("output contract: %v", err)
+	}
+	if e.ref, err = c.Reference(); err != nil {
+		return e, fmt.Sprintf("the dumped inputs are not valid for the slot: %v", err)
+	}
+	if e.pol, e.tol, err = spec.Policy(c.DType); err != nil {
+		return e, fmt.Sprintf("policy: %v", err)
+	}
+	return e, ""
+}
+
+// grade grades a dump's tensors against e.
+func (e expected) grade(got map[string]*tensor.Tensor) (grade.Result, error) {
+	return grade.Outputs(e.pol, e.tol, e.outs, e.ref, got)
 }
 
 // auditReason words a grading failure for an audit result.

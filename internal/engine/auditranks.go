@@ -113,24 +113,14 @@ func regradeCollective(name string, dirs []string, slots SlotLookup, scalars map
 		return
 	}
 	r.Dims = fmt.Sprint(map[string]int(c.Dims))
-	outs, err := c.Outputs()
-	if err != nil {
-		fail("output contract: %v", err)
-		return
-	}
-	expected, err := c.Reference()
-	if err != nil {
-		fail("the dumped inputs are not valid for the slot: %v", err)
-		return
-	}
-	pol, tol, err := spec.Policy(c.DType)
-	if err != nil {
-		fail("policy: %v", err)
+	want, why := expect(spec, c)
+	if why != "" {
+		fail("%s", why)
 		return
 	}
 	r.Score = 1
 	for rank, f := range files {
-		res, err := grade.Outputs(pol, tol, outs, expected, f.Tensors)
+		res, err := want.grade(f.Tensors)
 		for _, g := range res.Outputs {
 			r.Metric = g.Metric
 			r.Score = min(r.Score, g.Score)

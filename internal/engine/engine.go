@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -133,7 +132,7 @@ func (e *Engine) group(ctx context.Context, device string) error {
 	if device == "cuda" && e.Hello.DeviceCount < len(e.ranks) {
 		return fmt.Errorf("group: %d ranks on cuda need %d GPUs, the runtime sees %d", len(e.ranks), len(e.ranks), e.Hello.DeviceCount)
 	}
-	port, err := freePort()
+	port, err := worker.FreePort()
 	if err != nil {
 		return fmt.Errorf("group: pick a rendezvous port: %w", err)
 	}
@@ -160,15 +159,6 @@ func (e *Engine) group(ctx context.Context, device string) error {
 		}
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Stderr is the retained tail of the runtime's stderr (rank 0's; RankStderr

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -122,7 +121,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 // then every rank's group request sent before any reply is awaited (the
 // rendezvous blocks until all ranks join).
 func initGroup(ctx context.Context, clients []*worker.Client, o Options) (reason string, infra bool) {
-	port, err := freePort()
+	port, err := worker.FreePort()
 	if err != nil {
 		return fmt.Sprintf("pick a rendezvous port: %v", err), true
 	}
@@ -229,18 +228,6 @@ func receiveRanks(ctx context.Context, clients []*worker.Client, ids []string, t
 		return nil, failed, ferr
 	}
 	return replies, 0, nil
-}
-
-// freePort asks the kernel for an unused loopback TCP port. The ranks run
-// in their own network namespace when the sandbox provides one; the port
-// only has to be free there, and this choice is free in ours.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(s string) string {

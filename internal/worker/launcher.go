@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -144,4 +145,17 @@ func (l *SandboxLauncher) Layers() []string {
 		return strings.SplitN(out[i], ":", 2)[0] < strings.SplitN(out[j], ":", 2)[0]
 	})
 	return out
+}
+
+// FreePort asks the kernel for an unused loopback TCP port for the
+// rendezvous of collective ranks. The ranks run in their own network
+// namespace when the sandbox provides one; the port only has to be free
+// there, and a port free in ours is.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

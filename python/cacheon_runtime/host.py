@@ -89,6 +89,22 @@ def serve_without_torch(proto_out, proto_in, exc, max_line=NO_TORCH_MAX_LINE):
             return 0
 
 
+def init_group(torch, backend, init_method, rank, world, device, local_rank):
+    """Join the default process group (gloo or NCCL) and return it; any
+    failure is the group_error Failure."""
+    try:
+        import torch.distributed as dist
+        if not dist.is_available():
+            raise RuntimeError("torch.distributed is not available in this build")
+        if device.startswith("cuda"):
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend=backend, init_method=init_method,
+                                rank=rank, world_size=world)
+        return dist.group.WORLD
+    except BaseException as e:  # noqa: B902
+        raise Failure(wire.exc_error("group_error", e))
+
+
 def triton_version():
     """The version of the importable triton package, "unknown" when it has
     none, None when there is no triton."""

@@ -117,18 +117,7 @@ class Worker:
                 return {}
             raise Failure(wire.plain_error(
                 "group_error", "RuntimeError", "a different process group is already initialized"))
-        torch = self.torch
-        try:
-            import torch.distributed as dist
-            if not dist.is_available():
-                raise RuntimeError("torch.distributed is not available in this build")
-            if device.startswith("cuda"):
-                torch.cuda.set_device(local_rank)
-            dist.init_process_group(backend=backend, init_method=init_method,
-                                    rank=rank, world_size=world)
-            self.group = dist.group.WORLD
-        except BaseException as e:  # noqa: B902
-            raise Failure(wire.exc_error("group_error", e))
+        self.group = host.init_group(self.torch, backend, init_method, rank, world, device, local_rank)
         self.group_key = key
         return {}
 

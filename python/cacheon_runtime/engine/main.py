@@ -93,17 +93,8 @@ class Server:
             raise bad("group must come before any load")
         if self.tp is not None:
             raise bad("the process group is already initialized")
-        torch = self.torch
-        try:
-            import torch.distributed as dist
-            if not dist.is_available():
-                raise RuntimeError("torch.distributed is not available in this build")
-            if device.startswith("cuda"):
-                torch.cuda.set_device(local_rank)
-            dist.init_process_group(backend=backend, init_method=init_method, rank=rank, world_size=world)
-        except Exception as e:  # noqa: BLE001
-            raise Failure(wire.exc_error("group_error", e))
-        self.tp = (dist.group.WORLD, rank, world)
+        group = host.init_group(self.torch, backend, init_method, rank, world, device, local_rank)
+        self.tp = (group, rank, world)
         return {"rank": rank, "world_size": world}
 
     def op_load(self, req):
