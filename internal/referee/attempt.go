@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"cacheon/internal/arena"
@@ -53,20 +54,58 @@ type Device interface {
 type Proposal struct {
 	Arena     *arena.Arena
 	Incumbent []engine.StackSpec
-	Candidate engine.StackSpec // Slot is the target
+	// Candidate is the bundle; for a singleton target its Slot is the
+	// target.
+	Candidate engine.StackSpec
+	// Target and Members name an atomic target and the slots it replaces
+	// at once, every one with the candidate bundle; both empty for a
+	// singleton.
+	Target  string
+	Members []string
 	// IncumbentDigest and CandidateHash name them in the plan.
 	IncumbentDigest, CandidateHash string
 }
 
-// candidateStack is the incumbent with the target replaced.
+// slots are the slots the proposal replaces.
+func (p Proposal) slots() []string {
+	if len(p.Members) > 0 {
+		return p.Members
+	}
+	return []string{p.Candidate.Slot}
+}
+
+// target is the registered target's name.
+func (p Proposal) target() string {
+	if p.Target != "" {
+		return p.Target
+	}
+	return p.Candidate.Slot
+}
+
+// candidateStack is the incumbent with the target's slots replaced.
 func (p Proposal) candidateStack() []engine.StackSpec {
 	var out []engine.StackSpec
 	for _, s := range p.Incumbent {
-		if s.Slot != p.Candidate.Slot {
+		if !slices.Contains(p.slots(), s.Slot) {
 			out = append(out, s)
 		}
 	}
-	return append(out, p.Candidate)
+	for _, m := range p.slots() {
+		out = append(out, engine.StackSpec{Slot: m, Bundle: p.Candidate.Bundle})
+	}
+	return out
+}
+
+// leastSelected returns the counters of the slot selected least often
+// among slots: the proposal fired only when every slot it replaces did.
+func leastSelected(counters map[string]engine.SlotCounters, slots []string) engine.SlotCounters {
+	var least engine.SlotCounters
+	for i, s := range slots {
+		if c := counters[s]; i == 0 || c.Selected < least.Selected {
+			least = c
+		}
+	}
+	return least
 }
 
 // Referee runs attempts.
@@ -138,7 +177,7 @@ func (r *Referee) Attempt(ctx context.Context, p Proposal, n int) (*AttemptRecor
 	if err != nil {
 		return nil, evidence.Ref{}, err
 	}
-	plan := Plan{Arena: adigest, Incumbent: p.IncumbentDigest, Stock: len(p.Incumbent) == 0, Target: p.Candidate.Slot, Candidate: p.CandidateHash,
+	plan := Plan{Arena: adigest, Incumbent: p.IncumbentDigest, Stock: len(p.Incumbent) == 0, Target: p.target(), Members: p.Members, Candidate: p.CandidateHash,
 		Calibration: r.CalibRef.Digest, Attempt: n, Order: st.order, Commit: hex.EncodeToString(commit[:]),
 		Waves: r.Waves, Warmup: r.Warmup, Nudge: r.nudges(), TPrompts: r.TPrompts, AuditShare: r.AuditShare, AuditMaxDmp: r.AuditMax,
 		Device: p.Arena.Device, Schedule: "B C B′ A T", Workload: p.Arena.WorkloadName, Scheme: "cacheon-referee-1",
@@ -220,7 +259,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	// on the H200: without it the stock kernel carried as a candidate read
 	// 4–5 % slower than itself, the cost of the candidate's pre-fill).
 	base := engine.Config{Arena: p.Arena, Slots: r.Slots, Python: r.Python, Strict: true, LoadTimeout: r.LoadTimeout,
-		ScratchRoot: r.ScratchRoot, Progress: r.Progress, Poison: []string{p.Candidate.Slot}, KernelCache: r.KernelCache}
+		ScratchRoot: r.ScratchRoot, Progress: r.Progress, Poison: p.slots(), KernelCache: r.KernelCache}
 	if base.LoadTimeout <= 0 {
 		base.LoadTimeout = 15 * time.Minute
 	}
@@ -304,8 +343,8 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	}
 	// Fired, in C's timed waves.
 	cRead := st.reads["C"]
-	if c := cRead.TimedSlots[p.Candidate.Slot]; c.Selected == 0 {
-		return Because(ReasonNeverFired, "the candidate for %s was never selected in C's timed waves (%d calls, %d ineligible)", p.Candidate.Slot, c.Fired(), c.Ineligible)
+	if c := leastSelected(cRead.TimedSlots, p.slots()); c.Selected == 0 {
+		return Because(ReasonNeverFired, "the candidate for %s was never selected in C's timed waves (%d calls, %d not selected)", p.target(), c.Fired(), c.Fired()-c.Selected)
 	}
 	// The speed rule.
 	waves := func(role string) []Wave { return wavesOf(st.reads[role]) }
@@ -363,7 +402,7 @@ func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Ses
 	if err != nil {
 		return Because(ReasonInfrastructure, "seal %s trajectories: %v", role, err)
 	}
-	c := res.TimedSlots[st.p.Candidate.Slot]
+	c := leastSelected(res.TimedSlots, st.p.slots())
 	rr := ReadRecord{Role: role, Waves: wavesOf(res), TokensDigest: res.TokensDigest, Fired: c.Fired(), Selected: c.Selected, Trajectories: tref}
 	ref, err := r.Store.Put(DomainRead, rr)
 	if err != nil {

@@ -119,7 +119,7 @@ func derive(store *evidence.Store, rec AttemptRecord, plan Plan, secret []byte, 
 	c := reads["C"]
 	rep.Derived = append(rep.Derived, "fired in C's timed waves")
 	if c.Selected == 0 {
-		return Because(ReasonNeverFired, "the candidate for %s was never selected in C's timed waves (%d calls, %d ineligible)", plan.Target, c.Fired, c.Fired-c.Selected), nil
+		return Because(ReasonNeverFired, "the candidate for %s was never selected in C's timed waves (%d calls, %d not selected)", plan.Target, c.Fired, c.Fired-c.Selected), nil
 	}
 	speed, err := cal.Speed.Decide(reads["B"].Waves, c.Waves, reads["B′"].Waves)
 	if err != nil {
@@ -140,7 +140,7 @@ func derive(store *evidence.Store, rec AttemptRecord, plan Plan, secret []byte, 
 		return Verdict{}, err
 	}
 	rep.Derived = append(rep.Derived, "the audit from its sealed grades")
-	if v := auditVerdict(audit, plan.Target, plan.MinAudited); v.Outcome != "" {
+	if v := auditVerdict(audit, plan.slots(), plan.MinAudited); v.Outcome != "" {
 		return v, nil
 	}
 	if len(rec.Scores) == 0 {

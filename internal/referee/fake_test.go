@@ -33,6 +33,19 @@ type script struct {
 	opened     []string
 	stacks     []int // stack length of every engine opened
 	settles    int   // first Bench calls on an engine (untimed)
+	// members are the slots of an atomic proposal (nil: the singleton
+	// targetSlot); silent is a member the candidate never fires for,
+	// unaudited one the audit dumps no call of.
+	members           []string
+	silent, unaudited string
+}
+
+// slots are the slots the scripted proposal replaces.
+func (s *script) slots() []string {
+	if len(s.members) > 0 {
+		return s.members
+	}
+	return []string{targetSlot}
 }
 
 // fakeSession is a scripted engine: every request generates its
@@ -80,11 +93,13 @@ func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine
 		wr.Wall = time.Duration(float64(wr.Generated) / rate * 1e9)
 		res.Waves = append(res.Waves, wr)
 	}
-	c := engine.SlotCounters{Stock: 40}
-	if f.candidate && !f.s.neverFires {
-		c = engine.SlotCounters{Selected: 40, Completed: 40}
+	for _, slot := range f.s.slots() {
+		c := engine.SlotCounters{Stock: 40}
+		if f.candidate && !f.s.neverFires && slot != f.s.silent {
+			c = engine.SlotCounters{Selected: 40, Completed: 40}
+		}
+		res.TimedSlots[slot] = c
 	}
-	res.TimedSlots[targetSlot] = c
 	res.TokensDigest = fmt.Sprintf("%064x", f.reads)
 	return res, nil
 }
@@ -111,12 +126,17 @@ func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.Au
 		return nil, errors.New("not an audit session")
 	}
 	var out []engine.AuditResult
-	for i := 0; i < 4; i++ {
-		r := engine.AuditResult{Slot: targetSlot, Call: i * 10, Outcome: engine.AuditPass}
-		if f.s.auditFail && i == 3 {
-			r.Outcome, r.Reason = engine.AuditFail, "output out: allclose 0.3 > tol"
+	for _, slot := range f.s.slots() {
+		if slot == f.s.unaudited {
+			continue
 		}
-		out = append(out, r)
+		for i := 0; i < 4; i++ {
+			r := engine.AuditResult{Slot: slot, Call: i * 10, Outcome: engine.AuditPass}
+			if f.s.auditFail && i == 3 {
+				r.Outcome, r.Reason = engine.AuditFail, "output out: allclose 0.3 > tol"
+			}
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }
@@ -188,8 +208,8 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 		}
 		s.opened = append(s.opened, fmt.Sprintf("cand=%v audit=%v", cand, c.Audit != nil))
 		s.stacks = append(s.stacks, len(c.Stack))
-		if fmt.Sprint(c.Poison) != "["+targetSlot+"]" {
-			t.Errorf("engine opened with poison %v: every engine of an attempt poisons the target %s", c.Poison, targetSlot)
+		if fmt.Sprint(c.Poison) != fmt.Sprint(s.slots()) {
+			t.Errorf("engine opened with poison %v: every engine of an attempt poisons the target's slots %v", c.Poison, s.slots())
 		}
 		if cand && s.candErr != nil {
 			return nil, s.candErr
@@ -200,6 +220,9 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 		TPrompts: 6, AuditShare: "0.5", AuditMax: 16, MinAudited: 2}
 	p := Proposal{Arena: a, Candidate: engine.StackSpec{Slot: targetSlot, Bundle: "candidate"},
 		IncumbentDigest: fmt.Sprintf("%064x", 1), CandidateHash: fmt.Sprintf("%064x", 2)}
+	if len(s.members) > 0 {
+		p.Candidate.Slot, p.Target, p.Members = s.members[0], target.MoEEpilogue, s.members
+	}
 	return r, p
 }
 
@@ -325,5 +348,52 @@ func TestRepeat(t *testing.T) {
 	}
 	if _, err := r.Repeat(context.Background(), p, 0); err == nil {
 		t.Fatal("a repetition of no attempt was accepted")
+	}
+}
+
+// TestAtomicAttempt: a proposal for an atomic target replaces every member
+// slot at once; it fired only if each member did, the audit must grade
+// each, and the sealed plan names the members so that the evidence check
+// re-derives the same verdict.
+func TestAtomicAttempt(t *testing.T) {
+	members := []string{"collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm"}
+	for _, tc := range []struct {
+		name              string
+		silent, unaudited string
+		want              Outcome
+		reason            Reason
+	}{
+		{"every member fires and is audited", "", "", Pass, ""},
+		{"one member never fires", members[1], "", Fail, ReasonNeverFired},
+		{"one member never audited", "", members[0], Fail, ReasonNeverFired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := script{incRates: []float64{1000, 1000}, candRate: 1100, members: members, silent: tc.silent, unaudited: tc.unaudited}
+			r, p := newFakeReferee(t, &s)
+			rec, ref, err := r.Attempt(context.Background(), p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Verdict.Outcome != tc.want || rec.Verdict.Reason != tc.reason {
+				t.Fatalf("verdict %v, want %s %s", rec.Verdict, tc.want, tc.reason)
+			}
+			if got := s.stacks[1]; got != len(members) {
+				t.Fatalf("the candidate engine's stack has %d entries, want one per member (%d)", got, len(members))
+			}
+			plan, err := evidence.Load[Plan](r.Store, rec.Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Target != target.MoEEpilogue || fmt.Sprint(plan.Members) != fmt.Sprint(members) {
+				t.Fatalf("plan names target %q members %v", plan.Target, plan.Members)
+			}
+			rep, err := Check(r.Store, ref)
+			if err != nil {
+				t.Fatalf("evidence check: %v", err)
+			}
+			if rep.Verdict != rec.Verdict {
+				t.Fatalf("evidence check derived %v, the attempt sealed %v", rep.Verdict, rec.Verdict)
+			}
+		})
 	}
 }

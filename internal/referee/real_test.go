@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"cacheon/arenas"
 	"cacheon/internal/canon"
 	"cacheon/internal/engine"
 	"cacheon/internal/evidence"
@@ -119,4 +121,62 @@ func TestRealFlow(t *testing.T) {
 		}
 		check(t, r, res)
 	})
+}
+
+// TestRealAtomic qualifies a proposal for the atomic target
+// collective.moe_epilogue.v1 on the two-rank MoE arena whose engine calls
+// both members (cpu-tiny-moe-deep-tp2): the candidate replaces both slots
+// of an incumbent holding a slow bundle for them, every role runs over
+// tensor-parallel engines (A regrades the collective calls from both
+// ranks' dumps), the proposal PASSes and its evidence re-derives.
+func TestRealAtomic(t *testing.T) {
+	slow, err := filepath.Abs("testdata/epilogue_slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := filepath.Abs("../../examples/moe_epilogue_atomic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, req := realReferee(t, lenient())
+	q := req(fast)
+	if q.Arena, err = arenas.Resolve("cpu-tiny-moe-deep-tp2"); err != nil {
+		t.Fatal(err)
+	}
+	if q.Arena, err = q.Arena.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	if r.Calibration.Arena, err = q.Arena.Digest(); err != nil {
+		t.Fatal(err)
+	}
+	if r.CalibRef, err = r.Store.Put(DomainCalibration, *r.Calibration); err != nil {
+		t.Fatal(err)
+	}
+	members := []string{"collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm"}
+	for _, m := range members {
+		q.Incumbent = append(q.Incumbent, engine.StackSpec{Slot: m, Bundle: slow})
+	}
+	res, err := r.Run(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Target != target.MoEEpilogue || res.Verdict.Outcome != Pass {
+		t.Fatalf("target %s, verdict %v", res.Target, res.Verdict)
+	}
+	a := res.Qualification.Attempts[0]
+	if a.Record.Audit == nil || len(a.Record.Scores) != 3*r.TPrompts {
+		t.Fatalf("a PASS without A or T: audit %v, %d scores", a.Record.Audit, len(a.Record.Scores))
+	}
+	audit, err := evidence.Load[AuditRecord](r.Store, *a.Record.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if !slices.ContainsFunc(audit.Dumps, func(d AuditDump) bool { return d.Slot == m }) {
+			t.Fatalf("the audit graded no call of %s: %+v", m, audit.Dumps)
+		}
+	}
+	if _, err := Check(r.Store, a.Ref); err != nil {
+		t.Fatalf("evidence check: %v", err)
+	}
 }

@@ -25,26 +25,37 @@ type Plan struct {
 	Incumbent string `json:"incumbent"` // digest of the incumbent stack (slot → content hash)
 	// Stock says the incumbent is the stock stack: only its reads have a
 	// calibrated rate to be sane against.
-	Stock       bool   `json:"stock"`
-	Target      string `json:"target"`          // the slot the candidate replaces
-	Candidate   string `json:"candidate"`       // candidate bundle content hash
-	Calibration string `json:"calibration"`     // digest of the calibration record
-	Attempt     int    `json:"attempt"`         // 1 or 2
-	Order       string `json:"order"`           // engine placement of this attempt
-	Commit      string `json:"commit"`          // SHA-256 of the attempt's secret, revealed after the reads
-	Waves       int    `json:"waves"`           // timed waves per read
-	Warmup      int    `json:"warmup"`          // warm-up waves per read
-	Nudge       bool   `json:"nudge,omitempty"` // a context of the referee's own came and went beside each timed engine before its reads
-	TPrompts    int    `json:"t_prompts"`       // prompts T scores
-	AuditShare  string `json:"audit_share"`     // share of candidate calls A dumps
-	AuditMaxDmp int    `json:"audit_max"`       // most dumps A keeps
-	Device      string `json:"device"`          // device kind of the arena
-	Schedule    string `json:"schedule"`        // the role order, e.g. "B C B′ A T"
-	Workload    string `json:"workload"`        // workload name
-	Scheme      string `json:"scheme"`          // version of this procedure
-	MinAudited  int    `json:"min_audited"`     // least dumps of the target A must grade
-	TailNLL     string `json:"tail_nll"`        // tail threshold of the quality rule
-	QualityRule string `json:"quality_rule"`    // digest of the quality constants in use
+	Stock  bool   `json:"stock"`
+	Target string `json:"target"` // the registered target (for a singleton, the slot the candidate replaces)
+	// Members are the slots an atomic target replaces at once (absent for
+	// a singleton: its slot is Target).
+	Members     []string `json:"members,omitempty"`
+	Candidate   string   `json:"candidate"`       // candidate bundle content hash
+	Calibration string   `json:"calibration"`     // digest of the calibration record
+	Attempt     int      `json:"attempt"`         // 1 or 2
+	Order       string   `json:"order"`           // engine placement of this attempt
+	Commit      string   `json:"commit"`          // SHA-256 of the attempt's secret, revealed after the reads
+	Waves       int      `json:"waves"`           // timed waves per read
+	Warmup      int      `json:"warmup"`          // warm-up waves per read
+	Nudge       bool     `json:"nudge,omitempty"` // a context of the referee's own came and went beside each timed engine before its reads
+	TPrompts    int      `json:"t_prompts"`       // prompts T scores
+	AuditShare  string   `json:"audit_share"`     // share of candidate calls A dumps
+	AuditMaxDmp int      `json:"audit_max"`       // most dumps A keeps
+	Device      string   `json:"device"`          // device kind of the arena
+	Schedule    string   `json:"schedule"`        // the role order, e.g. "B C B′ A T"
+	Workload    string   `json:"workload"`        // workload name
+	Scheme      string   `json:"scheme"`          // version of this procedure
+	MinAudited  int      `json:"min_audited"`     // least dumps of the target A must grade
+	TailNLL     string   `json:"tail_nll"`        // tail threshold of the quality rule
+	QualityRule string   `json:"quality_rule"`    // digest of the quality constants in use
+}
+
+// slots are the slots the plan's candidate replaces.
+func (p Plan) slots() []string {
+	if len(p.Members) > 0 {
+		return p.Members
+	}
+	return []string{p.Target}
 }
 
 // ReadRecord is one sealed read: per-wave host measurements, the tokens'

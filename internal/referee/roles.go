@@ -34,34 +34,31 @@ func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Co
 		return Because(ReasonInfrastructure, "audit regrade: %v", err)
 	}
 	var rec AuditRecord
-	target := 0
 	for _, a := range results {
 		rec.Dumps = append(rec.Dumps, AuditDump{Slot: a.Slot, Call: a.Call, Outcome: a.Outcome, Reason: a.Reason})
-		if a.Slot == st.p.Candidate.Slot {
-			target++
-		}
 	}
 	ref, err := r.Store.Put(DomainAudit, rec)
 	if err != nil {
 		return Because(ReasonInfrastructure, "seal audit: %v", err)
 	}
 	st.rec.Audit = &ref
-	return auditVerdict(rec, st.p.Candidate.Slot, r.MinAudited)
+	return auditVerdict(rec, st.p.slots(), r.MinAudited)
 }
 
-// auditVerdict decides A from its sealed record.
-func auditVerdict(rec AuditRecord, target string, minAudited int) Verdict {
-	n := 0
+// auditVerdict decides A from its sealed record: every dump passes and
+// each of the proposal's slots has at least minAudited of them.
+func auditVerdict(rec AuditRecord, slots []string, minAudited int) Verdict {
+	n := map[string]int{}
 	for _, d := range rec.Dumps {
 		if d.Outcome != engine.AuditPass {
 			return Because(ReasonAudit, "%s call %d: %s", d.Slot, d.Call, d.Reason)
 		}
-		if d.Slot == target {
-			n++
-		}
+		n[d.Slot]++
 	}
-	if n < minAudited {
-		return Because(ReasonNeverFired, "the audit graded %d call(s) of %s, fewer than %d", n, target, minAudited)
+	for _, s := range slots {
+		if n[s] < minAudited {
+			return Because(ReasonNeverFired, "the audit graded %d call(s) of %s, fewer than %d", n[s], s, minAudited)
+		}
 	}
 	return Verdict{}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"cacheon/internal/arena"
@@ -124,9 +125,6 @@ func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
 	if !ok {
 		return nil, fault.UsageErr(fmt.Errorf("qualify: %s is not a registered target (cacheon targets lists them)", res.Target))
 	}
-	if len(t.Members) != 1 {
-		return nil, fault.UsageErr(fmt.Errorf("qualify: %s is an atomic target (%v); this referee qualifies singleton targets", res.Target, t.Members))
-	}
 	var err error
 	inc := req.IncumbentDigest
 	if inc == "" {
@@ -136,6 +134,17 @@ func (r *Referee) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	p := Proposal{Arena: req.Arena, Incumbent: req.Incumbent, Candidate: engine.StackSpec{Slot: t.Members[0], Bundle: scr.Dir()},
 		IncumbentDigest: inc, CandidateHash: res.ContentHash}
+	if len(t.Members) > 1 {
+		// An atomic target replaces every member at once, each with the
+		// bundle's kernel for it.
+		for _, m := range t.Members {
+			if !slices.ContainsFunc(b.Manifest.Ops, func(op bundle.Op) bool { return op.Slot == m }) {
+				res.Verdict = Because(ReasonNeverFired, "the bundle has no kernel for %s, a member of the atomic target %s", m, t.Name)
+				return res, nil
+			}
+		}
+		p.Target, p.Members = t.Name, t.Members
+	}
 	if req.Repeat > 0 {
 		res.Repetition, err = r.Repeat(ctx, p, req.Repeat)
 		return res, err
