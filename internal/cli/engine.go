@@ -74,6 +74,9 @@ func (a *app) sessionConfig(fl engineFlags, audit *engine.Audit, prog *progress)
 	if ar, err = ar.Select(fl.workload); err != nil {
 		return engine.Config{}, err
 	}
+	if fl.nonStrict && ar.Engine.Ranks() > 1 {
+		return engine.Config{}, fmt.Errorf("--non-strict: arena %s runs %d tensor-parallel ranks, which are always strict (a rank falling back to stock alone would pair the wrong collectives)", ar.Name, ar.Engine.Ranks())
+	}
 	var stack []engine.StackSpec
 	if fl.stack != "" {
 		if stack, err = engine.LoadStackFile(fl.stack); err != nil {
