@@ -30,8 +30,10 @@ type fakeEngine struct {
 	// is killed, generated tokens shifted by one
 	rank, world int
 	hang, skew  bool
-	killed      chan struct{}
-	groupReq    map[string]any
+	// skewStats makes the stats reply count one more selected call
+	skewStats bool
+	killed    chan struct{}
+	groupReq  map[string]any
 
 	mu        sync.Mutex
 	generates int
@@ -148,6 +150,9 @@ func (f *fakeEngine) serve(in io.Reader, out, errw io.Writer) {
 			reply["slots"] = map[string]any{
 				"norm.rmsnorm":            map[string]int{"selected": 0, "completed": 0, "fallback": 0, "ineligible": 0, "audited": 0, "stock": 40},
 				"activation.silu_and_mul": map[string]int{"selected": 20, "completed": 20, "fallback": 0, "ineligible": 0, "audited": 2, "stock": 0},
+			}
+			if f.skewStats {
+				reply["slots"].(map[string]any)["activation.silu_and_mul"] = map[string]int{"selected": 21, "completed": 21, "audited": 2}
 			}
 			reply["receipts"] = []any{}
 			reply["profile"] = map[string]any{"mode": "eager", "decode": map[string]any{"tokens_per_s": 1e9}}

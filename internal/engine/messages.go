@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -272,7 +273,7 @@ func (e *Engine) Generate(ctx context.Context, reqs []Request, arrivals []int, v
 	// not give every rank the same sum).
 	for r := 1; r < len(rs); r++ {
 		if err := sameTokens(g.Results, rs[r].Results); err != nil {
-			return nil, &RankMismatchError{Step: "generate", Rank: r, Detail: err.Error()}
+			return nil, &RankMismatchError{Step: "generate", Rank: r, Detail: err.Error() + " (every rank samples from the same reduced hidden states)"}
 		}
 	}
 	if err := checkResults(reqs, g.Results, vocab); err != nil {
@@ -382,17 +383,26 @@ type Stats struct {
 
 // Stats reads the slot counters and receipts.
 func (e *Engine) Stats(ctx context.Context) (*Stats, error) {
-	var r struct {
+	type reply struct {
 		replyHead
 		Stats
 	}
-	if err := e.call(ctx, "stats", map[string]any{"op": "stats"}, &r); err != nil {
+	rs, err := roundTrip(e, ctx, "stats", map[string]any{"op": "stats"}, func() *reply { return new(reply) })
+	if err != nil {
 		return nil, err
 	}
-	s := r.Stats
+	s := rs[0].Stats
 	for name, c := range s.Slots {
 		if c.Selected < 0 || c.Completed < 0 || c.Fallback < 0 || c.Ineligible < 0 || c.Audited < 0 || c.Stock < 0 {
 			return nil, fmt.Errorf("stats: slot %s: negative counters %+v", name, c)
+		}
+	}
+	// The ranks of a tensor-parallel engine make the same slot calls with
+	// the same shapes, strict: each must have selected, audited and
+	// fallen back exactly as rank 0 did.
+	for r := 1; r < len(rs); r++ {
+		if !maps.Equal(s.Slots, rs[r].Slots) {
+			return nil, &RankMismatchError{Step: "stats", Rank: r, Detail: fmt.Sprintf("slot counters %v against rank 0's %v", rs[r].Slots, s.Slots)}
 		}
 	}
 	return &s, nil

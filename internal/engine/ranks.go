@@ -8,7 +8,8 @@ import (
 )
 
 // RankMismatchError reports ranks of a tensor-parallel engine whose
-// replies disagree where they must agree (the generated tokens).
+// replies disagree where they must agree (the generated tokens, the slot
+// counters).
 type RankMismatchError struct {
 	Step   string
 	Rank   int
@@ -16,7 +17,7 @@ type RankMismatchError struct {
 }
 
 func (e *RankMismatchError) Error() string {
-	return fmt.Sprintf("%s: rank %d disagrees with rank 0: %s (every rank samples from the same reduced hidden states)", e.Step, e.Rank, e.Detail)
+	return fmt.Sprintf("%s: rank %d disagrees with rank 0: %s", e.Step, e.Rank, e.Detail)
 }
 
 // sameTokens compares two ranks' results token by token.

@@ -90,3 +90,19 @@ func TestFakeRanksFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestFakeRanksStats: the ranks' slot counters must agree; a rank that
+// selected a candidate once more than rank 0 is a RankMismatchError.
+func TestFakeRanksStats(t *testing.T) {
+	for _, skew := range []bool{false, true} {
+		e := startFakeRanks(t, &fakeEngine{}, &fakeEngine{skewStats: skew})
+		st, err := e.Stats(context.Background())
+		var me *RankMismatchError
+		switch {
+		case !skew && (err != nil || st.Slots["activation.silu_and_mul"].Selected != 20):
+			t.Fatalf("agreeing ranks: %+v, %v", st, err)
+		case skew && (!errors.As(err, &me) || me.Step != "stats" || me.Rank != 1):
+			t.Fatalf("rank 1 counted one more call: err = %v, want a stats RankMismatchError for rank 1", err)
+		}
+	}
+}
