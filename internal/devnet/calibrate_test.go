@@ -10,7 +10,8 @@ import (
 )
 
 func TestCalibrateUntilDecided(t *testing.T) {
-	undecided := fmt.Errorf("calibrate: the negative control ended NO_DECISION device_degraded: … (%w)", referee.ErrUndecided)
+	undecided := fmt.Errorf("devnet: %w", &referee.ControlError{Control: "negative", Verdict: referee.Because(referee.ReasonDeviceDegraded, "x"), Want: referee.Fail})
+	positive := &referee.ControlError{Control: "positive", Verdict: referee.Because(referee.ReasonNotFaster, "r below a bar widened by noise"), Want: referee.Pass}
 	other := errors.New("calibrate: the A/A candidate did not pass the screen")
 	for _, tc := range []struct {
 		name    string
@@ -21,6 +22,7 @@ func TestCalibrateUntilDecided(t *testing.T) {
 		{"first try", []error{nil}, 1, nil},
 		{"undecided, then decided", []error{undecided, undecided, nil}, 3, nil},
 		{"undecided every time", []error{undecided, undecided, undecided, nil}, calibrationTries, referee.ErrUndecided},
+		{"a positive control that failed, then a good calibration", []error{positive, nil}, 2, nil},
 		{"another failure is not retried", []error{other, nil}, 1, other},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -152,14 +152,27 @@ func (r *Referee) Calibrate(ctx context.Context, req CalibrateRequest) (*Calibra
 // the arena, and measuring again is the remedy, never a lowered bar.
 var ErrUndecided = errors.New("a control ended NO_DECISION; measure again")
 
-// controlErr refuses a calibration whose control ended v instead of want;
-// a NO_DECISION is also ErrUndecided.
+// ControlError refuses a calibration whose control did not end as it
+// must. One that ended NO_DECISION is also ErrUndecided.
+type ControlError struct {
+	Control string // "negative" or "positive"
+	Verdict Verdict
+	Want    Outcome
+	Why     string
+}
+
+func (e *ControlError) Error() string {
+	return fmt.Sprintf("calibrate: the %s control ended %v, not %s: %s", e.Control, e.Verdict, e.Want, e.Why)
+}
+
+// Is makes a NO_DECISION control ErrUndecided.
+func (e *ControlError) Is(target error) bool {
+	return target == ErrUndecided && e.Verdict.Outcome == NoDecision
+}
+
+// controlErr is the ControlError of a control that ended v.
 func controlErr(which string, v Verdict, want Outcome, why string) error {
-	err := fmt.Errorf("calibrate: the %s control ended %v, not %s: %s", which, v, want, why)
-	if v.Outcome == NoDecision {
-		return fmt.Errorf("%w (%w)", err, ErrUndecided)
-	}
-	return err
+	return &ControlError{Control: which, Verdict: v, Want: want, Why: why}
 }
 
 // useCalibration makes cal the referee's calibration, sealed.

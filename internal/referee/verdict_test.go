@@ -2,6 +2,7 @@ package referee
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,10 @@ func TestControlErr(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "ended "+tc.v.String()) {
 			t.Errorf("%v: message %q does not name the verdict", tc.v, err)
+		}
+		var ce *ControlError
+		if !errors.As(fmt.Errorf("devnet: %w", err), &ce) || ce.Verdict != tc.v {
+			t.Errorf("%v: not a *ControlError through a wrap: %v", tc.v, err)
 		}
 	}
 }
