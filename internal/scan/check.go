@@ -198,6 +198,11 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 
 func (fc *fileCheck) attributes(attrs []attrFact) {
 	for _, a := range attrs {
+		if a.Dynamic {
+			fc.add(a.Line, a.Col, RuleDynamicAttribute,
+				"%s() on a format string that is not a literal: its fields may read any attribute (\"{0.__glo\" + \"bals__}\"); use a literal format string or an f-string", a.Attrs[0])
+			continue
+		}
 		chain := strings.Join(a.Attrs, ".")
 		for _, name := range a.Attrs {
 			if isDunder(name) && !harmlessDunder(name) {
@@ -262,6 +267,10 @@ func (fc *fileCheck) chain(chain string, line, col int, moduleLevel bool) {
 func (fc *fileCheck) names(names []nameFact) {
 	for _, n := range names {
 		if n.Ctx == "def" {
+			if copyProtocol(n.Name) {
+				fc.add(n.Line, n.Col, RuleDunderAccess,
+					"defining %s hands copy and pickle a constructor and a state they apply from library frames (attribute stores on any object, calls the scanner does not see); bundles may not define the copy/pickle protocol", n.Name)
+			}
 			continue // defining a name (def __repr__) is not using it
 		}
 		builtin := fc.builtinAt(n.Name, pos{n.Line, n.Col})

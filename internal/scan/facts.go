@@ -111,8 +111,11 @@ type attrFact struct {
 	Called      bool     `json:"called"`
 	Arg0        int      `json:"arg0"`
 	Format      bool     `json:"format"`
-	Line        int      `json:"line"`
-	Col         int      `json:"col"`
+	// Dynamic marks a .format/.format_map call on something other than a
+	// string literal: its fields cannot be read.
+	Dynamic bool `json:"dynamic"`
+	Line    int  `json:"line"`
+	Col     int  `json:"col"`
 }
 
 // storeFact is an attribute or subscript that is assigned, augmented or

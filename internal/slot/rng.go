@@ -105,13 +105,14 @@ type Distribution string
 const (
 	// Normal: standard normal N(0,1).
 	Normal Distribution = "normal"
-	// Scaled: N(0,1)·6, to exercise relative error at large magnitude.
+	// Scaled: N(0,1)·s, s log-uniform in [3, 12] per tensor, to exercise
+	// relative error at large magnitude.
 	Scaled Distribution = "scaled"
-	// Shifted: N(2,1), a non-zero mean (catches variance-for-RMS bugs and
-	// missing max-subtraction in softmax).
+	// Shifted: N(±m,1), m uniform in [1, 3] per tensor, a non-zero mean
+	// (catches variance-for-RMS bugs and missing max-subtraction in softmax).
 	Shifted Distribution = "shifted"
 	// HeavyTailed: N(0,1) with 1% of elements replaced by outliers of
-	// magnitude uniform in [16,48] and random sign.
+	// magnitude log-uniform in [16,160] and random sign.
 	HeavyTailed Distribution = "heavy_tailed"
 	// Sparse: N(0,1) with 30% of elements zero and, for 2-D or larger
 	// inputs, every 7th row entirely zero.
@@ -125,18 +126,35 @@ func Distributions() []Distribution {
 
 // fill writes n values of the distribution; rowLen is the length of the
 // innermost row (for Sparse's zero rows).
+//
+// The parameters of a distribution are drawn per tensor (the scale
+// log-uniform over [3, 12], the shift's magnitude over [1, 3] with either
+// sign, the outliers' magnitude log-uniform over [16, 160]), so that a
+// kernel cannot recognise verify's inputs by their mean and spread and
+// stay honest only on them (issue 16, class 6), and so that magnitudes
+// beyond the usual activations (massive activations) are met.
 func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	v := make([]float64, n)
+	scale, shift := 1.0, 0.0
+	switch dist {
+	case Scaled:
+		scale = 3 * math.Exp(r.uniform()*math.Log(4))
+	case Shifted:
+		shift = 1 + 2*r.uniform()
+		if r.uniform() < 0.5 {
+			shift = -shift
+		}
+	}
 	for i := range v {
 		x := r.normal()
 		switch dist {
 		case Scaled:
-			x *= 6
+			x *= scale
 		case Shifted:
-			x += 2
+			x += shift
 		case HeavyTailed:
 			if r.uniform() < 0.01 {
-				x = 16 + 32*r.uniform()
+				x = 16 * math.Exp(r.uniform()*math.Log(10))
 				if r.uniform() < 0.5 {
 					x = -x
 				}

@@ -203,6 +203,13 @@ def _facts(tree):
             if isinstance(node.func, ast.Name):
                 consumed.add(id(node.func))
                 calls.append(_call(node, module_level, scopes))
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map") and not (
+                    isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+                # A format string the scanner cannot read: its fields may
+                # read any attribute ("{0.__glo" + "bals__}").
+                attributes.append({"base": "", "attrs": [node.func.attr], "ctx": "load",
+                                   "module_level": module_level, "format": True, "dynamic": True,
+                                   "line": line, "col": col})
         elif isinstance(node, ast.Attribute):
             if id(node) not in consumed:
                 attributes.append(_attribute(node, scopes, consumed, module_level))
