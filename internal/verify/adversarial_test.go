@@ -76,6 +76,7 @@ func adversarialCases() []adversarialCase {
 		{name: "control_subpackage", control: true},
 		{name: "control_online_softmax", control: true},
 		{name: "control_grouped_moe", control: true},
+		{name: "control_input_param", control: true},
 
 		// The output contract: validator-owned, poisoned, fixed storage.
 		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \((\d+)/(\d+) elements non-finite\)`},
@@ -211,6 +212,10 @@ func adversarialCases() []adversarialCase {
 		{name: "shadow_cython_runtime", scan: `module-shadowing bundle module "cython_runtime"`},
 		{name: "match_args_globals", scan: `dunder-access use of __match_args__`},
 		{name: "reduce_getattr_globals", scan: `dynamic-attribute passing getattr around`},
+		{name: "format_nonliteral_modules", scan: `dynamic-attribute format\(\) on a format string that is not a literal`},
+		{name: "abc_register_tensor", scan: `module-attribute-not-allowed use of "numbers\.Real\.register"`},
+		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), first call, rank 0, output out: matched_ratio ratio below minimum`},
+		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" with assigned/updated`},
 	}
 }
 
