@@ -77,6 +77,7 @@ func adversarialCases() []adversarialCase {
 		{name: "control_online_softmax", control: true},
 		{name: "control_grouped_moe", control: true},
 		{name: "control_input_param", control: true},
+		{name: "control_ops_alias", control: true},
 
 		// The output contract: validator-owned, poisoned, fixed storage.
 		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \((\d+)/(\d+) elements non-finite\)`},

@@ -249,6 +249,21 @@ class Loader:
 _FILELESS_OK = frozenset(("math", "itertools", "_operator", "_functools", "_collections", "_abc"))
 
 
+def _attr_path(name):
+    """The object a dotted name reaches from its top-level module by plain
+    attribute reads (torch.ops.aten), or None."""
+    parts = name.split(".")
+    obj = sys.modules.get(parts[0])
+    try:
+        for p in parts[1:]:
+            if obj is None:
+                return None
+            obj = getattr(obj, p, None)
+    except Exception:  # noqa: BLE001
+        return None
+    return obj
+
+
 def foreign_modules(mod, root):
     """A reason when a module bound in the namespace of a candidate module
     (mod and every module loaded from the bundle root) is neither a file of
@@ -286,8 +301,8 @@ def foreign_modules(mod, root):
                 continue
             if (name in sys.builtin_module_names or name.split(".")[0] in _FILELESS_OK) and sys.modules.get(name) is v:
                 continue  # built into the interpreter: no bundle file can stand for it
-            if name.split(".")[0] in ("torch", "triton") and sys.modules.get(name) is v:
-                continue  # torch.ops and other module objects torch builds
+            if name.split(".")[0] in ("torch", "triton") and (sys.modules.get(name) is v or _attr_path(name) is v):
+                continue  # torch.ops, torch.ops.aten: module objects torch builds
             return "module %r (bound to %s in %s) has no file: it is not the bundle's module nor an installed one" % (
                 name, k, getattr(m, "__name__", "?"))
     return ""
