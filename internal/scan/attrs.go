@@ -64,6 +64,9 @@ const (
 	whyEval      = "it evaluates strings (annotations) as code"
 	whyMutate    = "it stores into its argument like an assignment, which the scanner cannot attribute"
 	whyDynamic   = "reflective attribute access hides what is touched; use plain attribute access"
+	whyCopyAttrs = "it copies attributes named by strings from one object onto another (assigned=(\"__code__\",) rewrites a torch function); use @functools.wraps(f) as a decorator"
+	whyRegister  = "it registers a virtual subclass process-wide (numbers.Real.register(torch.Tensor) makes every tensor a number to every isinstance check)"
+	whyContainer = "it mutates a container the module owns, which the engine shares"
 	whyGlobal    = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
 )
 
@@ -75,13 +78,15 @@ func attrTables() map[string][]attrEntry {
 		"triton":      tritonTable(),
 		"math":        {{pattern: "math.*"}},
 		"itertools":   {{pattern: "itertools.*"}},
-		"numbers":     {{pattern: "numbers.*"}},
+		"numbers":     {{pattern: "numbers.*"}, {pattern: "numbers.*.register", kind: attrDeny, why: whyRegister}},
 		"__future__":  {{pattern: "__future__.*"}},
 		"dataclasses": names("dataclasses", "dataclass", "field", "fields", "asdict", "astuple", "replace", "is_dataclass", "InitVar", "KW_ONLY", "MISSING", "Field", "FrozenInstanceError"),
 		"enum":        names("enum", "Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "ReprEnum", "auto", "unique", "EnumMeta", "EnumType"),
-		"abc":         names("abc", "ABC", "ABCMeta", "abstractmethod", "abstractproperty", "abstractclassmethod", "abstractstaticmethod"),
+		"abc": append(names("abc", "ABC", "ABCMeta", "abstractmethod", "abstractproperty", "abstractclassmethod", "abstractstaticmethod"),
+			attrEntry{pattern: "abc.*.register", kind: attrDeny, why: whyRegister}),
 		"collections": append(names("collections", "namedtuple", "deque", "defaultdict", "OrderedDict", "Counter", "ChainMap"),
-			attrEntry{pattern: "collections.abc", kind: attrModules}),
+			attrEntry{pattern: "collections.abc", kind: attrModules},
+			attrEntry{pattern: "collections.abc.*.register", kind: attrDeny, why: whyRegister}),
 		"typing": append(names("typing", "Any", "Callable", "Optional", "Union", "Tuple", "List", "Dict",
 			"Set", "FrozenSet", "Sequence", "MutableSequence", "Mapping", "MutableMapping", "Iterable",
 			"Iterator", "Generator", "Type", "TypeVar", "Generic", "Protocol", "Literal", "Final", "ClassVar",
@@ -97,7 +102,8 @@ func attrTables() map[string][]attrEntry {
 		"functools": append(names("functools", "lru_cache", "cache", "cached_property", "partial",
 			"partialmethod", "reduce", "wraps", "update_wrapper", "total_ordering", "cmp_to_key",
 			"WRAPPER_ASSIGNMENTS", "WRAPPER_UPDATES"),
-			attrEntry{pattern: "functools.singledispatch*", kind: attrDeny, why: whyEval}),
+			attrEntry{pattern: "functools.singledispatch*", kind: attrDeny, why: whyEval},
+			attrEntry{pattern: "functools.update_wrapper", kind: attrDeny, why: whyCopyAttrs}),
 		"operator": {
 			{pattern: "operator.*"},
 			{pattern: "operator.attrgetter", kind: attrDeny, why: whyDynamic},
@@ -182,7 +188,10 @@ func torchTable() []attrEntry {
 		{whySetter, []string{"set_*", "use_deterministic_algorithms", "read_vitals", "backends.*.set_*", "backends.cuda.enable_*", "backends.cuda.preferred_*", "backends.cudnn.flags"}},
 		{whyRNG, []string{"manual_seed", "seed", "default_generator", "random", "cuda.manual_seed*", "cuda.seed*", "cuda.set_rng_state*"}},
 		{whyDevice, []string{"cuda.set_*", "cuda.graph*", "cuda.CUDAGraph", "cuda.make_graphed_callables", "cuda.empty_cache", "cuda.memory", "cuda.caching_allocator_*", "cuda.ExternalStream", "cuda.CUDAPluggableAllocator", "cuda.change_current_allocator"}},
-		{whyHooks, []string{"library", "register_*", "overrides", "nn.modules", "nn.utils", "autograd.graph", "testing"}},
+		{whyHooks, []string{"library", "register_*", "overrides", "nn.modules", "nn.utils", "autograd.graph", "testing",
+			// An operator overload's Python kernels and mode tables.
+			"ops.aten.*.py_*", "ops.aten.*.*.py_*", "ops.aten.*.python_key*", "ops.aten.*.*.python_key*",
+			"ops.aten.*.functorch_table", "ops.aten.*.*.functorch_table"}},
 		{whyGlobal, []string{"nn.attention", "backends.cuda.sdp_kernel"}},
 	}
 	for _, d := range deny {
@@ -272,6 +281,9 @@ func (p *attrPolicy) check(name string) verdict {
 		}
 	}
 	shown := strings.Join(comps, ".")
+	if len(comps) >= 3 && containerMutator(comps[len(comps)-1]) {
+		return verdict{why: whyContainer}
+	}
 	if best < 0 {
 		return verdict{why: "not on the attribute allow-list of " + comps[0]}
 	}
@@ -336,4 +348,18 @@ func better(a, b compiledEntry) bool {
 		return a.score > b.score
 	}
 	return a.kind == attrDeny && b.kind != attrDeny
+}
+
+// containerMutator reports whether a method name changes the list, dict or
+// set it is called on (torch.nn.functional.GRID_SAMPLE_PADDING_MODES.clear()).
+// Read from a module's attribute (three or more components), it mutates
+// state the module owns. add and sort are not listed: tensors have them.
+func containerMutator(name string) bool {
+	switch name {
+	case "append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault",
+		"remove", "discard", "difference_update", "intersection_update",
+		"symmetric_difference_update", "appendleft", "extendleft", "popleft", "rotate":
+		return true
+	}
+	return false
 }

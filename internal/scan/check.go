@@ -135,7 +135,7 @@ func (fc *fileCheck) imports(imports []importFact) {
 
 func (fc *fileCheck) calls(calls []callFact) {
 	for _, c := range calls {
-		builtin := fc.builtinAt(c.Func, pos{c.Line, c.Col})
+		builtin := !c.Local && fc.builtinAt(c.Func, pos{c.Line, c.Col})
 		switch {
 		case forbiddenCall(c.Func) && builtin:
 			fc.add(c.Line, c.Col, RuleForbiddenBuiltin,
@@ -145,6 +145,9 @@ func (fc *fileCheck) calls(calls []callFact) {
 		}
 		if attrBuiltin(c.Func) && builtin {
 			fc.attrBuiltinCall(c)
+		}
+		if (c.NArgs != 1 || c.NKeywords != 0 || c.Starred) && fc.resolvesTo(c.Func, "functools.wraps") {
+			fc.wrapsArgs(c.Line, c.Col)
 		}
 		fc.referenceAll(fc.binds[c.Func], c.Line, c.Col, "call to", false, c.ModuleLevel)
 	}
@@ -198,6 +201,11 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 
 func (fc *fileCheck) attributes(attrs []attrFact) {
 	for _, a := range attrs {
+		if a.Dynamic {
+			fc.add(a.Line, a.Col, RuleDynamicAttribute,
+				"%s() on a format string that is not a literal: its fields may read any attribute (\"{0.__glo\" + \"bals__}\"); use a literal format string or an f-string", a.Attrs[0])
+			continue
+		}
 		chain := strings.Join(a.Attrs, ".")
 		for _, name := range a.Attrs {
 			if isDunder(name) && !harmlessDunder(name) {
@@ -213,10 +221,13 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		}
 		fc.introspection(a)
 		fc.unboundAttr(a)
+		if a.Called && a.Base != "" && (a.NArgs != 1 || a.NKeywords != 0) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
+			fc.wrapsArgs(a.Line, a.Col)
+		}
 		mark := len(fc.findings)
 		if a.Base != "" {
 			switch {
-			case forbiddenReference(a.Base) && fc.builtinAt(a.Base, pos{a.Line, a.Col}):
+			case forbiddenReference(a.Base) && !a.Local && fc.builtinAt(a.Base, pos{a.Line, a.Col}):
 				fc.add(a.Line, a.Col, RuleForbiddenBuiltin,
 					"use of %s is forbidden: bundles may not evaluate code or reach the interpreter's namespaces", a.Base)
 			case isDunder(a.Base) && !harmlessDunder(a.Base):
@@ -262,9 +273,13 @@ func (fc *fileCheck) chain(chain string, line, col int, moduleLevel bool) {
 func (fc *fileCheck) names(names []nameFact) {
 	for _, n := range names {
 		if n.Ctx == "def" {
+			if copyProtocol(n.Name) {
+				fc.add(n.Line, n.Col, RuleDunderAccess,
+					"defining %s hands copy and pickle a constructor and a state they apply from library frames (attribute stores on any object, calls the scanner does not see); bundles may not define the copy/pickle protocol", n.Name)
+			}
 			continue // defining a name (def __repr__) is not using it
 		}
-		builtin := fc.builtinAt(n.Name, pos{n.Line, n.Col})
+		builtin := !n.Local && fc.builtinAt(n.Name, pos{n.Line, n.Col})
 		switch {
 		case forbiddenReference(n.Name) && builtin && (n.Ctx == "load" || isDunder(n.Name)):
 			fc.add(n.Line, n.Col, RuleForbiddenBuiltin,
@@ -539,4 +554,27 @@ func displayModule(name string) string {
 		return "."
 	}
 	return name
+}
+
+// resolvesTo reports whether a dotted name, through what its root is
+// bound to, may be the dotted name want.
+func (fc *fileCheck) resolvesTo(chain, want string) bool {
+	root, rest := splitRoot(chain)
+	for _, b := range fc.binds[root] {
+		for _, r := range fc.extend(b, rest) {
+			if r.name == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wrapsArgs refuses functools.wraps given more than the wrapped function:
+// assigned/updated name the attributes it copies onto whatever it is
+// applied to (functools.wraps(src, assigned=("default",))(torch.ops.aten.add)
+// rebinds an attribute of a torch object).
+func (fc *fileCheck) wrapsArgs(line, col int) {
+	fc.add(line, col, RuleModuleAttribute,
+		"use of \"functools.wraps\" with assigned/updated: it copies the attributes those strings name onto the object it is applied to; use @functools.wraps(f) with the wrapped function only")
 }

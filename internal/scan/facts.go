@@ -85,6 +85,7 @@ type callFact struct {
 	// TargetReceiver is the method (1-based index into Methods) whose
 	// receiver the first argument is, when it is a bare name; else 0.
 	TargetReceiver int  `json:"target_receiver"`
+	Local          bool `json:"local"`
 	ModuleLevel    bool `json:"module_level"`
 	Line           int  `json:"line"`
 	Col            int  `json:"col"`
@@ -109,10 +110,17 @@ type attrFact struct {
 	RootCall    string   `json:"root_call"`
 	RootArg     int      `json:"root_arg"`
 	Called      bool     `json:"called"`
+	NArgs       int      `json:"nargs"`
+	NKeywords   int      `json:"nkeywords"`
 	Arg0        int      `json:"arg0"`
 	Format      bool     `json:"format"`
-	Line        int      `json:"line"`
-	Col         int      `json:"col"`
+	// Dynamic marks a .format/.format_map call on something other than a
+	// string literal: its fields cannot be read.
+	Dynamic bool `json:"dynamic"`
+	// Local: Base is a builtin's name an enclosing function binds.
+	Local bool `json:"local"`
+	Line  int  `json:"line"`
+	Col   int  `json:"col"`
 }
 
 // storeFact is an attribute or subscript that is assigned, augmented or
@@ -148,8 +156,11 @@ type nameFact struct {
 	Kind       string          `json:"kind"`
 	Decorators []decoratorFact `json:"decorators"`
 	Value      *valueFact      `json:"value"`
-	Line       int             `json:"line"`
-	Col        int             `json:"col"`
+	// Local: a load of a builtin's name that an enclosing function binds
+	// (a parameter or a local), so it is not the builtin.
+	Local bool `json:"local"`
+	Line  int  `json:"line"`
+	Col   int  `json:"col"`
 }
 
 // aliasFact is a name bound, by an assignment, an assignment expression, a

@@ -123,6 +123,31 @@ func TestGateClasses(t *testing.T) {
 		// 4. Shadow modules: see TestShadowInstalledModule.
 		{"runtime package", map[string]string{"cacheon_runtime.py": "", "k.py": "import torch\n"},
 			"cacheon_runtime.py:0 module-shadowing"},
+		{"file-less process modules", map[string]string{"cython_runtime.py": "", "__main__.py": "", "_cython_3_0.py": "",
+			"k.py": "import cython_runtime\n"},
+			"__main__.py:0 module-shadowing|_cython_3_0.py:0 module-shadowing|cython_runtime.py:0 module-shadowing|k.py:1 import-not-allowed"},
+
+		// Red team, session 9: what library frames and formats do.
+		{"update_wrapper copies code", map[string]string{"k.py": "import functools, torch\ndef g(t):\n    return t\n" +
+			"functools.update_wrapper(torch.nn.functional.relu, g, assigned=('__code__',))\n"},
+			"k.py:4 module-attribute-not-allowed"},
+		{"copy protocol", map[string]string{"k.py": "class P:\n    def __reduce_ex__(self, p):\n        return (int, ())\n" +
+			"    def __deepcopy__(self, memo):\n        return self\n"},
+			"k.py:2 dunder-access|k.py:4 dunder-access"},
+		{"module containers and aten tables", map[string]string{"k.py": "import torch\n" +
+			"torch.nn.functional.GRID_SAMPLE_PADDING_MODES.update({})\ntorch.ops.aten.mul.Tensor.py_kernels\n" +
+			"torch.ops.aten.add.default.py_impl\ny = torch.ones(2).add(1)\nz = torch.sort(torch.ones(2))\n"},
+			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:4 module-attribute-not-allowed"},
+		{"virtual subclass registration", map[string]string{"k.py": "import numbers, abc, torch\n" +
+			"numbers.Real.register(torch.Tensor)\nabc.ABC.register(torch.Tensor)\nclass B(abc.ABC):\n    pass\nB.register(int)\n"},
+			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed"},
+		{"format string built at run time", map[string]string{"k.py": "import torch\nf = '{0.__glo' + 'bals__}'\n" +
+			"s = f.format(torch.is_tensor)\nt = f.format_map({})\nu = '{0.shape}'.format(torch.ones(1))\n"},
+			"k.py:3 dynamic-attribute|k.py:4 dynamic-attribute"},
+		{"builtin names bound by a function", map[string]string{"k.py": "def f(input, open=None):\n    return input.shape, open\n" +
+			"g = lambda compile: compile\ndef h():\n    [0 for eval in ()]\n    return eval('1')\n" +
+			"def i(x, eval=eval):\n    return x\ndef j():\n    global open\n    open = 1\n    return open('x')\n"},
+			"k.py:6 forbidden-builtin|k.py:7 forbidden-builtin|k.py:12 forbidden-builtin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,6 +41,8 @@ var genSnippets = []genSnippet{
 	{code: "def r{n}(x):\n    r{n}.calls = getattr(r{n}, 'calls', 0) + 1\n    return x"},
 	{code: "y{n} = torch.ops.aten.silu(torch.ones(1)) if hasattr(torch, 'ops') else None"},
 	{code: "def a{n}(q, k, v):\n    m = torch.full(q.shape[:-1], float('-inf'))\n    p = torch.exp(q @ k.t() - m[..., None])\n    return p @ v"},
+	{code: "def inp{n}(input, weight):\n    return input * weight"},
+	{code: "def wr{n}(fn):\n    @functools.wraps(fn)\n    def inner(*a):\n        return fn(*a)\n    return inner"},
 
 	// Forbidden: one class of escape each.
 	{code: "import torch.utils.data as D{n}", forbidden: true},
@@ -67,6 +69,13 @@ var genSnippets = []genSnippet{
 	{code: "mr{n} = int.mro()", forbidden: true},
 	{code: "def mg{n}():\n    yield 1\nmatch mg{n}():\n    case object(gi_frame=fr{n}):\n        pass", forbidden: true},
 	{code: "nd{n} = torch.ones(1).numpy().ctypes", forbidden: true},
+	{code: "fm{n} = ('{0.__glo' + 'bals__}').format(print)", forbidden: true},
+	{code: "functools.update_wrapper(F.relu, print, assigned=('__code__',))", forbidden: true},
+	{code: "functools.wraps(print, assigned=('x',))(F.relu)", forbidden: true},
+	{code: "class Re{n}:\n    def __reduce_ex__(self, p):\n        return (int, ())", forbidden: true},
+	{code: "F.GRID_SAMPLE_PADDING_MODES.clear()", forbidden: true},
+	{code: "pk{n} = torch.ops.aten.add.default.py_kernels", forbidden: true},
+	{code: "def ev{n}(x, eval=eval):\n    return eval(x)", forbidden: true},
 }
 
 // genSource builds a file from fuzz bytes: each byte picks a snippet and
@@ -119,6 +128,8 @@ func FuzzScanGenerated(f *testing.F) {
 	f.Add([]byte{18, 19, 20, 21, 22, 23, 24, 25})
 	f.Add([]byte{26, n + 27, 28, 29, 30, n + 31, 32, 33})
 	f.Add([]byte{34, 35, 36, n + 37, 38, 39, 40, 11})
+	f.Add([]byte{18, n + 19, 44, 45, n + 46, 47, 48, 49})
+	f.Add([]byte{50, n + 44, n + 18, 19, n + 50, 12})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src, spans := genSource(data)
 		root := t.TempDir()

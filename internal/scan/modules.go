@@ -49,7 +49,7 @@ func newModIndex(pyfiles []string, reserved map[string]bool) *modIndex {
 			continue
 		}
 		top := topLevel(name)
-		if reserved[top] {
+		if reservedName(reserved, top) {
 			if _, seen := ix.shadows[top]; !seen {
 				ix.shadows[top] = strings.SplitN(rel, "/", 2)[0]
 			}

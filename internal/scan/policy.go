@@ -126,6 +126,19 @@ func harmlessDunder(name string) bool {
 	return false
 }
 
+// copyProtocol lists the methods through which copy.deepcopy (reached from
+// dataclasses.asdict/astuple) and pickle take instructions from an object:
+// __reduce_ex__ may return any callable and a state that copy then sets as
+// attributes (setattr on torch.no_grad, from a standard-library frame).
+func copyProtocol(name string) bool {
+	switch name {
+	case "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__copy__",
+		"__deepcopy__", "__getnewargs__", "__getnewargs_ex__":
+		return true
+	}
+	return false
+}
+
 // forbiddenCall lists the builtins a bundle may not call. dir() only lists
 // names, but a kernel has no use for listing a module; help("name")
 // imports the module it is given; license(), credits() and copyright()

@@ -1,5 +1,7 @@
 package scan
 
+import "strings"
+
 // escapeModules lists the modules a chain rooted at an allowed module may
 // not pass through (torch.os, typing.sys, dataclasses.builtins, ...):
 // allowed modules import them for their own use, so they are reachable as
@@ -133,7 +135,12 @@ func reservedModules(pol Policy, env *factsHeader) map[string]bool {
 	if env == nil {
 		env = &factsHeader{}
 	}
-	out := map[string]bool{"cacheon_runtime": true}
+	// Besides the runtime package: modules a Python process holds without
+	// a file on the path (__main__ is the worker's own -c module, through
+	// which "import __main__" reaches its sys; Cython's runtime module
+	// appears once torch or numpy is imported). reservedName adds every
+	// dunder and _cython_ name.
+	out := map[string]bool{"cacheon_runtime": true, "__main__": true, "__mp_main__": true, "cython_runtime": true}
 	for _, list := range [][]string{env.Stdlib, env.Importable, fallbackStdlib(), pol.AllowedImports} {
 		for _, m := range list {
 			out[topLevel(m)] = true
@@ -143,4 +150,11 @@ func reservedModules(pol Policy, env *factsHeader) map[string]bool {
 		out[topLevel(r.prefix)] = true
 	}
 	return out
+}
+
+// reservedName reports whether a bundle's top-level module name is
+// reserved: listed, or of a kind the interpreter and extension modules put
+// into sys.modules without a file (dunder names, Cython's _cython_*).
+func reservedName(reserved map[string]bool, top string) bool {
+	return reserved[top] || strings.HasPrefix(top, "__") || strings.HasPrefix(top, "_cython_")
 }

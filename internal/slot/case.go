@@ -374,12 +374,27 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_ids":
 		// Distinct ids per row from [0, bound): partial Fisher–Yates.
+		// Every third call of a case (case index plus replay) routes
+		// skewed, as trained routers do: one hot expert (drawn per call)
+		// takes the first slot of 90 % of the tokens, so one expert gets
+		// far more than the mean load and others none (a kernel that
+		// drops pairs beyond a capacity is caught).
 		if last > bound {
 			return nil, fmt.Errorf("top_k %d exceeds %d experts", last, bound)
 		}
 		v := make([]int64, n)
+		skewed := (c.Index+c.Replay)%3 == 2
+		hot := g.intn(bound)
 		for row := 0; row < n/last; row++ {
 			p := g.perm(bound)
+			if skewed && g.uniform() < 0.9 {
+				for j := range p {
+					if p[j] == hot {
+						p[0], p[j] = p[j], p[0]
+						break
+					}
+				}
+			}
 			for j := 0; j < last; j++ {
 				v[row*last+j] = int64(p[j])
 			}

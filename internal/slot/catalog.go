@@ -172,6 +172,10 @@ func decode() *Spec {
 			{Name: "small", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 6, "PAGES": 24}, Jitter: []string{"B"}},
 			{Name: "llama", Dims: Dims{"B": 8, "HQ": 32, "HKV": 8, "D": 128, "PS": 16, "MAXP": 32, "PAGES": 300}, Jitter: []string{"B"}},
 			{Name: "mqa-page1", Dims: Dims{"B": 5, "HQ": 4, "HKV": 1, "D": 64, "PS": 1, "MAXP": 70, "PAGES": 400}, Jitter: []string{"B"}},
+			// A long context (4096 positions): a kernel that splits or
+			// windows long sequences is wrong only beyond the 512 of the
+			// shapes above (issue 16, class 7: decode_long_context).
+			{Name: "long-context", Dims: Dims{"B": 2, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 256, "PAGES": 600}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 256,
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},

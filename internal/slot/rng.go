@@ -24,7 +24,9 @@ import (
 //     Standard normals use the Box–Muller transform on two uniforms
 //     (u1 replaced by 2^-53 when it is 0), emitting the cosine branch
 //     first and the sine branch second.
-//  3. A tensor of values (generator "values") is drawn in blocks of
+//  3. A tensor of values (generator "values") first draws its
+//     distribution's parameters from the argument's stream (see fill),
+//     then is drawn in blocks of
 //     fillBlock (32 768) elements, in row-major order: the argument's
 //     stream draws one output b, and block j (from 0) is drawn by its own
 //     SplitMix64 generator seeded with the first output of the generator
@@ -117,13 +119,14 @@ type Distribution string
 const (
 	// Normal: standard normal N(0,1).
 	Normal Distribution = "normal"
-	// Scaled: N(0,1)·6, to exercise relative error at large magnitude.
+	// Scaled: N(0,1)·s, s log-uniform in [3, 6] per tensor, to exercise
+	// relative error at large magnitude.
 	Scaled Distribution = "scaled"
-	// Shifted: N(2,1), a non-zero mean (catches variance-for-RMS bugs and
-	// missing max-subtraction in softmax).
+	// Shifted: N(±m,1), m uniform in [1, 3] per tensor, a non-zero mean
+	// (catches variance-for-RMS bugs and missing max-subtraction in softmax).
 	Shifted Distribution = "shifted"
 	// HeavyTailed: N(0,1) with 1% of elements replaced by outliers of
-	// magnitude uniform in [16,48] and random sign.
+	// magnitude log-uniform in [16,96] and random sign.
 	HeavyTailed Distribution = "heavy_tailed"
 	// Sparse: N(0,1) with 30% of elements zero and, for 2-D or larger
 	// inputs, every 7th row entirely zero.
@@ -137,14 +140,31 @@ func Distributions() []Distribution {
 
 // fill writes n values of the distribution; rowLen is the length of the
 // innermost row (for Sparse's zero rows).
+//
+// The parameters of a distribution are drawn per tensor (the scale
+// log-uniform over [3, 6], the shift's magnitude over [1, 3] with either
+// sign, the outliers' magnitude log-uniform over [16, 96]), so that a
+// kernel cannot recognise verify's inputs by their mean and spread and
+// stay honest only on them (issue 16, class 6), and so that magnitudes
+// beyond the usual activations (massive activations) are met.
 func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	v := make([]float64, n)
+	scale, shift := 1.0, 0.0
+	switch dist {
+	case Scaled:
+		scale = 3 * math.Exp(r.uniform()*math.Log(2))
+	case Shifted:
+		shift = 1 + 2*r.uniform()
+		if r.uniform() < 0.5 {
+			shift = -shift
+		}
+	}
 	base := r.src.Uint64()
 	blocks := (n + fillBlock - 1) / fillBlock
 	z := newZiggurat()
 	draw := func(j int) {
 		b := &rng{src: splitmix.New(splitmix.New(base + uint64(j)).Uint64())}
-		b.shape(z, dist, v[j*fillBlock:min(n, (j+1)*fillBlock)])
+		b.shape(z, dist, scale, shift, v[j*fillBlock:min(n, (j+1)*fillBlock)])
 	}
 	if workers := min(blocks, runtime.GOMAXPROCS(0)); workers <= 1 {
 		for j := range blocks {
@@ -177,18 +197,19 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 // fillBlock is how many values one block generator draws (step 3 above).
 const fillBlock = 1 << 15
 
-// shape fills v with normals of z shaped by dist.
-func (r *rng) shape(z *ziggurat, dist Distribution, v []float64) {
+// shape fills v with normals of z shaped by dist, scale and shift being
+// the tensor's own parameters.
+func (r *rng) shape(z *ziggurat, dist Distribution, scale, shift float64, v []float64) {
 	for i := range v {
 		x := z.normal(r)
 		switch dist {
 		case Scaled:
-			x *= 6
+			x *= scale
 		case Shifted:
-			x += 2
+			x += shift
 		case HeavyTailed:
 			if r.uniform() < 0.01 {
-				x = 16 + 32*r.uniform()
+				x = 16 * math.Exp(r.uniform()*math.Log(6))
 				if r.uniform() < 0.5 {
 					x = -x
 				}

@@ -76,6 +76,8 @@ func adversarialCases() []adversarialCase {
 		{name: "control_subpackage", control: true},
 		{name: "control_online_softmax", control: true},
 		{name: "control_grouped_moe", control: true},
+		{name: "control_input_param", control: true},
+		{name: "control_ops_alias", control: true},
 
 		// The output contract: validator-owned, poisoned, fixed storage.
 		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \((\d+)/(\d+) elements non-finite\)`},
@@ -190,6 +192,31 @@ func adversarialCases() []adversarialCase {
 			verify: guardAtLoad + `torch\.Tensor\.fill_ was replaced`},
 		{name: "library_override_fill", scan: `global-mutation use of "torch\.library\.Library"`,
 			verify: guardAtLoad + `the dispatch table of aten::fill_\.Scalar changed`},
+
+		// Red-team pass of session 9 (issue 16): each passed the session-8
+		// binary (scan and verify exit 0) unless its README says otherwise.
+		// Class 7 and 8: inputs and domains verify never generated.
+		{name: "bucket_counts_only", verify: `shape tiny@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element .* got 0 `},
+		{name: "massive_activations", verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "moe_capacity_drop", verify: `output out: matched_ratio ratio below minimum`},
+		{name: "domain_interior", verify: `/mid float32: FAIL shape tiny@mid .*output out: allclose worst element`},
+		{name: "hidden_dim_interior", verify: `/b float32: FAIL shape tiny@mid .*output out: allclose worst element`},
+		// Class 6: honest only on inputs that look like verify's.
+		{name: "stats_fingerprint", verify: `output out: allclose worst element`},
+		// Class 1 to 5: stores and state the scan's syntax does not show.
+		{name: "dataclass_on_torch_class", verify: guardAtLoad + `torch\.nn\.modules\.linear\.Linear\.__[a-z_]+__ was added`},
+		{name: "update_wrapper_code", scan: `module-attribute-not-allowed use of "functools\.update_wrapper"`},
+		{name: "grad_mode_left_entered", verify: guardAtLoad + `torch\.is_grad_enabled\(\) is True, not False as at start`},
+		{name: "reduce_ex_copy_setattr", scan: `dunder-access defining __reduce_ex__`},
+		{name: "op_py_kernels", scan: `module-attribute-not-allowed use of "torch\.ops\.aten\.mul\.Tensor\.py_impl"`},
+		{name: "module_dict_clear", scan: `module-attribute-not-allowed use of "torch\.nn\.functional\.GRID_SAMPLE_PADDING_MODES\.clear": it mutates a container`},
+		{name: "shadow_cython_runtime", scan: `module-shadowing bundle module "cython_runtime"`},
+		{name: "match_args_globals", scan: `dunder-access use of __match_args__`},
+		{name: "reduce_getattr_globals", scan: `dynamic-attribute passing getattr around`},
+		{name: "format_nonliteral_modules", scan: `dynamic-attribute format\(\) on a format string that is not a literal`},
+		{name: "abc_register_tensor", scan: `module-attribute-not-allowed use of "numbers\.Real\.register"`},
+		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), first call, rank 0, output out: matched_ratio ratio below minimum`},
+		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" with assigned/updated`},
 	}
 }
 

@@ -22,9 +22,10 @@ const maxCaseElements = 4 << 20
 //  2. the smallest registered shape at count 1, at the slot's registered
 //     maximum (Spec.MaxCount) and at a count drawn over [1, MaxCount]
 //     (jitter alone keeps counts within ±25 % of the registered ones);
+//     and at the counts engines pad batches to (bucketCounts);
 //  3. the corners of the variant's declared numeric domain (domainShapes),
 //     so that a variant whose domain no registered shape reaches is still
-//     exercised, at its boundaries.
+//     exercised, at its boundaries, and a point strictly inside it.
 //
 // Shapes with the same dimensions as an earlier one are dropped.
 func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(slot.Dims) bool) []slot.Shape {
@@ -34,11 +35,11 @@ func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(sl
 	}
 	if spec.Count != "" && spec.MaxCount > 0 {
 		base := spec.Shapes[0]
-		for _, n := range []int{1, spec.MaxCount, spec.CountDraw(seed)} {
+		for _, n := range append([]int{1, spec.MaxCount, spec.CountDraw(seed)}, bucketCounts(spec.MaxCount, seed)...) {
 			out = append(out, spec.CountShape(base, n, strconv.Itoa(n)))
 		}
 	}
-	out = append(out, domainShapes(spec, dom, fits)...)
+	out = append(out, domainShapes(spec, dom, fits, seed)...)
 	var uniq []slot.Shape
 	for _, sh := range out {
 		dup := slices.ContainsFunc(uniq, func(u slot.Shape) bool { return maps.Equal(u.Dims, sh.Dims) })
@@ -51,16 +52,24 @@ func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(sl
 
 // domainShapes builds the two corners of a variant's declared numeric
 // domain: every field the domain bounds set to its lower bound ("lo") or
-// to its upper bound ("hi"); an unbounded side of the count field is 1 or
+// to its upper bound ("hi"), and a point inside it ("mid", interiorDims:
+// a kernel right at its boundaries and wrong between them is caught); an
+// unbounded side of the count field is 1 or
 // the slot's registered maximum, an unbounded side of another field keeps
 // the registered value when it is inside. Each corner starts from the
 // registered shapes in order and keeps the first one whose fields can be
 // set (Spec.SetField) and whose descriptor fits the variant's domain.
-func domainShapes(spec *slot.Spec, dom capability.Domain, fits func(slot.Dims) bool) []slot.Shape {
+func domainShapes(spec *slot.Spec, dom capability.Domain, fits func(slot.Dims) bool, seed uint64) []slot.Shape {
 	var out []slot.Shape
-	for _, corner := range []string{"lo", "hi"} {
+	for _, corner := range []string{"lo", "hi", "mid"} {
 		for _, base := range spec.Shapes {
-			d, ok := cornerDims(spec, dom, base.Dims, corner == "hi")
+			var d slot.Dims
+			var ok bool
+			if corner == "mid" {
+				d, ok = interiorDims(spec, dom, base.Dims, seed)
+			} else {
+				d, ok = cornerDims(spec, dom, base.Dims, corner == "hi")
+			}
 			if !ok || !fits(d) {
 				continue
 			}
@@ -146,4 +155,101 @@ func withWS(d slot.Dims) slot.Dims {
 	out := maps.Clone(d)
 	out["WS"] = 1
 	return out
+}
+
+// interiorDims moves base's dimensions to a point strictly inside dom:
+// every field the domain bounds, whose range (an open side of the count is
+// 1 or the registered maximum; of another field, the registered value)
+// holds more than its two ends, set to a value drawn from the seed
+// strictly between them. ok is false when no field moved or one cannot be
+// set.
+func interiorDims(spec *slot.Spec, dom capability.Domain, base slot.Dims, seed uint64) (slot.Dims, bool) {
+	d := maps.Clone(base)
+	moved := false
+	for i, f := range spec.FieldNames() {
+		lo, hi, hasLo, hasHi, constrained := dom.Bounds(f)
+		if !constrained || f == "world_size" {
+			continue
+		}
+		desc, err := spec.DescriptorOf(withWS(d))
+		if err != nil {
+			return nil, false
+		}
+		cur := int64(desc[f])
+		isCount := spec.Count != "" && spec.FieldExpr(f) == spec.Count
+		if !hasLo {
+			lo = cur
+			if isCount {
+				lo = 1
+			}
+		}
+		if !hasHi {
+			hi = cur
+			if isCount && spec.MaxCount > 0 {
+				hi = int64(spec.MaxCount)
+			}
+		}
+		if hi-lo < 2 || hi > 1<<30 {
+			continue
+		}
+		want := lo + 1 + int64(splitmix(seed+uint64(i)*0x9e37)%uint64(hi-lo-1))
+		if want == cur {
+			continue
+		}
+		if !spec.SetField(d, f, int(want), true) {
+			return nil, false
+		}
+		moved = true
+	}
+	if !moved {
+		return nil, false
+	}
+	for {
+		n, err := spec.InputElements(d)
+		if err != nil {
+			return nil, false
+		}
+		if n <= maxCaseElements {
+			return d, true
+		}
+		if spec.Count == "" || d[spec.Count] <= 1 {
+			return nil, false
+		}
+		d[spec.Count] /= 2
+	}
+}
+
+// bucketCounts returns the token counts serving engines pad batches to,
+// which jitter and the log-uniform draw almost never hit: a power of two
+// (at least 64 where the maximum allows) and a multiple of 16 that is not
+// one, both below the registered maximum, drawn from the seed. A kernel wrong only on such
+// counts (the CUDA-graph batch sizes) is caught.
+func bucketCounts(maxCount int, seed uint64) []int {
+	if maxCount <= 32 {
+		return nil
+	}
+	start := 16
+	if maxCount > 64 {
+		start = 64
+	}
+	var pows []int
+	for p := start; p < maxCount; p *= 2 {
+		pows = append(pows, p)
+	}
+	out := []int{pows[splitmix(seed^0xb0c4)%uint64(len(pows))]}
+	for i := uint64(0); i < 16; i++ {
+		m := 16 * (2 + int(splitmix(seed^0x8a11+i)%uint64(maxCount/16-2)))
+		if m&(m-1) != 0 && m < maxCount {
+			return append(out, m)
+		}
+	}
+	return out
+}
+
+// splitmix is one step of SplitMix64: a draw from a seed.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }

@@ -56,7 +56,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		}
 		batches = append(batches, []*plannedCase{pc})
 	}
-	for _, batch := range batches {
+	for bi, batch := range batches {
 		if st.failed || ctx.Err() != nil {
 			break
 		}
@@ -70,6 +70,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		for i, pc := range batch {
 			for r, c := range clients {
 				pc.req[r].Module = mid
+				pc.req[r].CheckObjects = bi == 0 || bi == len(batches)-1
 				id, err := c.SendRun(pc.req[r])
 				if err != nil {
 					reason, infra := failureReason(err, c.Stderr())

@@ -164,6 +164,11 @@ type RunRequest struct {
 	Graph        bool         `json:"graph"`
 	GraphReplays []string     `json:"graph_replays"`
 	Dir          string       `json:"dir"`
+	// CheckObjects asks the worker to compare torch's classes, functions
+	// and module bindings with its start after the case (guard.objects:
+	// tens of milliseconds, so verify asks on a row's first and last case;
+	// a patch that persists is still there at the last).
+	CheckObjects bool `json:"check_objects"`
 }
 
 func (r RunRequest) message() map[string]any {
@@ -171,6 +176,7 @@ func (r RunRequest) message() map[string]any {
 		"op": "run", "module": r.Module, "device": r.Device, "entry": r.Entry, "prepare": r.Prepare,
 		"args": r.Args, "prepare_args": nonNil(r.PrepareArgs), "outputs": r.Outputs, "inputs": r.Inputs,
 		"replays": nonNil(r.Replays), "graph": r.Graph, "graph_replays": nonNil(r.GraphReplays), "dir": r.Dir,
+		"check_objects": r.CheckObjects,
 	}
 }
 

@@ -29,6 +29,7 @@ in the parser's private directory.
 """
 
 import ast
+import builtins
 import json
 import os
 import sys
@@ -43,6 +44,9 @@ from astflow import (  # noqa: E402
 from astscope import Scopes, _decorator  # noqa: E402
 
 _MATCH_CLASS = getattr(ast, "MatchClass", None)
+# Builtin names whose uses the policy judges; for these a bare name says
+# whether an enclosing function binds it ("local": def f(input): ...).
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 # String constants longer than this are not searched for format fields.
 _MAX_FORMAT = 1 << 16
 _LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Set, ast.Tuple, ast.ListComp,
@@ -87,6 +91,8 @@ def _call(node, module_level, scopes):
         "col": col,
     }
     _set(fact, "target_receiver", receiver)
+    if node.func.id in _BUILTIN_NAMES:
+        _set(fact, "local", scopes.local(node.func))
     return fact
 
 
@@ -150,6 +156,8 @@ def _attribute(node, scopes, consumed, module_level):
     if isinstance(inner, ast.Name):
         consumed.add(id(inner))
         fact["base"] = inner.id
+        if inner.id in _BUILTIN_NAMES:
+            _set(fact, "local", scopes.local(inner))
         _set(fact, "receiver", scopes.receiver(inner))
     elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name):
         fact["root_call"] = inner.func.id
@@ -160,6 +168,8 @@ def _attribute(node, scopes, consumed, module_level):
     parent = scopes.parent.get(id(node))
     if isinstance(parent, ast.Call) and parent.func is node:
         fact["called"] = True
+        _set(fact, "nargs", len(parent.args))
+        _set(fact, "nkeywords", len(parent.keywords))
         if parent.args and isinstance(parent.args[0], ast.Name):
             _set(fact, "arg0", scopes.receiver(parent.args[0]))
     return fact
@@ -203,6 +213,13 @@ def _facts(tree):
             if isinstance(node.func, ast.Name):
                 consumed.add(id(node.func))
                 calls.append(_call(node, module_level, scopes))
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map") and not (
+                    isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+                # A format string the scanner cannot read: its fields may
+                # read any attribute ("{0.__glo" + "bals__}").
+                attributes.append({"base": "", "attrs": [node.func.attr], "ctx": "load",
+                                   "module_level": module_level, "format": True, "dynamic": True,
+                                   "line": line, "col": col})
         elif isinstance(node, ast.Attribute):
             if id(node) not in consumed:
                 attributes.append(_attribute(node, scopes, consumed, module_level))
@@ -211,6 +228,8 @@ def _facts(tree):
                 if _ctx(node) == "store":
                     stored.append((len(names), id(node)))
                 names.append({"name": node.id, "ctx": _ctx(node), "line": line, "col": col})
+                if _ctx(node) == "load" and node.id in _BUILTIN_NAMES:
+                    _set(names[-1], "local", scopes.local(node))
         elif isinstance(node, _DEFINING):
             # A def, class, parameter or type parameter binds its name.
             name = node.arg if isinstance(node, ast.arg) else node.name

@@ -71,6 +71,7 @@ class Scopes:
         self.classes = []
         self.methods = []
         self.method_of = {}  # id(FunctionDef) -> 1-based index into methods
+        self._own = {}  # id(function or lambda) -> names local to its own scope
         class_index = {}
         stack = [(tree, ())]
         while stack:
@@ -118,6 +119,30 @@ class Scopes:
             node = self.parent.get(id(node))
         return 0
 
+    def local(self, name_node):
+        """True when a bare name, where it stands, names a binding of an
+        enclosing function (a parameter, or bound anywhere in that
+        function's own scope and not declared global), so that it cannot be
+        the builtin of that name (def f(input): input.shape). Class bodies
+        never count (their names fall back to the builtins), nor names a
+        comprehension binds; decorators, defaults and annotations are seen
+        from outside the function."""
+        name = name_node.id
+        child = name_node
+        node = self.parent.get(id(name_node))
+        while node is not None:
+            if isinstance(node, _SCOPES) and inside_body(node, child):
+                own = self._own.get(id(node))
+                if own is None:
+                    own = self._own[id(node)] = _own_bindings(node)
+                if name in own:
+                    return True
+            elif isinstance(node, ast.Module):
+                return False
+            child = node
+            node = self.parent.get(id(node))
+        return False
+
     def enclosing_method(self, node):
         """1-based index of the method a node is directly in (through
         nested blocks, not nested functions or lambdas), else 0."""
@@ -135,6 +160,54 @@ class Scopes:
                 return 0
             cur = self.parent.get(id(cur))
         return 0
+
+
+def _own_bindings(fn):
+    """The names local to a function's or lambda's own scope: its
+    parameters and every name bound in its body outside nested scopes
+    (nested def and class names included; comprehension targets not),
+    less the names it declares global."""
+    a = fn.args
+    names = {x.arg for x in list(getattr(a, "posonlyargs", [])) + list(a.args) + list(a.kwonlyargs)}
+    for x in (a.vararg, a.kwarg):
+        if x is not None:
+            names.add(x.arg)
+    declared_global = set()
+    stack = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Global):
+            declared_global.update(n.names)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            stack.extend(n.decorator_list)
+            if not isinstance(n, ast.ClassDef):
+                stack.extend(list(n.args.defaults) + [d for d in n.args.kw_defaults if d is not None])
+            else:
+                stack.extend(list(n.bases) + [k.value for k in n.keywords])
+            continue
+        elif isinstance(n, ast.Lambda):
+            stack.extend(list(n.args.defaults) + [d for d in n.args.kw_defaults if d is not None])
+            continue
+        elif isinstance(n, ast.comprehension):
+            # its targets are the comprehension's own; its iterables and
+            # conditions may hold := targets, which bind here
+            stack.extend([n.iter] + list(n.ifs))
+            continue
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for al in n.names:
+                if al.name != "*":
+                    names.add((al.asname or al.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif type(n).__name__ in ("MatchAs", "MatchStar") and getattr(n, "name", None):
+            names.add(n.name)
+        elif type(n).__name__ == "MatchMapping" and getattr(n, "rest", None):
+            names.add(n.rest)
+        stack.extend(ast.iter_child_nodes(n))
+    return names - declared_global
 
 
 def _class(node, top):

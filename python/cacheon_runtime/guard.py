@@ -21,7 +21,23 @@ then and says, when asked, what has changed since:
   (``torch.library``): the dispatch table of each of those operators
   compared with its table at start (``full`` checks only: about 25 us per
   operator);
-- an operation the runtime's audit hook (``audithook``) refused.
+- an operation the runtime's audit hook (``audithook``) refused;
+- the conditions of ``same_conditions`` (grad mode, inference mode,
+  autocast, threads, default dtype, deterministic algorithms, matmul
+  precision) changed, e.g. ``torch.enable_grad()`` or ``torch.autocast``
+  left entered at import by a generator advanced once;
+- any object of torch, Triton, the runtime or the allowed standard-library
+  modules changed (``objects``, at load and after every case): an entry of
+  a class ``__dict__`` added, or replaced or deleted where either value is
+  behaviour (a function, a descriptor, a class; ``dataclasses.dataclass(
+  torch.nn.Linear)`` rewrites ``__init__`` and ``__eq__``; ``copy``
+  reconstructing a ``__reduce_ex__`` state sets attributes from a
+  standard-library frame), a function's ``__code__``, ``__defaults__`` or
+  ``__kwdefaults__`` replaced (``functools.update_wrapper(f, g,
+  assigned=("__code__",))``), or a class, function or module a module
+  binds rebound. Whatever expression or library frame did the store, the
+  state is compared, not the route (15 to 30 ms on the CPU machine: at
+  load and after the cases verify asks for, a row's first and last).
 
 ``quick`` is cheap enough to run around every candidate call (a few
 microseconds); ``full`` adds the identities and the dispatch tables.
@@ -92,6 +108,178 @@ def _lookup(owner, name):
     return d.get(name) if d is not None else None
 
 
+# Top-level modules whose classes and functions the objects check covers
+# (with every submodule loaded at start).
+_OBJECT_ROOTS = ("torch", "triton", "cacheon_runtime", "functools", "typing", "dataclasses",
+                 "enum", "collections", "abc", "operator", "numbers", "copy", "copyreg",
+                 "builtins", "json", "os", "posixpath", "io", "_io", "contextlib", "weakref",
+                 "math", "itertools", "types", "inspect", "warnings", "threading", "pickle", "numpy")
+
+
+# Class attributes Python itself adds on first use (reading a class's
+# __annotations__, copyreg's slot-name cache).
+_LAZY_CLASS_ATTRS = frozenset(("__annotations__", "__slotnames__"))
+
+
+def _code_like(x):
+    """True for what a class attribute holds as behaviour (a function, a
+    descriptor, a class), not data torch itself updates (group.WORLD is
+    set when the process group starts)."""
+    return callable(x) or hasattr(type(x), "__get__")
+
+
+def _conditions(torch):
+    """The process-wide conditions candidate code runs under (a tuple)."""
+    calls = [(n, ()) for n in ("is_grad_enabled", "is_inference_mode_enabled", "get_num_threads",
+                               "get_num_interop_threads", "get_default_dtype",
+                               "is_autocast_cache_enabled", "are_deterministic_algorithms_enabled",
+                               "get_float32_matmul_precision", "is_anomaly_enabled")]
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4 (the old names warn)
+        for dev in ("cpu", "cuda"):
+            calls += [("is_autocast_enabled", (dev,)), ("get_autocast_dtype", (dev,))]
+    else:
+        calls += [(n, ()) for n in ("is_autocast_enabled", "is_autocast_cpu_enabled",
+                                    "get_autocast_gpu_dtype", "get_autocast_cpu_dtype")]
+    out = []
+    for name, args in calls:
+        f = getattr(torch, name, None)
+        try:
+            out.append((name, f(*args) if f is not None else None))
+        except Exception as e:  # noqa: BLE001
+            out.append((name, type(e).__name__))
+    return tuple(out)
+
+
+class _Objects:
+    """Identities of the classes, functions and bindings of the watched
+    modules (_OBJECT_ROOTS), taken once before any candidate import."""
+
+    def __init__(self):
+        import types
+        self._fn_type = types.FunctionType
+        self._mod_type = types.ModuleType
+        self.classes = []    # (class, {name: value})
+        self.functions = []  # (function, code, defaults, kwdefaults)
+        self.bindings = []   # (module name, module, {name: class/function/module})
+        seen = set()
+        fn_type, mod_type = self._fn_type, self._mod_type
+
+        def function(f):
+            if id(f) not in seen:
+                seen.add(id(f))
+                self.functions.append((f, f.__code__, f.__defaults__, f.__kwdefaults__))
+
+        for mname, m in list(sys.modules.items()):
+            if not isinstance(m, mod_type) or mname.split(".")[0] not in _OBJECT_ROOTS:
+                continue
+            try:
+                d = dict(vars(m))
+            except Exception:  # noqa: BLE001
+                continue
+            keep = {}
+            for k, v in d.items():
+                if k.startswith("__") or not isinstance(v, (type, fn_type, mod_type)):
+                    continue
+                keep[k] = v
+                if isinstance(v, fn_type):
+                    function(v)
+                elif isinstance(v, type) and id(v) not in seen:
+                    seen.add(id(v))
+                    try:
+                        cd = dict(v.__dict__)
+                    except Exception:  # noqa: BLE001
+                        continue
+                    self.classes.append((v, cd))
+                    for x in cd.values():
+                        if isinstance(x, (staticmethod, classmethod)):
+                            x = x.__func__
+                        elif isinstance(x, property):
+                            for a in (x.fget, x.fset, x.fdel):
+                                if isinstance(a, fn_type):
+                                    function(a)
+                            continue
+                        if isinstance(x, fn_type):
+                            function(x)
+            self.bindings.append((mname, m, keep))
+
+    def _index(self):
+        """The fast paths' views of the snapshot (built once)."""
+        import operator
+        self._code = operator.attrgetter("__code__")
+        self._defaults = operator.attrgetter("__defaults__")
+        self._kwdefaults = operator.attrgetter("__kwdefaults__")
+        fns = [f for f, _c, _d, _k in self.functions]
+        self._fns = fns
+        self._codes = [c for _f, c, _d, _k in self.functions]
+        self._dflts = [d for _f, _c, d, _k in self.functions]
+        self._kwdflts = [k for _f, _c, _d, k in self.functions]
+        self._getters = []
+        for mname, m, keep in self.bindings:
+            keys = sorted(keep)
+            if keys:
+                self._getters.append((mname, m, keep, operator.itemgetter(*keys),
+                                      tuple(keep[k] for k in keys) if len(keys) > 1 else keep[keys[0]]))
+
+    def changed(self):
+        """'' when every watched object is as at start, else a reason.
+
+        Fast paths compare whole lists and dicts in C (list and dict
+        equality test identity first, and functions, classes and modules
+        compare by identity); only where one differs does the exact check
+        run, which applies the exemptions and then takes what it exempted
+        as the new state."""
+        if not hasattr(self, "_fns"):
+            self._index()
+        for i, (c, d) in enumerate(self.classes):
+            try:
+                same = c.__dict__ == d
+            except Exception:  # noqa: BLE001
+                same = False
+            if not same:
+                why = self._class_changed(c, d)
+                if why:
+                    return why
+                self.classes[i] = (c, dict(c.__dict__))
+        if (list(map(self._code, self._fns)) != self._codes or list(map(self._defaults, self._fns)) != self._dflts
+                or list(map(self._kwdefaults, self._fns)) != self._kwdflts):
+            for f, code, defaults, kwdefaults in self.functions:
+                if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
+                    return "the code or defaults of %s.%s were replaced" % (
+                        getattr(f, "__module__", "?"), getattr(f, "__qualname__", "?"))
+        for mname, m, keep, getter, saved in self._getters:
+            try:
+                same = getter(vars(m)) == saved
+            except Exception:  # noqa: BLE001 - a key deleted
+                same = False
+            if not same:
+                try:
+                    md = vars(m)
+                    for k, v in keep.items():
+                        if md.get(k, keep) is not v:
+                            return "%s.%s was rebound or deleted" % (mname, k)
+                except Exception:  # noqa: BLE001
+                    return "the module %s cannot be read" % mname
+        return ""
+
+    @staticmethod
+    def _class_changed(c, d):
+        """The exact check of one class whose __dict__ differs."""
+        try:
+            cd = c.__dict__
+            for k, v in d.items():
+                cur = cd.get(k, d)
+                if cur is not v and (_code_like(v) or _code_like(cur)):
+                    return "%s.%s.%s was replaced or deleted" % (
+                        getattr(c, "__module__", "?"), getattr(c, "__qualname__", "?"), k)
+            for k in list(cd.keys()):
+                if k not in d and k not in _LAZY_CLASS_ATTRS:
+                    return "%s.%s.%s was added" % (
+                        getattr(c, "__module__", "?"), getattr(c, "__qualname__", "?"), k)
+        except Exception:  # noqa: BLE001
+            return "the class %r cannot be read" % (c,)
+        return ""
+
+
 class Guard:
     """What torch looked like before any candidate code ran."""
 
@@ -140,6 +328,8 @@ class Guard:
                 except Exception:  # noqa: BLE001 - an operator this torch lacks
                     pass
         self.seen_violations = 0
+        self.conditions = _conditions(torch)
+        self.objects_at_start = _Objects()
 
     def _tls(self):
         try:
@@ -229,9 +419,25 @@ class Guard:
         return self.modes() or self.tensors(groups) or self.violations()
 
     def full(self, *groups):
-        """quick, plus the whole dispatch key state, identities and
-        dispatch tables."""
-        return self.quick(*groups) or self.modes(True) or self.identities() or self.dispatch_tables()
+        """quick, plus the whole dispatch key state, the conditions,
+        identities and dispatch tables."""
+        return (self.quick(*groups) or self.modes(True) or self.changed_conditions()
+                or self.identities() or self.dispatch_tables())
+
+    def changed_conditions(self):
+        """A reason when a process-wide condition differs from the start."""
+        now = _conditions(self.torch)
+        for (name, was), (_n, cur) in zip(self.conditions, now):
+            if cur != was:
+                return "torch.%s() is %r, not %r as at start (a mode or setting left changed)" % (name, cur, was)
+        return ""
+
+    def objects(self):
+        """A reason when a class, function or module binding of torch,
+        Triton, the runtime or the allowed standard library changed since
+        start (15 to 30 ms on the CPU machine: at load and after the cases
+        verify asks for, not per call)."""
+        return self.objects_at_start.changed()
 
 
 class Safety:

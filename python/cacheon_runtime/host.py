@@ -230,7 +230,10 @@ class Loader:
             if problem:
                 raise Failure(tamper_error(problem, "importing %s: " % source))
             raise Failure(wire.exc_error("import_error", e))
-        problem = self.guard.full() if self.guard is not None else ""
+        problem = (self.guard.full() or self.guard.objects()) if self.guard is not None else ""
+        if problem:
+            raise Failure(tamper_error(problem, "importing %s: " % source))
+        problem = foreign_modules(mod, root)
         if problem:
             raise Failure(tamper_error(problem, "importing %s: " % source))
         want = os.path.realpath(os.path.join(bundle, source))
@@ -255,6 +258,70 @@ class Loader:
                                        "missing" if fn is None else "not callable",
                                        getattr(mod, "__name__", "?"))))
         return fn
+
+
+# Top-level modules a module object in a candidate's namespace may be
+# without a file of its own (besides sys.builtin_module_names).
+_FILELESS_OK = frozenset(("math", "itertools", "_operator", "_functools", "_collections", "_abc"))
+
+
+def _attr_path(name):
+    """The object a dotted name reaches from its top-level module by plain
+    attribute reads (torch.ops.aten), or None."""
+    parts = name.split(".")
+    obj = sys.modules.get(parts[0])
+    try:
+        for p in parts[1:]:
+            if obj is None:
+                return None
+            obj = getattr(obj, p, None)
+    except Exception:  # noqa: BLE001
+        return None
+    return obj
+
+
+def foreign_modules(mod, root):
+    """A reason when a module bound in the namespace of a candidate module
+    (mod and every module loaded from the bundle root) is neither a file of
+    the bundle nor a module with a file of its own (an installed package or
+    the standard library; the scan's allow-list decides which), or is named
+    like a module of the bundle but lives elsewhere: a bundle module named
+    like one the process already holds (``__main__``, ``cython_runtime``, an
+    installed package the scanning interpreter lacked) binds that one at
+    run time instead."""
+    import types
+    try:
+        own = {e[:-3] if e.endswith(".py") else e for e in os.listdir(root)}
+    except OSError:
+        own = set()
+    cands = [m for m in list(sys.modules.values())
+             if isinstance(m, types.ModuleType) and any(path_under(p, root) for p in module_paths(m))]
+    if mod not in cands:
+        cands.append(mod)
+    for m in cands:
+        try:
+            items = list(vars(m).items())
+        except Exception:  # noqa: BLE001
+            continue
+        for k, v in items:
+            if not isinstance(v, types.ModuleType):
+                continue
+            paths = module_paths(v)
+            name = getattr(v, "__name__", "?")
+            if not isinstance(name, str):
+                name = "?"
+            if paths and all(isinstance(p, str) and os.path.isabs(p) for p in paths):
+                if name.split(".")[0] in own and not any(path_under(p, root) for p in paths):
+                    return "module %r (bound to %s in %s) is named like a module of the bundle but is %s" % (
+                        name, k, getattr(m, "__name__", "?"), paths[0])
+                continue
+            if (name in sys.builtin_module_names or name.split(".")[0] in _FILELESS_OK) and sys.modules.get(name) is v:
+                continue  # built into the interpreter: no bundle file can stand for it
+            if name.split(".")[0] in ("torch", "triton") and (sys.modules.get(name) is v or _attr_path(name) is v):
+                continue  # torch.ops, torch.ops.aten: module objects torch builds
+            return "module %r (bound to %s in %s) has no file: it is not the bundle's module nor an installed one" % (
+                name, k, getattr(m, "__name__", "?"))
+    return ""
 
 
 def tamper_error(problem, prefix=""):

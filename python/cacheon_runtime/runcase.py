@@ -60,6 +60,9 @@ def run(worker, req):
     graph = field(req, "graph", bool, False, required=False)
     graph_replays = wire.str_list(req, "graph_replays")
     jobdir = field(req, "dir", str)
+    # Compare torch's classes and functions after this case (guard.objects,
+    # tens of ms): Go asks for it on the first and last case of each row.
+    check_objects = field(req, "check_objects", bool, True, required=False)
     if not os.path.isabs(jobdir):
         raise bad("dir %r must be an absolute path" % jobdir)
     if graph and dev.type != "cuda":
@@ -91,6 +94,7 @@ def run(worker, req):
     pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
 
     case = _Case(worker, dev, jobdir)
+    case.check_objects = check_objects
     if dev.type == "cuda":
         with torch.cuda.device(dev):
             calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
@@ -205,6 +209,7 @@ class _Case:
         self.own_in = {}
         self.vis_in = {}
         self.vis_out = {}
+        self.check_objects = True
 
     def sync(self):
         if self.cuda:
@@ -294,6 +299,12 @@ class _Case:
                     break
                 ok = self.call(PHASE_GRAPH, g.replay, new)
             del g
+        # Stores into torch's (or the runtime's) classes and functions,
+        # whatever route they took, are compared once per case (guard.objects).
+        problem = self.w.guard.objects() if self.calls and self.check_objects else ""
+        if problem:
+            last = self.calls[-1]
+            last["error"] = host.tamper_error(problem, "during the case: ")
         return self.calls
 
     def call(self, phase, invoke, new=None):

@@ -300,6 +300,61 @@ ATTACKS = {
                 bool(torch.isnan(out).all()))
             raise RuntimeError("CONDITIONS " + seen)
     """,
+    # Red-team pass (session 9): stores and state no syntax shows.
+    "dataclass_on_linear": """
+        import dataclasses
+        import torch
+        dataclasses.dataclass(torch.nn.Linear)
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    "code_swapped": """
+        import functools
+        import torch
+
+        def _fake(t, inplace=False):
+            return t * 0.5
+
+        functools.wraps(_fake, assigned=("__code__",), updated=())(torch.nn.functional.hardswish)
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    "patches_in_call": """
+        import dataclasses
+        import torch
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+            dataclasses.dataclass(torch.nn.Bilinear)
+    """,
+    "grad_left_on": """
+        import torch
+
+        def _hold():
+            with torch.enable_grad():
+                yield
+
+        _G = _hold()
+        next(_G)
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # The bundle has a top-level json.py; "import json" binds the worker's.
+    "shadowed_import": """
+        import json
+        import torch
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
 }
 
 
@@ -310,6 +365,8 @@ def write_bundle(root):
     for name, src in ATTACKS.items():
         with open(os.path.join(root, "kern", name + ".py"), "w") as f:
             f.write(textwrap.dedent(src))
+    with open(os.path.join(root, "json.py"), "w") as f:
+        f.write("VALUE = 1\n")
     # Named like an extension module: importing it must be refused before
     # the loader would even open it.
     with open(os.path.join(root, "evil_native%s" % _ext_suffix()), "wb") as f:
@@ -465,6 +522,28 @@ class WorkerGuardTest(unittest.TestCase):
         rep, d, xs = self.run_case("honest_stdlib", replays=1)
         self.assertTrue(rep["ok"], rep)
         self.assertTrue(all(os.path.exists(os.path.join(d, c["file"])) for c in rep["calls"]))
+
+    # -- class 3, 4 and 5: what a library frame stores, modules bound elsewhere
+
+    def test_dataclass_on_a_torch_class(self):
+        self.assert_load_tamper("dataclass_on_linear", "torch.nn.modules.linear.Linear.__")
+
+    def test_code_of_a_torch_function_swapped(self):
+        self.assert_load_tamper("code_swapped", "the code or defaults of torch.nn.functional.hardswish were replaced")
+
+    def test_patch_in_a_call_fails_the_case(self):
+        rep, _d, _xs = self.run_case("patches_in_call", replays=1)
+        self.assertTrue(rep["ok"], rep)
+        last = rep["calls"][-1]
+        self.assertEqual(last["error"]["class"], "tamper", last)
+        self.assertIn("during the case: ", last["error"]["message"])
+        self.assertIn("Bilinear", last["error"]["message"])
+
+    def test_grad_mode_left_on_at_import(self):
+        self.assert_load_tamper("grad_left_on", "torch.is_grad_enabled() is True, not False as at start")
+
+    def test_import_bound_outside_the_bundle(self):
+        self.assert_load_tamper("shadowed_import", "named like a module of the bundle")
 
     # -- class 6
 
