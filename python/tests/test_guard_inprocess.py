@@ -1,0 +1,248 @@
+"""Tests of the runtime guard in one process (issue 16, class 5): the raw
+memory path that no torch mode can intercept, the guard's checks run in
+this interpreter or a child one, and what the poison costs. The worker-
+and engine-level attacks are in test_guard.py.
+
+Attacks that change process-wide torch state run in a child process; only
+thread-local, context-managed state is touched in this process.
+
+Run: python3 -B -m unittest discover -s python/tests
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PARENT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, PARENT)
+
+import torch  # noqa: E402
+
+from cacheon_runtime import guard, rawmem, stio  # noqa: E402
+
+
+CHILD = r"""
+import json, os, sys
+sys.path.insert(0, %(parent)r)
+import torch
+from cacheon_runtime import guard, rawmem, stio
+g = guard.Guard(torch)
+raw = rawmem.RawMem(torch)
+out = {}
+%(body)s
+print(json.dumps(out))
+"""
+
+
+def child(body):
+    """Run body in a fresh Python with the runtime importable; returns the
+    dict it fills in `out`."""
+    code = CHILD % {"parent": PARENT, "body": textwrap.dedent(body)}
+    p = subprocess.run([sys.executable, "-I", "-B", "-c", code], capture_output=True, timeout=300)
+    if p.returncode != 0:
+        raise AssertionError("child failed:\n" + p.stderr.decode("utf-8", "replace"))
+    return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+
+class RawPathTest(unittest.TestCase):
+    """Class 5 (b): even with the tampering in place (the checks above
+    aside), the raw path writes and reads what memory holds."""
+
+    def test_raw_fill_and_dump_under_a_faking_dispatch_mode(self):
+        out = child("""
+            from torch.utils._python_dispatch import TorchDispatchMode
+            x = torch.randn(4, 6)
+            right = torch.nn.functional.silu(x[:, :3]) * x[:, 3:]
+            base = torch.empty(4 * 3 + 4)
+            view = base[4:].view(4, 3)
+
+            class Fake(TorchDispatchMode):
+                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                    name = str(func)
+                    if "fill_" in name:
+                        return args[0]
+                    r = func(*args, **(kwargs or {}))
+                    if any(k in name for k in ("clone", "_to_copy", "copy_", "contiguous")):
+                        r = right.clone() if r.shape == right.shape else r
+                    return r
+            with Fake():
+                out["mode"] = g.quick()
+                raw.fill(base, rawmem.pattern(torch, torch.float32, float("nan")))
+                data = stio.dumps({"out": view})
+                faked = torch.equal(view.clone(), right)
+            t, _ = stio.loads(data)
+            out["dump_nan"] = bool(torch.isnan(t["out"]).all())
+            out["torch_path_faked"] = faked
+        """)
+        self.assertIn("dispatch", out["mode"])
+        self.assertTrue(out["dump_nan"])        # raw: the poison, truthfully
+        self.assertTrue(out["torch_path_faked"])  # what a torch-op dump would have said
+
+    def test_raw_path_ignores_a_kernel_registered_over_fill_and_copy(self):
+        out = child("""
+            import struct
+            base = torch.arange(8, dtype=torch.float32)
+            lib = torch.library.Library("aten", "IMPL")
+            lib.impl("fill_.Scalar", lambda self, v: self, "CPU")
+            out["table"] = g.full()
+            # (checked in plain Python below: torch's own reductions may
+            # fill_ their results too, which now does nothing)
+            base.fill_(float("nan"))                       # does nothing now
+            vals = struct.unpack("<8f", raw.read(base))
+            out["torch_fill_nan"] = any(v != v for v in vals)
+            raw.fill(base, rawmem.pattern(torch, torch.float32, float("nan")))
+            vals = struct.unpack("<8f", stio.dumps({"b": base})[-32:])
+            out["raw_fill_nan"] = all(v != v for v in vals)
+        """)
+        self.assertIn("aten::fill_.Scalar", out["table"])
+        self.assertFalse(out["torch_fill_nan"])
+        self.assertTrue(out["raw_fill_nan"])
+
+    def test_patched_methods_do_not_change_the_raw_path(self):
+        out = child("""
+            torch.Tensor.fill_ = lambda self, v: self
+            torch.Tensor.copy_ = lambda self, src, non_blocking=False: self
+            torch.Tensor.contiguous = lambda self, *a, **k: torch.zeros_like(self)
+            out["identities"] = g.full()
+            base = torch.zeros(6)
+            raw.fill(base, rawmem.pattern(torch, torch.float32, float("nan")))
+            src = torch.arange(6, dtype=torch.float32)
+            dst = torch.empty(6)
+            raw.write(dst, src)
+            t, _ = stio.loads(stio.dumps({"b": base, "d": dst[1:5:2]}))
+            out["nan"] = bool(torch.isnan(t["b"]).all())
+            out["d"] = t["d"].tolist()
+        """)
+        self.assertIn("was replaced", out["identities"])
+        self.assertTrue(out["nan"])
+        self.assertEqual(out["d"], [1.0, 3.0])
+
+    def test_resized_storage_is_not_touched(self):
+        out = child("""
+            base = torch.zeros(64)
+            view = base[8:].view(7, 8)
+            base.storage().resize_(0) if not hasattr(base, "untyped_storage") else base.untyped_storage().resize_(0)
+            for what, f in (("fill", lambda: raw.fill(base, b"\\0\\0\\0\\0")),
+                            ("read", lambda: raw.read(view))):
+                try:
+                    f()
+                    out[what] = "done"
+                except ValueError as e:
+                    out[what] = str(e)
+        """)
+        self.assertIn("outside its storage", out["fill"])
+        self.assertIn("outside its storage", out["read"])
+
+
+class GuardInProcessTest(unittest.TestCase):
+    """The guard's checks in this process, with thread-local modes only."""
+
+    def test_modes_and_subclasses(self):
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+        g = guard.Guard(torch)
+        self.assertEqual(g.full(), "")
+
+        class FM(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        class DM(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        def entered(mode):
+            with mode:
+                yield
+        it = entered(FM())
+        next(it)
+        try:
+            self.assertIn("torch function mode", g.quick())
+        finally:
+            it.close()
+        self.assertEqual(g.quick(), "")
+        it = entered(DM())
+        next(it)
+        try:
+            self.assertIn("dispatch", g.quick())
+        finally:
+            it.close()
+        self.assertEqual(g.quick(), "")
+
+        # torch 1.13 also installs a dispatch mode below the mode stack
+        # (_set_torch_dispatch_mode): seen through the Python dispatch key.
+        if hasattr(torch._C, "_set_torch_dispatch_mode"):
+            torch._C._set_torch_dispatch_mode(DM())
+            try:
+                self.assertIn("dispatch", g.quick())
+            finally:
+                torch._C._set_torch_dispatch_mode(None)
+            self.assertEqual(g.quick(), "")
+
+        class Sub(torch.Tensor):
+            pass
+        t = torch.zeros(2)
+        self.assertEqual(g.quick({"x": t}), "")
+        t.__class__ = Sub
+        self.assertIn("Sub", g.quick({"x": t}))
+
+    def test_patterns(self):
+        nan = float("nan")
+        for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            want = torch.full((1,), nan, dtype=dt)
+            got = torch.empty(1, dtype=dt)
+            rawmem.RawMem(torch).fill(got, rawmem.pattern(torch, dt, nan))
+            self.assertTrue(torch.isnan(got).all())
+            self.assertEqual(stio.dumps({"a": got}), stio.dumps({"a": want}), dt)  # torch's own NaN bits
+        for dt in (torch.int32, torch.int64, torch.uint8):
+            v = torch.iinfo(dt).min
+            got = torch.empty(5, dtype=dt)
+            rawmem.RawMem(torch).fill(got, rawmem.pattern(torch, dt, v))
+            self.assertTrue(bool((got == v).all()), dt)
+        got = torch.ones(3, dtype=torch.bool)
+        rawmem.RawMem(torch).fill(got, rawmem.pattern(torch, torch.bool, False))
+        self.assertFalse(bool(got.any()))
+
+    def test_strided_reads(self):
+        raw = rawmem.RawMem(torch)
+        x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
+        for v in (x, x[:, 1:], x[..., ::2], x.transpose(1, 3), x[1, :, 2], x[:, :, :0], x[0:1, 0:1]):
+            t, _ = stio.loads(stio.dumps({"v": v}))
+            self.assertTrue(torch.equal(t["v"], v.contiguous()), v.shape)
+        b = torch.tensor([[True, False], [False, True]])
+        t, _ = stio.loads(stio.dumps({"b": b.t()}))
+        self.assertTrue(torch.equal(t["b"], b.t().contiguous()))
+        self.assertEqual(raw.read(x[0, 0, 0, :0]), b"")
+
+
+class PoisonCostTest(unittest.TestCase):
+    """Class 6: the engine poisons every candidate output in every call.
+    Informational: what one raw NaN fill costs next to the call itself on
+    this CPU (no timed assertion on a shared machine)."""
+
+    def test_poison_cost(self):
+        raw = rawmem.RawMem(torch)
+        pat = rawmem.pattern(torch, torch.float32, float("nan"))
+        for n, h in ((1, 64), (8, 2048), (512, 4096)):
+            out = torch.empty(n * h)
+            x = torch.randn(n, 2 * h)
+            t0 = time.perf_counter()
+            for _ in range(200):
+                raw.fill(out, pat)
+            fill = (time.perf_counter() - t0) / 200
+            t0 = time.perf_counter()
+            for _ in range(200):
+                torch.nn.functional.silu(x[:, :h]) * x[:, h:]
+            call = (time.perf_counter() - t0) / 200
+            sys.stderr.write("\n[guard] poison %dx%d fp32: %.1f us; a torch silu_and_mul of it: %.1f us\n"
+                             % (n, h, fill * 1e6, call * 1e6))
+
+
+if __name__ == "__main__":
+    unittest.main()
