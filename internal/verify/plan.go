@@ -83,9 +83,52 @@ func domainShapes(spec *slot.Spec, dom capability.Domain, fits func(slot.Dims) b
 // cornerDims moves base's dimensions to one corner of dom (see
 // domainShapes); ok is false when some bounded field cannot be set.
 func cornerDims(spec *slot.Spec, dom capability.Domain, base slot.Dims, hiCorner bool) (slot.Dims, bool) {
+	return moveFields(spec, dom, base, func(_ int, b fieldBounds) (int64, bool, bool) {
+		want, up := int64(0), !hiCorner
+		switch {
+		case !hiCorner && b.hasLo:
+			want = b.lo
+		case !hiCorner && b.isCount:
+			want = 1
+		case !hiCorner && (!b.hasHi || b.cur <= b.hi):
+			return 0, false, false
+		case !hiCorner:
+			want, up = b.hi, false
+		case b.hasHi:
+			want = b.hi
+		case b.isCount:
+			want = int64(spec.MaxCount)
+		case !b.hasLo || b.cur >= b.lo:
+			return 0, false, false
+		default:
+			want, up = b.lo, true
+		}
+		if b.isCount && spec.MaxCount > 0 {
+			want = min(max(want, 1), int64(spec.MaxCount))
+		}
+		return want, up, want <= 1<<30
+	})
+}
+
+// fieldBounds is one bounded field of a domain at the dimensions being
+// moved: its bounds, its current value and whether it is the count.
+type fieldBounds struct {
+	lo, hi       int64
+	hasLo, hasHi bool
+	cur          int64
+	isCount      bool
+}
+
+// moveFields moves base's dimensions field by field: for every field dom
+// bounds (world_size aside), choose says the value it wants, the direction
+// SetField may round in and whether to move it at all (ok false with a
+// zero want skips the field; with another want the move is impossible).
+// The result is nil, false when no field moved or one cannot be set; a
+// result too large to run has its count halved until it fits.
+func moveFields(spec *slot.Spec, dom capability.Domain, base slot.Dims, choose func(i int, b fieldBounds) (want int64, up, ok bool)) (slot.Dims, bool) {
 	d := maps.Clone(base)
 	moved := false
-	for _, f := range spec.FieldNames() {
+	for i, f := range spec.FieldNames() {
 		lo, hi, hasLo, hasHi, constrained := dom.Bounds(f)
 		if !constrained || f == "world_size" {
 			continue
@@ -94,43 +137,24 @@ func cornerDims(spec *slot.Spec, dom capability.Domain, base slot.Dims, hiCorner
 		if err != nil {
 			return nil, false
 		}
-		cur := int64(desc[f])
-		isCount := spec.Count != "" && spec.FieldExpr(f) == spec.Count
-		var want int64
-		up := !hiCorner
-		switch {
-		case !hiCorner && hasLo:
-			want = lo
-		case !hiCorner && isCount:
-			want = 1
-		case !hiCorner && (!hasHi || cur <= hi):
-			continue
-		case !hiCorner:
-			want, up = hi, false
-		case hasHi:
-			want = hi
-		case isCount:
-			want = int64(spec.MaxCount)
-		case !hasLo || cur >= lo:
-			continue
-		default:
-			want, up = lo, true
-		}
-		if isCount && spec.MaxCount > 0 {
-			want = min(max(want, 1), int64(spec.MaxCount))
-		}
-		if want == cur {
+		b := fieldBounds{lo: lo, hi: hi, hasLo: hasLo, hasHi: hasHi, cur: int64(desc[f]),
+			isCount: spec.Count != "" && spec.FieldExpr(f) == spec.Count}
+		want, up, ok := choose(i, b)
+		if !ok && want == 0 {
 			continue
 		}
-		if want > 1<<30 || !spec.SetField(d, f, int(want), up) {
+		if want == b.cur {
+			continue
+		}
+		if !ok || !spec.SetField(d, f, int(want), up) {
 			return nil, false
 		}
 		moved = true
 	}
 	if !moved {
-		return nil, false // the registered shape is the corner: it runs already
+		return nil, false // the registered shape is already there: it runs already
 	}
-	// Keep the corner affordable: halve the count while it is too large.
+	// Keep the case affordable: halve the count while it is too large.
 	for {
 		n, err := spec.InputElements(d)
 		if err != nil {
@@ -164,59 +188,25 @@ func withWS(d slot.Dims) slot.Dims {
 // strictly between them. ok is false when no field moved or one cannot be
 // set.
 func interiorDims(spec *slot.Spec, dom capability.Domain, base slot.Dims, seed uint64) (slot.Dims, bool) {
-	d := maps.Clone(base)
-	moved := false
-	for i, f := range spec.FieldNames() {
-		lo, hi, hasLo, hasHi, constrained := dom.Bounds(f)
-		if !constrained || f == "world_size" {
-			continue
-		}
-		desc, err := spec.DescriptorOf(withWS(d))
-		if err != nil {
-			return nil, false
-		}
-		cur := int64(desc[f])
-		isCount := spec.Count != "" && spec.FieldExpr(f) == spec.Count
-		if !hasLo {
-			lo = cur
-			if isCount {
+	return moveFields(spec, dom, base, func(i int, b fieldBounds) (int64, bool, bool) {
+		lo, hi := b.lo, b.hi
+		if !b.hasLo {
+			lo = b.cur
+			if b.isCount {
 				lo = 1
 			}
 		}
-		if !hasHi {
-			hi = cur
-			if isCount && spec.MaxCount > 0 {
+		if !b.hasHi {
+			hi = b.cur
+			if b.isCount && spec.MaxCount > 0 {
 				hi = int64(spec.MaxCount)
 			}
 		}
 		if hi-lo < 2 || hi > 1<<30 {
-			continue
+			return 0, false, false
 		}
-		want := lo + 1 + int64(splitmix(seed+uint64(i)*0x9e37)%uint64(hi-lo-1))
-		if want == cur {
-			continue
-		}
-		if !spec.SetField(d, f, int(want), true) {
-			return nil, false
-		}
-		moved = true
-	}
-	if !moved {
-		return nil, false
-	}
-	for {
-		n, err := spec.InputElements(d)
-		if err != nil {
-			return nil, false
-		}
-		if n <= maxCaseElements {
-			return d, true
-		}
-		if spec.Count == "" || d[spec.Count] <= 1 {
-			return nil, false
-		}
-		d[spec.Count] /= 2
-	}
+		return lo + 1 + int64(splitmix(seed+uint64(i)*0x9e37)%uint64(hi-lo-1)), true, true
+	})
 }
 
 // bucketCounts returns the token counts serving engines pad batches to,
