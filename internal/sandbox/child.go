@@ -53,6 +53,15 @@ func MaybeRunChild() {
 	// Namespaces, capabilities, Landlock and seccomp are per thread; they
 	// are set up on this one and execve is called from it. Never unlocked.
 	runtime.LockOSThread()
+	// So is the parent-death signal, and only the thread the parent forked
+	// has it (a new thread starts without): the Go runtime may have moved
+	// this goroutine to another thread before it was locked, and the
+	// target would then run without it (seen as a rare "parent-death
+	// signal 0" refusal under load). Set it on the thread that execs.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "cacheon sandbox: prctl(PR_SET_PDEATHSIG): %v\n", err)
+		os.Exit(126)
+	}
 	os.Exit(runChild())
 }
 
