@@ -131,26 +131,9 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		fail("metadata %q/%q does not match the file name", f.Metadata["slot"], f.Metadata["call"])
 		return
 	}
-	// Inputs as they were before the call under their own names; entry
-	// inputs again as they were after it under "in.<name>": a candidate
-	// that wrote to an input fails.
-	inputs := map[string]*tensor.Tensor{}
-	for _, n := range spec.InputNames() {
-		t := f.Tensors[n]
-		if t == nil {
-			fail("input %s: missing from the dump", n)
-			return
-		}
-		inputs[n] = t
-	}
-	var sent []grade.Input
-	for _, a := range spec.Args {
-		if a.Kind == slot.ArgInput {
-			sent = append(sent, grade.Input{Name: a.Name, Sent: inputs[a.Name]})
-		}
-	}
-	if bad := grade.Inputs(f.Tensors, sent); bad != nil {
-		fail("%s", auditReason(bad))
+	inputs, why := dumpedInputs(spec, f)
+	if why != "" {
+		fail("%s", why)
 		return
 	}
 	c, err := spec.CaseFromInputs(inputs, scalars)
@@ -179,6 +162,31 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		return
 	}
 	r.Outcome, r.Reason = AuditPass, ""
+}
+
+// dumpedInputs reads a dump's inputs as they were before the call, under
+// their own names; entry inputs are dumped again as they were after it
+// under "in.<name>", and a candidate that wrote to an input fails. A
+// non-empty why says what is missing or changed.
+func dumpedInputs(spec *slot.Spec, f *safetensors.File) (map[string]*tensor.Tensor, string) {
+	inputs := map[string]*tensor.Tensor{}
+	for _, n := range spec.InputNames() {
+		t := f.Tensors[n]
+		if t == nil {
+			return nil, fmt.Sprintf("input %s: missing from the dump", n)
+		}
+		inputs[n] = t
+	}
+	var sent []grade.Input
+	for _, a := range spec.Args {
+		if a.Kind == slot.ArgInput {
+			sent = append(sent, grade.Input{Name: a.Name, Sent: inputs[a.Name]})
+		}
+	}
+	if bad := grade.Inputs(f.Tensors, sent); bad != nil {
+		return nil, auditReason(bad)
+	}
+	return inputs, ""
 }
 
 // expected is what a regraded call must have produced.

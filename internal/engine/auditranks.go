@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"cacheon/internal/grade"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -87,25 +86,12 @@ func regradeCollective(name string, dirs []string, slots SlotLookup, scalars map
 			fail("rank %d: metadata slot %q call %q rank %q world_size %q does not match the file and its directory", rank, md["slot"], md["call"], md["rank"], md["world_size"])
 			return
 		}
-		files[rank], inputs[rank] = f, map[string]*tensor.Tensor{}
-		var sent []grade.Input
-		for _, n := range spec.InputNames() {
-			t := f.Tensors[n]
-			if t == nil {
-				fail("rank %d: input %s: missing from the dump", rank, n)
-				return
-			}
-			inputs[rank][n] = t
-		}
-		for _, a := range spec.Args {
-			if a.Kind == slot.ArgInput {
-				sent = append(sent, grade.Input{Name: a.Name, Sent: inputs[rank][a.Name]})
-			}
-		}
-		if bad := grade.Inputs(f.Tensors, sent); bad != nil {
-			fail("rank %d: %s", rank, auditReason(bad))
+		in, why := dumpedInputs(spec, f)
+		if why != "" {
+			fail("rank %d: %s", rank, why)
 			return
 		}
+		files[rank], inputs[rank] = f, in
 	}
 	c, err := spec.CaseFromRankInputs(inputs, scalars)
 	if err != nil {

@@ -186,30 +186,9 @@ func testAttemptsConcurrent(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	insert(t, s, Res(1, 0, "hk", "a", "qualifying"))
 	first := attempt("r-1-0", 1, "PASS")
-	inserted, release := make(chan error), make(chan struct{})
-	var wg sync.WaitGroup
-	var firstErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		firstErr = s.Update(ctx, func(tx store.Tx) error {
-			err := tx.RecordAttempt(ctx, first)
-			inserted <- err
-			<-release
-			return err
-		})
-	}()
-	if err := <-inserted; err != nil {
-		t.Fatalf("first attempt: %v", err)
-	}
-	done := make(chan error)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error { return tx.RecordAttempt(ctx, attempt("r-1-0", 1, "FAIL")) })
-	}()
-	time.Sleep(200 * time.Millisecond) // let the second wait on the first's uncommitted row
-	close(release)
-	err := <-done
-	wg.Wait()
+	firstErr, err := racingWrites(t, s,
+		func(tx store.Tx) error { return tx.RecordAttempt(ctx, first) },
+		func(tx store.Tx) error { return tx.RecordAttempt(ctx, attempt("r-1-0", 1, "FAIL")) })
 	if firstErr != nil || !errors.Is(err, store.ErrStale) {
 		t.Errorf("concurrent attempts: first %v, second %v (want ErrStale)", firstErr, err)
 	}
@@ -219,4 +198,38 @@ func testAttemptsConcurrent(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
+}
+
+// racingWrites runs first in a transaction that stays open until second,
+// started in another, has had time to reach the first's uncommitted row
+// (PostgreSQL waits there; SQLite serializes writers, so the second simply
+// runs after the first commits), and returns both transactions' errors.
+func racingWrites(t *testing.T, s store.Store, first, second func(store.Tx) error) (error, error) {
+	t.Helper()
+	ctx := context.Background()
+	inserted, release := make(chan error), make(chan struct{})
+	var wg sync.WaitGroup
+	var firstErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		firstErr = s.Update(ctx, func(tx store.Tx) error {
+			err := first(tx)
+			inserted <- err
+			<-release
+			return err
+		})
+	}()
+	if err := <-inserted; err != nil {
+		close(release)
+		wg.Wait()
+		t.Fatalf("the first write: %v", err)
+	}
+	done := make(chan error)
+	go func() { done <- s.Update(ctx, second) }()
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	err := <-done
+	wg.Wait()
+	return firstErr, err
 }

@@ -3,9 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
-	"time"
 
 	"cacheon/internal/store"
 )
@@ -122,36 +120,13 @@ func testWeights(t *testing.T, s store.Store) {
 // error, and only one publication is open.
 func testWeightsConcurrent(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	inserted, release := make(chan error), make(chan struct{})
-	var wg sync.WaitGroup
-	var firstErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		firstErr = s.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.InsertWeightIntent(ctx, store.WeightPublication{Hotkey: "v1", Vector: "{}"}, 1)
-			inserted <- err
-			<-release
+	intent := func(hotkey string) func(store.Tx) error {
+		return func(tx store.Tx) error {
+			_, err := tx.InsertWeightIntent(ctx, store.WeightPublication{Hotkey: hotkey, Vector: "{}"}, 1)
 			return err
-		})
-	}()
-	if err := <-inserted; err != nil {
-		t.Fatalf("first intent: %v", err)
+		}
 	}
-	done := make(chan error)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.InsertWeightIntent(ctx, store.WeightPublication{Hotkey: "v2", Vector: "{}"}, 1)
-			return err
-		})
-	}()
-	// Give the second transaction time to pass its check and wait on the
-	// first's uncommitted row (PostgreSQL); SQLite serializes writers, so
-	// there it simply runs after the first commits.
-	time.Sleep(200 * time.Millisecond)
-	close(release)
-	err := <-done
-	wg.Wait()
+	firstErr, err := racingWrites(t, s, intent("v1"), intent("v2"))
 	if firstErr != nil || !errors.Is(err, store.ErrStale) {
 		t.Errorf("concurrent intents: first %v, second %v (want ErrStale)", firstErr, err)
 	}
