@@ -154,7 +154,7 @@ func Attach(ctx context.Context, dir string) (*Info, error) {
 		return nil, fmt.Errorf("devnet: %w: %w", ErrNotRunning, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("devnet: %w", err)
+		return nil, fmt.Errorf("devnet: %w (cacheon devnet up writes this file whole; if no devnet runs in %s, remove it)", err, abs)
 	}
 	if info.Dir != abs {
 		return nil, fmt.Errorf("devnet: %s: field \"dir\" is %s: the directory was moved or copied; %w", path, info.Dir, ErrNotRunning)
