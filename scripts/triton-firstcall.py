@@ -1,0 +1,94 @@
+"""Where a Triton kernel's first call goes (issue 16: verify's first_call).
+
+Run on the GPU machine, outside any sandbox:
+
+    python3 -I scripts/triton-firstcall.py [CACHE_DIR]
+
+Three child processes share one fresh Triton cache directory: the first
+compiles examples/triton_silu's kernel for bf16, f16 and f32 with nothing
+cached; the second finds the driver's own helper modules cached but not
+the kernels (the kernel entries are removed between the two); the third
+finds everything. Each prints its phases (import torch, import triton,
+CUDA init, each dtype's first call) and the first lists what the cache
+holds after it, so the share of the helper modules (built with the host
+C compiler on first use) shows.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = r'''
+import json, os, sys, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+import triton, triton.language as tl
+t2 = time.perf_counter()
+x = torch.empty(1, device="cuda"); torch.cuda.synchronize()
+t3 = time.perf_counter()
+
+@triton.jit
+def k(x_ptr, out_ptr, d, sx, so, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < d
+    g = tl.load(x_ptr + row * sx + cols, mask=m, other=0.0).to(tl.float32)
+    u = tl.load(x_ptr + row * sx + d + cols, mask=m, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * so + cols, (g * tl.sigmoid(g) * u).to(out_ptr.dtype.element_ty), mask=m)
+
+phases = {"import_torch": t1 - t0, "import_triton": t2 - t1, "cuda_init": t3 - t2}
+for dt in (torch.bfloat16, torch.float16, torch.float32):
+    a = torch.randn(64, 2 * 4096, device="cuda", dtype=dt)
+    o = torch.empty(64, 4096, device="cuda", dtype=dt)
+    s = time.perf_counter()
+    k[(64, 4)](a, o, 4096, a.stride(0), o.stride(0), BLOCK=1024)
+    torch.cuda.synchronize()
+    phases["first_call_" + str(dt).split(".")[1]] = time.perf_counter() - s
+print(json.dumps(phases))
+'''
+
+
+def run(cache, label):
+    env = dict(os.environ, TRITON_CACHE_DIR=cache)
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-I", "-c", CHILD], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        print(label, "failed:", out.stderr[-2000:])
+        return
+    phases = json.loads(out.stdout.strip().splitlines()[-1])
+    print("%-34s wall %.2f  %s" % (label, wall, "  ".join("%s %.3f" % kv for kv in phases.items())))
+
+
+def listing(cache):
+    for d in sorted(os.listdir(cache)):
+        files = os.listdir(os.path.join(cache, d))
+        size = sum(os.path.getsize(os.path.join(cache, d, f)) for f in files)
+        print("   %s  %6d bytes  %s" % (d[:16], size, " ".join(sorted(files))[:160]))
+
+
+def main():
+    cache = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="triton-firstcall-")
+    shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache)
+    run(cache, "cold (nothing cached)")
+    print("cache after the cold run:")
+    listing(cache)
+    # Keep only the driver's helper modules: entries holding a shared
+    # object and no kernel (.cubin) are the host-compiled helpers.
+    for d in os.listdir(cache):
+        files = os.listdir(os.path.join(cache, d))
+        if any(f.endswith((".cubin", ".ptx", ".json")) and not f.endswith(".so") for f in files) and \
+                not any(f.endswith(".so") for f in files):
+            shutil.rmtree(os.path.join(cache, d))
+    run(cache, "helpers cached, kernels not")
+    run(cache, "everything cached")
+    run(cache, "everything cached (again)")
+
+
+if __name__ == "__main__":
+    main()
