@@ -20,6 +20,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		seed                  uint64
 		seedSet               bool
 		worldSize, replays    int
+		lanes                 int
 		asJSON, verbose       bool
 		timeout               time.Duration
 	)
@@ -45,6 +46,10 @@ declared domain no generated shape reaches FAILs ("domain never exercised").
 
 The bundle is scanned first; a bundle with scan findings is not run.
 
+Rows of different dtypes run side by side in lanes, each lane with its own
+worker (--lanes; default one lane per four cores, so one on a small machine,
+where a single worker serves every row).
+
 Collective slots run --world-size ranks in one loopback-only network
 namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
 environment's NCCL_* settings except NVLink multicast (always off) and
@@ -61,7 +66,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
 			return a.runVerify(args[0], verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
-				worldSize: worldSize, replays: replays, json: asJSON, verbose: verbose, timeout: timeout})
+				worldSize: worldSize, replays: replays, lanes: lanes, json: asJSON, verbose: verbose, timeout: timeout})
 		},
 	}
 	f := cmd.Flags()
@@ -70,6 +75,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.Uint64Var(&seed, "seed", 0, "input seed (default: a fresh secret seed, printed)")
 	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2 and 3 on cpu; on cuda those the visible GPUs allow, 1 on one GPU)")
 	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution) and CUDA-graph replays")
+	f.IntVar(&lanes, "lanes", 0, "rows run side by side, each lane with its own worker (default: one per four cores)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
@@ -82,6 +88,7 @@ type verifyFlags struct {
 	seed                  uint64
 	seedSet               bool
 	worldSize, replays    int
+	lanes                 int
 	json, verbose         bool
 	timeout               time.Duration
 }
@@ -109,6 +116,9 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 		}
 		worldSizes = []int{fl.worldSize}
 	}
+	if fl.lanes < 0 || fl.lanes > 64 {
+		return fmt.Errorf("--lanes %d: want 1..64 (0: one per four cores)", fl.lanes)
+	}
 	if fl.replays < 1 || fl.replays > 100 {
 		return fmt.Errorf("--replays %d: want 1..100", fl.replays)
 	}
@@ -118,7 +128,7 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	}
 	job, err := verify.Prepare(ctx, verify.Setup{
 		Bundle: path, Device: fl.device, DTypes: dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
-		WorldSizes: worldSizes, Replays: fl.replays, Python: fl.python, CallTimeout: fl.timeout,
+		WorldSizes: worldSizes, Replays: fl.replays, Lanes: fl.lanes, Python: fl.python, CallTimeout: fl.timeout,
 		Environ: os.Environ(), Slots: slots, ScratchRoot: worker.ScratchRoot(),
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -135,6 +136,7 @@ type runOptions struct {
 	allDTypes   bool          // verify's default: every dtype (dtype unused)
 	callTimeout time.Duration // 0: 60s
 	scanOnly    bool          // stop after the scan (used for cases that must not run unconfined)
+	lanes       int           // 0: one lane (results must not depend on it: TestLanesAgree)
 }
 
 // runBundle does what `cacheon verify` does, in process: stage (copy and
@@ -183,7 +185,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
 		Device: "cpu", DTypes: dtypes, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
-		CallTimeout: timeout, Launcher: launcher,
+		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes),
 	})
 	if err != nil {
 		t.Fatalf("verify %s: %v", dir, err)
@@ -370,8 +372,8 @@ func checkExample(t *testing.T, c exampleCase, res result) {
 	}
 }
 
-// TestWorkersPerRun: one worker serves every row and dtype of a run; a row
-// that fails discards it and the next row starts a fresh one.
+// TestWorkersPerRun: one worker serves every row and dtype of a lane; a
+// row that fails discards it and the next row starts a fresh one.
 func TestWorkersPerRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs python workers; skipped in -short mode")
@@ -380,18 +382,19 @@ func TestWorkersPerRun(t *testing.T) {
 	tests := []struct {
 		name    string
 		dir     string
+		lanes   int
 		rows    int
 		workers int
 	}{
 		// Two variants × three dtypes, all passing: one worker.
-		{"variants_silu", filepath.Join(examplesDir(t), "variants_silu"), 6, 1},
+		{"variants_silu", filepath.Join(examplesDir(t), "variants_silu"), 1, 6, 1},
 		// Three variants in float32; the middle one fails: two workers.
-		{"wrong_in_declared_domain", filepath.Join(adversarialDir(t), "wrong_in_declared_domain"), 3, 2},
+		{"wrong_in_declared_domain", filepath.Join(adversarialDir(t), "wrong_in_declared_domain"), 1, 3, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env.acquire(t)
-			o := runOptions{dtype: tensor.F32, allDTypes: tt.rows == 6}
+			o := runOptions{dtype: tensor.F32, allDTypes: tt.rows == 6, lanes: tt.lanes}
 			res := env.runBundle(t, tt.dir, o)
 			if res.report == nil {
 				t.Fatalf("%s: no report (stage %s: %s)", tt.name, res.stage, res.reason)
@@ -400,5 +403,38 @@ func TestWorkersPerRun(t *testing.T) {
 				t.Fatalf("%s: %d rows, %d workers started; want %d rows, %d workers\n%s", tt.name, len(res.report.Rows), res.report.Workers, tt.rows, tt.workers, res.reason)
 			}
 		})
+	}
+}
+
+// TestLanesAgree: rows run side by side in lanes give the report a single
+// lane gives, row for row (order, outcome, reason, shapes, calls, worst):
+// a bundle that passes in bfloat16 and float32 and fails in float16. One
+// lane starts two workers (the failed row discards the first), three
+// lanes one each.
+func TestLanesAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python workers; skipped in -short mode")
+	}
+	env := newTestEnv(t)
+	env.acquire(t)
+	var rows [2][]verify.Row
+	for i, lanes := range []int{1, 3} {
+		res := env.runBundle(t, filepath.Join(adversarialDir(t), "wrong_in_float16"), runOptions{allDTypes: true, lanes: lanes})
+		if res.report == nil {
+			t.Fatalf("lanes %d: no report (stage %s: %s)", lanes, res.stage, res.reason)
+		}
+		if want := []int{2, 3}[i]; res.report.Workers != want {
+			t.Errorf("lanes %d: %d workers started, want %d", lanes, res.report.Workers, want)
+		}
+		for _, r := range res.report.Rows {
+			r.Seconds, r.Stderr = 0, ""
+			rows[i] = append(rows[i], r)
+		}
+	}
+	if len(rows[0]) != 3 || rows[0][1].Outcome != verify.Fail || rows[0][0].Outcome != verify.NumericalPass {
+		t.Fatalf("one lane: want bfloat16 NUMERICAL_PASS, float16 FAIL, float32 NUMERICAL_PASS; got %+v", rows[0])
+	}
+	if !reflect.DeepEqual(rows[0], rows[1]) {
+		t.Errorf("one lane and three lanes differ:\n%+v\n%+v", rows[0], rows[1])
 	}
 }

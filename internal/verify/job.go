@@ -32,8 +32,9 @@ type Setup struct {
 	// drawn.
 	Seed    uint64
 	SeedSet bool
-	// Replays is as in Options.
+	// Replays and Lanes are as in Options.
 	Replays int
+	Lanes   int
 	// Python is the interpreter with torch ("" = worker.FindPython's search).
 	Python string
 	// CallTimeout bounds one run request on a worker.
@@ -148,7 +149,7 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	bc := <-bytecode
 	launcher.UseBytecode(bc.dir, bc.err)
 	j.opts = Options{
-		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays,
+		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
 		Launcher: launcher, Environ: s.Environ,
 	}

@@ -10,19 +10,26 @@ import (
 	"cacheon/internal/worker"
 )
 
-// pool holds a run's workers: one worker for every non-collective row of
-// every dtype, and one group of ranks per world size for the collective
-// rows. A set starts in the background when a row first asks for it, so
-// that Go computes the row's inputs and references meanwhile, and serves
-// row after row; a row that ends FAIL or INFRA discards the set it ran on
-// (its workers are killed) and the next row starts a fresh one.
+// pool holds a run's workers: per lane (Options.Lanes), one worker for
+// its non-collective rows and one group of ranks per world size for its
+// collective rows. A set starts in the background when a row first asks
+// for it, so that Go computes the row's inputs and references meanwhile,
+// and serves row after row of its lane; a row that ends FAIL or INFRA
+// discards the set it ran on (its workers are killed) and the next row
+// starts a fresh one.
 type pool struct {
 	o     Options
 	clock *clock
 
 	mu    sync.Mutex
-	sets  map[int]*workerSet // key: 0 the single worker, WS a group of WS ranks
-	facts workerFacts        // of every set started
+	sets  map[setKey]*workerSet
+	facts workerFacts // of every set started
+}
+
+// setKey names a worker set: the lane whose rows it serves, and 0 for the
+// single worker or WS for a group of WS ranks.
+type setKey struct {
+	lane, ws int
 }
 
 // workerSet is one worker, or the ranks of one process group, with the
@@ -43,13 +50,13 @@ type workerSet struct {
 }
 
 func newPool(o Options, c *clock) *pool {
-	return &pool{o: o, clock: c, sets: map[int]*workerSet{}}
+	return &pool{o: o, clock: c, sets: map[setKey]*workerSet{}}
 }
 
-// start begins starting the set for key (0: single, WS: collective
-// group) unless it exists, and returns its job directory at once (Go
-// writes a row's inputs there while the workers start).
-func (p *pool) start(ctx context.Context, key int) (root string, err error) {
+// start begins starting the set for key unless it exists, and returns
+// its job directory at once (Go writes a row's inputs there while the
+// workers start).
+func (p *pool) start(ctx context.Context, key setKey) (root string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.sets[key]; ok {
@@ -69,7 +76,7 @@ func (p *pool) start(ctx context.Context, key int) (root string, err error) {
 }
 
 // get waits for the set for key, which start began.
-func (p *pool) get(key int) *workerSet {
+func (p *pool) get(key setKey) *workerSet {
 	p.mu.Lock()
 	s := p.sets[key]
 	p.mu.Unlock()
@@ -78,7 +85,7 @@ func (p *pool) get(key int) *workerSet {
 }
 
 // discard kills the set for key and forgets it.
-func (p *pool) discard(key int) {
+func (p *pool) discard(key setKey) {
 	p.mu.Lock()
 	s, ok := p.sets[key]
 	delete(p.sets, key)
@@ -93,7 +100,7 @@ func (p *pool) discard(key int) {
 func (p *pool) close() {
 	p.mu.Lock()
 	sets := p.sets
-	p.sets = map[int]*workerSet{}
+	p.sets = map[setKey]*workerSet{}
 	p.mu.Unlock()
 	for _, s := range sets {
 		<-s.ready
@@ -131,14 +138,15 @@ func (p *pool) workerFacts() workerFacts {
 // and, for a group, creates the process group (before any candidate
 // import: the runtime's audit hook refuses sockets once a candidate is
 // loaded, and the worker refuses a group after a load).
-func (p *pool) launch(ctx context.Context, key int, s *workerSet) (reason string, infra bool) {
+func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason string, infra bool) {
 	o := p.o
 	t0 := time.Now()
 	root := s.root
-	ws := max(1, key)
+	group := key.ws > 0
+	ws := max(1, key.ws)
 	var starter worker.Starter
 	var err error
-	if key > 0 {
+	if group {
 		starter, s.cleanup, err = o.Launcher.Group(ctx, ws)
 	} else {
 		starter, err = o.Launcher.Single(ctx)
@@ -151,7 +159,7 @@ func (p *pool) launch(ctx context.Context, key int, s *workerSet) (reason string
 		// The same environment names as the engine's (worker.CandidateEnv),
 		// plus the operator's NCCL settings for collective ranks.
 		env := worker.CandidateEnv(root, r)
-		if key > 0 {
+		if group {
 			env = append(env, collectiveEnv(o.Environ)...)
 		}
 		c, err := worker.Start(ctx, starter, worker.Options{Python: o.Python, RuntimeParent: o.RuntimeParent, Dir: root, Env: env})
@@ -179,7 +187,7 @@ func (p *pool) launch(ctx context.Context, key int, s *workerSet) (reason string
 		if o.Device == "cuda" && !h.CUDA {
 			return "--device cuda, but the worker's torch sees no CUDA device", true
 		}
-		if o.Device == "cuda" && key > 0 && h.DeviceCount < ws {
+		if o.Device == "cuda" && group && h.DeviceCount < ws {
 			return fmt.Sprintf("--world-size %d on cuda needs %d GPUs, the worker sees %d", ws, ws, h.DeviceCount), true
 		}
 	}
@@ -194,7 +202,7 @@ func (p *pool) launch(ctx context.Context, key int, s *workerSet) (reason string
 		}
 	}
 	p.clock.add(phaseDeviceInit, t0)
-	if key > 0 {
+	if group {
 		t0 = time.Now()
 		reason, infra := initGroup(ctx, s.clients, o)
 		p.clock.add(phaseGroup, t0)

@@ -39,6 +39,10 @@ type plannedCase struct {
 	dirs    []string // per rank job directory
 	req     []worker.RunRequest
 	calls   []plannedCall
+	// ready is closed once the case is planned (planCases), with err set
+	// if that failed.
+	ready chan struct{}
+	err   error
 }
 
 // where names call i of the case for a reason: the shape, the call's
@@ -89,12 +93,12 @@ func unknownContext(device string) []string {
 }
 
 // verifyRow verifies one manifest row in one dtype (and, for a
-// collective, at one world size) on the pool's workers.
-func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int, p *pool, clk *clock) Row {
+// collective, at one world size) on the pool's workers of its lane.
+func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws, lane int, p *pool, clk *clock) Row {
 	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, DType: dt.String(), Outcome: Pass}
-	key := 0
+	key := setKey{lane: lane}
 	if spec.Kind == slot.Collective {
-		row.WorldSize, key = ws, ws
+		row.WorldSize, key.ws = ws, ws
 	} else {
 		ws = 1
 	}
@@ -185,15 +189,18 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		st.infra(fmt.Sprintf("job directory: %v", err))
 		return row
 	}
-	defer os.RemoveAll(rowDir)
-	if err := planCases(cases, spec, op, o, rowDir); err != nil {
-		st.infra(err.Error())
-		return row
-	}
 	for _, pc := range cases {
 		row.Shapes = append(row.Shapes, pc.c.Shape)
 	}
-	clk.add(phaseReference, t0)
+	// The cases are planned in the background, in order, and each runs as
+	// soon as it is planned; planning stops with the row.
+	pctx, stop := context.WithCancel(ctx)
+	planned := planCases(pctx, cases, spec, op, o, rowDir, func() { clk.add(phaseReference, t0) })
+	defer func() {
+		stop()
+		<-planned
+		os.RemoveAll(rowDir)
+	}()
 	set := p.get(key)
 	if set.reason != "" {
 		st.failOrInfra(set.reason, set.infra)
@@ -261,36 +268,45 @@ func snapshot(ranks []map[string]*tensor.Tensor) []map[string]*tensor.Tensor {
 	return out
 }
 
-// planCase writes the input and replay files of every rank, computes every
-// expected output, and builds the run requests.
-// planCases plans every case of a row, on as many cores as there are:
-// each case's inputs, references and files are its own (its seed, its
-// directories), so the cases are independent and their plans do not
-// depend on the order they are computed in. The first error wins.
-func planCases(cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string) error {
-	errs := make([]error, len(cases))
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
-	for ci, pc := range cases {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := planCase(pc, spec, op, o, rowDir, ci); err != nil {
-				errs[ci] = fmt.Errorf("prepare %s: %w", pc.label, err)
+// planCases plans every case of a row in the background, on as many
+// cores as there are, starting them in order: each case's inputs,
+// references and files are its own (its seed, its directories), so the
+// cases are independent and their plans do not depend on the order they
+// are computed in. Each case's ready channel closes when it is planned
+// (its err set if that failed, or if ctx ended first); done runs once
+// every case is planned, and the returned channel closes after it.
+func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string, done func()) <-chan struct{} {
+	for _, pc := range cases {
+		pc.ready = make(chan struct{})
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+		var wg sync.WaitGroup
+		for ci, pc := range cases {
+			if ctx.Err() != nil {
+				pc.err = fmt.Errorf("prepare %s: %w", pc.label, ctx.Err())
+				close(pc.ready)
+				continue
 			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				defer close(pc.ready)
+				if err := planCase(pc, spec, op, o, rowDir, ci); err != nil {
+					pc.err = fmt.Errorf("prepare %s: %w", pc.label, err)
+				}
+			})
 		}
-	}
-	return nil
+		wg.Wait()
+		done()
+	}()
+	return finished
 }
 
+// planCase writes the input and replay files of every rank, computes every
+// expected output, and builds the run requests.
 func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot string, ci int) error {
 	c := pc.c
 	outs, err := c.Outputs()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cacheon/internal/bundle"
@@ -56,11 +57,31 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		}
 		batches = append(batches, []*plannedCase{pc})
 	}
+	// Replies are graded by their own goroutine, in the order the cases
+	// ran, while the next case runs; from here on only the grader writes
+	// the row's state (st), and a failure found here is queued behind the
+	// grading of the cases before it, so the first failure in the order of
+	// the cases is the one reported.
+	g := startGrader(spec, o, st, clients, clk)
+	defer g.close()
 	for bi, batch := range batches {
-		if st.failed || ctx.Err() != nil {
+		if g.failed() || ctx.Err() != nil {
 			break
 		}
-		o.progress("  %s/%s: %s", op.Slot, op.Variant, batch[0].label)
+		// A case is sent once Go has planned it (planCases fills them in
+		// the background, in order).
+		for _, pc := range batch {
+			select {
+			case <-pc.ready:
+			case <-ctx.Done():
+				return
+			}
+			if pc.err != nil {
+				g.fail(pc.err.Error(), true, -1)
+				return
+			}
+		}
+		o.progress("  %s/%s %s: %s", op.Slot, op.Variant, batch[0].c.DType, batch[0].label)
 		phase := phaseCalls
 		if set.calls == 0 {
 			phase = phaseFirstCall
@@ -74,7 +95,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				id, err := c.SendRun(pc.req[r])
 				if err != nil {
 					reason, infra := failureReason(err, c.Stderr())
-					st.failOrInfra(reason, infra)
+					g.fail(reason, infra, -1)
 					return
 				}
 				ids[i] = append(ids[i], id)
@@ -96,26 +117,85 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				if len(clients) > 1 {
 					reason += fmt.Sprintf("; all %d ranks stopped (no rank-local fallback)", len(clients))
 				}
-				st.failOrInfra(reason, infra)
-				st.row.Stderr = tail(clients[r].Stderr())
+				g.fail(reason, infra, r)
 				return
 			}
 			if i == len(batch)-1 {
 				clk.add(phase, t0)
 			}
-			tg := time.Now()
-			gradeCase(pc, replies, spec, o, st)
-			clk.add(phaseGrading, tg)
-			if st.failed {
-				for _, c := range clients {
-					if s := c.Stderr(); s != "" {
-						st.row.Stderr = tail(s)
-					}
-				}
-				return
-			}
+			g.grade(pc, replies)
 		}
 	}
+}
+
+// grader grades a row's replies in the order of its cases, on its own
+// goroutine, and records the first failure (graded or queued by fail).
+type grader struct {
+	items   chan gradeItem
+	done    chan struct{}
+	failedF atomic.Bool
+}
+
+// gradeItem is a case's replies to grade, or (pc nil) a failure found
+// while running the cases: its reason, whether it is the
+// infrastructure's, and the rank whose stderr to keep (-1: none).
+type gradeItem struct {
+	pc      *plannedCase
+	replies []*worker.RunReply
+	reason  string
+	infra   bool
+	rank    int
+}
+
+func startGrader(spec *slot.Spec, o Options, st *rowState, clients []*worker.Client, clk *clock) *grader {
+	g := &grader{items: make(chan gradeItem, 4), done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		for it := range g.items {
+			if st.failed {
+				continue // drain: the first failure stands
+			}
+			if it.pc == nil {
+				st.failOrInfra(it.reason, it.infra)
+				if it.rank >= 0 {
+					st.row.Stderr = tail(clients[it.rank].Stderr())
+				}
+			} else {
+				tg := time.Now()
+				gradeCase(it.pc, it.replies, spec, o, st)
+				clk.add(phaseGrading, tg)
+				it.pc.calls = nil // graded: its inputs and references are no longer needed
+				if st.failed {
+					for _, c := range clients {
+						if s := c.Stderr(); s != "" {
+							st.row.Stderr = tail(s)
+						}
+					}
+				}
+			}
+			if st.failed {
+				g.failedF.Store(true)
+			}
+		}
+	}()
+	return g
+}
+
+func (g *grader) grade(pc *plannedCase, replies []*worker.RunReply) {
+	g.items <- gradeItem{pc: pc, replies: replies}
+}
+
+func (g *grader) fail(reason string, infra bool, rank int) {
+	g.items <- gradeItem{reason: reason, infra: infra, rank: rank}
+}
+
+// failed reports whether a failure has been recorded so far.
+func (g *grader) failed() bool { return g.failedF.Load() }
+
+// close waits until everything queued is graded.
+func (g *grader) close() {
+	close(g.items)
+	<-g.done
 }
 
 // initGroup creates the validator's process group: a free loopback port,

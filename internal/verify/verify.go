@@ -15,9 +15,12 @@ package verify
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
+	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
@@ -69,9 +72,18 @@ type Options struct {
 	// take the operator's NCCL_* settings from it (NCCL_DEBUG, transport
 	// choices); see collectiveEnv. Nothing else in it reaches a worker.
 	Environ []string
+	// Lanes is how many rows run side by side, each lane with its own
+	// workers (0: DefaultLanes). The rows of one dtype share a lane, so
+	// with as many lanes as dtypes every dtype runs at once; with one, a
+	// single worker serves every non-collective row.
+	Lanes int
 	// Progress receives one short line per step; may be nil.
 	Progress func(line string)
 }
+
+// DefaultLanes is one lane per four cores (at least one): a lane's Go
+// planning and its worker each keep cores busy.
+func DefaultLanes() int { return max(1, runtime.NumCPU()/4) }
 
 // Worst is the lowest-scoring graded output of a row.
 type Worst struct {
@@ -235,6 +247,9 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	if o.Launcher == nil {
 		return nil, fmt.Errorf("verify: no launcher")
 	}
+	if o.Lanes <= 0 {
+		o.Lanes = DefaultLanes()
+	}
 	start := time.Now()
 	rep := &Report{
 		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, WorldSizes: o.WorldSizes, Replays: o.Replays, Python: o.Python,
@@ -245,10 +260,19 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	clk := &clock{}
 	p := newPool(o, clk)
 	defer p.close()
+	// Every row (manifest row × dtype × world size), in report order; the
+	// rows of dtype i run in lane i mod lanes, lanes side by side, the
+	// rows of a lane in order.
+	type rowJob struct {
+		id   string
+		op   bundle.Op
+		spec *slot.Spec
+		dt   tensor.DType
+		ws   int
+		lane int
+	}
+	var jobs []rowJob
 	for i, op := range b.Manifest.Ops {
-		if ctx.Err() != nil {
-			break
-		}
 		spec, ok := slots.Lookup(op.Slot)
 		if !ok {
 			return nil, fmt.Errorf("verify: row %d: unknown slot %s", i, op.Slot)
@@ -257,22 +281,41 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 		if spec.Kind == slot.Collective {
 			sizes = o.WorldSizes
 		}
-		for _, dt := range o.DTypes {
+		for di, dt := range o.DTypes {
 			for _, ws := range sizes {
 				id := fmt.Sprintf("[%d/%d] %s/%s %s", i+1, len(b.Manifest.Ops), op.Slot, op.Variant, dt)
 				if spec.Kind == slot.Collective {
 					id += fmt.Sprintf(" ws %d", ws)
 				}
-				o.progress("%s: starting", id)
-				rs := time.Now()
-				row := verifyRow(ctx, b, op, spec, o, dt, ws, p, clk)
-				row.Seconds = time.Since(rs).Seconds()
-				o.progress("%s: %s %s", id, row.Outcome, row.Reason)
-				rep.Rows = append(rep.Rows, row)
-				if ctx.Err() != nil {
-					break
-				}
+				jobs = append(jobs, rowJob{id: id, op: op, spec: spec, dt: dt, ws: ws, lane: di % o.Lanes})
 			}
+		}
+	}
+	rows := make([]Row, len(jobs))
+	ran := make([]bool, len(jobs))
+	var wg sync.WaitGroup
+	for lane := range min(o.Lanes, len(o.DTypes)) {
+		wg.Go(func() {
+			for j, job := range jobs {
+				if job.lane != lane {
+					continue
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				o.progress("%s: starting", job.id)
+				rs := time.Now()
+				row := verifyRow(ctx, b, job.op, job.spec, o, job.dt, job.ws, lane, p, clk)
+				row.Seconds = time.Since(rs).Seconds()
+				o.progress("%s: %s %s", job.id, row.Outcome, row.Reason)
+				rows[j], ran[j] = row, true
+			}
+		})
+	}
+	wg.Wait()
+	for j, row := range rows {
+		if ran[j] {
+			rep.Rows = append(rep.Rows, row)
 		}
 	}
 	p.close()
