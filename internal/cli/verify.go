@@ -183,6 +183,9 @@ func printVerify(w io.Writer, rep *verify.Report) {
 	for _, l := range rep.Sandbox {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+	if rep.Device == "cuda" && rep.TritonHelpers != "" {
+		fmt.Fprintf(w, "triton helpers: %s\n", rep.TritonHelpers)
+	}
 	for _, r := range rep.Rows {
 		ctx := r.DType
 		if r.WorldSize > 0 {
@@ -212,8 +215,8 @@ func printVerify(w io.Writer, rep *verify.Report) {
 // printTiming writes the run's phase breakdown as one line.
 func printTiming(w io.Writer, t verify.Timing) {
 	fmt.Fprintf(w, "timing: total %.2fs = prepare %.2fs (stage, scan, python); workers: start %.2fs, torch import %.2fs, device init %.2fs, group %.2fs, load %.2fs; "+
-		"first case %.2fs, other cases %.2fs; Go: inputs+references %.2fs, grading %.2fs (phases overlap)\n",
-		t.Total+t.Prepare, t.Prepare, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Reference, t.Grading)
+		"first case %.2fs, other cases %.2fs, close %.2fs; Go: inputs+references %.2fs, grading %.2fs (phases overlap; lanes add up)\n",
+		t.Total+t.Prepare, t.Prepare, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Close, t.Reference, t.Grading)
 }
 
 func lastLines(s string, n int) string {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cacheon/internal/worker"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ const (
 
 // tritonCacheDir is the runtime's Triton cache inside a session's job
 // directory (worker.CandidateEnv names it).
-func tritonCacheDir(jobDir string) string { return filepath.Join(jobDir, "triton-cache") }
+func tritonCacheDir(jobDir string) string { return worker.TritonCacheDir(jobDir) }
 
 // SaveKernelCache copies the Triton cache this session's runtime has
 // compiled into dir, which must not exist yet. Only a session of the stock

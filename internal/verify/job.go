@@ -66,6 +66,8 @@ type Job struct {
 	opts    Options
 	// prepared is how long Prepare took (Timing.Prepare).
 	prepared time.Duration
+	// tritonHelpers is Report.TritonHelpers.
+	tritonHelpers string
 }
 
 // Prepare stages, loads and scans the bundle (a bundle with findings is not
@@ -148,10 +150,28 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	launcher := worker.NewSandboxLauncherFor(install, j.Admitted.Dir(), runtimeParent, j.Device)
 	bc := <-bytecode
 	launcher.UseBytecode(bc.dir, bc.err)
+	// On cuda, the Triton host modules every worker would build with the
+	// C compiler are built once per installation, outside the sandbox.
+	var helpers string
+	j.tritonHelpers = "not used (cpu)"
+	if j.Device == "cuda" {
+		switch {
+		case s.NoBytecode:
+			j.tritonHelpers = "not used (no bytecode cache)"
+		case bc.err != nil:
+			j.tritonHelpers = "not used (no bytecode cache: " + bc.err.Error() + ")"
+		default:
+			if helpers, err = worker.PrepareTritonHelpers(ctx, j.Python, bc.dir); err != nil {
+				j.tritonHelpers = "not used (" + err.Error() + ")"
+			} else {
+				j.tritonHelpers = "seeded from " + helpers
+			}
+		}
+	}
 	j.opts = Options{
 		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
-		Launcher: launcher, Environ: s.Environ,
+		Launcher: launcher, Environ: s.Environ, TritonHelpers: helpers,
 	}
 	j.prepared = time.Since(t0)
 	return j, nil
@@ -166,6 +186,7 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	rep, err := Run(ctx, j.Admitted, j.slots, o)
 	if rep != nil {
 		rep.Timing.Prepare = j.prepared.Seconds()
+		rep.TritonHelpers = j.tritonHelpers
 	}
 	return rep, fault.InfraErr(err)
 }

@@ -96,20 +96,30 @@ func (p *pool) discard(key setKey) {
 	}
 }
 
-// close ends every set: workers are asked to exit, then killed.
+// close ends every set at once: workers are asked to exit, then killed.
 func (p *pool) close() {
 	p.mu.Lock()
 	sets := p.sets
 	p.sets = map[setKey]*workerSet{}
 	p.mu.Unlock()
+	t0 := time.Now()
+	var wg sync.WaitGroup
 	for _, s := range sets {
-		<-s.ready
-		for _, c := range s.clients {
-			if c != nil {
-				_ = c.Close(5 * time.Second)
+		wg.Go(func() {
+			<-s.ready
+			var cw sync.WaitGroup
+			for _, c := range s.clients {
+				if c != nil {
+					cw.Go(func() { _ = c.Close(5 * time.Second) })
+				}
 			}
-		}
-		s.kill()
+			cw.Wait()
+			s.kill()
+		})
+	}
+	wg.Wait()
+	if len(sets) > 0 {
+		p.clock.add(phaseClose, t0)
 	}
 }
 
@@ -153,6 +163,12 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 	}
 	if err != nil {
 		return fmt.Sprintf("sandbox: %v", err), true
+	}
+	if o.TritonHelpers != "" {
+		// The ranks of a set share the job directory, so its Triton cache.
+		if _, err := worker.SeedTritonCache(o.TritonHelpers, worker.TritonCacheDir(root)); err != nil {
+			return err.Error(), true
+		}
 	}
 	s.clients = make([]*worker.Client, ws)
 	for r := 0; r < ws; r++ {

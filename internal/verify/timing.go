@@ -34,6 +34,8 @@ type Timing struct {
 	Reference float64 `json:"reference_s"`
 	// Grading: Go reading the call dumps and grading them.
 	Grading float64 `json:"grading_s"`
+	// Close: ending the workers at the end of the run (all at once).
+	Close float64 `json:"close_s"`
 	// Total: the whole run.
 	Total float64 `json:"total_s"`
 }
@@ -68,3 +70,4 @@ func phaseFirstCall(t *Timing) *float64   { return &t.FirstCall }
 func phaseCalls(t *Timing) *float64       { return &t.Calls }
 func phaseReference(t *Timing) *float64   { return &t.Reference }
 func phaseGrading(t *Timing) *float64     { return &t.Grading }
+func phaseClose(t *Timing) *float64       { return &t.Close }

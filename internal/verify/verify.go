@@ -72,6 +72,10 @@ type Options struct {
 	// take the operator's NCCL_* settings from it (NCCL_DEBUG, transport
 	// choices); see collectiveEnv. Nothing else in it reaches a worker.
 	Environ []string
+	// TritonHelpers is a directory of Triton host modules built by the
+	// trusted interpreter (worker.PrepareTritonHelpers), copied into every
+	// worker's Triton cache before it starts ("" = none).
+	TritonHelpers string
 	// Lanes is how many rows run side by side, each lane with its own
 	// workers (0: DefaultLanes). The rows of one dtype share a lane, so
 	// with as many lanes as dtypes every dtype runs at once; with one, a
@@ -135,6 +139,9 @@ type Report struct {
 	Seconds float64 `json:"seconds"`
 	// Timing is where the time went (Timing).
 	Timing Timing `json:"timing"`
+	// TritonHelpers says whether workers' Triton caches were seeded with
+	// the trusted host modules, and from where (or why not).
+	TritonHelpers string `json:"triton_helpers,omitempty"`
 }
 
 // DefaultDTypes are the dtypes verify checks unless told one: all three

@@ -1,0 +1,104 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakePython writes an executable that stands in for the interpreter of
+// the fill: it runs script with sh (TRITON_CACHE_DIR is in its
+// environment).
+func fakePython(t *testing.T, script string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPrepareTritonHelpers(t *testing.T) {
+	ctx := context.Background()
+	t.Run("builds once, then reuses", func(t *testing.T) {
+		cache := t.TempDir()
+		count := filepath.Join(t.TempDir(), "runs")
+		py := fakePython(t, `echo run >> `+count+`
+mkdir -p "$TRITON_CACHE_DIR/UTILS" "$TRITON_CACHE_DIR/KERNEL"
+echo elf > "$TRITON_CACHE_DIR/UTILS/cuda_utils.so"
+echo cubin > "$TRITON_CACHE_DIR/KERNEL/k.cubin"`)
+		for range 2 {
+			dir, err := PrepareTritonHelpers(ctx, py, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dir != filepath.Join(cache, "triton") {
+				t.Fatalf("dir %s", dir)
+			}
+		}
+		runs, _ := os.ReadFile(count)
+		if got := strings.Count(string(runs), "run"); got != 1 {
+			t.Fatalf("the fill ran %d times, want once", got)
+		}
+	})
+	t.Run("a failed fill is not ready", func(t *testing.T) {
+		cache := t.TempDir()
+		if _, err := PrepareTritonHelpers(ctx, fakePython(t, "echo no cuda >&2; exit 1"), cache); err == nil || !strings.Contains(err.Error(), "no cuda") {
+			t.Fatalf("err = %v, want the fill's own words", err)
+		}
+		if _, err := os.Stat(filepath.Join(cache, "triton", ".ready")); !os.IsNotExist(err) {
+			t.Fatalf("a failed fill left .ready: %v", err)
+		}
+	})
+	t.Run("a fill that builds no host module is refused", func(t *testing.T) {
+		cache := t.TempDir()
+		py := fakePython(t, `mkdir -p "$TRITON_CACHE_DIR/KERNEL"; echo x > "$TRITON_CACHE_DIR/KERNEL/k.cubin"`)
+		if _, err := PrepareTritonHelpers(ctx, py, cache); err == nil || !strings.Contains(err.Error(), "no host module") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestSeedTritonCache(t *testing.T) {
+	helpers := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(helpers, "cache", rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("AAA/cuda_utils.cpython-312-x86_64-linux-gnu.so", "utils")
+	write("BBB/k.cubin", "kernel")
+	write("BBB/k.json", "{}")
+	write("CCC/__triton_launcher.cpython-312-x86_64-linux-gnu.so", "launcher")
+	if err := os.Symlink("/etc/passwd", filepath.Join(helpers, "cache", "CCC", "link.so")); err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(t.TempDir(), "triton-cache")
+	n, err := SeedTritonCache(helpers, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("seeded %d entries, want 2 (the host modules, not the kernel)", n)
+	}
+	for rel, want := range map[string]string{
+		"AAA/cuda_utils.cpython-312-x86_64-linux-gnu.so":        "utils",
+		"CCC/__triton_launcher.cpython-312-x86_64-linux-gnu.so": "launcher",
+	} {
+		got, err := os.ReadFile(filepath.Join(job, rel))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v", rel, got, err)
+		}
+	}
+	for _, rel := range []string{"BBB", "CCC/link.so"} {
+		if _, err := os.Lstat(filepath.Join(job, rel)); !os.IsNotExist(err) {
+			t.Errorf("%s was copied (%v)", rel, err)
+		}
+	}
+}
