@@ -3,6 +3,7 @@ package slot
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -153,6 +154,22 @@ func (s *Spec) checkShards(dims Dims) error {
 		}
 	}
 	return nil
+}
+
+// Clone returns a copy of the case that later Refresh calls do not share:
+// its own maps of inputs and scalars (the tensors themselves are shared:
+// a case never mutates a tensor, Refresh replaces them). Replay k's inputs
+// depend only on the case's parameters, k and the distribution, so the
+// replays of one case can be drawn on clones side by side.
+func (c *Case) Clone() *Case {
+	cc := *c
+	cc.Dims = maps.Clone(c.Dims)
+	cc.Scalars = maps.Clone(c.Scalars)
+	cc.Ranks = make([]map[string]*tensor.Tensor, len(c.Ranks))
+	for r, m := range c.Ranks {
+		cc.Ranks[r] = maps.Clone(m)
+	}
+	return &cc
 }
 
 // Refresh regenerates every graph-dynamic input in place for replay number

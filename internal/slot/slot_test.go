@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -142,6 +143,53 @@ func TestGenerationDeterministic(t *testing.T) {
 		}
 		if !differ {
 			t.Errorf("%s: a different seed gave identical inputs", s.Name)
+		}
+	}
+}
+
+// TestReplaysIndependent: replay k of a clone of the fresh case equals
+// replay k reached through replays 1..k-1, inputs and references, for
+// every slot and distribution order (verify draws replays side by side).
+func TestReplaysIndependent(t *testing.T) {
+	c := catalog(t)
+	dists := Distributions()
+	for _, s := range c.Specs() {
+		seq, err := s.NewCase(CaseParams{Seed: 5, Shape: s.Shapes[0], DType: tensor.BF16, Dist: Sparse, Index: 3, WorldSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := seq.Clone()
+		for k := 1; k <= 2*len(dists); k++ {
+			dist := dists[k%len(dists)]
+			if err := seq.RefreshAs(k, dist); err != nil {
+				t.Fatal(err)
+			}
+			alone := fresh.Clone()
+			if err := alone.RefreshAs(k, dist); err != nil {
+				t.Fatal(err)
+			}
+			for r := range seq.Ranks {
+				for name, want := range seq.Ranks[r] {
+					if !bytes.Equal(want.Data, alone.Ranks[r][name].Data) {
+						t.Fatalf("%s: replay %d, rank %d, %s differs when drawn alone", s.Name, k, r, name)
+					}
+				}
+			}
+			a, err := seq.Reference()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := alone.Reference()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s: replay %d: references differ", s.Name, k)
+			}
+		}
+		// The clone kept the fresh case's inputs.
+		if fresh.Replay != 0 {
+			t.Fatalf("%s: the clone followed the refreshes", s.Name)
 		}
 	}
 }

@@ -6,15 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"cacheon/internal/bundle"
-	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
@@ -266,161 +261,6 @@ func snapshot(ranks []map[string]*tensor.Tensor) []map[string]*tensor.Tensor {
 		}
 	}
 	return out
-}
-
-// planCases plans every case of a row in the background, on as many
-// cores as there are, starting them in order: each case's inputs,
-// references and files are its own (its seed, its directories), so the
-// cases are independent and their plans do not depend on the order they
-// are computed in. Each case's ready channel closes when it is planned
-// (its err set if that failed, or if ctx ended first); done runs once
-// every case is planned, and the returned channel closes after it.
-func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string, done func()) <-chan struct{} {
-	for _, pc := range cases {
-		pc.ready = make(chan struct{})
-	}
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-		var wg sync.WaitGroup
-		for ci, pc := range cases {
-			if ctx.Err() != nil {
-				pc.err = fmt.Errorf("prepare %s: %w", pc.label, ctx.Err())
-				close(pc.ready)
-				continue
-			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				defer close(pc.ready)
-				if err := planCase(pc, spec, op, o, rowDir, ci); err != nil {
-					pc.err = fmt.Errorf("prepare %s: %w", pc.label, err)
-				}
-			})
-		}
-		wg.Wait()
-		done()
-	}()
-	return finished
-}
-
-// planCase writes the input and replay files of every rank, computes every
-// expected output, and builds the run requests.
-func planCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot string, ci int) error {
-	c := pc.c
-	outs, err := c.Outputs()
-	if err != nil {
-		return err
-	}
-	pc.outputs = outs
-	isBurst := strings.Contains(c.Shape, "/burst-")
-	// The first replay draws its graph-dynamic inputs from the first
-	// call's distribution (new values that look alike: a cache keyed on
-	// a cheap fingerprint of the inputs replays a stale result), every
-	// later call from the next distribution; there are enough eager
-	// replays for each case to meet every distribution.
-	dists := slot.Distributions()
-	first := slices.Index(dists, c.Dist)
-	replays := max(o.Replays, len(dists))
-	graph := o.Device == "cuda" && !isBurst
-	graphReplays := 0
-	if graph {
-		graphReplays = o.GraphReplays
-	}
-	if isBurst {
-		replays = 0
-	}
-	for r := range c.Ranks {
-		dir := filepath.Join(jobRoot, fmt.Sprintf("case-%d-rank-%d", ci, r))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return err
-		}
-		pc.dirs = append(pc.dirs, dir)
-	}
-	writeAll := func(name string, only []string) error {
-		for r, m := range c.Ranks {
-			sel := map[string]*tensor.Tensor{}
-			if only == nil {
-				for k, v := range m {
-					sel[k] = v
-				}
-			} else {
-				for _, k := range only {
-					sel[k] = m[k]
-				}
-			}
-			if err := safetensors.WriteScratch(filepath.Join(pc.dirs[r], name), sel); err != nil {
-				return fmt.Errorf("write %s for rank %d: %w", name, r, err)
-			}
-		}
-		return nil
-	}
-	addCall := func(phase, label string) error {
-		exp, err := c.Reference()
-		if err != nil {
-			return err
-		}
-		pc.calls = append(pc.calls, plannedCall{phase: phase, label: label, dist: c.Dist, sent: snapshot(c.Ranks), expected: exp})
-		return nil
-	}
-	if err := writeAll("in.safetensors", nil); err != nil {
-		return err
-	}
-	if err := addCall("eager", "first call"); err != nil {
-		return err
-	}
-	var replayFiles, graphFiles []string
-	total := replays + graphReplays
-	for k := 1; k <= total; k++ {
-		dist := c.Dist
-		if first >= 0 && !isBurst {
-			dist = dists[(first+k-1)%len(dists)]
-		}
-		if err := c.RefreshAs(k, dist); err != nil {
-			return err
-		}
-		name := fmt.Sprintf("r%d.safetensors", k)
-		phase, label := "replay", fmt.Sprintf("replay %d", k)
-		if k > replays {
-			phase, label = "graph_replay", fmt.Sprintf("graph replay %d", k-replays)
-			graphFiles = append(graphFiles, name)
-		} else {
-			replayFiles = append(replayFiles, name)
-		}
-		if err := writeAll(name, spec.GraphDynamic); err != nil {
-			return err
-		}
-		if err := addCall(phase, label); err != nil {
-			return err
-		}
-	}
-	var args []worker.RunArg
-	for _, a := range spec.Args {
-		ra := worker.RunArg{Name: a.Name, Kind: string(a.Kind)}
-		if a.Kind == slot.ArgScalar {
-			v := c.Scalars[a.Name]
-			ra.Type, ra.Value = a.Scalar, &v
-		}
-		args = append(args, ra)
-	}
-	var prepArgs []string
-	for _, a := range spec.PrepareArgs {
-		prepArgs = append(prepArgs, a.Name)
-	}
-	var specs []worker.OutputSpec
-	for _, out := range outs {
-		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
-			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
-	}
-	for r := range c.Ranks {
-		pc.req = append(pc.req, worker.RunRequest{
-			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
-			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
-			Graph: graph, GraphReplays: graphFiles, Dir: pc.dirs[r],
-		})
-	}
-	return nil
 }
 
 // failureReason turns a worker error into a reason a miner can act on.

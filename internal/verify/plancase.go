@@ -1,0 +1,199 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/safetensors"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+	"cacheon/internal/worker"
+)
+
+// planCases plans every call of every case of a row in the background, on
+// as many cores as there are, starting them in order: a call's inputs,
+// files and references are its own (the case's seed, the replay number,
+// its file), so the calls are independent and their plans do not depend
+// on the order they are computed in (slot.TestReplaysIndependent). Each
+// case's ready channel closes when all its calls are planned (its err set
+// if one failed, or if ctx ended first); done runs once every case is
+// planned, and the returned channel closes after it.
+func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string, done func()) <-chan struct{} {
+	for _, pc := range cases {
+		pc.ready = make(chan struct{})
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+		var all sync.WaitGroup
+		for ci, pc := range cases {
+			if ctx.Err() != nil {
+				pc.err = fmt.Errorf("prepare %s: %w", pc.label, ctx.Err())
+				close(pc.ready)
+				continue
+			}
+			units, err := prepareCase(pc, spec, op, o, rowDir, ci)
+			if err != nil {
+				pc.err = fmt.Errorf("prepare %s: %w", pc.label, err)
+				close(pc.ready)
+				continue
+			}
+			errs := make([]error, len(units))
+			var wg sync.WaitGroup
+			for k, u := range units {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					errs[k] = u.plan(pc, spec)
+				})
+			}
+			all.Go(func() {
+				wg.Wait()
+				for _, err := range errs {
+					if err != nil {
+						pc.err = fmt.Errorf("prepare %s: %w", pc.label, err)
+						break
+					}
+				}
+				close(pc.ready)
+			})
+		}
+		all.Wait()
+		done()
+	}()
+	return finished
+}
+
+// callUnit is one call of a case to plan: the replay it draws (0: the
+// first call's inputs), the file it writes, which inputs go in it (nil:
+// all) and where its plan goes.
+type callUnit struct {
+	k      int
+	dist   slot.Distribution
+	file   string
+	only   []string
+	phase  string
+	label  string
+	target *plannedCall
+}
+
+// plan draws the unit's inputs on its own copy of the case, writes them
+// for every rank and computes the expected outputs.
+func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
+	c := pc.c
+	if u.k > 0 {
+		c = c.Clone()
+		if err := c.RefreshAs(u.k, u.dist); err != nil {
+			return err
+		}
+	}
+	for r, m := range c.Ranks {
+		sel := map[string]*tensor.Tensor{}
+		if u.only == nil {
+			for k, v := range m {
+				sel[k] = v
+			}
+		} else {
+			for _, k := range u.only {
+				sel[k] = m[k]
+			}
+		}
+		if err := safetensors.WriteScratch(filepath.Join(pc.dirs[r], u.file), sel); err != nil {
+			return fmt.Errorf("write %s for rank %d: %w", u.file, r, err)
+		}
+	}
+	exp, err := c.Reference()
+	if err != nil {
+		return err
+	}
+	*u.target = plannedCall{phase: u.phase, label: u.label, dist: c.Dist, sent: snapshot(c.Ranks), expected: exp}
+	return nil
+}
+
+// prepareCase makes a case's directories and run requests and lists its
+// calls: the first call, the eager replays, then the CUDA-graph replays.
+func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobRoot string, ci int) ([]callUnit, error) {
+	c := pc.c
+	outs, err := c.Outputs()
+	if err != nil {
+		return nil, err
+	}
+	pc.outputs = outs
+	isBurst := strings.Contains(c.Shape, "/burst-")
+	// The first replay draws its graph-dynamic inputs from the first
+	// call's distribution (new values that look alike: a cache keyed on
+	// a cheap fingerprint of the inputs replays a stale result), every
+	// later call from the next distribution; there are enough eager
+	// replays for each case to meet every distribution.
+	dists := slot.Distributions()
+	first := slices.Index(dists, c.Dist)
+	replays := max(o.Replays, len(dists))
+	graph := o.Device == "cuda" && !isBurst
+	graphReplays := 0
+	if graph {
+		graphReplays = o.GraphReplays
+	}
+	if isBurst {
+		replays = 0
+	}
+	for r := range c.Ranks {
+		dir := filepath.Join(jobRoot, fmt.Sprintf("case-%d-rank-%d", ci, r))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+		pc.dirs = append(pc.dirs, dir)
+	}
+	total := replays + graphReplays
+	pc.calls = make([]plannedCall, total+1)
+	units := []callUnit{{k: 0, dist: c.Dist, file: "in.safetensors", phase: "eager", label: "first call", target: &pc.calls[0]}}
+	var replayFiles, graphFiles []string
+	for k := 1; k <= total; k++ {
+		dist := c.Dist
+		if first >= 0 && !isBurst {
+			dist = dists[(first+k-1)%len(dists)]
+		}
+		name := fmt.Sprintf("r%d.safetensors", k)
+		phase, label := "replay", fmt.Sprintf("replay %d", k)
+		if k > replays {
+			phase, label = "graph_replay", fmt.Sprintf("graph replay %d", k-replays)
+			graphFiles = append(graphFiles, name)
+		} else {
+			replayFiles = append(replayFiles, name)
+		}
+		units = append(units, callUnit{k: k, dist: dist, file: name, only: spec.GraphDynamic, phase: phase, label: label, target: &pc.calls[k]})
+	}
+	var args []worker.RunArg
+	for _, a := range spec.Args {
+		ra := worker.RunArg{Name: a.Name, Kind: string(a.Kind)}
+		if a.Kind == slot.ArgScalar {
+			v := c.Scalars[a.Name]
+			ra.Type, ra.Value = a.Scalar, &v
+		}
+		args = append(args, ra)
+	}
+	var prepArgs []string
+	for _, a := range spec.PrepareArgs {
+		prepArgs = append(prepArgs, a.Name)
+	}
+	var specs []worker.OutputSpec
+	for _, out := range outs {
+		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
+			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
+	}
+	for r := range c.Ranks {
+		pc.req = append(pc.req, worker.RunRequest{
+			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
+			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
+			Graph: graph, GraphReplays: graphFiles, Dir: pc.dirs[r],
+		})
+	}
+	return units, nil
+}
