@@ -67,6 +67,8 @@ var layerRules = []rule{
 		"storetest, pgtest and crashtest are test support: only tests import them"},
 	{"cacheon/internal/fault", []string{"cacheon/internal/..."},
 		"attribution is a leaf every layer may use"},
+	{"cacheon/internal/tritoncache", []string{"cacheon/internal/..."},
+		"the Triton cache copies are a leaf below the worker and the engine (no process start, no sandbox)"},
 }
 
 // productForbidden is what the product side must never depend on.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cacheon/internal/tritoncache"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -51,19 +52,19 @@ func TestKernelCache(t *testing.T) {
 	root := t.TempDir()
 	job := filepath.Join(root, "job")
 	files := map[string]string{"ab/kernel.cubin": "cubin", "ab/kernel.json": "{}", "cd/launcher.so": "elf"}
-	writeTree(t, tritonCacheDir(job), files)
+	writeTree(t, tritoncache.Dir(job), files)
 	// Triton's group files name the compiling process's cache by absolute
 	// path; one that names a path outside its cache is left out.
 	group := func(paths ...string) string {
 		b, _ := json.Marshal(map[string]map[string]string{"child_paths": {"kernel.cubin": paths[0], "kernel.json": paths[1]}})
 		return string(b)
 	}
-	own := tritonCacheDir(job)
+	own := tritoncache.Dir(job)
 	writeTree(t, own, map[string]string{
 		"ab/__grp__kernel.json": group(filepath.Join(own, "ab/kernel.cubin"), filepath.Join(own, "ab/kernel.json")),
 		"ef/__grp__stray.json":  group(filepath.Join(own, "ab/kernel.cubin"), "/etc/passwd"),
 	})
-	if err := os.Symlink("/etc/passwd", filepath.Join(tritonCacheDir(job), "ab", "link")); err != nil {
+	if err := os.Symlink("/etc/passwd", filepath.Join(tritoncache.Dir(job), "ab", "link")); err != nil {
 		t.Fatal(err)
 	}
 	saved := filepath.Join(root, "kernels")
@@ -97,7 +98,7 @@ func TestKernelCache(t *testing.T) {
 	if err := seedKernelCache(saved, fresh); err != nil {
 		t.Fatal(err)
 	}
-	mine := tritonCacheDir(fresh)
+	mine := tritoncache.Dir(fresh)
 	if got := readTree(t, mine); len(got) != len(files)+1 || got["ab/kernel.json"] != "{}" ||
 		got["ab/__grp__kernel.json"] != group(filepath.Join(mine, "ab/kernel.cubin"), filepath.Join(mine, "ab/kernel.json")) {
 		t.Fatalf("seeded cache %v: want the group to name the new cache", got)
@@ -111,7 +112,7 @@ func TestKernelCache(t *testing.T) {
 			t.Fatalf("seed from %q: %v", src, err)
 		}
 	}
-	if _, err := os.Stat(tritonCacheDir(none)); !os.IsNotExist(err) {
-		t.Fatalf("seeding from no cache made %s", tritonCacheDir(none))
+	if _, err := os.Stat(tritoncache.Dir(none)); !os.IsNotExist(err) {
+		t.Fatalf("seeding from no cache made %s", tritoncache.Dir(none))
 	}
 }

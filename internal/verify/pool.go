@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"cacheon/internal/tritoncache"
 	"cacheon/internal/worker"
 )
 
@@ -166,8 +167,8 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 	}
 	if o.TritonHelpers != "" {
 		// The ranks of a set share the job directory, so its Triton cache.
-		if _, err := worker.SeedTritonCache(o.TritonHelpers, worker.TritonCacheDir(root)); err != nil {
-			return err.Error(), true
+		if _, err := tritoncache.SeedHosts(o.TritonHelpers, tritoncache.Dir(root)); err != nil {
+			return fmt.Sprintf("seed the Triton cache: %v", err), true
 		}
 	}
 	s.clients = make([]*worker.Client, ws)

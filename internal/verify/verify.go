@@ -72,9 +72,9 @@ type Options struct {
 	// take the operator's NCCL_* settings from it (NCCL_DEBUG, transport
 	// choices); see collectiveEnv. Nothing else in it reaches a worker.
 	Environ []string
-	// TritonHelpers is a directory of Triton host modules built by the
+	// TritonHelpers is a Triton cache of host modules built by the
 	// trusted interpreter (worker.PrepareTritonHelpers), copied into every
-	// worker's Triton cache before it starts ("" = none).
+	// worker's own Triton cache before it starts ("" = none).
 	TritonHelpers string
 	// Lanes is how many rows run side by side, each lane with its own
 	// workers (0: DefaultLanes). The rows of one dtype share a lane, so

@@ -107,31 +107,44 @@ func PrepareBytecode(ctx context.Context, python string, install sandbox.PythonI
 		return "", fmt.Errorf("bytecode cache: %w", err)
 	}
 	dir := filepath.Join(root, key)
-	ready := filepath.Join(dir, ".ready")
-	if _, err := os.Stat(ready); err == nil {
-		return dir, nil
-	}
-	unlock, err := lockPath(ctx, dir+".lock")
+	err = fillOnce(ctx, dir, func() error {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, python, "-I", "-X", "pycache_prefix="+dir, "-c", bytecodeWarm)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+		cmd.Dir = "/"
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("fill %s: %w: %s", dir, err, lastBytes(out, 512))
+		}
+		return nil
+	})
 	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(ready); err == nil {
-		return dir, nil // another process filled it while this one waited
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("bytecode cache: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, python, "-I", "-X", "pycache_prefix="+dir, "-c", bytecodeWarm)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	cmd.Dir = "/"
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bytecode cache: fill %s: %w: %s", dir, err, lastBytes(out, 512))
-	}
-	if err := os.WriteFile(ready, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("bytecode cache: %w", err)
 	}
 	return dir, nil
+}
+
+// fillOnce runs fill for the directory dir unless dir/.ready exists, then
+// writes dir/.ready: under an exclusive lock (dir.lock), so that one
+// process fills and the others wait and use what it made.
+func fillOnce(ctx context.Context, dir string, fill func() error) error {
+	ready := filepath.Join(dir, ".ready")
+	if _, err := os.Stat(ready); err == nil {
+		return nil
+	}
+	unlock, err := lockPath(ctx, dir+".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(ready); err == nil {
+		return nil // another process filled it while this one waited
+	}
+	if err := fill(); err != nil {
+		return err
+	}
+	return os.WriteFile(ready, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600)
 }
 
 // bytecodeKey digests the installation into a directory name.
@@ -155,7 +168,7 @@ func bytecodeKey(ctx context.Context, python string, install sandbox.PythonInsta
 func lockPath(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("bytecode cache: lock: %w", err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -164,12 +177,12 @@ func lockPath(ctx context.Context, path string) (func(), error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
-			return nil, fmt.Errorf("bytecode cache: lock %s: %w", path, err)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, fmt.Errorf("bytecode cache: wait for lock %s: %w", path, ctx.Err())
+			return nil, fmt.Errorf("wait for lock %s: %w", path, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"cacheon/internal/tritoncache"
 	pysrc "cacheon/python"
 )
 
@@ -248,14 +249,11 @@ const Threads = 1
 // TRITON_CACHE_DIR are paths and differ.
 func CandidateEnv(jobDir string, rank int) []string {
 	return []string{
-		"HOME=" + jobDir, "TMPDIR=" + jobDir, "TRITON_CACHE_DIR=" + TritonCacheDir(jobDir),
+		"HOME=" + jobDir, "TMPDIR=" + jobDir, "TRITON_CACHE_DIR=" + tritoncache.Dir(jobDir),
 		fmt.Sprintf("OMP_NUM_THREADS=%d", Threads), "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
 		fmt.Sprintf("CACHEON_RANK=%d", rank),
 	}
 }
-
-// TritonCacheDir is the Triton cache of a job's candidate processes.
-func TritonCacheDir(jobDir string) string { return filepath.Join(jobDir, "triton-cache") }
 
 // CollectiveEnv is the NCCL environment of collective ranks, verify's and
 // the tensor-parallel engine's alike: the operator's NCCL_* settings from
