@@ -1,9 +1,10 @@
 package slot
 
 import (
-	"cacheon/internal/tensor"
 	"fmt"
 	"maps"
+
+	"cacheon/internal/tensor"
 )
 
 // Clone returns a copy of the case that later Refresh calls do not share:

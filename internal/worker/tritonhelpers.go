@@ -1,13 +1,14 @@
 package worker
 
 import (
-	"cacheon/internal/tritoncache"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"cacheon/internal/tritoncache"
 )
 
 // A Triton kernel's first launch in a fresh cache builds two host
