@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 
 	"cacheon/internal/arena"
 	"cacheon/internal/grade"
@@ -77,6 +79,8 @@ func regradeDir(dir string, slots SlotLookup, scalars map[string]map[string]floa
 		return nil, fmt.Errorf("audit regrade: %w", err)
 	}
 	var out []AuditResult
+	var todo []int // indexes into out of the dumps to regrade
+	var sizes []int64
 	for _, ent := range ents {
 		name := ent.Name()
 		if filepath.Ext(name) != ".safetensors" {
@@ -94,12 +98,59 @@ func regradeDir(dir string, slots SlotLookup, scalars map[string]map[string]floa
 		default:
 			r.Slot = m[1]
 			r.Call, _ = strconv.Atoi(m[2])
-			regradeOne(filepath.Join(dir, name), slots, scalars[r.Slot], &r)
+			info, err := ent.Info()
+			if err != nil {
+				r.Reason = fmt.Sprintf("unreadable dump: %v", err)
+				break
+			}
+			todo = append(todo, len(out))
+			sizes = append(sizes, info.Size())
 		}
 		out = append(out, r)
 	}
+	regradeAll(len(todo), sizes, func(i int) {
+		r := &out[todo[i]]
+		regradeOne(filepath.Join(dir, r.File), slots, scalars[r.Slot], r)
+	})
 	sortAudit(out)
 	return out, nil
+}
+
+// regradeBytes bounds the dump bytes regraded at once: a dump's regrade
+// holds several float64 copies of its tensors (a prefill-sized dump of
+// the 1B arena's silu is 268 MB of bfloat16).
+const regradeBytes = 512 << 20
+
+// regradeAll runs regrade(i) for i < n side by side, on as many cores as
+// there are and with at most regradeBytes of dumps (sizes[i]) in flight;
+// a dump larger than that runs alone. Each regrade writes only its own
+// result, so the results do not depend on the order.
+func regradeAll(n int, sizes []int64, regrade func(i int)) {
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	var inFlight int64
+	running := 0
+	slots := max(1, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i := range n {
+		w := min(sizes[i], regradeBytes)
+		mu.Lock()
+		for running > 0 && (running >= slots || inFlight+w > regradeBytes) {
+			cond.Wait()
+		}
+		running++
+		inFlight += w
+		mu.Unlock()
+		wg.Go(func() {
+			regrade(i)
+			mu.Lock()
+			running--
+			inFlight -= w
+			cond.Broadcast()
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 }
 
 // sortAudit orders results by slot, call and file.

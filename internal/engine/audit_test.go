@@ -5,8 +5,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
@@ -16,7 +20,7 @@ import (
 // writeDump writes one audit dump of case c as the runtime does: inputs
 // under their names, entry inputs again under "in.<name>" (changed when
 // touchInput), outputs computed by mutate(reference).
-func writeDump(t *testing.T, dir string, c *slot.Case, call int, touchInput bool, mutate func([]float64)) {
+func writeDump(t testing.TB, dir string, c *slot.Case, call int, touchInput bool, mutate func([]float64)) {
 	t.Helper()
 	ref, err := c.Reference()
 	if err != nil {
@@ -184,4 +188,82 @@ func TestRegradeRejects(t *testing.T) {
 	if _, err := Regrade(filepath.Join(t.TempDir(), "none"), cat, nil); err == nil {
 		t.Fatal("missing dir accepted")
 	}
+}
+
+// TestRegradeAll: every dump is regraded once, never more of them at once
+// than there are cores, never more than regradeBytes of them (a larger
+// one alone).
+func TestRegradeAll(t *testing.T) {
+	sizes := []int64{regradeBytes / 2, regradeBytes / 3, 2 * regradeBytes, 10, 10, regradeBytes / 2, regradeBytes, 1, 1, 1, 1, 1}
+	var mu sync.Mutex
+	running, bytes := 0, int64(0)
+	seen := make([]int, len(sizes))
+	regradeAll(len(sizes), sizes, func(i int) {
+		w := min(sizes[i], regradeBytes)
+		mu.Lock()
+		running++
+		bytes += w
+		if running > max(1, runtime.GOMAXPROCS(0)) || (running > 1 && bytes > regradeBytes) {
+			t.Errorf("dump %d: %d regrades, %d bytes at once", i, running, bytes)
+		}
+		seen[i]++
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running--
+		bytes -= w
+		mu.Unlock()
+	})
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("dump %d regraded %d times", i, n)
+		}
+	}
+}
+
+// BenchmarkRegrade: 8 silu dumps of 2 048 tokens × 2·8 192 (bfloat16,
+// 64 MiB of input each), regraded one at a time and side by side
+// (regradeDir).
+func BenchmarkRegrade(b *testing.B) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec, ok := cat.Lookup("activation.silu_and_mul")
+	if !ok {
+		b.Fatal("no silu slot")
+	}
+	dir := b.TempDir()
+	for call := range 8 {
+		c, err := spec.NewCase(slot.CaseParams{Seed: uint64(call), Shape: slot.Shape{Name: "bench", Dims: slot.Dims{"N": 2048, "D": 8192}}, DType: tensor.BF16, Dist: slot.Normal})
+		if err != nil {
+			b.Fatal(err)
+		}
+		writeDump(b, dir, c, call, false, nil)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("one-at-a-time", func(b *testing.B) {
+		for b.Loop() {
+			for _, e := range ents {
+				m := dumpName.FindStringSubmatch(e.Name())
+				r := AuditResult{File: e.Name(), Slot: m[1]}
+				r.Call, _ = strconv.Atoi(m[2])
+				regradeOne(filepath.Join(dir, e.Name()), cat, nil, &r)
+				if r.Outcome != AuditPass {
+					b.Fatal(r.Reason)
+				}
+			}
+		}
+	})
+	b.Run("side-by-side", func(b *testing.B) {
+		for b.Loop() {
+			res, err := regradeDir(dir, cat, nil, nil)
+			if err != nil || len(res) != 8 || res[0].Outcome != AuditPass {
+				b.Fatal(err, res)
+			}
+		}
+	})
 }
