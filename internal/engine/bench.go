@@ -23,6 +23,11 @@ type BenchOptions struct {
 	WaveTimeout time.Duration // bound on one generate request (default 10 minutes)
 	// Progress receives one short line per step; may be nil.
 	Progress func(line string)
+	// AuditPositions, when set, is asked once after the warm-up, with the
+	// slot counters read then, for the selected calls of each slot to dump
+	// (numbers counted from the load, as the counters count them); they are
+	// sent to the runtime (Engine.AuditCalls) before the first timed wave.
+	AuditPositions func(before map[string]SlotCounters) (map[string][]int, error)
 }
 
 // WaveResult is one timed wave. Every time is the host's.
@@ -130,6 +135,15 @@ func Bench(ctx context.Context, e *Engine, a *arena.Arena, o BenchOptions) (*Ben
 	before, err := e.Stats(sctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if o.AuditPositions != nil {
+		calls, err := o.AuditPositions(before.Slots)
+		if err != nil {
+			return nil, fmt.Errorf("bench: audit positions: %w", err)
+		}
+		if err := e.AuditCalls(sctx, calls); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 	}
 	var digests []string
 	for i := 0; i < waves; i++ {

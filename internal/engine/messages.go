@@ -372,6 +372,31 @@ type Receipt struct {
 	Count   int64  `json:"count"`
 }
 
+// AuditCalls tells every rank which selected calls of each slot to dump
+// from now on (their numbers counted from the load, as SlotCounters.Selected
+// counts them); the engine must have been loaded with audit on (a
+// directory). The runtime dumps them besides any share or every rule.
+func (e *Engine) AuditCalls(ctx context.Context, calls map[string][]int) error {
+	if calls == nil {
+		calls = map[string][]int{}
+	}
+	var r struct {
+		replyHead
+		Calls int `json:"calls"`
+	}
+	if err := e.call(ctx, "audit_calls", map[string]any{"op": "audit_calls", "calls": calls}, &r); err != nil {
+		return err
+	}
+	want := 0
+	for _, c := range calls {
+		want += len(slices.Compact(slices.Sorted(slices.Values(c))))
+	}
+	if r.Calls != want {
+		return fmt.Errorf("audit_calls: the runtime took %d positions, %d were sent", r.Calls, want)
+	}
+	return nil
+}
+
 // Stats is the runtime's reply to stats.
 type Stats struct {
 	Slots    map[string]SlotCounters `json:"slots"`

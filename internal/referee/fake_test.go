@@ -38,6 +38,8 @@ type script struct {
 	// unaudited one the audit dumps no call of.
 	members           []string
 	silent, unaudited string
+	// dropDump: the audit engine leaves one drawn position undumped.
+	dropDump bool
 }
 
 // slots are the slots the scripted proposal replaces.
@@ -57,6 +59,8 @@ type fakeSession struct {
 	audit     bool
 	reads     int
 	settled   bool
+	// positions are the calls the referee drew for the audit engine.
+	positions map[string][]int
 }
 
 func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error) {
@@ -73,6 +77,18 @@ func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine
 		rate = 1
 	} else {
 		f.reads++
+	}
+	if o.AuditPositions != nil {
+		// After a warm-up that selected 7 calls of every slot.
+		before := map[string]engine.SlotCounters{}
+		for _, slot := range f.s.slots() {
+			before[slot] = engine.SlotCounters{Selected: 7, Completed: 7}
+		}
+		p, err := o.AuditPositions(before)
+		if err != nil {
+			return nil, err
+		}
+		f.positions = p
 	}
 	res := &engine.BenchResult{TimedSlots: map[string]engine.SlotCounters{}}
 	for i := 0; i < f.a.Work.Waves; i++ {
@@ -130,9 +146,13 @@ func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.Au
 		if slot == f.s.unaudited {
 			continue
 		}
-		for i := 0; i < 4; i++ {
-			r := engine.AuditResult{Slot: slot, Call: i * 10, Outcome: engine.AuditPass}
-			if f.s.auditFail && i == 3 {
+		calls := f.positions[slot]
+		for i, c := range calls {
+			if f.s.dropDump && i == 0 {
+				continue
+			}
+			r := engine.AuditResult{Slot: slot, Call: c, Outcome: engine.AuditPass}
+			if f.s.auditFail && i == len(calls)-1 {
 				r.Outcome, r.Reason = engine.AuditFail, "output out: allclose 0.3 > tol"
 			}
 			out = append(out, r)
@@ -252,6 +272,7 @@ func TestAttemptVerdicts(t *testing.T) {
 		{"incumbent drift", script{incRates: []float64{1000, 1100}, candRate: 1300}, NoDecision, ReasonDrift},
 		{"degraded device", script{incRates: []float64{400, 400}, candRate: 1300}, NoDecision, ReasonDeviceDegraded},
 		{"audit violation", script{incRates: []float64{1000, 1000}, candRate: 1100, auditFail: true}, Fail, ReasonAudit},
+		{"a drawn call not dumped", script{incRates: []float64{1000, 1000}, candRate: 1100, dropDump: true}, Fail, ReasonAudit},
 		{"own log-probabilities drift from pristine", script{incRates: []float64{1000, 1000}, candRate: 1100, ownGap: 0.1}, Fail, ReasonQuality},
 		{"candidate engine fails by its own fault", script{incRates: []float64{1000}, candErr: fault.CandidateErr(errors.New("graph capture raised"))}, Fail, ReasonCandidateErr},
 		{"candidate engine fails by the machine's", script{incRates: []float64{1000}, candErr: fault.InfraErr(errors.New("sandbox"))}, NoDecision, ReasonInfrastructure},

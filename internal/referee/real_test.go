@@ -104,6 +104,28 @@ func TestRealFlow(t *testing.T) {
 		}
 		check(t, r, res)
 	})
+	t.Run("wrong from its 201st call on", func(t *testing.T) {
+		// Verify (fewer calls) and the first few hundred calls of every
+		// engine see a correct kernel; the audit's drawn positions end at
+		// A's last timed call, which it gets wrong.
+		late, err := filepath.Abs("testdata/silu_late_wrong")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, req := realReferee(t, lenient())
+		r.Waves = 3
+		q := req(late)
+		q.Incumbent = []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: slow}}
+		res, err := r.Run(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := res.Qualification.Attempts[0].Record
+		if res.Verdict.Outcome != Fail || res.Verdict.Reason != ReasonAudit || at.Audit == nil {
+			t.Fatalf("verdict %v (audit %v)", res.Verdict, at.Audit)
+		}
+		check(t, r, res)
+	})
 	t.Run("faster than a slow incumbent", func(t *testing.T) {
 		r, _, req := realReferee(t, lenient())
 		q := req(fast)

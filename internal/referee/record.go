@@ -88,6 +88,13 @@ type SealedRequest struct {
 // AuditRecord is A's sealed outcome: each dump's grade.
 type AuditRecord struct {
 	Dumps []AuditDump `json:"dumps"`
+	// Positions are the selected calls of each slot A was told to dump,
+	// drawn from the attempt's secret over A's timed waves (auditPositions);
+	// each must be among the dumps.
+	Positions map[string][]int `json:"positions,omitempty"`
+	// Selected is how often A's timed waves selected the candidate, per
+	// slot (C's timed waves, the same workload, drew the positions).
+	Selected map[string]int64 `json:"selected,omitempty"`
 }
 
 // AuditDump is one regraded dump.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"cacheon/internal/engine"
@@ -26,14 +28,28 @@ func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Co
 		return Attribute(err, ReasonCandidateErr, "audit engine")
 	}
 	defer func() { _ = s.Close() }()
-	if _, err := s.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime, Progress: r.Progress}); err != nil {
+	// The calls to dump are drawn once the warm-up has run, over the timed
+	// waves about to run: as many as C's timed waves selected of each slot
+	// (the same workload), the last of them always among them.
+	var rec AuditRecord
+	positions := func(before map[string]engine.SlotCounters) (map[string][]int, error) {
+		p, err := auditPositions(st.secret, st.p.slots(), st.reads["C"].TimedSlots, before, r.AuditShare, r.AuditMax, r.MinAudited)
+		rec.Positions = p
+		return p, err
+	}
+	res, err := s.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime, Progress: r.Progress,
+		AuditPositions: positions})
+	if err != nil {
 		return Attribute(err, ReasonCandidateErr, "audit run")
+	}
+	rec.Selected = map[string]int64{}
+	for _, slot := range st.p.slots() {
+		rec.Selected[slot] = res.TimedSlots[slot].Selected
 	}
 	results, err := s.Regrade(r.Slots, "")
 	if err != nil {
 		return Because(ReasonInfrastructure, "audit regrade: %v", err)
 	}
-	var rec AuditRecord
 	for _, a := range results {
 		rec.Dumps = append(rec.Dumps, AuditDump{Slot: a.Slot, Call: a.Call, Outcome: a.Outcome, Reason: a.Reason})
 	}
@@ -49,18 +65,44 @@ func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Co
 // each of the proposal's slots has at least minAudited of them.
 func auditVerdict(rec AuditRecord, slots []string, minAudited int) Verdict {
 	n := map[string]int{}
+	dumped := map[string]map[int]bool{}
 	for _, d := range rec.Dumps {
 		if d.Outcome != engine.AuditPass {
 			return Because(ReasonAudit, "%s call %d: %s", d.Slot, d.Call, d.Reason)
 		}
 		n[d.Slot]++
+		if dumped[d.Slot] == nil {
+			dumped[d.Slot] = map[int]bool{}
+		}
+		dumped[d.Slot][d.Call] = true
 	}
 	for _, s := range slots {
 		if n[s] < minAudited {
 			return Because(ReasonNeverFired, "the audit graded %d call(s) of %s, fewer than %d", n[s], s, minAudited)
 		}
 	}
+	// Every drawn position was dumped: A's timed waves reached it, the
+	// candidate was selected there, and nothing kept the dump from being
+	// written.
+	for _, s := range slices.Sorted(maps.Keys(rec.Positions)) {
+		for _, c := range rec.Positions[s] {
+			if !dumped[s][c] {
+				return Because(ReasonAudit, "%s call %d was drawn for the audit and not dumped (%d of %d drawn calls were; "+
+					"A's timed waves selected the candidate %d times)", s, c, countDumped(dumped[s], rec.Positions[s]), len(rec.Positions[s]), rec.Selected[s])
+			}
+		}
+	}
 	return Verdict{}
+}
+
+func countDumped(dumped map[int]bool, positions []int) int {
+	n := 0
+	for _, c := range positions {
+		if dumped[c] {
+			n++
+		}
+	}
+	return n
 }
 
 // quality is role T: after the reads are sealed, the secret is revealed

@@ -341,6 +341,31 @@ class DispatchTests(unittest.TestCase):
                 check_dump(self, slot, t, meta)
             self.assertEqual(seen, set(SEAMS["llama"]))
 
+    def test_audit_calls(self):
+        # Explicit positions: exactly those selected calls are dumped, none
+        # other (no share, no every), and the numbering runs from the load.
+        with tempfile.TemporaryDirectory() as d:
+            stack = self.b.stack("rms_good", "silu_good")
+            eng = self.engine("llama", stack, audit={"dir": d})
+            eng.generate({"requests": self.reqs})
+            self.assertEqual(os.listdir(d), [])
+            n0 = eng.d.selected_calls["norm.rmsnorm"]
+            self.assertEqual(eng.d.set_audit_calls({"norm.rmsnorm": [n0, n0 + 2, 10 ** 9]}), 3)
+            eng.generate({"requests": self.reqs})
+            want = ["norm.rmsnorm-%d.safetensors" % n for n in (n0, n0 + 2)]
+            self.assertEqual(sorted(os.listdir(d)), sorted(want))
+            for f in want:
+                t, meta = stio.load(os.path.join(d, f))
+                check_dump(self, "norm.rmsnorm", t, meta)
+            self.assertEqual(eng.stats()["slots"]["norm.rmsnorm"]["audited"], 2)
+            for bad in ({"no.such_slot": [1]}, {"norm.rmsnorm": [-1]}, {"norm.rmsnorm": [True]},
+                        {"norm.rmsnorm": "1"}, [1], {"norm.rmsnorm": [0] * 5000}):
+                with self.assertRaises(Failure):
+                    eng.d.set_audit_calls(bad)
+        off = self.engine("llama", self.b.stack("rms_good"))
+        with self.assertRaises(Failure):
+            off.d.set_audit_calls({"norm.rmsnorm": [1]})
+
     def test_audit_moe_dump(self):
         with tempfile.TemporaryDirectory() as d:
             eng = self.engine("mixtral", self.b.stack("moe_good"), audit={"every": 5, "dir": d})

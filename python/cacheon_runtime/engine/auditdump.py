@@ -14,6 +14,29 @@ import os
 import torch
 
 from .. import stio
+from ..wire import bad
+
+# The most explicit audit positions one slot may be given (audit_calls).
+MAX_CALLS = 4096
+
+
+def parse_calls(calls, served, audit_dir):
+    """The explicit audit positions of an audit_calls request: per slot (of
+    served), a frozenset of selected-call numbers. The referee draws them
+    after the warm-up over the timed waves it is about to run."""
+    if not os.path.isabs(audit_dir):
+        raise bad("audit_calls needs an engine loaded with an absolute audit.dir")
+    if not isinstance(calls, dict):
+        raise bad("audit_calls: calls must be an object of slot: [call numbers]")
+    out = {}
+    for slot, nums in calls.items():
+        if slot not in served:
+            raise bad("audit_calls: slot %r is not served here" % (slot,))
+        if (not isinstance(nums, list) or len(nums) > MAX_CALLS
+                or any(not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < 1 << 40 for n in nums)):
+            raise bad("audit_calls: %s: want at most %d call numbers >= 0" % (slot, MAX_CALLS))
+        out[slot] = frozenset(nums)
+    return out
 
 
 def write(raw, audit_dir, slot, variant, n_call, desc, inputs, before_in, pages, scalars, outs, experts, decode=False,

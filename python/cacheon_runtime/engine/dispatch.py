@@ -242,6 +242,10 @@ class Dispatch(collectives.CollectiveCalls):
         if self.auditing and not os.path.isabs(self.audit_dir):
             raise bad("audit.dir must be an absolute path when auditing")
         self.audit_dumps = 0
+        # Explicit positions (audit_calls): per slot, the selected-call
+        # numbers to dump, beside the share and every rules and not bound
+        # by their max_dumps.
+        self.audit_calls = {}
         self.selected_calls = dict.fromkeys(self.served, 0)
 
     def _load_stack(self, stack):
@@ -326,6 +330,13 @@ class Dispatch(collectives.CollectiveCalls):
         return {"slots": {s: dict(c) for s, c in self.counts.items()},
                 "receipts": [{"slot": s, "variant": v, "reason": r, "count": n}
                              for (s, v, r), n in sorted(self.receipts.items())]}
+
+    def set_audit_calls(self, calls):
+        """Dump exactly these selected calls of each slot (numbers as
+        selected_calls counts them, from the load on), besides any share or
+        every rule; replaces earlier positions (auditdump.parse_calls)."""
+        self.audit_calls = auditdump.parse_calls(calls, self.counts, self.audit_dir)
+        return sum(len(v) for v in self.audit_calls.values())
 
     def has_candidates(self):
         return any(self.variants.values())
@@ -500,7 +511,7 @@ class Dispatch(collectives.CollectiveCalls):
                 return self._fail(slot, var, "prepare failed at load", "", shapes, dtype, stock_fn)
         n_call = self.selected_calls[slot]
         self.selected_calls[slot] = n_call + 1
-        audit = self._audit_pick(desc, n_call)
+        audit = self._audit_pick(slot, desc, n_call)
         specs, outs = self._outputs(shapes, dtype)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
         pages = auditdump.used_pages(self.raw, inputs) if audit and slot == DECODE else None
@@ -546,10 +557,15 @@ class Dispatch(collectives.CollectiveCalls):
 
     # -- audit --------------------------------------------------------------
 
-    def _audit_pick(self, desc, n_call):
-        """Every Nth selected call of the slot (the first, then every Nth)
-        and a seeded random share of them, up to max_dumps in all."""
-        if not self.auditing or desc["graph_mode"] == "graph" or self.capture_log is not None:
+    def _audit_pick(self, slot, desc, n_call):
+        """The explicit positions of the slot (audit_calls); besides them,
+        every Nth selected call of the slot (the first, then every Nth) and
+        a seeded random share of them, up to max_dumps of those."""
+        if desc["graph_mode"] == "graph" or self.capture_log is not None:
+            return False
+        if n_call in self.audit_calls.get(slot, ()):
+            return True
+        if not self.auditing:
             return False
         draw = self.audit_rng.random()
         pick = (self.audit_every > 0 and n_call % self.audit_every == 0) or draw < self.audit_share
@@ -558,7 +574,8 @@ class Dispatch(collectives.CollectiveCalls):
     def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts):
         auditdump.write(self.raw, self.audit_dir, slot, var.name, n_call, desc, inputs, before_in, pages, scalars,
                         outs, experts, decode=slot == DECODE, tp=(self.rank, self.world_size) if self.world_size > 1 else None)
-        self.audit_dumps += 1
+        if n_call not in self.audit_calls.get(slot, ()):
+            self.audit_dumps += 1
         self._count(slot, "audited")
 
 

@@ -46,7 +46,7 @@ class Server:
     def serve(self):
         from . import dispatch
         handlers = {"hello": self.op_hello, "group": self.op_group, "load": self.op_load, "generate": self.op_generate,
-                    "score": self.op_score, "stats": self.op_stats}
+                    "score": self.op_score, "stats": self.op_stats, "audit_calls": self.op_audit_calls}
 
         def on_error(rid, e):
             if isinstance(e, dispatch.CandidateAbort):
@@ -128,6 +128,11 @@ class Server:
 
     def op_stats(self, req):
         return self._need().stats()
+
+    def op_audit_calls(self, req):
+        """The selected calls to dump from now on, per slot
+        (docs/engine-protocol.md, audit_calls)."""
+        return {"calls": self._need().d.set_audit_calls(req.get("calls"))}
 
 
 def generate_reply(out):
