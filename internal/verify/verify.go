@@ -129,8 +129,8 @@ type Report struct {
 	Python     string   `json:"python"`
 	Torch      string   `json:"torch,omitempty"`
 	Sandbox    []string `json:"sandbox"`
-	// Workers is how many worker processes the run started: one for every
-	// non-collective row and dtype, one per rank of each world size, and
+	// Workers is how many worker processes the run started: per lane, one
+	// for its non-collective rows and one per rank of each world size, and
 	// fresh ones after a row that failed.
 	Workers int `json:"workers_started"`
 	// Rows: one per manifest row and dtype (and world size, for a
