@@ -1,0 +1,27 @@
+package worker
+
+import "testing"
+
+// TestTorchBuiltWithCUDA: torch's version file names a CUDA version in a
+// CUDA build (old and annotated forms) and None in a CPU build.
+func TestTorchBuiltWithCUDA(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      bool
+	}{
+		{"torch 2.x, CUDA 13.0", "__version__ = '2.11.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\ngit_version = 'abc'\n", true},
+		{"torch 1.x, CUDA 11.7", "__version__ = '1.13.1+cu117'\ncuda = '11.7'\nhip = None\n", true},
+		{"a CPU build", "__version__ = '1.13.0a0'\ndebug = False\ncuda = None\ngit_version = 'Unknown'\nhip = None\n", false},
+		{"annotated CPU build", "cuda: Optional[str] = None\nhip: Optional[str] = None\n", false},
+		{"a comment is not the line", "# cuda = '12.1'\ncuda = None\n", false},
+		{"hip is not cuda", "cuda = None\nhip = '6.0'\n", false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := torchBuiltWithCUDA([]byte(tt.src)); got != tt.want {
+				t.Errorf("torchBuiltWithCUDA = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
