@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"cacheon/internal/tritoncache"
 )
@@ -78,6 +79,13 @@ func PrepareTritonHelpers(ctx context.Context, python, cacheDir string) (string,
 	}
 	dir := filepath.Join(cacheDir, "triton")
 	cache := filepath.Join(dir, "cache")
+	// A build that failed (no C compiler, a driver that will not run
+	// Triton) is not tried again by every verify for an hour.
+	failed := dir + ".failed"
+	if st, err := os.Stat(failed); err == nil && time.Since(st.ModTime()) < time.Hour {
+		why, _ := os.ReadFile(failed)
+		return "", fmt.Errorf("triton helpers: an earlier build failed, tried again an hour after it or once %s is removed: %s", failed, why)
+	}
 	err := fillOnce(ctx, dir, func() error {
 		_ = os.RemoveAll(dir) // a fill that did not finish
 		src := filepath.Join(dir, "src")
@@ -104,7 +112,11 @@ func PrepareTritonHelpers(ctx context.Context, python, cacheDir string) (string,
 		return nil
 	})
 	if err != nil {
+		if ctx.Err() == nil {
+			_ = os.WriteFile(failed, []byte(err.Error()), 0o600)
+		}
 		return "", fmt.Errorf("triton helpers: %w", err)
 	}
+	_ = os.Remove(failed)
 	return cache, nil
 }

@@ -43,13 +43,21 @@ echo cubin > "$TRITON_CACHE_DIR/KERNEL/k.cubin"`)
 			t.Fatalf("the fill ran %d times, want once", got)
 		}
 	})
-	t.Run("a failed fill is not ready", func(t *testing.T) {
+	t.Run("a failed fill is not ready, and not tried by every run", func(t *testing.T) {
 		cache := t.TempDir()
-		if _, err := PrepareTritonHelpers(ctx, fakePython(t, "echo no cuda >&2; exit 1"), cache); err == nil || !strings.Contains(err.Error(), "no cuda") {
+		count := filepath.Join(t.TempDir(), "runs")
+		py := fakePython(t, "echo run >> "+count+"; echo no cuda >&2; exit 1")
+		if _, err := PrepareTritonHelpers(ctx, py, cache); err == nil || !strings.Contains(err.Error(), "no cuda") {
 			t.Fatalf("err = %v, want the fill's own words", err)
 		}
 		if _, err := os.Stat(filepath.Join(cache, "triton", ".ready")); !os.IsNotExist(err) {
 			t.Fatalf("a failed fill left .ready: %v", err)
+		}
+		if _, err := PrepareTritonHelpers(ctx, py, cache); err == nil || !strings.Contains(err.Error(), "an earlier build failed") || !strings.Contains(err.Error(), "no cuda") {
+			t.Fatalf("second try: err = %v", err)
+		}
+		if runs, _ := os.ReadFile(count); strings.Count(string(runs), "run") != 1 {
+			t.Fatalf("the failing fill ran %d times, want once", strings.Count(string(runs), "run"))
 		}
 	})
 	t.Run("a fill that builds no host module is refused", func(t *testing.T) {
