@@ -189,21 +189,28 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	}
 	// The cases are planned in the background, in order, and each runs as
 	// soon as it is planned; planning stops with the row.
+	// Planning ends before a failed row's set (and its job directory,
+	// rowDir's parent) is discarded.
 	pctx, stop := context.WithCancel(ctx)
 	planned := planCases(pctx, cases, spec, op, o, rowDir, func() { clk.add(phaseReference, t0) })
-	defer func() {
+	endPlanning := func() {
 		stop()
 		<-planned
+	}
+	defer func() {
+		endPlanning()
 		os.RemoveAll(rowDir)
 	}()
 	set := p.get(key)
 	if set.reason != "" {
 		st.failOrInfra(set.reason, set.infra)
+		endPlanning()
 		p.discard(key)
 		return row
 	}
 
 	runCases(ctx, b, op, spec, o, set, cases, st, clk)
+	endPlanning()
 	switch {
 	case st.failed:
 		p.discard(key)
