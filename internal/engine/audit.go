@@ -192,25 +192,40 @@ func regradeOne(path string, slots SlotLookup, scalars map[string]float64, r *Au
 		fail("inputs do not fit the slot contract: %v", err)
 		return
 	}
+	gradeDumps(spec, c, []*safetensors.File{f}, false, r)
+}
+
+// gradeDumps grades the outputs of one call's dumps (one file, or with
+// ranks one per rank, each named in a reason) against the reference of
+// the case rebuilt from its inputs: the lowest score of any output is the
+// result's, the first failure its reason, and it passes when none fails.
+func gradeDumps(spec *slot.Spec, c *slot.Case, files []*safetensors.File, ranks bool, r *AuditResult) {
+	fail := func(format string, args ...any) { r.Outcome, r.Reason = AuditFail, fmt.Sprintf(format, args...) }
 	r.Dims = fmt.Sprint(map[string]int(c.Dims))
 	want, why := expect(spec, c)
 	if why != "" {
 		fail("%s", why)
 		return
 	}
-	res, err := want.grade(f.Tensors)
 	r.Score = 1
-	for _, g := range res.Outputs {
-		r.Metric = g.Metric
-		r.Score = min(r.Score, g.Score)
-	}
-	if err != nil {
-		fail("%v", err)
-		return
-	}
-	if res.Failure != nil {
-		fail("%s", auditReason(res.Failure))
-		return
+	for rank, f := range files {
+		where := ""
+		if ranks {
+			where = fmt.Sprintf("rank %d: ", rank)
+		}
+		res, err := want.grade(f.Tensors)
+		for _, g := range res.Outputs {
+			r.Metric = g.Metric
+			r.Score = min(r.Score, g.Score)
+		}
+		if err != nil {
+			fail("%s%v", where, err)
+			return
+		}
+		if res.Failure != nil {
+			fail("%s%s", where, auditReason(res.Failure))
+			return
+		}
 	}
 	r.Outcome, r.Reason = AuditPass, ""
 }

@@ -98,27 +98,5 @@ func regradeCollective(name string, dirs []string, slots SlotLookup, scalars map
 		fail("inputs do not fit the slot contract: %v", err)
 		return
 	}
-	r.Dims = fmt.Sprint(map[string]int(c.Dims))
-	want, why := expect(spec, c)
-	if why != "" {
-		fail("%s", why)
-		return
-	}
-	r.Score = 1
-	for rank, f := range files {
-		res, err := want.grade(f.Tensors)
-		for _, g := range res.Outputs {
-			r.Metric = g.Metric
-			r.Score = min(r.Score, g.Score)
-		}
-		if err != nil {
-			fail("rank %d: %v", rank, err)
-			return
-		}
-		if res.Failure != nil {
-			fail("rank %d: %s", rank, auditReason(res.Failure))
-			return
-		}
-	}
-	r.Outcome, r.Reason = AuditPass, ""
+	gradeDumps(spec, c, files, true, r)
 }

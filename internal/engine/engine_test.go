@@ -11,8 +11,27 @@ import (
 	"time"
 
 	"cacheon/internal/arena"
+	"cacheon/internal/slot"
 	"cacheon/internal/worker"
 )
+
+// shippedArena is arenas/NAME.toml with its default workload selected,
+// and the slot catalog.
+func shippedArena(t *testing.T, name string) (*arena.Arena, *slot.Catalog) {
+	t.Helper()
+	a, err := arena.Load("../../arenas/" + name + ".toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = a.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cat
+}
 
 func tinyArena(t *testing.T) *arena.Arena {
 	t.Helper()

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"cacheon/internal/arena"
 	"cacheon/internal/fault"
-	"cacheon/internal/slot"
 	"cacheon/internal/worker"
 )
 
@@ -62,17 +60,7 @@ func TestSessionsSideBySide(t *testing.T) {
 		t.Skip("starts two arena runtimes")
 	}
 	python, _ := realRuntime(t)
-	a, err := arena.Load("../../arenas/cpu-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err = a.Select(""); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cat := shippedArena(t, "cpu-tiny")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var sessions [2]*Session

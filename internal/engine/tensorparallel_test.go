@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"cacheon/internal/arena"
 	"cacheon/internal/fault"
 	"cacheon/internal/slot"
 )
@@ -27,17 +26,7 @@ const tpLogprobTol = 1e-5
 func openArena(t *testing.T, name string, stack []StackSpec, audit *Audit) (*Session, *BenchResult, error) {
 	t.Helper()
 	python, _ := realRuntime(t)
-	a, err := arena.Load("../../arenas/" + name + ".toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err = a.Select(""); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cat := shippedArena(t, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := Open(ctx, Config{Arena: a, Slots: cat, Python: python, Strict: true, Stack: stack, Audit: audit,

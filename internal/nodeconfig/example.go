@@ -60,8 +60,9 @@ calibration = "calibration.json"
 # warmup = 0
 # Prompts the pristine teacher T scores (at least 2).
 # t_prompts = 8
-# The share of candidate calls audited (a decimal in [0, 1]), and the fewest
-# audited calls an attempt needs.
+# The share of the candidate's calls in the audit engine's timed waves that
+# are dumped and regraded (a decimal in [0, 1]; at most 64 calls, the last
+# one always), and the fewest audited calls of each slot an attempt needs.
 # audit_share = "0.25"
 # min_audited = 2
 # Limits: building the model and capturing graphs; one wave.

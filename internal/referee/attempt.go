@@ -119,8 +119,10 @@ type Referee struct {
 	Python      string
 	ScratchRoot string
 	// Waves and Warmup per read (0: the arena's); TPrompts prompts for T;
-	// AuditShare of candidate calls for A (decimal); MinAudited dumps of
-	// the target A must grade.
+	// AuditShare of the candidate's calls in A's timed waves that A dumps
+	// (decimal), at most AuditMax in all and at least MinAudited per slot
+	// of the target (auditPositions); MinAudited dumps of each slot A must
+	// grade.
 	Waves, Warmup, TPrompts int
 	AuditShare              string
 	AuditMax, MinAudited    int

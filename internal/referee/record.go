@@ -39,8 +39,8 @@ type Plan struct {
 	Warmup      int      `json:"warmup"`          // warm-up waves per read
 	Nudge       bool     `json:"nudge,omitempty"` // a context of the referee's own came and went beside each timed engine before its reads
 	TPrompts    int      `json:"t_prompts"`       // prompts T scores
-	AuditShare  string   `json:"audit_share"`     // share of candidate calls A dumps
-	AuditMaxDmp int      `json:"audit_max"`       // most dumps A keeps
+	AuditShare  string   `json:"audit_share"`     // share of the candidate's calls in A's timed waves A dumps
+	AuditMaxDmp int      `json:"audit_max"`       // most calls A dumps, all slots together
 	Device      string   `json:"device"`          // device kind of the arena
 	Schedule    string   `json:"schedule"`        // the role order, e.g. "B C B′ A T"
 	Workload    string   `json:"workload"`        // workload name
