@@ -28,6 +28,11 @@ const (
 const (
 	KindLlama   = "llama"   // dense: RMSNorm, RoPE, GQA attention, SwiGLU MLP
 	KindMixtral = "mixtral" // as llama, with a top-k routed mixture of SwiGLU experts
+	// KindMSA is llama with block-sparse attention: an indexer scores key
+	// blocks (the attention.msa_block_score and
+	// attention.msa_prefill_block_score slots), the runtime selects each
+	// query's top blocks, and attention reads the selected blocks alone.
+	KindMSA = "msa"
 )
 
 // Arena is a checked arena: everything the runtime needs to build the model
@@ -66,6 +71,15 @@ type Model struct {
 	NumExperts       int           `json:"num_experts"` // 0 for llama
 	TopK             int           `json:"top_k"`       // 0 for llama
 	WeightsSeed      int64         `json:"weights_seed"`
+	// The indexer of an msa model (all 0 for other kinds): IndexHeads
+	// query heads of IndexHeadDim (summed before scoring) against one
+	// index key per token; keys are scored in blocks of MSABlockSize and
+	// every query attends to the MSATopK best blocks, its own block always
+	// among them.
+	IndexHeads   int `json:"index_heads,omitempty"`
+	IndexHeadDim int `json:"index_head_dim,omitempty"`
+	MSABlockSize int `json:"msa_block_size,omitempty"`
+	MSATopK      int `json:"msa_topk,omitempty"`
 	// Checkpoint is a safetensors file with Llama tensor names, as written
 	// in the arena file ("" = seeded-random weights).
 	Checkpoint string `json:"checkpoint"`

@@ -97,7 +97,7 @@ func TestParseErrors(t *testing.T) {
 		{"dtype", "dtype", `dtype = "int8"`, `dtype: "int8": want bfloat16`},
 		{"float16 on cpu", "dtype", `dtype = "float16"`, `dtype: float16 needs device = "cuda"`},
 		{"name", "name", `name = "Bad Name"`, `name: "Bad Name" is not a name`},
-		{"kind", "kind", `kind = "gpt"`, `model.kind: "gpt": want llama or mixtral`},
+		{"kind", "kind", `kind = "gpt"`, `model.kind: "gpt": want llama, mixtral or msa`},
 		{"kv heads divide", "num_kv_heads", "num_kv_heads = 3", `:11:1: model.num_kv_heads: 3 does not divide num_heads = 4`},
 		{"heads divide hidden", "num_heads", "num_heads = 3", `model.num_kv_heads: 2 does not divide|model.num_heads: 3 does not divide hidden_size`},
 		{"odd head dim", "+num_kv_heads = 2", "head_dim = 33", `model.head_dim: 33 is odd`},
@@ -158,6 +158,51 @@ func TestMixtral(t *testing.T) {
 	}
 	if a.Model.NumExperts != 4 || a.Model.TopK != 2 {
 		t.Fatalf("experts %+v", a.Model)
+	}
+}
+
+func TestMSA(t *testing.T) {
+	doc := edit(base, "kind", `kind = "msa"`)
+	if _, err := Parse("t.toml", []byte(doc)); err == nil || !strings.Contains(err.Error(), "model.index_heads: missing") {
+		t.Fatalf("msa without an indexer: %v", err)
+	}
+	msa := edit(doc, "+weights_seed = 1", "index_heads = 2\nindex_head_dim = 16\nmsa_block_size = 16\nmsa_topk = 2")
+	a, err := Parse("t.toml", []byte(msa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := a.Model; m.IndexHeads != 2 || m.IndexHeadDim != 16 || m.MSABlockSize != 16 || m.MSATopK != 2 {
+		t.Fatalf("indexer %+v", m)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{edit(msa, "msa_topk", "msa_topk = 0"), `model.msa_topk: 0 is not in \[1, 4096\]`},
+		{edit(msa, "index_head_dim", "index_head_dim = 1"), `model.index_head_dim: 1 is not in \[2, 1024\]`},
+		{edit(msa, "+weights_seed = 1", `checkpoint = "m.safetensors"`), `model.checkpoint: an msa model runs on seeded weights only`},
+		{edit(msa, "+kv_pages = 64", "tensor_parallel = 2"), `engine.tensor_parallel: an msa model runs on one rank`},
+		{edit(msa, "+weights_seed = 1", "num_experts = 4"), `model.num_experts: a dense msa model has no experts`},
+		{edit(base, "+weights_seed = 1", "msa_topk = 2"), `model.msa_topk: only an msa model has an indexer`},
+	} {
+		if _, err := Parse("t.toml", []byte(tc.doc)); err == nil || !regexp.MustCompile(tc.want).MatchString(err.Error()) {
+			t.Errorf("want %q, got %v", tc.want, err)
+		}
+	}
+	// the indexer is part of the identity; other kinds' digests do not
+	// carry its (zero) fields
+	d1, _ := a.Digest()
+	b, err := Parse("t.toml", []byte(edit(msa, "msa_topk", "msa_topk = 3")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2, _ := b.Digest(); d1 == d2 {
+		t.Error("msa_topk does not change the digest")
+	}
+	rc, _ := json.Marshal(a.Runtime())
+	if !strings.Contains(string(rc), `"msa_topk":2`) {
+		t.Errorf("runtime config without the indexer: %s", rc)
+	}
+	l, _ := Parse("t.toml", []byte(base))
+	if rc, _ := json.Marshal(l.Runtime()); strings.Contains(string(rc), "msa") || strings.Contains(string(rc), "index_") {
+		t.Errorf("a llama runtime config names indexer fields: %s", rc)
 	}
 }
 
@@ -286,6 +331,10 @@ func TestShippedArenas(t *testing.T) {
 		if a := got[name]; a == nil || a.Engine.Ranks() != 2 || a.Device != "cuda" {
 			t.Errorf("%s: want a two-rank cuda arena, got %+v", name, a)
 		}
+	}
+	if a, b := got["cpu-tiny-msa"], got["cpu-tiny"]; a == nil || b == nil || a.Model.Kind != KindMSA || a.Device != "cpu" ||
+		a.Model.MSATopK*a.Model.MSABlockSize >= a.Work.PromptLen[1] {
+		t.Errorf("cpu-tiny-msa: want a cpu msa arena whose prompts outgrow the selected blocks, got %+v", a)
 	}
 	m := got["h200-moe"]
 	if m == nil || m.Model.Kind != KindMixtral || m.Model.NumExperts < 8 || m.Model.TopK != 2 || m.DType != "bfloat16" {

@@ -100,6 +100,10 @@ type rawModel struct {
 	TopK             int64  `toml:"top_k"`
 	WeightsSeed      int64  `toml:"weights_seed"`
 	Checkpoint       string `toml:"checkpoint"`
+	IndexHeads       int64  `toml:"index_heads"`
+	IndexHeadDim     int64  `toml:"index_head_dim"`
+	MSABlockSize     int64  `toml:"msa_block_size"`
+	MSATopK          int64  `toml:"msa_topk"`
 }
 
 type rawEngine struct {
@@ -276,9 +280,9 @@ func (c *checker) model(r *rawModel) Model {
 		Checkpoint:       r.Checkpoint,
 	}
 	switch r.Kind {
-	case KindLlama, KindMixtral:
+	case KindLlama, KindMixtral, KindMSA:
 	default:
-		c.fail("model.kind", "%q: want %s or %s", r.Kind, KindLlama, KindMixtral)
+		c.fail("model.kind", "%q: want %s, %s or %s", r.Kind, KindLlama, KindMixtral, KindMSA)
 	}
 	m.NumKVHeads = m.NumHeads
 	if c.ix.HasKey("model.num_kv_heads") {
@@ -314,19 +318,41 @@ func (c *checker) model(r *rawModel) Model {
 		if m.TopK > m.NumExperts {
 			c.fail("model.top_k", "%d is more than num_experts = %d", m.TopK, m.NumExperts)
 		}
-	case KindLlama:
+	case KindLlama, KindMSA:
 		if r.NumExperts != 0 || r.TopK != 0 {
 			field := "model.num_experts"
 			if r.NumExperts == 0 {
 				field = "model.top_k"
 			}
-			c.fail(field, "a dense llama model has no experts (use kind = %q for a mixture of experts)", KindMixtral)
+			c.fail(field, "a dense %s model has no experts (use kind = %q for a mixture of experts)", r.Kind, KindMixtral)
 		}
 	}
+	c.indexer(r, &m)
 	if r.Checkpoint != "" && (strings.ContainsRune(r.Checkpoint, 0) || !strings.HasSuffix(r.Checkpoint, ".safetensors")) {
 		c.fail("model.checkpoint", "%q: want the path of a .safetensors file", r.Checkpoint)
 	}
 	return m
+}
+
+// indexer checks the msa fields: required for kind msa, absent otherwise.
+func (c *checker) indexer(r *rawModel, m *Model) {
+	fields := []string{"model.index_heads", "model.index_head_dim", "model.msa_block_size", "model.msa_topk"}
+	if r.Kind != KindMSA {
+		for _, f := range fields {
+			if c.ix.HasKey(f) {
+				c.fail(f, "only an %s model has an indexer (kind = %q)", KindMSA, KindMSA)
+			}
+		}
+		return
+	}
+	c.required(fields...)
+	m.IndexHeads = c.intIn("model.index_heads", r.IndexHeads, 1, 1024)
+	m.IndexHeadDim = c.intIn("model.index_head_dim", r.IndexHeadDim, 2, 1024)
+	m.MSABlockSize = c.intIn("model.msa_block_size", r.MSABlockSize, 1, 4096)
+	m.MSATopK = c.intIn("model.msa_topk", r.MSATopK, 1, 4096)
+	if r.Checkpoint != "" {
+		c.fail("model.checkpoint", "an %s model runs on seeded weights only (no checkpoint names its indexer)", KindMSA)
+	}
 }
 
 func (c *checker) engine(r *rawEngine, device string) Engine {
@@ -392,6 +418,9 @@ func (c *checker) tensorParallel(a *Arena) {
 	}
 	if tp <= 1 {
 		return
+	}
+	if a.Model.Kind == KindMSA {
+		c.fail("engine.tensor_parallel", "an %s model runs on one rank", KindMSA)
 	}
 	for _, d := range []struct {
 		field string

@@ -46,18 +46,24 @@ var dumpName = regexp.MustCompile(`^([a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+)-([0-
 
 // AuditScalars are the scalar arguments the arena's model passes to each
 // slot, from Go's own copy of the arena (never from the dump): the RMSNorm
-// epsilon and causal prefill attention. Scalars not listed take the slot's
+// epsilon, causal prefill attention and an msa model's block size. Scalars not listed take the slot's
 // registered expression (sm_scale = rsqrt(D)).
 func AuditScalars(a *arena.Arena) (map[string]map[string]float64, error) {
 	eps, err := a.Model.RMSNormEps.Float64()
 	if err != nil {
 		return nil, fmt.Errorf("audit scalars: %w", err)
 	}
-	return map[string]map[string]float64{
+	sc := map[string]map[string]float64{
 		"norm.rmsnorm":                   {"eps": eps},
 		"collective.ar_residual_rmsnorm": {"eps": eps},
 		"attention.sdpa":                 {"causal": 1},
-	}, nil
+	}
+	if a.Model.Kind == arena.KindMSA {
+		bs := float64(a.Model.MSABlockSize)
+		sc["attention.msa_block_score"] = map[string]float64{"block_size": bs}
+		sc["attention.msa_prefill_block_score"] = map[string]float64{"block_size": bs}
+	}
+	return sc, nil
 }
 
 // Regrade reads every audit dump in dir (files named

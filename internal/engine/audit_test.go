@@ -68,7 +68,8 @@ func TestRegrade(t *testing.T) {
 	}
 	dir := t.TempDir()
 	scalars := map[string]map[string]float64{}
-	for i, name := range append(Seams("mixtral"), "activation.silu_and_mul") {
+	names := append(Seams("mixtral"), "activation.silu_and_mul", "attention.msa_block_score", "attention.msa_prefill_block_score")
+	for i, name := range names {
 		spec, _ := cat.Lookup(name)
 		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 			c, err := spec.NewCase(slot.CaseParams{Seed: 11, Shape: spec.Shapes[0], DType: dt, Index: i})
@@ -76,8 +77,19 @@ func TestRegrade(t *testing.T) {
 				t.Fatal(err)
 			}
 			scalars[name] = maps.Clone(c.Scalars)
-			// CaseFromInputs recovers the dims and scalars.
-			back, err := spec.CaseFromInputs(c.Ranks[0], map[string]float64{"causal": c.Scalars["causal"], "eps": c.Scalars["eps"]})
+			// CaseFromInputs recovers the dims and scalars (an msa block
+			// size, which no input's shape holds, from the scalars given).
+			given := map[string]float64{"causal": c.Scalars["causal"], "eps": c.Scalars["eps"]}
+			if bs, ok := c.Scalars["block_size"]; ok {
+				given["block_size"] = bs
+				if _, err := spec.CaseFromInputs(c.Ranks[0], nil); err == nil {
+					t.Fatalf("%s: rebuilt without its block size", name)
+				}
+				if _, err := spec.CaseFromInputs(c.Ranks[0], map[string]float64{"block_size": 2.5}); err == nil || !strings.Contains(err.Error(), "not a positive integer") {
+					t.Fatalf("%s: block size 2.5: %v", name, err)
+				}
+			}
+			back, err := spec.CaseFromInputs(c.Ranks[0], given)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -109,7 +121,7 @@ func TestRegrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 5*6+1 {
+	if len(res) != len(names)*6+1 {
 		t.Fatalf("%d results", len(res))
 	}
 	for _, r := range res {

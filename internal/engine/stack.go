@@ -22,13 +22,20 @@ import (
 
 // Seams lists the slots the arena runtime's data plane dispatches for a
 // model kind, sorted: a dense model's MLP calls silu_and_mul, a mixtral
-// model's experts (SwiGLU inside) are one fused_experts call.
+// model's experts (SwiGLU inside) are one fused_experts call, and an msa
+// model's attention is the runtime's own over the blocks it selected from
+// the score sheets of attention.msa_prefill_block_score (prompts) and
+// attention.msa_block_score (decode steps).
 func Seams(kind string) []string {
-	mlp := "activation.silu_and_mul"
-	if kind == arena.KindMixtral {
-		mlp = "moe.fused_experts"
+	var s []string
+	switch kind {
+	case arena.KindMixtral:
+		s = []string{"moe.fused_experts", "attention.decode", "attention.sdpa", "norm.rmsnorm"}
+	case arena.KindMSA:
+		s = []string{"activation.silu_and_mul", "attention.msa_block_score", "attention.msa_prefill_block_score", "norm.rmsnorm"}
+	default:
+		s = []string{"activation.silu_and_mul", "attention.decode", "attention.sdpa", "norm.rmsnorm"}
 	}
-	s := []string{mlp, "attention.decode", "attention.sdpa", "norm.rmsnorm"}
 	sort.Strings(s)
 	return s
 }

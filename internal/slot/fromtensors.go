@@ -2,6 +2,7 @@ package slot
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 
@@ -103,6 +104,10 @@ func (s *Spec) caseFrom(inputs map[string]*tensor.Tensor, scalars map[string]flo
 	if !haveVDT || (vdt != tensor.BF16 && vdt != tensor.F16 && vdt != tensor.F32) {
 		return nil, fmt.Errorf("slot %s: inputs are %s, want bfloat16, float16 or float32", s.Name, vdt)
 	}
+	known, err := scalarDims(s.Name, args, scalars, known)
+	if err != nil {
+		return nil, err
+	}
 	dims, err := s.solveDims(args, inputs, known)
 	if err != nil {
 		return nil, err
@@ -126,6 +131,28 @@ func (s *Spec) caseFrom(inputs map[string]*tensor.Tensor, scalars map[string]flo
 		}
 	}
 	return c, nil
+}
+
+// scalarDims adds to known the dimensions that an integer scalar names
+// alone (msa_block_score's block_size is BS) when scalars gives its value:
+// no input shape holds such a dimension. The value must be a positive
+// integer.
+func scalarDims(slotName string, args []Arg, scalars map[string]float64, known Dims) (Dims, error) {
+	out := Dims{}
+	for k, v := range known {
+		out[k] = v
+	}
+	for _, a := range args {
+		v, given := scalars[a.Name]
+		if a.Kind != ArgScalar || a.Scalar != "int" || !given || !dimName.MatchString(a.Value) || dimName.FindString(a.Value) != a.Value {
+			continue
+		}
+		if v != math.Trunc(v) || v < 1 || v > math.MaxInt32 {
+			return nil, fmt.Errorf("slot %s: scalar %s = %v is not a positive integer", slotName, a.Name, v)
+		}
+		out[a.Value] = int(v)
+	}
+	return out, nil
 }
 
 // ReferenceFromInputs computes the trusted reference of every output for

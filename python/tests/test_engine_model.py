@@ -29,6 +29,8 @@ def tiny_arena(kind="llama", seed=1, layers=2, **engine):
          "rope_theta": 10000, "max_position": 256, "weights_seed": seed}
     if kind == "mixtral":
         m.update(num_experts=4, top_k=2)
+    if kind == "msa":
+        m.update(index_heads=2, index_head_dim=8, msa_block_size=4, msa_topk=2)
     e = {"page_size": 4, "max_batch": 4, "kv_pages": 96, "graph_buckets": [1, 2, 4]}
     e.update(engine)
     return {"name": "test-tiny", "device": "cpu", "dtype": "float32", "model": m, "engine": e}
@@ -79,6 +81,8 @@ def naive_logits(cfg, sd, tokens):
         v = v.repeat_interleave(hq // hkv, dim=1)
         s = torch.einsum("thd,shd->hts", q, k) / math.sqrt(d)
         s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        if cfg.kind == "msa":
+            s = s.masked_fill(~naive_msa_keys(cfg, sd, p, h), float("-inf"))
         a = torch.einsum("hts,shd->thd", s.softmax(-1), v).reshape(t, hq * d)
         x = x + a @ sd[p + "self_attn.o_proj.weight"].t()
         h = _rms(x, sd[p + "post_attention_layernorm.weight"], eps)
@@ -102,6 +106,34 @@ def naive_logits(cfg, sd, tokens):
     x = _rms(x, sd["model.norm.weight"], eps)
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
     return x @ head.t()
+
+
+def naive_msa_keys(cfg, sd, p, h):
+    """(T, T) bool: the keys each position reads in an msa layer: its own
+    block and the best others by block score (the max over the block's
+    visible keys of the summed index heads' dot product), msa_topk blocks in
+    all, and within them the keys at or before the position."""
+    t, bs, d = h.shape[0], cfg.msa_block_size, cfg.index_head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1)[:, None, :], torch.cat([ang.sin(), ang.sin()], -1)[:, None, :]
+
+    def rope(v):
+        return v * cos + torch.cat([-v[..., d // 2:], v[..., :d // 2]], -1) * sin
+
+    qs = rope((h @ sd[p + "self_attn.indexer.wq.weight"].t()).view(t, cfg.index_heads, d)).sum(1)
+    ik = rope((h @ sd[p + "self_attn.indexer.wk.weight"].t()).view(t, 1, d))[:, 0]
+    sc = qs @ ik.t()
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    allowed = torch.zeros(t, t, dtype=torch.bool)
+    for i in range(t):
+        nb = i // bs + 1
+        best = [max(float(sc[i, j]) for j in range(b * bs, min((b + 1) * bs, i + 1))) for b in range(nb)]
+        best[i // bs] = float("inf")
+        keep = sorted(range(nb), key=lambda b: -best[b])[:cfg.msa_topk]
+        for b in keep:
+            allowed[i, b * bs:min((b + 1) * bs, i + 1)] = True
+    return allowed & causal
 
 
 def check_against_naive(test, eng, reqs, results, tol=2e-4):
@@ -150,7 +182,7 @@ class Serving(unittest.TestCase):
         # Pages of 4 tokens, prefill chunks of 5 (several chunks per prompt,
         # several requests per forward), 7 requests through 3 batch rows with
         # staggered arrivals.
-        for kind in ("llama", "mixtral"):
+        for kind in ("llama", "mixtral", "msa"):
             eng = make(tiny_arena(kind, max_batch=3, prefill_chunk=5))
             reqs = wave(7)
             out = eng.generate({"requests": reqs, "arrivals": [0, 0, 1, 2, 2, 5, 9]})
@@ -177,7 +209,7 @@ class Serving(unittest.TestCase):
         self.assertNotEqual([r["tokens"] for r in a["results"]], [r["tokens"] for r in c["results"]])
 
     def test_batch_independence(self):
-        for kind in ("llama", "mixtral"):
+        for kind in ("llama", "mixtral", "msa"):
             eng = make(tiny_arena(kind))
             reqs = wave(6)
             together = eng.generate({"requests": reqs, "arrivals": [0, 1, 1, 3, 4, 4]})["results"]

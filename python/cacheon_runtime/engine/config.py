@@ -17,7 +17,7 @@ import math
 
 from ..wire import bad
 
-KINDS = {"llama": "llama", "dense": "llama", "mixtral": "mixtral", "moe": "mixtral"}
+KINDS = {"llama": "llama", "dense": "llama", "mixtral": "mixtral", "moe": "mixtral", "msa": "msa"}
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
           "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
 
@@ -72,7 +72,8 @@ class ModelConfig:
             m = arena
         kind = m.get("kind", m.get("architecture", "llama"))
         if not isinstance(kind, str) or kind.lower() not in KINDS:
-            raise bad("arena model.kind %r: want llama (dense) or mixtral (moe)" % (kind,))
+            raise bad("arena model.kind %r: want llama (dense), mixtral (moe) or msa (block-sparse attention)"
+                      % (kind,))
         self.kind = KINDS[kind.lower()]
         name = m.get("name", arena.get("name", self.kind))
         self.name = name if isinstance(name, str) and name else self.kind
@@ -101,6 +102,13 @@ class ModelConfig:
             self.top_k = _int(m, "top_k", m.get("num_experts_per_tok", 2), lo=1, hi=self.num_experts)
         else:
             self.num_experts, self.top_k = 0, 0
+        # The indexer of an msa model (msa.py); zero for other kinds.
+        self.index_heads = self.index_head_dim = self.msa_block_size = self.msa_topk = 0
+        if self.kind == "msa":
+            self.index_heads = _int(m, "index_heads", lo=1, hi=1024)
+            self.index_head_dim = _int(m, "index_head_dim", lo=2, hi=1024)
+            self.msa_block_size = _int(m, "msa_block_size", lo=1, hi=4096)
+            self.msa_topk = _int(m, "msa_topk", lo=1, hi=4096)
         self.rope_scaling = self._rope_scaling(m.get("rope_scaling"))
 
     @staticmethod

@@ -44,13 +44,12 @@ here re-implements them.
 
 import os
 import random
-import sys
 
 import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditdump, collectives, stock
+from . import auditdump, bundlens, collectives, msacalls, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -71,7 +70,7 @@ COLLECTIVES = (ALL_REDUCE, AR_RMSNORM, MOE_REDUCE, MOE_FINALIZE)
 ENTRIES = {SILU: "silu_and_mul", RMSNORM: "rmsnorm", SDPA: "attention",
            DECODE: "attention_decode", MOE: "fused_experts",
            ALL_REDUCE: "all_reduce", AR_RMSNORM: "ar_residual_rmsnorm", MOE_REDUCE: "fused_experts_reduce",
-           MOE_FINALIZE: "moe_finalize_ar_rmsnorm"}
+           MOE_FINALIZE: "moe_finalize_ar_rmsnorm", **msacalls.ENTRIES}
 PREPARED = (MOE, MOE_REDUCE)  # slots whose entry takes a prepared state (prepare at load)
 # Positional ABI of each entry (internal/slot/catalog.go).
 ORDER = {
@@ -84,7 +83,10 @@ ORDER = {
     AR_RMSNORM: ("x", "residual", "weight", "eps", "out_norm", "out_residual", "group"),
     MOE_REDUCE: ("x", "topk_ids", "topk_weights", "prepared", "out", "group"),
     MOE_FINALIZE: ("gemm_out", "row_map", "scales", "residual", "weight", "eps", "out_norm", "out_residual", "group"),
+    **msacalls.ORDER,
 }
+# The block-score slots, served when the model is of kind msa (msa.py).
+MSA_SLOTS = msacalls.SLOTS
 COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock")
 
 MAX_RECEIPTS = 256
@@ -131,46 +133,6 @@ class Variant:
         self.prepare = loader.lookup(mod, self.prepare_name, "prepare") if self.prepare_name else None
 
 
-_BUNDLE_ROOTS = set()  # every bundle root this process imported candidate code from
-
-
-class _bundle_namespace:
-    """Import one bundle's sources with the loader (host.Loader) although
-    other bundles of the stack (or an earlier load) use the same top-level
-    package names: their modules step out of sys.modules while this bundle
-    imports, and step back in afterwards (the first bundle keeps the global
-    names; later bundles' modules stay reachable through their functions).
-    Only modules imported from another bundle root move: a name taken by the
-    standard library or torch still fails the loader's own check."""
-
-    def __init__(self, bundle, sources):
-        self.root = os.path.realpath(bundle)
-        self.tops = set()
-        for src in sources:
-            if isinstance(src, str) and src.endswith(".py"):
-                self.tops.add(src[:-3].split("/")[0])
-
-    def _ours(self, name, roots):
-        if not any(name == t or name.startswith(t + ".") for t in self.tops):
-            return False
-        mod = sys.modules.get(name)
-        paths = host.module_paths(mod) if mod is not None else []
-        return bool(paths) and any(host.path_under(p, r) for p in paths for r in roots)
-
-    def __enter__(self):
-        others = [r for r in _BUNDLE_ROOTS if r != self.root]
-        self.stash = {k: sys.modules.pop(k) for k in list(sys.modules) if self._ours(k, others)}
-        return self
-
-    def __exit__(self, *exc):
-        _BUNDLE_ROOTS.add(self.root)
-        if self.stash:
-            for k in [k for k in list(sys.modules) if self._ours(k, [self.root])]:
-                del sys.modules[k]
-            sys.modules.update(self.stash)
-        return False
-
-
 class Experts:
     """A MoE layer's expert weights as dispatch holds them: the validator's
     tensors, stock's prepared state and each variant's prepared state (None
@@ -185,9 +147,9 @@ class Experts:
 # Dispatch
 
 
-class Dispatch(collectives.CollectiveCalls):
+class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
     def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=(),
-                 group=None, world_size=1, rank=0):
+                 group=None, world_size=1, rank=0, kind="llama"):
         # The process's runtime guard (built by main before any candidate
         # import; tests that build a Dispatch directly get one built here).
         self.safety = safety if safety is not None else guard_mod.Safety(torch)
@@ -206,7 +168,8 @@ class Dispatch(collectives.CollectiveCalls):
         self.group, self.world_size, self.rank = group, int(world_size), int(rank)
         if self.world_size > 1 and group is None:
             raise bad("world_size %d needs a process group; send group before load" % self.world_size)
-        self.served = SLOTS + COLLECTIVES if self.world_size > 1 else SLOTS
+        # (kind: the model kind; an msa model also scores key blocks)
+        self.served = SLOTS + (MSA_SLOTS if kind == "msa" else ()) + (COLLECTIVES if self.world_size > 1 else ())
         # Slots whose stock calls get a candidate's outputs (fresh, aligned,
         # poisoned on raw memory): the referee names the target, so that B
         # and C differ in the kernel alone (see _outputs).
@@ -270,7 +233,7 @@ class Dispatch(collectives.CollectiveCalls):
         for bundle, rows in by_bundle.items():
             if not os.path.isabs(bundle):
                 raise bad("bundle %r must be an absolute path" % bundle)
-            with _bundle_namespace(bundle, [r.get("source") for _s, _i, r in rows]):
+            with bundlens.Namespace(bundle, [r.get("source") for _s, _i, r in rows]):
                 for slot, i, row in rows:
                     try:
                         loaded[(slot, i)] = Variant(slot, i, row, self.loader, module_ids)
@@ -462,7 +425,14 @@ class Dispatch(collectives.CollectiveCalls):
         if slot in self.poison:
             outs = {n: o.contract for n, o in self._outputs(shapes, dtype)[1].items()}
         else:
-            outs = {n: torch.empty(s, dtype=dtype, device=self.device) for n, s in shapes.items()}
+            outs = {}
+            for n, s in shapes.items():
+                if not isinstance(s, msacalls.OutShape):
+                    s = msacalls.OutShape(s, dtype)
+                if s.stride is None:
+                    outs[n] = torch.empty(s.shape, dtype=s.dtype, device=self.device)
+                else:
+                    outs[n] = torch.empty_strided(s.shape, s.stride, dtype=s.dtype, device=self.device)
         fn(outs)
         return outs
 
@@ -473,9 +443,7 @@ class Dispatch(collectives.CollectiveCalls):
         grading. Raw memory, as verify; just allocated, so no bounds check.
         Returns (specs, outputs)."""
         ops = self.ops
-        specs = {n: host.output_spec(ops, {"name": n, "dtype": str(dtype).replace("torch.", ""),
-                                           "shape": list(s), "alignment": ALIGNMENT})
-                 for n, s in shapes.items()}
+        specs = {n: host.output_spec(ops, _out_spec(n, s, dtype)) for n, s in shapes.items()}
         outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
         cuda_dev = self.device if self.device.type == "cuda" else None
         for o in outs.values():
@@ -577,6 +545,18 @@ class Dispatch(collectives.CollectiveCalls):
         if n_call not in self.audit_calls.get(slot, ()):
             self.audit_dumps += 1
         self._count(slot, "audited")
+
+
+def _out_spec(name, shape, dtype):
+    """The output spec (host.output_spec) of an output: shape a tuple (the
+    call's input dtype, contiguous) or a msacalls.OutShape."""
+    if not isinstance(shape, msacalls.OutShape):
+        shape = msacalls.OutShape(shape, dtype)
+    spec = {"name": name, "dtype": str(shape.dtype).replace("torch.", ""), "shape": list(shape.shape),
+            "alignment": ALIGNMENT}
+    if shape.stride is not None:
+        spec["stride"] = list(shape.stride)
+    return spec
 
 
 def _revalidate(ops, outs, specs, before, bases):

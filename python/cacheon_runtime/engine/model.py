@@ -1,10 +1,11 @@
-"""model: the forward passes of the Llama-style dense and Mixtral-style MoE
-models over a paged KV cache.
+"""model: the forward passes of the Llama-style dense, Mixtral-style MoE and
+msa (Llama with block-sparse attention, msa.py) models over a paged KV
+cache.
 
 Validator-owned code (projections, rotary embedding, cache writes, router,
 residual adds, lm_head, sampling) runs here; every registered slot
 (rmsnorm, silu_and_mul, prefill attention, paged decode attention, MoE
-experts) is reached only through ``self.d`` (dispatch). Residual adds are
+experts, msa block scores) is reached only through ``self.d`` (dispatch). Residual adds are
 fused into the o_proj / down_proj GEMMs (``addmm_``), q/k/v come from one
 fused projection, gate/up from another.
 
@@ -27,11 +28,13 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import decode_gemm, kernels, stock
+from . import decode_gemm, kernels, msa, stock
 
 
-def rope_tables(cfg, max_len, device):
-    d = cfg.head_dim
+def rope_tables(cfg, max_len, device, dim=None):
+    """cos, sin (max_len, dim/2) float32 of rotary embeddings over dim
+    (default the head dim) channels, with the model's theta and scaling."""
+    d = dim or cfg.head_dim
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     rs = cfg.rope_scaling
     if rs:
@@ -96,7 +99,7 @@ def sample(logits):
 
 
 class Model:
-    def __init__(self, cfg, ecfg, weights, dispatch, kv, device, timer):
+    def __init__(self, cfg, ecfg, weights, dispatch, kv, device, timer, index_cache=None):
         self.cfg, self.ecfg, self.w, self.d, self.device = cfg, ecfg, weights, dispatch, device
         self.kc, self.vc = kv
         self.timer = timer
@@ -111,6 +114,11 @@ class Model:
         self.scale = cfg.head_dim ** -0.5
         self.ps = ecfg.page_size
         self.cos, self.sin = rope_tables(cfg, cfg.max_position, device)
+        # An msa model's block-sparse attention (msa.py), over index_cache.
+        self.msa = None
+        if cfg.kind == "msa":
+            rope = rope_tables(cfg, cfg.max_position, device, dim=cfg.index_head_dim)
+            self.msa = msa.Sparse(cfg, dispatch, index_cache, self._mm, rope)
         if cfg.kind == "mixtral":
             for ly in weights.layers:
                 ly.experts = dispatch.prepare_experts(ly.w13, ly.w2)
@@ -240,6 +248,8 @@ class Model:
                 k = torch.empty((n, hkv, hd), dtype=qkv.dtype, device=qkv.device)
                 v = torch.empty_like(k)
             stock.rope_store(qkv, b.positions, b.slots, self.cos, self.sin, q, kc, vc, hq, hkv, k, v)
+            if self.msa is not None:
+                return self.msa.prefill(li, h, self.w.layers[li].index, b, q, k, v, kc, vc, self.scale).view(n, hq * hd)
             if single:
                 return self.d.sdpa(q, k, v, self.scale, True).view(n, hq * hd)
             if uniform:
@@ -275,6 +285,7 @@ class Model:
             if not kernels.available(x):
                 page = bt.gather(1, torch.div(pos, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1)
                 slots = page.long() * ps + torch.remainder(pos, ps)
+            keys = None if self.msa is None else msa.key_slots(bt, sl, ps, static=x.is_cuda)
 
         def attend(li, h, w_qkv):
             kc, vc = self.kc[li], self.vc[li]
@@ -284,6 +295,9 @@ class Model:
             else:
                 qkv = self._mm(h, w_qkv)
                 stock.rope_store(qkv, pos, slots, self.cos, self.sin, q, kc, vc, hq, hkv, block_table=bt)
+            if self.msa is not None:
+                return self.msa.decode(li, h, self.w.layers[li].index, q, kc, vc, keys, pos, sl,
+                                       self.scale).view(bsz, hq * hd)
             return self.d.decode(q, kc, vc, bt, sl, self.scale).view(bsz, hq * hd)
 
         for li in range(self.cfg.num_layers):

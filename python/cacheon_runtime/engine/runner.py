@@ -89,7 +89,7 @@ class Engine(Scoring):
                                        strict=field(req, "strict", bool, True, required=False),
                                        audit=field(req, "audit", dict, {}, required=False), timer=self.timer,
                                        safety=safety, poison=field(req, "poison", list, [], required=False),
-                                       group=group, world_size=self.world, rank=self.rank)
+                                       group=group, world_size=self.world, rank=self.rank, kind=mcfg.kind)
         ckpt = field(req, "checkpoint", str, "", required=False)
         with torch.no_grad():
             if ckpt:
@@ -101,9 +101,14 @@ class Engine(Scoring):
         shape = (self.num_pages, ecfg.page_size, mcfg.num_kv_heads // self.world, mcfg.head_dim)
         self.kc = [torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
         self.vc = [torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
+        # an msa model's index keys, paged like K/V (msa.py)
+        self.ic = None
+        if mcfg.kind == "msa":
+            ishape = (self.num_pages, ecfg.page_size, mcfg.index_head_dim)
+            self.ic = [torch.zeros(ishape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
         self.pool = PagePool(self.num_pages)
         with torch.no_grad():
-            self.model = Model(mcfg, ecfg, self.w, self.d, (self.kc, self.vc), dev, self.timer)
+            self.model = Model(mcfg, ecfg, self.w, self.d, (self.kc, self.vc), dev, self.timer, index_cache=self.ic)
         rows = max([ecfg.max_batch] + ecfg.graph_buckets)
         self.st = DecodeState(rows, ecfg.max_pages_per_seq, dev)
         want_graphs = field(req, "graphs", bool, True, required=False)
@@ -138,7 +143,8 @@ class Engine(Scoring):
             if e.kv_pages < 2:
                 raise bad("arena engine.kv_pages must be at least 2 (page 0 is scratch)")
             return e.kv_pages
-        per_page = 2 * m.num_layers * e.page_size * (m.num_kv_heads // self.world) * m.head_dim * torch.finfo(self.dtype).bits // 8
+        per_page = (m.num_layers * e.page_size * (2 * (m.num_kv_heads // self.world) * m.head_dim + m.index_head_dim)
+                    * torch.finfo(self.dtype).bits // 8)
         if self.cuda:
             free, _total = torch.cuda.mem_get_info(self.device)
             budget = int(free * 0.85) - (4 << 30)

@@ -227,6 +227,42 @@ def fused_experts(x, topk_ids, topk_weights, prepared, out):
 
 
 # ---------------------------------------------------------------------------
+# msa: block scores of block-sparse attention (graph-safe, no host sync)
+
+
+def _block_max(scores, nb, block_size, out):
+    """out (R, nb) = the max of scores (R, S) over key blocks of block_size
+    (the last block padded with -inf)."""
+    r, s = scores.shape
+    pad = nb * block_size - s
+    if pad > 0:
+        scores = F.pad(scores, (0, pad), value=float("-inf"))
+    out.copy_(scores[:, :nb * block_size].reshape(r, nb, block_size).amax(dim=-1))
+
+
+def msa_block_score(q, index_k, seq_lens, block_size, out):
+    """q (B,Hq,D), index_k (B,S,1,D), seq_lens (B) int32 -> out (B, nb) f32:
+    per block, the max over the keys s < seq_lens[b] of (sum over heads of
+    q[b])·index_k[b,s]; -inf where the block holds no visible key."""
+    s = index_k.shape[1]
+    qs = q.float().sum(dim=1)
+    scores = torch.bmm(index_k[:, :, 0, :].float(), qs.unsqueeze(2)).squeeze(2)  # (B, S)
+    visible = torch.arange(s, device=q.device)[None, :] < seq_lens.long()[:, None]
+    _block_max(scores.masked_fill(~visible, float("-inf")), out.shape[1], block_size, out)
+
+
+def msa_prefill_block_score(q, index_k, prefix_len, scale, block_size, out):
+    """q (T,D), index_k (prefix_len+T, D) -> out (T, nb) f32 (any row
+    stride): the causal block max of scale·q·index_kᵀ (row t sees keys up to
+    prefix_len+t); -inf where the block holds no visible key."""
+    t, s = q.shape[0], index_k.shape[0]
+    scores = torch.mm(q.float(), index_k.float().t()) * scale
+    rows = torch.arange(t, device=q.device)[:, None] + prefix_len
+    cols = torch.arange(s, device=q.device)[None, :]
+    _block_max(scores.masked_fill(cols > rows, float("-inf")), out.shape[1], block_size, out)
+
+
+# ---------------------------------------------------------------------------
 # collectives (tensor parallel): torch.distributed on the engine's group
 
 

@@ -5,7 +5,9 @@ fused layout:
     embed (V,H), lm_head (V,H) (may be the embed tensor), final_norm (H)
     per layer: attn_norm (H), qkv (Hq*D + 2*Hkv*D, H) [q; k; v], o (H, Hq*D),
                mlp_norm (H), and either gate_up (2I, H) [gate; up], down (H, I)
-               or router (E, H), w13 (E, 2I, H) [gate; up], w2 (E, H, I).
+               or router (E, H), w13 (E, 2I, H) [gate; up], w2 (E, H, I);
+               an msa model's indexer index (Hi*Di + Di, H) [wq; wk] (seeded
+               weights only).
 
 Random weights are deterministic per (weights_seed, Llama tensor name, device
 type): each Llama-named tensor draws from its own generator seeded by
@@ -29,7 +31,7 @@ def _load_error(msg):
 
 
 class Layer:
-    __slots__ = ("attn_norm", "qkv", "o", "mlp_norm", "gate_up", "down", "router", "w13", "w2", "experts")
+    __slots__ = ("attn_norm", "qkv", "o", "mlp_norm", "gate_up", "down", "router", "w13", "w2", "experts", "index")
 
     def __init__(self):
         for k in self.__slots__:
@@ -46,7 +48,7 @@ class Weights:
         if self.lm_head is not self.embed:
             n += self.lm_head.numel()
         for ly in self.layers:
-            for k in ("attn_norm", "qkv", "o", "mlp_norm", "gate_up", "down", "router", "w13", "w2"):
+            for k in ("attn_norm", "qkv", "o", "mlp_norm", "gate_up", "down", "router", "w13", "w2", "index"):
                 t = getattr(ly, k)
                 if t is not None:
                     n += t.numel()
@@ -91,6 +93,10 @@ def random_weights(cfg, device, dtype):
                             r.normal(p + "self_attn.k_proj.weight", (cfg.kv_dim, h), h ** -0.5),
                             r.normal(p + "self_attn.v_proj.weight", (cfg.kv_dim, h), h ** -0.5)])
         ly.o = r.normal(p + "self_attn.o_proj.weight", (h, cfg.q_dim), cfg.q_dim ** -0.5)
+        if cfg.kind == "msa":
+            ly.index = torch.cat([r.normal(p + "self_attn.indexer.wq.weight",
+                                           (cfg.index_heads * cfg.index_head_dim, h), h ** -0.5),
+                                  r.normal(p + "self_attn.indexer.wk.weight", (cfg.index_head_dim, h), h ** -0.5)])
         if cfg.kind == "mixtral":
             q = p + "block_sparse_moe."
             ly.router = r.normal(q + "gate.weight", (cfg.num_experts, h), h ** -0.5)
@@ -115,6 +121,8 @@ def check_tp(cfg, world):
     """The reason the model cannot be split over world ranks, or ''."""
     if world == 1:
         return ""
+    if cfg.kind == "msa":
+        return "an msa model runs on one rank"
     for what, n in (("num_heads", cfg.num_heads), ("num_kv_heads", cfg.num_kv_heads),
                     ("intermediate_size", cfg.intermediate_size)):
         if n % world:
@@ -187,6 +195,8 @@ def _read_checkpoint(path):
 
 
 def load_checkpoint(cfg, path, device, dtype):
+    if cfg.kind == "msa":
+        raise _load_error("an msa model runs on seeded weights only (no checkpoint names its indexer)")
     src = _read_checkpoint(path)
     used = set()
 
@@ -245,6 +255,10 @@ def hf_state_dict(cfg, w):
         out[p + "self_attn.k_proj.weight"] = ly.qkv[qd:qd + kd]
         out[p + "self_attn.v_proj.weight"] = ly.qkv[qd + kd:]
         out[p + "self_attn.o_proj.weight"] = ly.o
+        if ly.index is not None:
+            iq = cfg.index_heads * cfg.index_head_dim
+            out[p + "self_attn.indexer.wq.weight"] = ly.index[:iq]
+            out[p + "self_attn.indexer.wk.weight"] = ly.index[iq:]
         if cfg.kind == "mixtral":
             q = p + "block_sparse_moe."
             out[q + "gate.weight"] = ly.router
