@@ -56,10 +56,14 @@ func printEngineBench(w io.Writer, r *engineBenchReport) {
 			"   and left out of the decode median; give the workload longer outputs to measure it)\n", unresolved)
 	}
 	fmt.Fprintf(w, "\nslot calls since load (warm-up and prefill-only waves included):\n")
-	fmt.Fprintf(w, "\n%-28s %9s %9s %9s %10s %8s %8s\n", "slot", "selected", "completed", "fallback", "ineligible", "audited", "stock")
+	width := 28
+	for name := range b.Slots {
+		width = max(width, len(name))
+	}
+	fmt.Fprintf(w, "\n%-*s %9s %9s %9s %10s %8s %8s\n", width, "slot", "selected", "completed", "fallback", "ineligible", "audited", "stock")
 	for _, name := range sortedKeys(b.Slots) {
 		c := b.Slots[name]
-		fmt.Fprintf(w, "%-28s %9d %9d %9d %10d %8d %8d\n", name, c.Selected, c.Completed, c.Fallback, c.Ineligible, c.Audited, c.Stock)
+		fmt.Fprintf(w, "%-*s %9d %9d %9d %10d %8d %8d\n", width, name, c.Selected, c.Completed, c.Fallback, c.Ineligible, c.Audited, c.Stock)
 	}
 	for _, rc := range b.Receipts {
 		fmt.Fprintf(w, "fallback receipt: %s ×%d: %s\n", rc.Slot, rc.Count, rc.Reason)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -64,6 +65,36 @@ func AuditScalars(a *arena.Arena) (map[string]map[string]float64, error) {
 		sc["attention.msa_prefill_block_score"] = map[string]float64{"block_size": bs}
 	}
 	return sc, nil
+}
+
+// AuditSlots is slots as the audit of arena a grades them: on an msa arena
+// the block-score slots are graded at the width the runtime selects (its
+// msa_topk blocks per query) instead of the catalog's K. The catalog's K
+// says nothing about the blocks the runtime reads when it is larger than
+// a row's blocks (a sheet of at most K blocks passes in any order) and
+// too little when it is larger than msa_topk (the top K set may be right
+// while the top msa_topk is not).
+func AuditSlots(slots SlotLookup, a *arena.Arena) SlotLookup {
+	if a.Model.Kind != arena.KindMSA {
+		return slots
+	}
+	return selectionWidth{slots, a.Model.MSATopK}
+}
+
+// selectionWidth grades the msa block-score slots at top-k.
+type selectionWidth struct {
+	SlotLookup
+	k int
+}
+
+func (w selectionWidth) Lookup(name string) (*slot.Spec, bool) {
+	spec, ok := w.SlotLookup.Lookup(name)
+	if !ok || spec.Correctness.Metric != "topk_overlap" || !slices.Contains(Seams(arena.KindMSA), name) {
+		return spec, ok
+	}
+	cp := *spec
+	cp.Correctness.K = w.k
+	return &cp, true
 }
 
 // Regrade reads every audit dump in dir (files named

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -278,4 +279,44 @@ func BenchmarkRegrade(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAuditSlots: an msa arena's audit grades the block-score slots at its
+// selection width, and changes nothing else; other arenas keep the catalog.
+func TestAuditSlots(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msa, err := arena.Load("../../arenas/cpu-tiny-msa.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dense, err := arena.Load("../../arenas/cpu-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"attention.msa_block_score", "attention.msa_prefill_block_score", "norm.rmsnorm"} {
+		want, _ := cat.Lookup(name)
+		got, ok := AuditSlots(cat, msa).Lookup(name)
+		if !ok {
+			t.Fatalf("%s: not found", name)
+		}
+		wantK := want.Correctness.K
+		if strings.HasPrefix(name, "attention.msa") {
+			wantK = msa.Model.MSATopK
+		}
+		if got.Correctness.K != wantK || got.Correctness.Metric != want.Correctness.Metric || got.Correctness.MinOverlap != want.Correctness.MinOverlap {
+			t.Errorf("%s on msa: correctness %+v, want K %d", name, got.Correctness, wantK)
+		}
+		if d, _ := AuditSlots(cat, dense).Lookup(name); d != want {
+			t.Errorf("%s on cpu-tiny: not the catalog's spec", name)
+		}
+	}
+	if again, _ := cat.Lookup("attention.msa_block_score"); again.Correctness.K != 8 {
+		t.Errorf("the catalog's K changed to %d", again.Correctness.K)
+	}
+	if _, ok := AuditSlots(cat, msa).Lookup("no.such_slot"); ok {
+		t.Error("an unknown slot was found")
+	}
 }

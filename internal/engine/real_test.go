@@ -112,8 +112,9 @@ func benchOnce(t *testing.T, e *Engine, a *arena.Arena) *BenchResult {
 	return res
 }
 
-// TestRealArenas runs both tiny arenas on stock, and cpu-tiny with a good
-// and a broken candidate under audit, in parallel; then compares tokens.
+// TestRealArenas runs the tiny arenas on stock, and cpu-tiny and
+// cpu-tiny-msa with good and wrong candidates under audit, in parallel;
+// then compares tokens.
 func TestRealArenas(t *testing.T) {
 	t.Parallel()
 	cat, err := slot.NewCatalog()
@@ -126,6 +127,8 @@ func TestRealArenas(t *testing.T) {
 		for _, tc := range []struct{ name, arena, stack string }{
 			{"stock", "cpu-tiny", ""}, {"moe", "cpu-tiny-moe", ""},
 			{"good", "cpu-tiny", "silu-good"}, {"broken", "cpu-tiny", "silu-broken"},
+			{"msa", "cpu-tiny-msa", ""}, {"msa-good", "cpu-tiny-msa", "msa-good"},
+			{"msa-negated", "cpu-tiny-msa", "msa-negated"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -144,7 +147,15 @@ func TestRealArenas(t *testing.T) {
 					checkStock(t, e, a, res)
 					return
 				}
-				checkAudit(t, cat, a, res, audit.Dir, tc.stack == "silu-good")
+				specs, err := LoadStackFile(stackFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var slots []string
+				for _, sp := range specs {
+					slots = append(slots, sp.Slot)
+				}
+				checkAudit(t, cat, a, res, audit.Dir, slots, tc.stack == "silu-good" || tc.stack == "msa-good")
 			})
 		}
 	})
@@ -158,6 +169,11 @@ func TestRealArenas(t *testing.T) {
 	// the broken one changes them.
 	if digests["good"] != digests["stock"] || digests["broken"] == digests["stock"] {
 		t.Fatalf("token digests: stock %.12s good %.12s broken %.12s", digests["stock"], digests["good"], digests["broken"])
+	}
+	// the msa example scorers select the blocks stock selects; negated
+	// scores select others
+	if digests["msa-good"] != digests["msa"] || digests["msa-negated"] == digests["msa"] {
+		t.Fatalf("msa token digests: stock %.12s good %.12s negated %.12s", digests["msa"], digests["msa-good"], digests["msa-negated"])
 	}
 }
 
@@ -183,19 +199,20 @@ func checkStock(t *testing.T, e *Engine, a *arena.Arena, res *BenchResult) {
 	}
 }
 
-// checkAudit: the candidate fired, was audited, and its dumps regrade as
-// expected.
-func checkAudit(t *testing.T, cat *slot.Catalog, a *arena.Arena, res *BenchResult, dir string, pass bool) {
+// checkAudit: every candidate slot fired and was audited, and the dumps
+// regrade as expected.
+func checkAudit(t *testing.T, cat *slot.Catalog, a *arena.Arena, res *BenchResult, dir string, slots []string, pass bool) {
 	t.Helper()
-	c := res.Slots["activation.silu_and_mul"]
-	if c.Selected == 0 || c.Completed != c.Selected || c.Audited == 0 {
-		t.Fatalf("silu counters %+v", c)
+	for _, s := range slots {
+		if c := res.Slots[s]; c.Selected == 0 || c.Completed != c.Selected || c.Audited == 0 || c.Stock != 0 {
+			t.Fatalf("%s counters %+v", s, c)
+		}
 	}
 	scalars, err := AuditScalars(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dumps, err := Regrade(dir, cat, scalars)
+	dumps, err := Regrade(dir, AuditSlots(cat, a), scalars)
 	if err != nil || len(dumps) == 0 {
 		t.Fatalf("regrade: %d dumps, %v", len(dumps), err)
 	}

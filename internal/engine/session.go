@@ -373,8 +373,8 @@ func (s *Session) NeverFired(res *BenchResult) []string {
 	return out
 }
 
-// Regrade regrades the session's audit dumps with the arena's scalars
-// and, when keep is set, copies the dumps there. A tensor-parallel
+// Regrade regrades the session's audit dumps with the arena's scalars (and
+// an msa arena's selection width, AuditSlots) and, when keep is set, copies the dumps there. A tensor-parallel
 // session's ranks dump the same calls, each into its own directory, and
 // are regraded together (RegradeRanks: rank r's files are "rank<r>/<file>",
 // and kept under that name; a collective call is graded from every rank's
@@ -387,6 +387,7 @@ func (s *Session) Regrade(slots SlotLookup, keep string) ([]AuditResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	slots = AuditSlots(slots, s.Arena)
 	dirs := make([]string, s.Ranks())
 	for r := range dirs {
 		if dirs[r], err = s.rankAuditDir(r); err != nil {

@@ -145,6 +145,59 @@ func TestRealFlow(t *testing.T) {
 	})
 }
 
+// TestRealMSA qualifies the example decode block scorer on the msa arena
+// (cpu-tiny-msa) against an incumbent holding a slow one: the slot fires
+// in C's timed reads, A regrades its calls at the arena's selection width,
+// T teacher-forces the sparse model, the proposal PASSes and its evidence
+// re-derives.
+func TestRealMSA(t *testing.T) {
+	slow, err := filepath.Abs("testdata/msa_slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := filepath.Abs("../../examples/msa_block_score_torch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, req := realReferee(t, lenient())
+	q := req(fast)
+	if q.Arena, err = arenas.Resolve("cpu-tiny-msa"); err != nil {
+		t.Fatal(err)
+	}
+	if q.Arena, err = q.Arena.Select(""); err != nil {
+		t.Fatal(err)
+	}
+	if r.Calibration.Arena, err = q.Arena.Digest(); err != nil {
+		t.Fatal(err)
+	}
+	if r.CalibRef, err = r.Store.Put(DomainCalibration, *r.Calibration); err != nil {
+		t.Fatal(err)
+	}
+	const slot = "attention.msa_block_score"
+	q.Incumbent = []engine.StackSpec{{Slot: slot, Bundle: slow}}
+	res, err := r.Run(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Outcome != Pass {
+		t.Fatalf("verdict %v", res.Verdict)
+	}
+	a := res.Qualification.Attempts[0]
+	if a.Record.Audit == nil || len(a.Record.Scores) != 3*r.TPrompts {
+		t.Fatalf("a PASS without A or T: audit %v, %d scores", a.Record.Audit, len(a.Record.Scores))
+	}
+	audit, err := evidence.Load[AuditRecord](r.Store, *a.Record.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(audit.Dumps, func(d AuditDump) bool { return d.Slot == slot }) {
+		t.Fatalf("the audit graded no call of %s: %+v", slot, audit.Dumps)
+	}
+	if _, err := Check(r.Store, a.Ref); err != nil {
+		t.Fatalf("evidence check: %v", err)
+	}
+}
+
 // TestRealAtomic qualifies a proposal for the atomic target
 // collective.moe_epilogue.v1 on the two-rank MoE arena whose engine calls
 // both members (cpu-tiny-moe-deep-tp2): the candidate replaces both slots

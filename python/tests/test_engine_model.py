@@ -232,20 +232,21 @@ class Serving(unittest.TestCase):
         self.assertEqual(got[1]["tokens"], free)
 
     def test_score_matches_generate_and_naive(self):
-        eng = make(tiny_arena("mixtral", prefill_chunk=6))
-        reqs = wave(2)
-        res = eng.generate({"requests": reqs})["results"]
-        seqs = [q["prompt"] + r["tokens"] for q, r in zip(reqs, res)]
-        froms = [len(q["prompt"]) for q in reqs]
-        nll = eng.score({"sequences": seqs, "from": froms})["nll"]
-        sd = weights.hf_state_dict(eng.mcfg, eng.w)
-        for s, k, got, r in zip(seqs, froms, nll, res):
-            self.assertEqual(len(got), len(s) - k)
-            ref = naive_logits(eng.mcfg, sd, s).log_softmax(-1)
-            for j, v in enumerate(got):
-                self.assertAlmostEqual(v, -float(ref[k - 1 + j, s[k + j]]), delta=2e-4)
-                self.assertAlmostEqual(v, -r["logprobs"][j], delta=2e-4)
-        self.assertEqual(eng.score({"sequences": [seqs[0]]})["nll"][0].__len__(), len(seqs[0]) - 1)
+        for kind in ("mixtral", "msa"):
+            eng = make(tiny_arena(kind, prefill_chunk=6))
+            reqs = wave(2)
+            res = eng.generate({"requests": reqs})["results"]
+            seqs = [q["prompt"] + r["tokens"] for q, r in zip(reqs, res)]
+            froms = [len(q["prompt"]) for q in reqs]
+            nll = eng.score({"sequences": seqs, "from": froms})["nll"]
+            sd = weights.hf_state_dict(eng.mcfg, eng.w)
+            for s, k, got, r in zip(seqs, froms, nll, res):
+                self.assertEqual(len(got), len(s) - k)
+                ref = naive_logits(eng.mcfg, sd, s).log_softmax(-1)
+                for j, v in enumerate(got):
+                    self.assertAlmostEqual(v, -float(ref[k - 1 + j, s[k + j]]), delta=2e-4, msg=kind)
+                    self.assertAlmostEqual(v, -r["logprobs"][j], delta=2e-4, msg=kind)
+            self.assertEqual(eng.score({"sequences": [seqs[0]]})["nll"][0].__len__(), len(seqs[0]) - 1)
 
     def test_deep_model_stays_finite(self):
         eng = make(tiny_arena(layers=24, kv_pages=64))
