@@ -151,17 +151,43 @@ func TestRealFlow(t *testing.T) {
 // T teacher-forces the sparse model, the proposal PASSes and its evidence
 // re-derives.
 func TestRealMSA(t *testing.T) {
-	slow, err := filepath.Abs("testdata/msa_slow")
+	res := passOnArena(t, "cpu-tiny-msa", "testdata/msa_slow", "../../examples/msa_block_score_torch",
+		[]string{"attention.msa_block_score"})
+	if res.Target != "attention.msa_block_score" {
+		t.Fatalf("target %s", res.Target)
+	}
+}
+
+// TestRealAtomic qualifies a proposal for the atomic target
+// collective.moe_epilogue.v1 on the two-rank MoE arena whose engine calls
+// both members (cpu-tiny-moe-deep-tp2): the candidate replaces both slots
+// of an incumbent holding a slow bundle for them, every role runs over
+// tensor-parallel engines (A regrades the collective calls from both
+// ranks' dumps), the proposal PASSes and its evidence re-derives.
+func TestRealAtomic(t *testing.T) {
+	res := passOnArena(t, "cpu-tiny-moe-deep-tp2", "testdata/epilogue_slow", "../../examples/moe_epilogue_atomic",
+		[]string{"collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm"})
+	if res.Target != target.MoEEpilogue {
+		t.Fatalf("target %s", res.Target)
+	}
+}
+
+// passOnArena qualifies the bundle fast on the shipped arena name against
+// an incumbent holding the bundle slow for every slot of slots, and
+// requires a PASS through every role: T scored, A graded a call of every
+// slot, and the attempt re-derives from its evidence.
+func passOnArena(t *testing.T, name, slow, fast string, slots []string) *Result {
+	t.Helper()
+	slow, err := filepath.Abs(slow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, err := filepath.Abs("../../examples/msa_block_score_torch")
-	if err != nil {
+	if fast, err = filepath.Abs(fast); err != nil {
 		t.Fatal(err)
 	}
 	r, _, req := realReferee(t, lenient())
 	q := req(fast)
-	if q.Arena, err = arenas.Resolve("cpu-tiny-msa"); err != nil {
+	if q.Arena, err = arenas.Resolve(name); err != nil {
 		t.Fatal(err)
 	}
 	if q.Arena, err = q.Arena.Select(""); err != nil {
@@ -173,8 +199,9 @@ func TestRealMSA(t *testing.T) {
 	if r.CalibRef, err = r.Store.Put(DomainCalibration, *r.Calibration); err != nil {
 		t.Fatal(err)
 	}
-	const slot = "attention.msa_block_score"
-	q.Incumbent = []engine.StackSpec{{Slot: slot, Bundle: slow}}
+	for _, s := range slots {
+		q.Incumbent = append(q.Incumbent, engine.StackSpec{Slot: s, Bundle: slow})
+	}
 	res, err := r.Run(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -190,68 +217,13 @@ func TestRealMSA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(audit.Dumps, func(d AuditDump) bool { return d.Slot == slot }) {
-		t.Fatalf("the audit graded no call of %s: %+v", slot, audit.Dumps)
-	}
-	if _, err := Check(r.Store, a.Ref); err != nil {
-		t.Fatalf("evidence check: %v", err)
-	}
-}
-
-// TestRealAtomic qualifies a proposal for the atomic target
-// collective.moe_epilogue.v1 on the two-rank MoE arena whose engine calls
-// both members (cpu-tiny-moe-deep-tp2): the candidate replaces both slots
-// of an incumbent holding a slow bundle for them, every role runs over
-// tensor-parallel engines (A regrades the collective calls from both
-// ranks' dumps), the proposal PASSes and its evidence re-derives.
-func TestRealAtomic(t *testing.T) {
-	slow, err := filepath.Abs("testdata/epilogue_slow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, err := filepath.Abs("../../examples/moe_epilogue_atomic")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _, req := realReferee(t, lenient())
-	q := req(fast)
-	if q.Arena, err = arenas.Resolve("cpu-tiny-moe-deep-tp2"); err != nil {
-		t.Fatal(err)
-	}
-	if q.Arena, err = q.Arena.Select(""); err != nil {
-		t.Fatal(err)
-	}
-	if r.Calibration.Arena, err = q.Arena.Digest(); err != nil {
-		t.Fatal(err)
-	}
-	if r.CalibRef, err = r.Store.Put(DomainCalibration, *r.Calibration); err != nil {
-		t.Fatal(err)
-	}
-	members := []string{"collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm"}
-	for _, m := range members {
-		q.Incumbent = append(q.Incumbent, engine.StackSpec{Slot: m, Bundle: slow})
-	}
-	res, err := r.Run(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Target != target.MoEEpilogue || res.Verdict.Outcome != Pass {
-		t.Fatalf("target %s, verdict %v", res.Target, res.Verdict)
-	}
-	a := res.Qualification.Attempts[0]
-	if a.Record.Audit == nil || len(a.Record.Scores) != 3*r.TPrompts {
-		t.Fatalf("a PASS without A or T: audit %v, %d scores", a.Record.Audit, len(a.Record.Scores))
-	}
-	audit, err := evidence.Load[AuditRecord](r.Store, *a.Record.Audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range members {
-		if !slices.ContainsFunc(audit.Dumps, func(d AuditDump) bool { return d.Slot == m }) {
-			t.Fatalf("the audit graded no call of %s: %+v", m, audit.Dumps)
+	for _, s := range slots {
+		if !slices.ContainsFunc(audit.Dumps, func(d AuditDump) bool { return d.Slot == s }) {
+			t.Fatalf("the audit graded no call of %s: %+v", s, audit.Dumps)
 		}
 	}
 	if _, err := Check(r.Store, a.Ref); err != nil {
 		t.Fatalf("evidence check: %v", err)
 	}
+	return res
 }
