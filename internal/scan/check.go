@@ -149,6 +149,10 @@ func (fc *fileCheck) calls(calls []callFact) {
 		if (c.NArgs != 1 || c.NKeywords != 0 || c.Starred) && fc.resolvesTo(c.Func, "functools.wraps") {
 			fc.wrapsArgs(c.Line, c.Col)
 		}
+		if c.Func == "type" && builtin && (c.NArgs != 1 || c.NKeywords != 0 || c.Starred) {
+			fc.add(c.Line, c.Col, RuleDunderAccess,
+				"type() with other than one argument builds a class from a namespace dict, whose keys may be any interpreter hook; write a class statement")
+		}
 		fc.referenceAll(fc.binds[c.Func], c.Line, c.Col, "call to", false, c.ModuleLevel)
 	}
 }
@@ -201,6 +205,13 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 
 func (fc *fileCheck) attributes(attrs []attrFact) {
 	for _, a := range attrs {
+		if a.String {
+			if name := a.Attrs[0]; !harmlessDunder(name) && name != "__main__" {
+				fc.add(a.Line, a.Col, RuleDunderAccess,
+					"the string or keyword %s names interpreter internals: a class built from a dict, a match pattern's __match_args__ or a getattr turns it into an attribute access; remove it", name)
+			}
+			continue
+		}
 		if a.Dynamic {
 			fc.add(a.Line, a.Col, RuleDynamicAttribute,
 				"%s() on a format string that is not a literal: its fields may read any attribute (\"{0.__glo\" + \"bals__}\"); use a literal format string or an f-string", a.Attrs[0])
@@ -221,7 +232,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		}
 		fc.introspection(a)
 		fc.unboundAttr(a)
-		if a.Called && a.Base != "" && (a.NArgs != 1 || a.NKeywords != 0) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
+		if a.Base != "" && (!a.Called || a.NArgs != 1 || a.NKeywords != 0 || a.Starred) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
 			fc.wrapsArgs(a.Line, a.Col)
 		}
 		mark := len(fc.findings)
@@ -289,6 +300,10 @@ func (fc *fileCheck) names(names []nameFact) {
 				"passing %s around hides what is accessed; write obj.attr at the call site", n.Name)
 		case isDunder(n.Name) && !harmlessDunder(n.Name):
 			fc.add(n.Line, n.Col, RuleDunderAccess, "use of %s reaches interpreter internals; remove it", n.Name)
+		case n.Ctx == "load" && fc.resolvesTo(n.Name, "functools.wraps"):
+			// not called here (a called name is a call fact): handed to
+			// partial, a list, another function
+			fc.wrapsArgs(n.Line, n.Col)
 		}
 	}
 }
@@ -576,5 +591,5 @@ func (fc *fileCheck) resolvesTo(chain, want string) bool {
 // rebinds an attribute of a torch object).
 func (fc *fileCheck) wrapsArgs(line, col int) {
 	fc.add(line, col, RuleModuleAttribute,
-		"use of \"functools.wraps\" with assigned/updated: it copies the attributes those strings name onto the object it is applied to; use @functools.wraps(f) with the wrapped function only")
+		"use of \"functools.wraps\" other than called with the wrapped function alone (assigned/updated, *args, or the function handed on): it copies the attributes those strings name onto the object it is applied to; use @functools.wraps(f) with the wrapped function only")
 }

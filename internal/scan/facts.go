@@ -113,7 +113,14 @@ type attrFact struct {
 	NArgs       int      `json:"nargs"`
 	NKeywords   int      `json:"nkeywords"`
 	Arg0        int      `json:"arg0"`
-	Format      bool     `json:"format"`
+	// Starred: the call passes *args or **kwargs.
+	Starred bool `json:"starred"`
+	Format  bool `json:"format"`
+	// String marks a string constant or a keyword argument's name that is
+	// exactly a dunder name (Attrs holds it): data that a class built from
+	// a dict, a match pattern's __match_args__ or a getattr turns into an
+	// attribute access.
+	String bool `json:"string"`
 	// Dynamic marks a .format/.format_map call on something other than a
 	// string literal: its fields cannot be read.
 	Dynamic bool `json:"dynamic"`

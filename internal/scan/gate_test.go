@@ -130,7 +130,24 @@ func TestGateClasses(t *testing.T) {
 		// Red team, session 9: what library frames and formats do.
 		{"update_wrapper copies code", map[string]string{"k.py": "import functools, torch\ndef g(t):\n    return t\n" +
 			"functools.update_wrapper(torch.nn.functional.relu, g, assigned=('__code__',))\n"},
-			"k.py:4 module-attribute-not-allowed"},
+			"k.py:4 module-attribute-not-allowed|k.py:4 dunder-access"},
+		{"class namespace from a dict", map[string]string{"k.py": "def rex(self, p):\n    return (int, ())\n" +
+			"K = type('K', (), {'__reduce_ex__': rex})\n"},
+			"k.py:3 dunder-access|k.py:3 dunder-access"},
+		{"class namespace from keywords", map[string]string{"k.py": "class M(type):\n    pass\n" +
+			"C = M('C', (), dict(__match_args__=('x',)))\n"},
+			"k.py:3 dunder-access"},
+		{"match args as data", map[string]string{"k.py": "ARGS = ('__globals__',)\n"},
+			"k.py:1 dunder-access"},
+		{"wraps handed to partial", map[string]string{"k.py": "import functools\n" +
+			"w = functools.partial(functools.wraps, assigned=('default',), updated=())\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"wraps by name handed on", map[string]string{"k.py": "from functools import wraps, partial\n" +
+			"w = partial(wraps, assigned=('default',))\n"},
+			"k.py:2 module-attribute-not-allowed"},
+		{"wraps with starred args", map[string]string{"k.py": "import functools\nA = (int, ('default',), ())\n" +
+			"functools.wraps(*A)\n"},
+			"k.py:3 module-attribute-not-allowed"},
 		{"copy protocol", map[string]string{"k.py": "class P:\n    def __reduce_ex__(self, p):\n        return (int, ())\n" +
 			"    def __deepcopy__(self, memo):\n        return self\n"},
 			"k.py:2 dunder-access|k.py:4 dunder-access"},

@@ -32,6 +32,7 @@ import ast
 import builtins
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(globals().get("__file__") or sys.argv[0])))
@@ -47,6 +48,9 @@ _MATCH_CLASS = getattr(ast, "MatchClass", None)
 # Builtin names whose uses the policy judges; for these a bare name says
 # whether an enclosing function binds it ("local": def f(input): ...).
 _BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+# A string constant or keyword argument that is exactly a dunder name.
+_DUNDER = re.compile(r"\A__[A-Za-z0-9_]+__\Z")
+_ATTR_BUILTINS = frozenset(("getattr", "setattr", "delattr", "hasattr"))
 # String constants longer than this are not searched for format fields.
 _MAX_FORMAT = 1 << 16
 _LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Set, ast.Tuple, ast.ListComp,
@@ -170,6 +174,8 @@ def _attribute(node, scopes, consumed, module_level):
         fact["called"] = True
         _set(fact, "nargs", len(parent.args))
         _set(fact, "nkeywords", len(parent.keywords))
+        _set(fact, "starred", any(isinstance(a, ast.Starred) for a in parent.args)
+             or any(k.arg is None for k in parent.keywords))
         if parent.args and isinstance(parent.args[0], ast.Name):
             _set(fact, "arg0", scopes.receiver(parent.args[0]))
     return fact
@@ -188,6 +194,7 @@ def _facts(tree):
     docs = _docstrings(tree)
     extra = _Collector()
     consumed = set()  # ids of Name/Attribute nodes already reported as part of a chain
+    name_args = set()  # ids of getattr/setattr/delattr/hasattr name arguments
     values = {}  # id(Name target) -> what an assignment binds it to
     stored = []  # (index into names, id(Name node)) of names with a store context
     top = set(id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)))
@@ -213,6 +220,9 @@ def _facts(tree):
             if isinstance(node.func, ast.Name):
                 consumed.add(id(node.func))
                 calls.append(_call(node, module_level, scopes))
+                if node.func.id in _ATTR_BUILTINS and len(node.args) >= 2:
+                    # getattr(x, "__name__"): the call's own rules judge it
+                    name_args.add(id(node.args[1]))
             elif isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map") and not (
                     isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
                 # A format string the scanner cannot read: its fields may
@@ -252,7 +262,16 @@ def _facts(tree):
             for name, p in _captures_all(node):
                 pline, pcol = _pos(p)
                 names.append({"name": name, "ctx": "store", "line": pline, "col": pcol})
+        elif isinstance(node, ast.keyword):
+            if node.arg and _DUNDER.match(node.arg):
+                # f(__reduce_ex__=...): a class namespace built by dict()
+                attributes.append({"base": "", "attrs": [node.arg], "ctx": "load", "module_level": module_level,
+                                   "string": True, "line": line, "col": col})
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docs and id(node) not in name_args and _DUNDER.match(node.value):
+                # "__globals__" as data: a class namespace dict, __match_args__
+                attributes.append({"base": "", "attrs": [node.value], "ctx": "load", "module_level": module_level,
+                                   "string": True, "line": line, "col": col})
             if id(node) not in docs and "{" in node.value and len(node.value) <= _MAX_FORMAT:
                 for attrs in _format_attrs(node.value):
                     attributes.append({"base": "", "attrs": attrs, "ctx": "load", "module_level": module_level,
