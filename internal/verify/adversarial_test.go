@@ -220,7 +220,7 @@ func adversarialCases() []adversarialCase {
 		{name: "format_nonliteral_modules", scan: `dynamic-attribute format\(\) on a format string that is not a literal`},
 		{name: "abc_register_tensor", scan: `module-attribute-not-allowed use of "numbers\.Real\.register"`},
 		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), first call, rank 0, output out: matched_ratio ratio below minimum`},
-		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" with assigned/updated`},
+		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" other than called with the wrapped function alone`},
 	}
 }
 
