@@ -69,11 +69,14 @@ func AuditScalars(a *arena.Arena) (map[string]map[string]float64, error) {
 
 // AuditSlots is slots as the audit of arena a grades them: on an msa arena
 // the block-score slots are graded at the width the runtime selects (its
-// msa_topk blocks per query) instead of the catalog's K. The catalog's K
-// says nothing about the blocks the runtime reads when it is larger than
-// a row's blocks (a sheet of at most K blocks passes in any order) and
-// too little when it is larger than msa_topk (the top K set may be right
-// while the top msa_topk is not).
+// msa_topk blocks per query) instead of the catalog's K, and every
+// selected block must be a hit (overlap 1; a block within the dtype's
+// tolerance of the K-th best counts as one). The catalog's K says nothing
+// about the blocks the runtime reads when it is larger than a row's blocks
+// (a sheet of at most K blocks passes in any order) and too little when it
+// is larger than msa_topk (the top K set may be right while the top
+// msa_topk is not); its overlap of 0.875 lets a sheet drop any one block
+// of 8, the best one included.
 func AuditSlots(slots SlotLookup, a *arena.Arena) SlotLookup {
 	if a.Model.Kind != arena.KindMSA {
 		return slots
@@ -93,7 +96,7 @@ func (w selectionWidth) Lookup(name string) (*slot.Spec, bool) {
 		return spec, ok
 	}
 	cp := *spec
-	cp.Correctness.K = w.k
+	cp.Correctness.K, cp.Correctness.MinOverlap = w.k, "1"
 	return &cp, true
 }
 

@@ -302,19 +302,19 @@ func TestAuditSlots(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: not found", name)
 		}
-		wantK := want.Correctness.K
+		wantK, wantMin := want.Correctness.K, want.Correctness.MinOverlap
 		if strings.HasPrefix(name, "attention.msa") {
-			wantK = msa.Model.MSATopK
+			wantK, wantMin = msa.Model.MSATopK, "1"
 		}
-		if got.Correctness.K != wantK || got.Correctness.Metric != want.Correctness.Metric || got.Correctness.MinOverlap != want.Correctness.MinOverlap {
-			t.Errorf("%s on msa: correctness %+v, want K %d", name, got.Correctness, wantK)
+		if got.Correctness.K != wantK || got.Correctness.Metric != want.Correctness.Metric || got.Correctness.MinOverlap != wantMin {
+			t.Errorf("%s on msa: correctness %+v, want K %d, min overlap %s", name, got.Correctness, wantK, wantMin)
 		}
 		if d, _ := AuditSlots(cat, dense).Lookup(name); d != want {
 			t.Errorf("%s on cpu-tiny: not the catalog's spec", name)
 		}
 	}
-	if again, _ := cat.Lookup("attention.msa_block_score"); again.Correctness.K != 8 {
-		t.Errorf("the catalog's K changed to %d", again.Correctness.K)
+	if again, _ := cat.Lookup("attention.msa_block_score"); again.Correctness.K != 8 || again.Correctness.MinOverlap != "0.875" {
+		t.Errorf("the catalog's policy changed to %+v", again.Correctness)
 	}
 	if _, ok := AuditSlots(cat, msa).Lookup("no.such_slot"); ok {
 		t.Error("an unknown slot was found")

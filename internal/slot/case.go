@@ -45,8 +45,9 @@ type CaseParams struct {
 	WorldSize int // collectives: number of ranks (>= 1); ignored otherwise
 	// ScalarPoint picks the value of each scalar argument that has a legal
 	// range (Spec.ScalarRanges): 0 its registered value, 1 the range's
-	// minimum, 2 its maximum, 3 and above a log-uniform draw over the range
-	// from the case's own stream.
+	// minimum, 2 its maximum, then each of the range's Served values, and
+	// above those a log-uniform draw over the range from the case's own
+	// stream.
 	ScalarPoint int
 }
 
@@ -127,6 +128,9 @@ func (s *Spec) scalarValue(a Arg, dims Dims, p CaseParams) (float64, error) {
 		return lo, nil
 	case 2:
 		return hi, nil
+	}
+	if i := p.ScalarPoint - 3; i < len(r.Served) {
+		return EvalScalar(r.Served[i], dims)
 	}
 	g := newStream(p.Seed, s.Name, p.Shape.Name, p.Index, 0, 0, "scalar:"+a.Name)
 	return lo * math.Pow(hi/lo, g.uniform()), nil

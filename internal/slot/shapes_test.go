@@ -73,7 +73,8 @@ func TestCountShapes(t *testing.T) {
 }
 
 // TestScalarPoints: point 0 is the registered value, 1 and 2 the legal
-// range's ends, 3 and above a deterministic draw inside the range.
+// range's ends, then the served values, above those a deterministic draw
+// inside the range.
 func TestScalarPoints(t *testing.T) {
 	c := catalog(t)
 	n := 0
@@ -103,13 +104,22 @@ func TestScalarPoints(t *testing.T) {
 			if value(0, 1) != reg || value(1, 1) != lo || value(2, 1) != hi {
 				t.Errorf("%s.%s: points 0..2 = %g %g %g, want %g %g %g", s.Name, name, value(0, 1), value(1, 1), value(2, 1), reg, lo, hi)
 			}
+			for i, sv := range r.Served {
+				want, _ := EvalScalar(sv, sh.Dims)
+				if got := value(3+i, 1); got != want || !(lo <= want && want <= hi) {
+					t.Errorf("%s.%s: point %d = %g, want the served value %g inside [%g, %g]", s.Name, name, 3+i, got, want, lo, hi)
+				}
+			}
 			for seed := uint64(1); seed < 6; seed++ {
-				v := value(3, seed)
-				if !(v >= lo && v <= hi) || v != value(3, seed) {
+				v := value(3+len(r.Served), seed)
+				if !(v >= lo && v <= hi) || v != value(3+len(r.Served), seed) {
 					t.Errorf("%s.%s: draw %g outside [%g, %g] or not deterministic", s.Name, name, v, lo, hi)
 				}
 			}
 		}
+	}
+	if e, _ := c.Lookup("norm.rmsnorm"); len(e.ScalarRanges["eps"].Served) == 0 {
+		t.Error("rmsnorm's eps range serves no value (1e-5, every shipped arena's)")
 	}
 	if n != 6 {
 		t.Errorf("%d scalar ranges, want 6 (eps of three slots, sm_scale of two, msa scale)", n)

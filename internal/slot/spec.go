@@ -169,9 +169,13 @@ type Spec struct {
 
 // ScalarRange is the legal range of a float scalar argument: Min and Max
 // are scalar expressions (EvalScalar) over the case's dimensions; values
-// are drawn log-uniformly between them.
+// are drawn log-uniformly between them. Served are further values the
+// served models use (an RMSNorm epsilon of 1e-5): verify tries each of
+// them exactly, so a kernel wrong at one exact value that a log-uniform
+// draw never meets is still graded there.
 type ScalarRange struct {
 	Min, Max string
+	Served   []string
 }
 
 // Correctness is a slot's registered grading policy.

@@ -212,6 +212,7 @@ func adversarialCases() []adversarialCase {
 		{name: "module_dict_clear", scan: `module-attribute-not-allowed use of "torch\.nn\.functional\.GRID_SAMPLE_PADDING_MODES\.clear": it mutates a container`},
 		{name: "shadow_cython_runtime", scan: `module-shadowing bundle module "cython_runtime"`},
 		{name: "match_args_globals", scan: `dunder-access use of __match_args__`},
+		{name: "eps_point_tell", verify: `output out: allclose worst element`},
 		{name: "match_globals_tell", scan: `dunder-access the string or keyword __match_args__ names interpreter internals`},
 		{name: "reduce_ex_via_type_dict", scan: `dunder-access type\(\) with other than one argument|dunder-access the string or keyword __reduce_ex__`},
 		{name: "wraps_partial_op", scan: `module-attribute-not-allowed use of "functools\.wraps" other than called with the wrapped function alone`},
