@@ -1,5 +1,7 @@
 package capability
 
+import "fmt"
+
 // Without returns a copy of d with no predicate on the given fields. Offline
 // verification uses it to drop predicates on context it cannot know (the
 // model, the live architecture on CPU): those are decided by the live
@@ -19,4 +21,19 @@ func (d Domain) Without(fields ...string) Domain {
 		}
 	}
 	return out
+}
+
+// AtMost returns the domain "field <= max" for a numeric field.
+func AtMost(field string, max int64) (Domain, error) {
+	f, err := NormalizeField(field)
+	if err != nil {
+		return Domain{}, err
+	}
+	if k, _ := vocabulary(f); k != numericField {
+		return Domain{}, fmt.Errorf("AtMost: %s is a context field", f)
+	}
+	if max < 0 {
+		return Domain{}, fmt.Errorf("%s: %d is negative", f, max)
+	}
+	return Domain{}.with(f, pred{numeric: true, hi: max, hasHi: true}), nil
 }

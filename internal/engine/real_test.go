@@ -75,7 +75,11 @@ func realEngine(t *testing.T, name, stackFile string, strict bool, audit *Audit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if stack[sp.Slot], err = SlotFromBundle(admitted, sp.Slot, sp.Variant); err != nil {
+			spec, ok := cat.Lookup(sp.Slot)
+			if !ok {
+				t.Fatalf("no slot %s", sp.Slot)
+			}
+			if stack[sp.Slot], err = SlotFromBundle(admitted, spec, sp.Variant); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -272,7 +272,11 @@ func (s *Session) admitStack(ctx context.Context, c Config) (map[string]SlotEntr
 			}
 			return nil, "", fault.InfraErr(err)
 		}
-		entry, err := SlotFromBundle(admitted, sp.Slot, sp.Variant)
+		spec, ok := c.Slots.Lookup(sp.Slot)
+		if !ok {
+			return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s: no such slot in the catalog", sp.Slot))
+		}
+		entry, err := SlotFromBundle(admitted, spec, sp.Variant)
 		if err != nil {
 			return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s (%s): %w", sp.Slot, sp.Bundle, err))
 		}

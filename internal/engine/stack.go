@@ -17,7 +17,9 @@ import (
 
 	"cacheon/internal/arena"
 	"cacheon/internal/bundle"
+	"cacheon/internal/capability"
 	"cacheon/internal/scan"
+	"cacheon/internal/slot"
 )
 
 // Seams lists the slots the arena runtime's data plane dispatches for a
@@ -204,12 +206,14 @@ func kindOf(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// SlotFromBundle picks the admitted bundle's row for slot (and variant, ""
-// when the bundle has exactly one row for it) and returns the stack entry
-// the runtime loads: only a bundle that passed the scan can fill a slot.
+// SlotFromBundle picks the admitted bundle's row for the slot spec (and
+// variant, "" when the bundle has exactly one row for it) and returns the
+// stack entry the runtime loads, its domain cut to the verified counts
+// (VerifiedCounts): only a bundle that passed the scan can fill a slot.
 // Errors do not name the bundle's directory (a snapshot): the caller names
 // the bundle.
-func SlotFromBundle(a *scan.Admitted, slotName, variant string) (SlotEntry, error) {
+func SlotFromBundle(a *scan.Admitted, spec *slot.Spec, variant string) (SlotEntry, error) {
+	slotName := spec.Name
 	b := a.Bundle()
 	rows := b.Rows(slotName)
 	if len(rows) == 0 {
@@ -229,8 +233,31 @@ func SlotFromBundle(a *scan.Admitted, slotName, variant string) (SlotEntry, erro
 		}
 		return SlotEntry{}, fmt.Errorf("the bundle has no variant %q for slot %s (has %s)", variant, slotName, strings.Join(have, ", "))
 	}
+	verified, err := VerifiedCounts(spec)
+	if err != nil {
+		return SlotEntry{}, err
+	}
 	return SlotEntry{Bundle: b.Dir, Source: pick.Source, Entry: pick.Entry, Prepare: pick.Prepare,
-		Variant: pick.Variant, Domain: pick.Domain.Canonical()}, nil
+		Variant: pick.Variant, Domain: pick.Domain.Intersect(verified).Canonical()}, nil
+}
+
+// VerifiedCounts is the part of a slot's calls that verify grades a
+// variant on: counts (tokens, batch rows) up to the slot's MaxCount. The
+// engine selects a variant only inside it (SlotFromBundle intersects the
+// variant's domain with it), so a call with more rows than verify ever
+// sent (a prefill chunk of 8192 tokens through silu, whose MaxCount is
+// 4096) runs stock, counted ineligible, instead of a kernel no grade saw
+// at that size.
+func VerifiedCounts(spec *slot.Spec) (capability.Domain, error) {
+	f := spec.CountField()
+	if f == "" || spec.MaxCount <= 0 {
+		return capability.Domain{}, nil
+	}
+	d, err := capability.AtMost(f, int64(spec.MaxCount))
+	if err != nil {
+		return capability.Domain{}, fmt.Errorf("slot %s: count bound: %w", spec.Name, err)
+	}
+	return d, nil
 }
 
 // CollectiveSlots are the slots a tensor-parallel engine reduces through.

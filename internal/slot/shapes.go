@@ -141,6 +141,18 @@ func isName(s string) bool {
 	return true
 }
 
+// CountField is the descriptor field whose value is the slot's count (the
+// dimension Count names: num_tokens, batch_size), or "" when none is.
+// Verify exercises counts up to MaxCount and never above.
+func (s *Spec) CountField() string {
+	for _, f := range s.FieldNames() {
+		if s.fields[f] == s.Count {
+			return f
+		}
+	}
+	return ""
+}
+
 // FieldExpr is the dimension expression of numeric descriptor field f
 // ("" when the slot does not bind it).
 func (s *Spec) FieldExpr(f string) string { return s.fields[f] }
