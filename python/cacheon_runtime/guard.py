@@ -456,8 +456,38 @@ class Safety:
 def no_grad(torch):
     """The context every candidate call runs in, in verify and in serving:
     gradients off (torch.no_grad; not inference_mode, whose inference
-    tensors the engine's own buffers must not become)."""
-    return torch.no_grad()
+    tensors the engine's own buffers must not become) and the same stack
+    headroom (_Headroom)."""
+    return _Headroom(torch.no_grad())
+
+
+# Frames a candidate call may nest, counted from the frame that calls it.
+HEADROOM = 1000
+
+
+class _Headroom:
+    """Sets the recursion limit to the depth of the frame that entered it
+    plus HEADROOM for the duration (restored after): the verify worker and
+    the engine call candidates at different stack depths, and a kernel
+    that recursed until RecursionError could tell the two apart by the
+    frames it had left."""
+
+    def __init__(self, inner):
+        self.inner, self.old = inner, None
+
+    def __enter__(self):
+        depth, f = 0, sys._getframe(1)
+        while f is not None:
+            depth, f = depth + 1, f.f_back
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(depth + HEADROOM)
+        return self.inner.__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return self.inner.__exit__(*exc)
+        finally:
+            sys.setrecursionlimit(self.old)
 
 
 THREADS = 1

@@ -355,6 +355,16 @@ class Output:
         self.pattern, self.addr, self.nbytes = pattern, addr, nbytes
 
 
+def renew_visible(ops, o):
+    """A fresh tensor object over output o's memory with the contract's
+    layout, made as alloc_output makes the first one: each call of a
+    candidate gets its own objects (the engine allocates every call's
+    outputs anew), so object identity does not tell a replay from a new
+    call."""
+    o.visible = ops.as_strided(o.base, ops.size(o.contract), ops.stride(o.contract), ops.storage_offset(o.contract))
+    return o.visible
+
+
 def output_spec(ops, o):
     """The OutSpec of an output spec object {"name", "dtype", "shape",
     "stride"?, "alignment"?} (ops: identity.Ops); bad_request when it is

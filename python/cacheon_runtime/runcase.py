@@ -18,9 +18,18 @@ what the candidate may have changed: before the call the quick checks
 (modes, tensor types, audit-hook refusals), after it the full ones
 (also replaced functions and dispatch tables); a finding is the call's
 error, class ``tamper``. Candidate code runs under ``torch.no_grad`` as in
-the engine.
+the engine. Every call gets fresh tensor objects over the same memory.
+
+When the case ends and the worker has dropped its own references, the
+memory of every entry input and output must be freed: a kernel that kept
+a reference to what it was handed could write to it in a later call (in
+the engine, another layer's live weight or the residual stream), so a
+storage still alive is the case's error (class ``tamper``). Prepare inputs
+are not watched: the engine hands prepare copies, which the prepared state
+may keep.
 """
 
+import gc
 import os
 
 from . import guard, host, rawmem, wire
@@ -102,7 +111,24 @@ def run(worker, req):
     else:
         calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
                              replay_data, graph, graph_data)
+    watch = case.watch(plan)
+    del case, host_in, replay_data, graph_data
+    kept = _retained(watch)
+    if kept and calls and calls[-1].get("error") is None:
+        calls[-1]["error"] = host.tamper_error(
+            "the candidate kept a reference to %s after its calls returned (a kernel may not retain what it "
+            "is handed: it could write to it later)" % ", ".join(kept), "after the case: ")
     return {"calls": calls}
+
+
+def _retained(watch):
+    """Names whose storage is still alive (watch: (name, StorageWeakRef));
+    a cycle is collected before a storage counts as kept."""
+    alive = [n for n, w in watch if not w.expired()]
+    if alive:
+        gc.collect()
+        alive = [n for n, w in watch if not w.expired()]
+    return alive
 
 
 # ---------------------------------------------------------------------------
@@ -215,6 +241,25 @@ class _Case:
         if self.cuda:
             self.raw.sync()
 
+    def watch(self, plan):
+        """Weak references to the storages of the entry inputs and the
+        outputs (see the module doc), by name."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+        ops = self.ops
+        entry_inputs = [v for kind, v in plan if kind == "input"]
+        out = [("input " + n, StorageWeakRef(ops.storage(self.own_in[n]))) for n in entry_inputs]
+        out += [("output " + n, StorageWeakRef(ops.storage(o.base))) for n, o in self.outs.items()]
+        return out
+
+    def renew(self):
+        """Fresh tensor objects for the candidate's next call over the same
+        memory, as the engine hands every call its own: what a candidate
+        was given last time (an object it kept) does not tell it that this
+        call replays the last."""
+        ops = self.ops
+        self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
+        self.vis_out = {n: host.renew_visible(ops, o) for n, o in self.outs.items()}
+
     def poison(self):
         for o in self.outs.values():
             self.raw.fill(o.base, o.pattern)
@@ -268,22 +313,26 @@ class _Case:
             if problem:
                 raise Failure(host.tamper_error(problem, "in prepare: "))
 
-        argv = []
-        for kind, v in plan:
-            if kind == "input":
-                argv.append(self.vis_in[v])
-            elif kind == "output":
-                argv.append(self.vis_out[v])
-            elif kind == "scalar":
-                argv.append(v)
-            elif kind == "prepared":
-                argv.append(prepared)
-            else:
-                argv.append(self.w.group)
+        def arguments():
+            argv = []
+            for kind, v in plan:
+                if kind == "input":
+                    argv.append(self.vis_in[v])
+                elif kind == "output":
+                    argv.append(self.vis_out[v])
+                elif kind == "scalar":
+                    argv.append(v)
+                elif kind == "prepared":
+                    argv.append(prepared)
+                else:
+                    argv.append(self.w.group)
+            return argv
 
         torch = self.torch
 
         def entry_call():
+            # this call's own tensor objects (renew, in call)
+            argv = arguments()
             with guard.no_grad(torch):
                 fn(*argv)
 
@@ -293,7 +342,8 @@ class _Case:
                 break
             ok = self.call(PHASE_REPLAY, entry_call, new)
         if ok and graph:
-            g = self.capture(fn, argv)
+            self.renew()
+            g = self.capture(fn, arguments())
             for new in graph_data:
                 if not ok:
                     break
@@ -312,6 +362,8 @@ class _Case:
         synchronize, check, record, dump."""
         n = len(self.calls)
         fname = "call-%d.safetensors" % n
+        if phase != PHASE_GRAPH:
+            self.renew()
         problem = self.checked(False)
         err = host.tamper_error(problem, "before the call: ") if problem else None
         if err is None:

@@ -33,6 +33,16 @@ SOURCES = {
             xf = x.float()
             out.copy_(xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float())
     """,
+    "rms_keeps": """
+        import torch
+        KEPT = []
+        def rmsnorm(x, weight, out, eps):
+            xf = x.float()
+            out.copy_(xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float())
+            for w in KEPT:          # every weight it was handed before
+                w.mul_(1.5)
+            KEPT.append(weight)
+    """,
     "rms_broken": """
         import torch
         def rmsnorm(x, weight, out, eps):
@@ -194,6 +204,16 @@ class DispatchTests(unittest.TestCase):
                 self.assertEqual(c["selected"], c["completed"], n)
                 self.assertEqual(c["fallback"], 0)
                 self.assertEqual(c["stock"], 0)
+
+    def test_kept_weights_are_copies(self):
+        # A kernel that keeps every norm weight it is handed and scales the
+        # old ones in later calls (verify refuses the keeping; served, it
+        # would rescale other layers' live weights) only scales its own
+        # copies: the tokens stay stock's.
+        eng = self.engine("llama", self.b.stack("rms_keeps"))
+        got = eng.generate({"requests": self.reqs})
+        self.assertEqual(tokens(got), tokens(self.stock["llama"]))
+        self.assertGreater(eng.stats()["slots"]["norm.rmsnorm"]["selected"], 2)
 
     def test_broken_candidate_changes_tokens(self):
         eng = self.engine("llama", self.b.stack("rms_broken"))

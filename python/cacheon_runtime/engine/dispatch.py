@@ -88,6 +88,13 @@ ORDER = {
 # The block-score slots, served when the model is of kind msa (msa.py).
 MSA_SLOTS = msacalls.SLOTS
 COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock")
+# Small inputs that outlive the call (a layer's norm weight, the decode
+# state's block table and lengths): a candidate gets its own copy of them
+# in every call, so that one it kept (verify refuses that, but a kernel
+# may behave differently when served) cannot be written to in a later call.
+# The residual stream and the KV caches are too large to copy per call.
+KEPT = {RMSNORM: ("weight",), AR_RMSNORM: ("weight",), MOE_FINALIZE: ("weight",),
+        DECODE: ("block_table", "seq_lens"), msacalls.MSA_DECODE: ("seq_lens",)}
 
 MAX_RECEIPTS = 256
 
@@ -481,7 +488,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         self.selected_calls[slot] = n_call + 1
         audit = self._audit_pick(slot, desc, n_call)
         specs, outs = self._outputs(shapes, dtype)
-        vis_in = {n: ops.detach(t) for n, t in inputs.items()}
+        vis_in = {n: ops.detach(self._own_copy(t) if n in KEPT.get(slot, ()) else t) for n, t in inputs.items()}
         pages = auditdump.used_pages(self.raw, inputs) if audit and slot == DECODE else None
         before_in = auditdump.snapshot_inputs(self.raw, inputs, pages) if audit else None
         argv = []
@@ -515,6 +522,13 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         if audit:
             self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts)
         return {n: o.contract for n, o in outs.items()}
+
+    def _own_copy(self, t):
+        """A copy of t for the candidate alone (KEPT)."""
+        ops = self.ops
+        c = ops.empty(ops.size(t), dtype=ops.dtype_of(t), device=ops.device_of(t))
+        ops.copy(c, t)
+        return c
 
     def _fail(self, slot, var, reason, tb, shapes, dtype, stock_fn):
         if self.strict:
