@@ -244,5 +244,34 @@ class PoisonCostTest(unittest.TestCase):
                              % (n, h, fill * 1e6, call * 1e6))
 
 
+
+class Headroom(unittest.TestCase):
+    """guard.no_grad gives a candidate the same stack headroom whatever the
+    depth it is called from (the verify worker and the engine differ)."""
+
+    def test_same_room_at_any_depth(self):
+        import torch
+        from cacheon_runtime import guard
+
+        def room(n):
+            try:
+                return room(n + 1)
+            except RecursionError:
+                return n
+
+        def call():
+            with guard.no_grad(torch):
+                return room(0)
+
+        def deeper(k):
+            return call() if k == 0 else deeper(k - 1)
+
+        limit = sys.getrecursionlimit()
+        shallow, deep = call(), deeper(60)
+        self.assertEqual(shallow, deep)
+        self.assertGreater(shallow, guard.HEADROOM - 50)
+        self.assertEqual(sys.getrecursionlimit(), limit)
+
+
 if __name__ == "__main__":
     unittest.main()
