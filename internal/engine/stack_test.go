@@ -2,10 +2,13 @@ package engine
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/slot"
 )
 
@@ -47,6 +50,57 @@ func TestVerifiedCounts(t *testing.T) {
 		}
 		if want := `"max":` + strconv.Itoa(spec.MaxCount); !strings.Contains(string(canon), want) {
 			t.Errorf("%s: canonical domain %s lacks %s", spec.Name, canon, want)
+		}
+	}
+}
+
+// TestShippedArenaDimsVerified: every width a shipped arena serves a slot
+// at (the MLP width per rank, the hidden size, the head dimension, an msa
+// indexer's width and block size) is one of the shapes verify runs the
+// slot on (registered or served): a kernel tiled for narrower rows would
+// otherwise be wrong only where it is served.
+func TestShippedArenaDimsVerified(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../../arenas/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("arenas: %v %v", files, err)
+	}
+	for _, f := range files {
+		a, err := arena.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := a.Model
+		want := map[string]map[string]int{
+			"activation.silu_and_mul":           {"hidden_dim": m.IntermediateSize / a.Engine.Ranks()},
+			"norm.rmsnorm":                      {"hidden_dim": m.HiddenSize},
+			"attention.decode":                  {"head_dim": m.HeadDim},
+			"attention.sdpa":                    {"head_dim": m.HeadDim},
+			"attention.msa_block_score":         {"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize},
+			"attention.msa_prefill_block_score": {"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize},
+		}
+		for _, name := range ArenaSeams(a) {
+			fields, ok := want[name]
+			if !ok {
+				continue
+			}
+			spec, _ := cat.Lookup(name)
+			for field, v := range fields {
+				var seen []int
+				for _, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
+					d, err := spec.DescriptorOf(sh.Dims)
+					if err != nil {
+						t.Fatal(err)
+					}
+					seen = append(seen, d[field])
+				}
+				if !slices.Contains(seen, v) {
+					t.Errorf("%s serves %s at %s = %d; verify's shapes have %v (add a served shape)", a.Name, name, field, v, seen)
+				}
+			}
 		}
 	}
 }

@@ -95,6 +95,16 @@ func siluAndMul() *Spec {
 			{Name: "mlp", Dims: Dims{"N": 64, "D": 1024}, Jitter: []string{"N"}},
 			{Name: "wide", Dims: Dims{"N": 33, "D": 2816}, Jitter: []string{"N"}},
 		},
+		// the MLP widths of the shipped arenas (per rank): cpu-tiny 256,
+		// its two-rank split 128, h200-dense-1b 8192, h200-dense-8b 14336,
+		// its two-rank split 7168
+		ServedShapes: []Shape{
+			{Name: "served-128", Dims: Dims{"N": 6, "D": 128}, Jitter: []string{"N"}},
+			{Name: "served-256", Dims: Dims{"N": 6, "D": 256}, Jitter: []string{"N"}},
+			{Name: "served-7168", Dims: Dims{"N": 3, "D": 7168}, Jitter: []string{"N"}},
+			{Name: "served-8192", Dims: Dims{"N": 3, "D": 8192}, Jitter: []string{"N"}},
+			{Name: "served-14336", Dims: Dims{"N": 2, "D": 14336}, Jitter: []string{"N"}},
+		},
 		Count: "N", MaxCount: 4096,
 		Correctness: allclose(),
 		fields:      map[string]string{"num_tokens": "N", "hidden_dim": "D", "last_dim": "2*D"},
@@ -118,6 +128,13 @@ func rmsnorm() *Spec {
 			{Name: "tiny", Dims: Dims{"N": 5, "H": 64}, Jitter: []string{"N"}},
 			{Name: "hidden", Dims: Dims{"N": 48, "H": 2048}, Jitter: []string{"N"}},
 			{Name: "odd", Dims: Dims{"N": 17, "H": 1000}, Jitter: []string{"N"}},
+		},
+		// the hidden sizes of the shipped arenas: cpu-tiny 128,
+		// h200-dense-8b and h200-moe 4096 (h200-dense-1b's 2048 is
+		// registered)
+		ServedShapes: []Shape{
+			{Name: "served-128", Dims: Dims{"N": 6, "H": 128}, Jitter: []string{"N"}},
+			{Name: "served-4096", Dims: Dims{"N": 4, "H": 4096}, Jitter: []string{"N"}},
 		},
 		Count: "N", MaxCount: 4096,
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
@@ -146,6 +163,10 @@ func sdpa() *Spec {
 			{Name: "prefill-gqa", Dims: Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
 			{Name: "chunked-mqa", Dims: Dims{"T": 40, "P": 56, "HQ": 16, "HKV": 1, "D": 128, "CAUSAL": 1}, Jitter: []string{"T", "P"}},
 			{Name: "bidirectional", Dims: Dims{"T": 24, "P": 8, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 0}, Jitter: []string{"T"}},
+		},
+		// the cpu arenas' head dimension
+		ServedShapes: []Shape{
+			{Name: "served-d32", Dims: Dims{"T": 12, "P": 0, "HQ": 4, "HKV": 2, "D": 32, "CAUSAL": 1}, Jitter: []string{"T"}},
 		},
 		Count: "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
@@ -180,6 +201,10 @@ func decode() *Spec {
 			// shapes above (issue 16, class 7: decode_long_context).
 			{Name: "long-context", Dims: Dims{"B": 2, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 256, "PAGES": 600}, Jitter: []string{"B"}},
 		},
+		// the cpu arenas' head dimension
+		ServedShapes: []Shape{
+			{Name: "served-d32", Dims: Dims{"B": 3, "HQ": 4, "HKV": 2, "D": 32, "PS": 16, "MAXP": 6, "PAGES": 24}, Jitter: []string{"B"}},
+		},
 		Count: "B", MaxCount: 256,
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
 		Correctness:  matched("0.99"),
@@ -206,6 +231,10 @@ func msaBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"B": 2, "HQ": 4, "S": 256, "D": 64, "BS": 16}, Jitter: []string{"B"}},
 			{Name: "ragged", Dims: Dims{"B": 4, "HQ": 16, "S": 1000, "D": 128, "BS": 64}, Jitter: []string{"B"}},
 		},
+		// cpu-tiny-msa's indexer
+		ServedShapes: []Shape{
+			{Name: "served-d32", Dims: Dims{"B": 2, "HQ": 2, "S": 128, "D": 32, "BS": 16}, Jitter: []string{"B"}},
+		},
 		Count: "B", MaxCount: 64,
 		Correctness: topk(8, "0.875"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
@@ -231,6 +260,10 @@ func msaPrefillBlockScore() *Spec {
 		Shapes: []Shape{
 			{Name: "small", Dims: Dims{"T": 16, "PREFIX": 40, "D": 64, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
 			{Name: "long-prefix", Dims: Dims{"T": 48, "PREFIX": 700, "D": 128, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
+		},
+		// cpu-tiny-msa's indexer
+		ServedShapes: []Shape{
+			{Name: "served-d32", Dims: Dims{"T": 16, "PREFIX": 40, "D": 32, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
 		},
 		Count: "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},

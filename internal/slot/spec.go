@@ -158,6 +158,11 @@ type Spec struct {
 	// Count, MaxCount and ScalarRanges are not yet part of the frozen
 	// Contract projection (its digest is pinned by released records).
 	ScalarRanges map[string]ScalarRange
+	// ServedShapes are further shapes verify runs every row on: the
+	// dimensions the shipped arenas serve the slot at (a kernel tiled for
+	// at most the registered shapes' widths is wrong only there). Like
+	// ScalarRanges they are not part of the Contract projection.
+	ServedShapes []Shape
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding
