@@ -48,10 +48,13 @@ candidate's failure (class ``tamper``).
 runs under, the same in the verify worker and the engine (threads, grad).
 """
 
+import abc
 import builtins  # noqa: F401 - imported so that the watched names resolve
+import collections.abc
 import ctypes  # noqa: F401
 import io  # noqa: F401
 import json  # noqa: F401
+import numbers
 import os  # noqa: F401
 import sys
 
@@ -328,6 +331,7 @@ class Guard:
                 except Exception:  # noqa: BLE001 - an operator this torch lacks
                     pass
         self.seen_violations = 0
+        self.registries = _abc_registries()
         self.conditions = _conditions(torch)
         self.objects_at_start = _Objects()
 
@@ -414,6 +418,17 @@ class Guard:
                 return "the dispatch table of %s changed (a kernel registered over it, torch.library)" % op
         return ""
 
+    def abc_registrations(self):
+        """A reason when a class was registered as a virtual subclass of a
+        standard-library ABC (numbers, collections.abc) since start:
+        numbers.Real.register(torch.Tensor) changes isinstance for the
+        whole process."""
+        now = _abc_registries()
+        for name, n in self.registries.items():
+            if now.get(name, n) != n:
+                return "a class was registered with %s (ABC.register changes isinstance process-wide)" % name
+        return ""
+
     def quick(self, *groups):
         """Modes, tensor types, audit-hook refusals: '' when all is as at start."""
         return self.modes() or self.tensors(groups) or self.violations()
@@ -422,7 +437,7 @@ class Guard:
         """quick, plus the whole dispatch key state, the conditions,
         identities and dispatch tables."""
         return (self.quick(*groups) or self.modes(True) or self.changed_conditions()
-                or self.identities() or self.dispatch_tables())
+                or self.identities() or self.dispatch_tables() or self.abc_registrations())
 
     def changed_conditions(self):
         """A reason when a process-wide condition differs from the start."""
@@ -451,6 +466,24 @@ class Safety:
         self.hook = hook
         self.guard = Guard(torch, hook)
         self.raw = rawmem.RawMem(torch)
+
+
+def _abc_registries():
+    """The number of virtual subclasses registered with each ABC of
+    numbers and collections.abc, by name ({} where abc cannot tell)."""
+    dump = getattr(abc, "_get_dump", None)
+    out = {}
+    if dump is None:
+        return out
+    for mod in (numbers, collections.abc):
+        for name in dir(mod):
+            cls = getattr(mod, name, None)
+            if isinstance(cls, abc.ABCMeta):
+                try:
+                    out["%s.%s" % (mod.__name__, name)] = len(dump(cls)[0])
+                except Exception:  # noqa: BLE001
+                    pass
+    return out
 
 
 def no_grad(torch):

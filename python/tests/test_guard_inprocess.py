@@ -192,6 +192,18 @@ class GuardInProcessTest(unittest.TestCase):
         t.__class__ = Sub
         self.assertIn("Sub", g.quick({"x": t}))
 
+    def test_abc_registration(self):
+        import numbers
+        g = guard.Guard(torch)
+        self.assertEqual(g.full(), "")
+
+        class Scalarish:
+            pass
+
+        numbers.Integral.register(Scalarish)  # process-wide, as a candidate's would be
+        self.assertIn("registered with numbers.Integral", g.full())
+        self.assertEqual(guard.Guard(torch).full(), "")  # a new snapshot sees it as the start
+
     def test_patterns(self):
         nan = float("nan")
         for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
