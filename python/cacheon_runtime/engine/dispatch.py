@@ -14,7 +14,8 @@ collective slots, collectives.py) dispatch
 3. allocates the outputs itself with the verify output contract
    (contiguous, 16-byte aligned: host.alloc_output), poisons them as verify
    does (NaN for floats, raw memory: rawmem) in every call, hands the
-   candidate separate tensor objects (views) of inputs and outputs, calls
+   candidate separate tensor objects (views) of inputs and outputs (of
+   the small inputs that outlive the call, KEPT, a copy of its own), calls
    the entry (under no_grad, one intra-op thread: guard.same_conditions);
 4. revalidates output identity and layout after the call (data pointer,
    storage, offset, shape, stride, dtype, device of the view it handed out,
