@@ -152,8 +152,30 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		}
 	}
 	fmt.Fprintf(w, "  correctness: %s; %s\n", pol, strings.Join(tols, "; "))
+	fmt.Fprintf(w, "  shapes:   %s\n", shapeList(s.Shapes))
+	if s.Count != "" {
+		// What verify adds to the registered shapes (docs/verify.md, "What
+		// verify generates"); not yet part of the contract projection.
+		extra := fmt.Sprintf("%s at 1, %d (the registered maximum) and a draw in between", s.Count, s.MaxCount)
+		for _, name := range slices.Sorted(maps.Keys(s.ScalarRanges)) {
+			r := s.ScalarRanges[name]
+			extra += fmt.Sprintf("; %s over [%s, %s]", name, r.Min, r.Max)
+			if len(r.Served) > 0 {
+				extra += fmt.Sprintf(" and at %s", strings.Join(r.Served, ", "))
+			}
+		}
+		if len(s.ServedShapes) > 0 {
+			extra += "; the shipped arenas' shapes " + shapeList(s.ServedShapes)
+		}
+		fmt.Fprintf(w, "  verify also: %s\n", extra)
+	}
+	fmt.Fprintf(w, "  capability fields: %s\n", strings.Join(s.DescriptorFields, ", "))
+}
+
+// shapeList renders shapes as "name{D=1 N=2} jitter N; ...".
+func shapeList(list []slot.Shape) string {
 	var shapes []string
-	for _, sh := range s.Shapes {
+	for _, sh := range list {
 		var dims []string
 		for k, v := range sh.Dims {
 			dims = append(dims, fmt.Sprintf("%s=%d", k, v))
@@ -165,16 +187,5 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		}
 		shapes = append(shapes, fmt.Sprintf("%s{%s}%s", sh.Name, strings.Join(dims, " "), j))
 	}
-	fmt.Fprintf(w, "  shapes:   %s\n", strings.Join(shapes, "; "))
-	if s.Count != "" {
-		// What verify adds to the registered shapes (docs/verify.md, "What
-		// verify generates"); not yet part of the contract projection.
-		extra := fmt.Sprintf("%s at 1, %d (the registered maximum) and a draw in between", s.Count, s.MaxCount)
-		for _, name := range slices.Sorted(maps.Keys(s.ScalarRanges)) {
-			r := s.ScalarRanges[name]
-			extra += fmt.Sprintf("; %s over [%s, %s]", name, r.Min, r.Max)
-		}
-		fmt.Fprintf(w, "  verify also: %s\n", extra)
-	}
-	fmt.Fprintf(w, "  capability fields: %s\n", strings.Join(s.DescriptorFields, ", "))
+	return strings.Join(shapes, "; ")
 }
