@@ -28,10 +28,13 @@ func (a *app) verifyCommand() *cobra.Command {
 		Use:   "verify BUNDLE",
 		Short: "Check a bundle's kernels against the trusted references in a sandboxed worker",
 		Long: `verify runs every [[ops]] row of a bundle (a directory or its .tar.gz) on
-every registered shape of its slot (count dimensions jittered), at token
-counts 1, the slot's registered maximum and one drawn in between, and at the
-corners of the variant's declared domain; each shape meets every value
-distribution, scalar arguments range over their legal values. Go generates the inputs (from a fresh
+every registered shape of its slot and every shape the shipped arenas serve
+it at (count dimensions jittered), at token counts 1, the slot's registered
+maximum and one drawn in between, and at the corners of the variant's
+declared domain; each shape meets every value distribution, scalar arguments
+range over their legal values and the values served models use. Every call
+gets fresh tensor objects, and a kernel that keeps a reference to what it
+was handed after its case fails. Go generates the inputs (from a fresh
 secret seed unless --seed is given; the seed is printed so a run can be
 reproduced) and computes the references; the candidate runs only in a
 sandboxed Python worker that allocates the validator's outputs, poisons them
