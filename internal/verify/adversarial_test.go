@@ -213,6 +213,7 @@ func adversarialCases() []adversarialCase {
 		{name: "shadow_cython_runtime", scan: `module-shadowing bundle module "cython_runtime"`},
 		{name: "match_args_globals", scan: `dunder-access use of __match_args__`},
 		{name: "eps_point_tell", verify: `output out: allclose worst element`},
+		{name: "decode_storage_tell", verify: `output out: matched_ratio`},
 		{name: "abc_register_laundered", verify: guardAtLoad + `a class was registered with numbers\.Real`},
 		{name: "hidden_tile_silu", verify: `shape served-[0-9]+~ .*output out: allclose worst element`},
 		{name: "rmsnorm_single_block", verify: `shape served-4096~ .*output out: allclose worst element`},
