@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"cacheon/internal/arena"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -284,18 +284,8 @@ func BenchmarkRegrade(b *testing.B) {
 // TestAuditSlots: an msa arena's audit grades the block-score slots at its
 // selection width, and changes nothing else; other arenas keep the catalog.
 func TestAuditSlots(t *testing.T) {
-	cat, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msa, err := arena.Load("../../arenas/cpu-tiny-msa.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dense, err := arena.Load("../../arenas/cpu-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	msa, cat := shippedArena(t, "cpu-tiny-msa")
+	dense, _ := shippedArena(t, "cpu-tiny")
 	for _, name := range []string{"attention.msa_block_score", "attention.msa_prefill_block_score", "norm.rmsnorm"} {
 		want, _ := cat.Lookup(name)
 		got, ok := AuditSlots(cat, msa).Lookup(name)
@@ -319,4 +309,76 @@ func TestAuditSlots(t *testing.T) {
 	if _, ok := AuditSlots(cat, msa).Lookup("no.such_slot"); ok {
 		t.Error("an unknown slot was found")
 	}
+}
+
+// TestAuditHidesBestBlock: a decode sheet that pushes each row's best
+// block below all others keeps 7 of the top 8, which the catalog's policy
+// (K = 8, overlap 0.875) passes and the audit of an arena selecting 8
+// blocks (AuditSlots: overlap 1) fails.
+func TestAuditHidesBestBlock(t *testing.T) {
+	msa, cat := shippedArena(t, "h200-msa")
+	spec, _ := cat.Lookup("attention.msa_block_score")
+	var c *slot.Case
+	var nb int
+	for seed := uint64(1); c == nil && seed < 50; seed++ {
+		cs, err := spec.NewCase(slot.CaseParams{Seed: seed, Shape: spec.Shapes[0], DType: tensor.F32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := cs.Reference()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nb = (cs.Dims["S"] + cs.Dims["BS"] - 1) / cs.Dims["BS"]
+		for row := 0; row*nb < len(r["out"]); row++ {
+			if finite(r["out"][row*nb:(row+1)*nb]) > msa.Model.MSATopK {
+				c = cs
+			}
+		}
+	}
+	if c == nil {
+		t.Fatal("no case has a row with more visible blocks than msa_topk")
+	}
+	dir := t.TempDir()
+	writeDump(t, dir, c, 0, false, func(v []float64) {
+		for row := 0; row*nb < len(v); row++ {
+			cells := v[row*nb : (row+1)*nb]
+			best, lowest := -1, math.Inf(1)
+			for j, x := range cells {
+				if !math.IsInf(x, -1) && (best < 0 || x > cells[best]) {
+					best = j
+				}
+				if !math.IsInf(x, -1) {
+					lowest = min(lowest, x)
+				}
+			}
+			if best >= 0 && finite(cells) > 1 {
+				cells[best] = lowest - 1
+			}
+		}
+	})
+	scalars := map[string]map[string]float64{spec.Name: {"block_size": float64(c.Dims["BS"])}}
+	for _, tc := range []struct {
+		name  string
+		slots SlotLookup
+		pass  bool
+	}{{"catalog", cat, true}, {"h200-msa audit", AuditSlots(cat, msa), false}} {
+		res, err := Regrade(dir, tc.slots, scalars)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s: %v %v", tc.name, res, err)
+		}
+		if (res[0].Outcome == AuditPass) != tc.pass {
+			t.Errorf("%s: %s %s, want pass %v", tc.name, res[0].Outcome, res[0].Reason, tc.pass)
+		}
+	}
+}
+
+func finite(v []float64) int {
+	n := 0
+	for _, x := range v {
+		if !math.IsInf(x, -1) {
+			n++
+		}
+	}
+	return n
 }
