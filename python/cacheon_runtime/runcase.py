@@ -32,6 +32,7 @@ may keep.
 import gc
 import os
 import random
+import time
 
 from . import guard, host, rawmem, wire
 from .wire import Failure, bad, field
@@ -126,14 +127,32 @@ def run(worker, req):
     return {"calls": calls}
 
 
-def _retained(watch):
-    """Names whose storage is still alive (watch: (name, StorageWeakRef));
-    a cycle is collected before a storage counts as kept."""
-    alive = [n for n, w in watch if not w.expired()]
-    if alive:
+# How long a storage may stay alive after the case before it counts as
+# kept. torch's own threads can hold one briefly: gloo's worker drops a
+# finished collective's tensors just after the caller's wait returns.
+# Candidate code cannot run in the meantime (the scan refuses threads), so
+# the grace gives nothing to a kernel that keeps a reference: that one
+# stays alive past it.
+RETAIN_GRACE_S = 2.0
+
+
+def _retained(watch, grace=RETAIN_GRACE_S):
+    """Names whose storage is still alive (watch: (name, StorageWeakRef))
+    once cycles are collected and torch's own threads have had ``grace``
+    seconds to let go."""
+    alive = [(n, w) for n, w in watch if not w.expired()]
+    if not alive:
+        return []
+    gc.collect()
+    deadline = time.monotonic() + grace
+    sleep = 0.001
+    while True:
+        alive = [(n, w) for n, w in alive if not w.expired()]
+        if not alive or time.monotonic() >= deadline:
+            return [n for n, _ in alive]
+        time.sleep(sleep)
+        sleep = min(sleep * 2, 0.05)
         gc.collect()
-        alive = [n for n, w in watch if not w.expired()]
-    return alive
 
 
 # ---------------------------------------------------------------------------
