@@ -170,6 +170,9 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 	case introspective(c.NameArg) && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleIntrospection,
 			"%s() with name %q reaches frames, code or interpreter namespaces; remove it", c.Func, c.NameArg)
+	case dispatcherTables[c.NameArg] && c.Func != "hasattr":
+		fc.add(c.Line, c.Col, RulePrivateAPI,
+			"%s() with name %q reaches an operator's Python dispatcher tables, which are process-wide; remove it", c.Func, c.NameArg)
 	}
 	if c.Func == "getattr" && c.NameLiteral && fc.owners.mutators[c.NameArg] &&
 		!(c.Target != "" && !strings.Contains(c.Target, ".") &&

@@ -62,6 +62,10 @@ func TestGateClasses(t *testing.T) {
 			"k.py:3 introspection"},
 		{"traceback frame", map[string]string{"k.py": "try:\n    1/0\nexcept Exception as e:\n    t = e.__traceback__.tb_frame\n"},
 			"k.py:4 dunder-access"},
+		{"operator tables through a container", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.mul.Tensor]\nops[0].py_kernels.clear()\n"},
+			"k.py:3 private-api"},
+		{"operator tables through getattr", map[string]string{"k.py": "import torch\nops = {'m': torch.ops.aten.add.default}\nt = getattr(ops['m'], 'python_key_table')\n"},
+			"k.py:3 private-api"},
 		{"subclass walk by mro", map[string]string{"k.py": "x = type(1).mro()[-1]\n"}, "k.py:1 introspection"},
 		{"format string field", map[string]string{"k.py": "s = '{0.__class__.__init__.__globals__}'.format(1)\nt = '{0.gi_frame}'\n"},
 			"k.py:1 dunder-access|k.py:2 introspection"},
@@ -154,7 +158,7 @@ func TestGateClasses(t *testing.T) {
 		{"module containers and aten tables", map[string]string{"k.py": "import torch\n" +
 			"torch.nn.functional.GRID_SAMPLE_PADDING_MODES.update({})\ntorch.ops.aten.mul.Tensor.py_kernels\n" +
 			"torch.ops.aten.add.default.py_impl\ny = torch.ones(2).add(1)\nz = torch.sort(torch.ones(2))\n"},
-			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:4 module-attribute-not-allowed"},
+			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:3 private-api|k.py:4 module-attribute-not-allowed|k.py:4 private-api"},
 		{"virtual subclass registration", map[string]string{"k.py": "import numbers, abc, torch\n" +
 			"numbers.Real.register(torch.Tensor)\nabc.ABC.register(torch.Tensor)\nclass B(abc.ABC):\n    pass\nB.register(int)\n"},
 			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed"},

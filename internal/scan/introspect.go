@@ -27,6 +27,16 @@ var introspectionNames = map[string]bool{
 	"im_func": true, "im_self": true, "im_class": true,
 }
 
+// dispatcherTables are the attributes of torch's operator objects that
+// hold the Python dispatcher's kernels and mode handlers. Clearing or
+// filling one changes what torch runs for the whole process, and an
+// operator reached through a container (ops[0].py_kernels) escapes the
+// module-attribute rules, so the names are refused on any object.
+var dispatcherTables = map[string]bool{
+	"py_kernels": true, "py_impl": true, "python_key_table": true, "python_key_mode_table": true,
+	"functorch_table": true, "_dispatch_cache": true, "_uncache_dispatch": true,
+}
+
 // introspective reports whether an attribute name (not a dunder) is one
 // of the introspection set.
 func introspective(name string) bool {
@@ -47,6 +57,11 @@ func (fc *fileCheck) introspection(a attrFact) {
 	for _, name := range a.Attrs {
 		if isDunder(name) && !harmlessDunder(name) {
 			return // dunder-access reports the chain
+		}
+		if dispatcherTables[name] {
+			fc.add(a.Line, a.Col, RulePrivateAPI,
+				"access to %s (in %q) reaches an operator's Python dispatcher tables, which are process-wide; remove it", name, showChain(a.Base, strings.Join(a.Attrs, ".")))
+			return
 		}
 		if !introspective(name) {
 			continue

@@ -209,6 +209,7 @@ func adversarialCases() []adversarialCase {
 		{name: "grad_mode_left_entered", verify: guardAtLoad + `torch\.is_grad_enabled\(\) is True, not False as at start`},
 		{name: "reduce_ex_copy_setattr", scan: `dunder-access defining __reduce_ex__`},
 		{name: "op_py_kernels", scan: `module-attribute-not-allowed use of "torch\.ops\.aten\.mul\.Tensor\.py_impl"`},
+		{name: "pykernels_laundered", scan: `private-api access to py_kernels \(in "\(\.\.\.\)\.py_kernels\.clear"\)`},
 		{name: "module_dict_clear", scan: `module-attribute-not-allowed use of "torch\.nn\.functional\.GRID_SAMPLE_PADDING_MODES\.clear": it mutates a container`},
 		{name: "shadow_cython_runtime", scan: `module-shadowing bundle module "cython_runtime"`},
 		{name: "match_args_globals", scan: `dunder-access use of __match_args__`},

@@ -334,6 +334,7 @@ class Guard:
         self.registries = _abc_registries()
         self.conditions = _conditions(torch)
         self.objects_at_start = _Objects()
+        self.op_tables_at_start = _OpTables(torch)
 
     def _tls(self):
         try:
@@ -450,9 +451,69 @@ class Guard:
     def objects(self):
         """A reason when a class, function or module binding of torch,
         Triton, the runtime or the allowed standard library changed since
-        start (15 to 30 ms on the CPU machine: at load and after the cases
-        verify asks for, not per call)."""
-        return self.objects_at_start.changed()
+        start, or an operator's Python kernel tables did (15 to 30 ms on
+        the CPU machine: at load and after the cases verify asks for, not
+        per call)."""
+        return self.objects_at_start.changed() or self.op_tables_at_start.changed()
+
+
+# The per-operator tables of Python kernels and mode handlers that torch's
+# Python dispatcher reads (OpOverload and OpOverloadPacket attributes).
+_OP_TABLES = ("py_kernels", "python_key_table", "python_key_mode_table", "functorch_table")
+
+
+class _OpTables:
+    """The Python kernel tables of every operator overload that exists at
+    start (torch.ops' loaded namespaces, their packets and the overloads
+    materialized on them): each table object and its size. Clearing or
+    filling one (op.py_kernels.clear(), op.py_impl(key)(fn)) changes what
+    torch's Python dispatcher runs for the whole process; the scan refuses
+    the names, and this is the runtime's second line. Overloads first
+    materialized later are not compared (nothing to compare them with)."""
+
+    def __init__(self, torch):
+        self.saved = [(op, name, table, len(table)) for op, name, table in self._tables(torch)]
+
+    @staticmethod
+    def _tables(torch):
+        ops = getattr(torch, "ops", None)
+        try:
+            spaces = [v for v in vars(ops).values() if hasattr(v, "__dict__") and not isinstance(v, type)]
+        except Exception:  # noqa: BLE001 - a torch without torch.ops
+            return []
+        out = []
+        for space in spaces:
+            try:
+                packets = list(vars(space).values())
+            except Exception:  # noqa: BLE001
+                continue
+            for packet in packets:
+                if not hasattr(packet, "_qualified_op_name"):
+                    continue
+                try:
+                    members = [packet] + [v for v in vars(packet).values() if hasattr(v, "_overloadname")]
+                except Exception:  # noqa: BLE001
+                    continue
+                for op in members:
+                    for name in _OP_TABLES:
+                        table = getattr(op, name, None)
+                        if isinstance(table, dict):
+                            out.append((op, name, table))
+        return out
+
+    def changed(self):
+        """'' when every saved table is the same object with the same
+        size, else a reason."""
+        for op, name, table, n in self.saved:
+            try:
+                now = getattr(op, name, None)
+                same = now is table and len(now) == n
+            except Exception:  # noqa: BLE001
+                same = False
+            if not same:
+                return "the %s table of operator %s changed (a Python kernel cleared, added or replaced)" % (
+                    name, getattr(op, "_name", None) or getattr(op, "_qualified_op_name", "?"))
+        return ""
 
 
 class Safety:

@@ -233,6 +233,33 @@ class GuardInProcessTest(unittest.TestCase):
         self.assertEqual(raw.read(x[0, 0, 0, :0]), b"")
 
 
+class OpTablesTest(unittest.TestCase):
+    """guard._OpTables: an operator's Python kernel table cleared, filled
+    or replaced is seen by objects(), however the operator was reached."""
+
+    def test_tables(self):
+        out = child("""
+            out["start"] = g.objects()
+            ops = [torch.ops.aten.mul.Tensor]
+            x = torch.ones(3) * 2  # the operator runs: nothing changes
+            out["after_call"] = g.objects()
+            saved = dict(ops[0].py_kernels)
+            ops[0].py_kernels.clear()
+            out["cleared"] = g.objects()
+            ops[0].py_kernels.update(saved)
+            out["restored"] = g.objects()
+            ops[0].py_kernels = dict(saved)
+            out["replaced"] = g.objects()
+            out["n"] = len(g.op_tables_at_start.saved)
+        """)
+        self.assertEqual(out["start"], "")
+        self.assertEqual(out["after_call"], "")
+        self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["cleared"])
+        self.assertEqual(out["restored"], "")
+        self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["replaced"])
+        self.assertGreater(out["n"], 100)
+
+
 class PoisonCostTest(unittest.TestCase):
     """Class 6: the engine poisons every candidate output in every call.
     Informational: what one raw NaN fill costs next to the call itself on
