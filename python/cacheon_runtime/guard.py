@@ -469,10 +469,14 @@ class _OpTables:
     filling one (op.py_kernels.clear(), op.py_impl(key)(fn)) changes what
     torch's Python dispatcher runs for the whole process; the scan refuses
     the names, and this is the runtime's second line. Overloads first
-    materialized later are not compared (nothing to compare them with)."""
+    materialized later are not compared (nothing to compare them with),
+    and a table may grow: torch's own modules register Python kernels
+    when they are first imported, so what is checked is that every
+    table is still the same object holding every entry it held at start
+    (a cleared, shrunk, replaced or overwritten table is a change)."""
 
     def __init__(self, torch):
-        self.saved = [(op, name, table, len(table)) for op, name, table in self._tables(torch)]
+        self.saved = [(op, name, table, dict(table)) for op, name, table in self._tables(torch)]
 
     @staticmethod
     def _tables(torch):
@@ -502,16 +506,16 @@ class _OpTables:
         return out
 
     def changed(self):
-        """'' when every saved table is the same object with the same
-        size, else a reason."""
-        for op, name, table, n in self.saved:
+        """'' when every saved table is the same object and still holds
+        every entry it held at start, else a reason."""
+        for op, name, table, was in self.saved:
             try:
                 now = getattr(op, name, None)
-                same = now is table and len(now) == n
+                same = now is table and (not was or was.items() <= now.items())
             except Exception:  # noqa: BLE001
                 same = False
             if not same:
-                return "the %s table of operator %s changed (a Python kernel cleared, added or replaced)" % (
+                return "the %s table of operator %s changed (a Python kernel cleared, removed or replaced)" % (
                     name, getattr(op, "_name", None) or getattr(op, "_qualified_op_name", "?"))
         return ""
 

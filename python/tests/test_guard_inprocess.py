@@ -234,8 +234,9 @@ class GuardInProcessTest(unittest.TestCase):
 
 
 class OpTablesTest(unittest.TestCase):
-    """guard._OpTables: an operator's Python kernel table cleared, filled
-    or replaced is seen by objects(), however the operator was reached."""
+    """guard._OpTables: an operator's Python kernel table cleared,
+    overwritten or replaced is seen by objects(), however the operator was
+    reached; one that only grew is not."""
 
     def test_tables(self):
         out = child("""
@@ -248,6 +249,12 @@ class OpTablesTest(unittest.TestCase):
             out["cleared"] = g.objects()
             ops[0].py_kernels.update(saved)
             out["restored"] = g.objects()
+            key = next(iter(saved))
+            ops[0].py_kernels[key] = lambda *a, **k: None
+            out["overwritten"] = g.objects()
+            ops[0].py_kernels[key] = saved[key]
+            ops[0].py_kernels["lazily registered"] = len
+            out["grown"] = g.objects()
             ops[0].py_kernels = dict(saved)
             out["replaced"] = g.objects()
             out["n"] = len(g.op_tables_at_start.saved)
@@ -256,6 +263,9 @@ class OpTablesTest(unittest.TestCase):
         self.assertEqual(out["after_call"], "")
         self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["cleared"])
         self.assertEqual(out["restored"], "")
+        self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["overwritten"])
+        # torch's own modules register kernels when first imported.
+        self.assertEqual(out["grown"], "")
         self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["replaced"])
         self.assertGreater(out["n"], 100)
 
