@@ -68,6 +68,8 @@ type Job struct {
 	prepared time.Duration
 	// tritonHelpers is Report.TritonHelpers.
 	tritonHelpers string
+	// stopWorkers cancels the starts of the workers Prepare began.
+	stopWorkers context.CancelFunc
 }
 
 // Prepare stages, loads and scans the bundle (a bundle with findings is not
@@ -122,13 +124,38 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 			bytecode <- cache{dir, err}
 		}()
 	}
-	if j.Admitted, err = scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install}); err != nil {
-		var fe *scan.FindingsError
-		if !errors.As(err, &fe) {
-			return nil, fault.InfraErr(err)
-		}
-		return nil, fault.CandidateErr(fmt.Errorf("%w: verify does not run a bundle that fails the scan (see cacheon scan %s)", err, s.Bundle))
+	// The scan runs while the workers start: they import torch and
+	// initialise the device, and load nothing of the candidate before
+	// the scan has admitted it and a row asks.
+	type admission struct {
+		a   *scan.Admitted
+		err error
 	}
+	admitted := make(chan admission, 1)
+	go func() {
+		a, err := scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install})
+		admitted <- admission{a, err}
+	}()
+	scanned := func() error {
+		ad := <-admitted
+		if ad.err != nil {
+			var fe *scan.FindingsError
+			if !errors.As(ad.err, &fe) {
+				return fault.InfraErr(ad.err)
+			}
+			return fault.CandidateErr(fmt.Errorf("%w: verify does not run a bundle that fails the scan (see cacheon scan %s)", ad.err, s.Bundle))
+		}
+		j.Admitted = ad.a
+		return nil
+	}
+	// Until the scan has answered, a return waits for it (its sandboxed
+	// parser must not outlive the job's scratch directory).
+	waited := false
+	defer func() {
+		if !waited {
+			<-admitted
+		}
+	}()
 	switch j.Device = s.Device; j.Device {
 	case "":
 		j.Device = worker.DetectDevice(ctx, j.Python)
@@ -147,7 +174,7 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	launcher := worker.NewSandboxLauncherFor(install, j.Admitted.Dir(), runtimeParent, j.Device)
+	launcher := worker.NewSandboxLauncherFor(install, staged.Bundle.Dir, runtimeParent, j.Device)
 	bc := <-bytecode
 	launcher.UseBytecode(bc.dir, bc.err)
 	// On cuda, the Triton host modules every worker would build with the
@@ -173,6 +200,15 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
 		Launcher: launcher, Environ: s.Environ, TritonHelpers: helpers,
 	}
+	wctx, cancel := context.WithCancel(ctx)
+	j.stopWorkers = cancel
+	if j.opts.pool, err = prestart(wctx, staged.Bundle, s.Slots, j.opts); err != nil {
+		return nil, err
+	}
+	waited = true
+	if err := scanned(); err != nil {
+		return nil, err
+	}
 	j.prepared = time.Since(t0)
 	return j, nil
 }
@@ -191,8 +227,14 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	return rep, fault.InfraErr(err)
 }
 
-// Close removes the job's scratch directory.
+// Close ends the job's workers and removes its scratch directory.
 func (j *Job) Close() error {
+	if j.stopWorkers != nil {
+		j.stopWorkers()
+	}
+	if j.opts.pool != nil {
+		j.opts.pool.close()
+	}
 	if err := os.RemoveAll(j.scratch); err != nil {
 		return fmt.Errorf("verify: remove scratch: %w", err)
 	}

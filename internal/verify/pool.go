@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"cacheon/internal/bundle"
+	"cacheon/internal/slot"
 	"cacheon/internal/tritoncache"
 	"cacheon/internal/worker"
 )
@@ -52,6 +54,37 @@ type workerSet struct {
 
 func newPool(o Options, c *clock) *pool {
 	return &pool{o: o, clock: c, sets: map[setKey]*workerSet{}}
+}
+
+// prestart makes a run's pool and begins starting, for every lane that
+// has a non-collective row that may apply on the run's context, the lane's
+// single worker: its interpreter imports torch and initialises the device
+// while the caller works on (Prepare: the scan). Nothing of the candidate
+// is loaded before a row asks for it.
+func prestart(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) (*pool, error) {
+	if err := o.settle(); err != nil {
+		return nil, err
+	}
+	p := newPool(o, &clock{})
+	lanes := map[int]bool{}
+	for _, op := range b.Manifest.Ops {
+		spec, ok := slots.Lookup(op.Slot)
+		if !ok || spec.Kind == slot.Collective {
+			continue
+		}
+		for di, dt := range o.DTypes {
+			if eligible(op, spec, o, dt, 1) {
+				lanes[di%o.Lanes] = true
+			}
+		}
+	}
+	for lane := range lanes {
+		if _, err := p.start(ctx, setKey{lane: lane}); err != nil {
+			p.close()
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // start begins starting the set for key unless it exists, and returns

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/capability"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
@@ -89,15 +90,10 @@ func unknownContext(device string) []string {
 
 // verifyRow verifies one manifest row in one dtype (and, for a
 // collective, at one world size) on the pool's workers of its lane.
-func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws, lane int, p *pool, clk *clock) Row {
-	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, DType: dt.String(), Outcome: Pass}
-	key := setKey{lane: lane}
-	if spec.Kind == slot.Collective {
-		row.WorldSize, key.ws = ws, ws
-	} else {
-		ws = 1
-	}
-	st := &rowState{row: &row}
+// rowContext is a row's declared domain without the fields verify cannot
+// know, and the run's context it is matched against (dtype, device,
+// graph mode, a collective's world size).
+func rowContext(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) (capability.Domain, map[string]any) {
 	dom := op.Domain.Without(unknownContext(o.Device)...)
 	graphMode := "eager"
 	if o.Device == "cuda" {
@@ -107,6 +103,27 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	if spec.Kind == slot.Collective {
 		base["world_size"] = ws
 	}
+	return dom, base
+}
+
+// eligible reports whether a row may apply on the run's context alone
+// (before any shape is generated).
+func eligible(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) bool {
+	dom, base := rowContext(op, spec, o, dt, ws)
+	ok, _ := dom.Without(spec.NumericFields()...).Match(base)
+	return ok
+}
+
+func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws, lane int, p *pool, clk *clock) Row {
+	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, DType: dt.String(), Outcome: Pass}
+	key := setKey{lane: lane}
+	if spec.Kind == slot.Collective {
+		row.WorldSize, key.ws = ws, ws
+	} else {
+		ws = 1
+	}
+	st := &rowState{row: &row}
+	dom, base := rowContext(op, spec, o, dt, ws)
 	// Pre-selection eligibility on the run's context alone (dtype, device,
 	// world size): a row whose domain excludes it is N/A before any call.
 	if ok, reason := dom.Without(spec.NumericFields()...).Match(base); !ok {

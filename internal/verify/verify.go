@@ -83,6 +83,41 @@ type Options struct {
 	Lanes int
 	// Progress receives one short line per step; may be nil.
 	Progress func(line string)
+
+	// pool, when set, holds workers started before Run (Prepare starts
+	// them while the scan runs); Run serves its rows on it.
+	pool *pool
+}
+
+// settle fills the defaults of o and checks what it cannot run.
+func (o *Options) settle() error {
+	if o.Replays < 1 {
+		return fmt.Errorf("verify: replays must be >= 1, got %d", o.Replays)
+	}
+	if o.GraphReplays <= 0 {
+		o.GraphReplays = o.Replays
+	}
+	if len(o.DTypes) == 0 {
+		o.DTypes = DefaultDTypes()
+	}
+	if len(o.WorldSizes) == 0 {
+		o.WorldSizes = DefaultWorldSizes(o.Device, worker.VisibleGPUs())
+	}
+	for _, ws := range o.WorldSizes {
+		if ws < 1 {
+			return fmt.Errorf("verify: world size %d must be >= 1", ws)
+		}
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 120 * time.Second
+	}
+	if o.Launcher == nil {
+		return fmt.Errorf("verify: no launcher")
+	}
+	if o.Lanes <= 0 {
+		o.Lanes = DefaultLanes()
+	}
+	return nil
 }
 
 // DefaultLanes is one lane per four cores (at least one): a lane's Go
@@ -231,31 +266,8 @@ func (r *Report) NoneApplicableErr() error {
 // every world size) on the run's shared workers (pool).
 func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) (*Report, error) {
 	b := a.Bundle()
-	if o.Replays < 1 {
-		return nil, fmt.Errorf("verify: replays must be >= 1, got %d", o.Replays)
-	}
-	if o.GraphReplays <= 0 {
-		o.GraphReplays = o.Replays
-	}
-	if len(o.DTypes) == 0 {
-		o.DTypes = DefaultDTypes()
-	}
-	if len(o.WorldSizes) == 0 {
-		o.WorldSizes = DefaultWorldSizes(o.Device, worker.VisibleGPUs())
-	}
-	for _, ws := range o.WorldSizes {
-		if ws < 1 {
-			return nil, fmt.Errorf("verify: world size %d must be >= 1", ws)
-		}
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = 120 * time.Second
-	}
-	if o.Launcher == nil {
-		return nil, fmt.Errorf("verify: no launcher")
-	}
-	if o.Lanes <= 0 {
-		o.Lanes = DefaultLanes()
+	if err := o.settle(); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	rep := &Report{
@@ -264,8 +276,11 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	for _, dt := range o.DTypes {
 		rep.DTypes = append(rep.DTypes, dt.String())
 	}
-	clk := &clock{}
-	p := newPool(o, clk)
+	p := o.pool
+	if p == nil {
+		p = newPool(o, &clock{})
+	}
+	clk := p.clock
 	defer p.close()
 	// Every row (manifest row × dtype × world size), in report order; the
 	// rows of dtype i run in lane i mod lanes, lanes side by side, the
