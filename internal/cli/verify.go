@@ -33,8 +33,9 @@ it at (count dimensions jittered), at token counts 1, the slot's registered
 maximum and one drawn in between, and at the corners of the variant's
 declared domain; each shape meets every value distribution, scalar arguments
 range over their legal values and the values served models use. Every call
-gets fresh tensor objects, and a kernel that keeps a reference to what it
-was handed after its case fails. Go generates the inputs (from a fresh
+gets fresh tensor objects, each input in an allocation of its own or at a
+random offset inside a larger one (as the engine hands them), and a kernel
+that keeps a reference to what it was handed after its case fails. Go generates the inputs (from a fresh
 secret seed unless --seed is given; the seed is printed so a run can be
 reproduced) and computes the references; the candidate runs only in a
 sandboxed Python worker that allocates the validator's outputs, poisons them
@@ -47,7 +48,9 @@ sizes 2 and 3 on cpu (on cuda as many of 2 and 3 as there are GPUs, 1 on
 one GPU; --world-size narrows to one). A row whose
 declared domain no generated shape reaches FAILs ("domain never exercised").
 
-The bundle is scanned first; a bundle with scan findings is not run.
+The bundle is scanned first, while the workers start (they load nothing of
+the bundle before the scan admits it); a bundle with scan findings is not
+run.
 
 Rows of different dtypes run side by side in lanes, each lane with its own
 worker (--lanes; default one lane per four cores, so one on a small machine,

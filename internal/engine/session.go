@@ -287,8 +287,9 @@ func (s *Session) admitStack(ctx context.Context, c Config) (map[string]SlotEntr
 	return out, root, nil
 }
 
-// Attribute says whose fault an engine failure is: candidate failures (and
-// load failures with candidates in the stack) are the candidate's, the rest
+// Attribute says whose fault an engine failure is: candidate failures (and,
+// with candidates in the stack, load failures, ranks that disagree and
+// replies that break the protocol) are the candidate's, the rest
 // infrastructure. A timeout with candidates in the stack says that a
 // candidate that never returns ends this way, but stays infrastructure: a
 // slow machine looks the same.
@@ -305,6 +306,12 @@ func (s *Session) Attribute(err error) error {
 	if candidates && errors.As(err, &me) {
 		// stock ranks reduce deterministically to the same sums: ranks that
 		// disagree ran a candidate that did not
+		return fault.CandidateErr(err)
+	}
+	var pe *worker.ProtocolError
+	if candidates && errors.As(err, &pe) {
+		// a reply that breaks the protocol: candidate code ran in the
+		// runtime and can write to its descriptors
 		return fault.CandidateErr(err)
 	}
 	var te *worker.TimeoutError

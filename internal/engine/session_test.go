@@ -32,6 +32,8 @@ func TestSessionAttribute(t *testing.T) {
 		{"oom", &worker.Failure{Class: ClassOOM}, true, fault.Infra, false},
 		{"timeout with candidates", timeout, true, fault.Infra, true},
 		{"timeout without", timeout, false, fault.Infra, false},
+		{"forged reply with candidates", &worker.ProtocolError{Err: errors.New(`reply id "x" does not match request id "3"`)}, true, fault.Candidate, false},
+		{"broken reply without", &worker.ProtocolError{Err: errors.New("decode reply")}, false, fault.Infra, false},
 	} {
 		s := &Session{}
 		if tc.candidates {

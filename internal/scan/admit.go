@@ -120,6 +120,10 @@ func declare(in *Input, b *bundle.Bundle) {
 			seen[op.Source] = true
 		}
 		in.CUDASources = append(in.CUDASources, op.CUDASources...)
+		if op.Metadata != "" && !seen[op.Metadata] {
+			in.Metadata = append(in.Metadata, op.Metadata)
+			seen[op.Metadata] = true
+		}
 	}
 }
 

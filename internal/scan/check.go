@@ -146,7 +146,7 @@ func (fc *fileCheck) calls(calls []callFact) {
 		if attrBuiltin(c.Func) && builtin {
 			fc.attrBuiltinCall(c)
 		}
-		if (c.NArgs != 1 || c.NKeywords != 0 || c.Starred) && fc.resolvesTo(c.Func, "functools.wraps") {
+		if (c.NArgs != 1 || c.NKeywords != 0 || c.Starred || !c.Decorator) && fc.resolvesTo(c.Func, "functools.wraps") {
 			fc.wrapsArgs(c.Line, c.Col)
 		}
 		if c.Func == "type" && builtin && (c.NArgs != 1 || c.NKeywords != 0 || c.Starred) {
@@ -235,7 +235,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		}
 		fc.introspection(a)
 		fc.unboundAttr(a)
-		if a.Base != "" && (!a.Called || a.NArgs != 1 || a.NKeywords != 0 || a.Starred) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
+		if a.Base != "" && (!a.Called || a.NArgs != 1 || a.NKeywords != 0 || a.Starred || !a.Decorator) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
 			fc.wrapsArgs(a.Line, a.Col)
 		}
 		mark := len(fc.findings)
@@ -594,5 +594,5 @@ func (fc *fileCheck) resolvesTo(chain, want string) bool {
 // rebinds an attribute of a torch object).
 func (fc *fileCheck) wrapsArgs(line, col int) {
 	fc.add(line, col, RuleModuleAttribute,
-		"use of \"functools.wraps\" other than called with the wrapped function alone (assigned/updated, *args, or the function handed on): it copies the attributes those strings name onto the object it is applied to; use @functools.wraps(f) with the wrapped function only")
+		"use of \"functools.wraps\" other than as a decorator called with the wrapped function alone (assigned/updated, *args, the function handed on, or the decorator applied to an object by a call): it copies attributes, the wrapped object's __dict__ included, onto what it is applied to; write @functools.wraps(f) above your own def")
 }

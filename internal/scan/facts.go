@@ -86,9 +86,12 @@ type callFact struct {
 	// receiver the first argument is, when it is a bare name; else 0.
 	TargetReceiver int  `json:"target_receiver"`
 	Local          bool `json:"local"`
-	ModuleLevel    bool `json:"module_level"`
-	Line           int  `json:"line"`
-	Col            int  `json:"col"`
+	// Decorator: the call is a whole decorator expression of a def or
+	// class statement (@wraps(f)).
+	Decorator   bool `json:"decorator"`
+	ModuleLevel bool `json:"module_level"`
+	Line        int  `json:"line"`
+	Col         int  `json:"col"`
 }
 
 // attrFact is a maximal attribute chain: Base is the root name ("" when the
@@ -115,7 +118,10 @@ type attrFact struct {
 	Arg0        int      `json:"arg0"`
 	// Starred: the call passes *args or **kwargs.
 	Starred bool `json:"starred"`
-	Format  bool `json:"format"`
+	// Decorator: the chain's call is a whole decorator expression of a
+	// def or class statement (@functools.wraps(f)).
+	Decorator bool `json:"decorator"`
+	Format    bool `json:"format"`
 	// String marks a string constant or a keyword argument's name that is
 	// exactly a dunder name (Attrs holds it): data that a class built from
 	// a dict, a match pattern's __match_args__ or a getattr turns into an

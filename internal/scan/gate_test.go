@@ -66,6 +66,9 @@ func TestGateClasses(t *testing.T) {
 			"k.py:3 private-api"},
 		{"operator tables through getattr", map[string]string{"k.py": "import torch\nops = {'m': torch.ops.aten.add.default}\nt = getattr(ops['m'], 'python_key_table')\n"},
 			"k.py:3 private-api"},
+		{"kernel names that start like generator or code attributes", map[string]string{"k.py": "class AR:\n" +
+			"    def __init__(self):\n        self.ag_parts = 2\n        self.co_dtype = None\n        self.gi_tiles = 1\n" +
+			"    def parts(self):\n        return self.ag_parts + self.gi_tiles\n"}, ""},
 		{"subclass walk by mro", map[string]string{"k.py": "x = type(1).mro()[-1]\n"}, "k.py:1 introspection"},
 		{"format string field", map[string]string{"k.py": "s = '{0.__class__.__init__.__globals__}'.format(1)\nt = '{0.gi_frame}'\n"},
 			"k.py:1 dunder-access|k.py:2 introspection"},
@@ -152,6 +155,21 @@ func TestGateClasses(t *testing.T) {
 		{"wraps with starred args", map[string]string{"k.py": "import functools\nA = (int, ('default',), ())\n" +
 			"functools.wraps(*A)\n"},
 			"k.py:3 module-attribute-not-allowed"},
+		{"wraps applied by a call copies a __dict__ onto an operator", map[string]string{"k.py": "import functools, torch\n" +
+			"def _s():\n    pass\n_s._op = print\nfunctools.wraps(_s)(torch.ops.aten.add)\n"},
+			"k.py:5 module-attribute-not-allowed"},
+		{"wraps by name kept and applied later", map[string]string{"k.py": "from functools import wraps\nimport torch\n" +
+			"def _s():\n    pass\nw = wraps(_s)\nw(torch.nn.functional.relu)\n"},
+			"k.py:5 module-attribute-not-allowed"},
+		{"wraps as a decorator of the bundle's own def", map[string]string{"k.py": "import functools\nfrom functools import wraps\n" +
+			"def f(x):\n    return x\n@functools.wraps(f)\ndef g(x):\n    return f(x)\n@wraps(f)\ndef h(x):\n    return f(x)\n"},
+			""},
+		{"tensor internals", map[string]string{"k.py": "import torch\nx = torch.ones(2)\nv = x._version\n" +
+			"s = getattr(x, 'untyped_storage')\nt = x.storage()\n"},
+			"k.py:3 tensor-internals|k.py:4 tensor-internals|k.py:5 tensor-internals"},
+		{"a storage's descriptor I/O", map[string]string{"k.py": "import torch\nT = [torch.ones(2)]\n" +
+			"w = T[0].untyped_storage()._write_file\n"},
+			"k.py:3 file-access|k.py:3 tensor-internals"},
 		{"copy protocol", map[string]string{"k.py": "class P:\n    def __reduce_ex__(self, p):\n        return (int, ())\n" +
 			"    def __deepcopy__(self, memo):\n        return self\n"},
 			"k.py:2 dunder-access|k.py:4 dunder-access"},

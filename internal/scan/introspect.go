@@ -11,13 +11,21 @@ import "strings"
 // object. Non-harmless dunders (__globals__, __class__, __dict__, ...) have
 // their own rule, dunder-access.
 
-// introspectionPrefixes are the attribute families of generators,
-// coroutines, async generators and code objects.
-var introspectionPrefixes = []string{"gi_", "cr_", "ag_", "co_"}
-
-// introspectionNames are the other introspective attributes: frames,
-// tracebacks, cells, method objects, Python 2 function aliases, mro.
+// introspectionNames are the introspective attributes: those of
+// generators, coroutines, async generators and code objects (Python 3.9 to
+// 3.14; names are listed, not matched by prefix, so that a kernel's own
+// ag_parts or co_dtype stays legal: a code object is reached only through
+// names refused here or by dunder-access), frames, tracebacks, cells,
+// method objects, Python 2 function aliases, mro.
 var introspectionNames = map[string]bool{
+	"gi_code": true, "gi_frame": true, "gi_running": true, "gi_suspended": true, "gi_yieldfrom": true,
+	"cr_await": true, "cr_code": true, "cr_frame": true, "cr_origin": true, "cr_running": true, "cr_suspended": true,
+	"ag_await": true, "ag_code": true, "ag_frame": true, "ag_running": true, "ag_suspended": true,
+	"co_argcount": true, "co_branches": true, "co_cellvars": true, "co_code": true, "co_consts": true,
+	"co_exceptiontable": true, "co_filename": true, "co_firstlineno": true, "co_flags": true,
+	"co_freevars": true, "co_kwonlyargcount": true, "co_lines": true, "co_linetable": true, "co_lnotab": true,
+	"co_name": true, "co_names": true, "co_nlocals": true, "co_positions": true, "co_posonlyargcount": true,
+	"co_qualname": true, "co_stacksize": true, "co_varnames": true,
 	"f_back": true, "f_builtins": true, "f_code": true, "f_globals": true, "f_locals": true,
 	"f_trace": true, "f_trace_lines": true, "f_trace_opcodes": true, "f_lasti": true, "f_generator": true,
 	"tb_frame": true, "tb_next": true, "tb_lasti": true,
@@ -40,15 +48,7 @@ var dispatcherTables = map[string]bool{
 // introspective reports whether an attribute name (not a dunder) is one
 // of the introspection set.
 func introspective(name string) bool {
-	if introspectionNames[name] {
-		return true
-	}
-	for _, p := range introspectionPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
+	return introspectionNames[name]
 }
 
 // introspection reports the first introspective name of an attribute

@@ -57,6 +57,7 @@ const (
 	RuleIntrospection   = "introspection"
 	RuleForeignStore    = "foreign-store"
 	RuleUnboundMethod   = "unbound-method"
+	RuleTensorInternals = "tensor-internals"
 )
 
 // RuleInfo describes one rule for help output.
@@ -83,11 +84,12 @@ func Rules() []RuleInfo {
 		{RuleGlobalMutation, "assignment to state of an imported module (also through an alias), or a call to a process-wide setter"},
 		{RuleForeignStore, "an attribute store (=, +=, del, setattr) into an object the bundle did not create: only self, the bundle's own classes and functions and instances it constructs may be changed"},
 		{RuleUnboundMethod, "a bundle method that stores into self, read from something not known to be an instance (its class, cls, type(x), a parameter, an item, an attribute, a call result) or used as a plain function in its class body, so that self could be any object"},
-		{RulePrivateAPI, "torch._C, triton._C and the private compiler configuration modules"},
+		{RulePrivateAPI, "torch._C, triton._C, the private compiler configuration modules, and an operator's Python dispatcher tables (py_kernels, py_impl, ...) on any object"},
+		{RuleTensorInternals, "a tensor's storage object, version counter and C handle (storage(), untyped_storage(), _version, _cdata, ...) on any object: raw file-descriptor I/O, and facts about how the validator allocated and wrote its inputs"},
 		{RuleModuleShadowing, "a bundle module (file or package) named like any module the interpreter can import (standard library, installed packages), an allowed or a policed module"},
 		{RuleModuleEscape, "a module outside the allow-list reached through an allowed one: torch.os, typing.sys, from torch import os, getattr(torch, \"os\")"},
 		{RuleModuleAlias, "an imported module put where no name follows it: a container, an argument, a return value, a default, an attribute or item"},
-		{RuleFileAccess, "files and shared memory without open(): torch.from_file, Storage.from_file, torch.save, tofile/fromfile, shared-memory storages, profiler exports"},
+		{RuleFileAccess, "files and shared memory without open(): torch.from_file, Storage.from_file, a storage's _write_file/_set_from_file, torch.save, tofile/fromfile, shared-memory storages, profiler exports"},
 		{RuleDistributedSetup, "process groups, stores and RPC: TCPStore, FileStore, init_process_group, new_group, torch.distributed.rpc"},
 		{RuleScanLimit, "a file or the bundle is too large for the scanner, or its names too tangled to follow"},
 		{RuleSymlink, "a symbolic link anywhere in the bundle"},

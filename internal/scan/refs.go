@@ -185,6 +185,11 @@ func attributeRules() map[string]refRule {
 		"_dump_snapshot", "_save_segment_usage", "_save_memory_usage",
 		"export_chrome_trace", "export_stacks", "export_memory_timeline",
 		"dump", // numpy's ndarray.dump pickles to a file
+		// A storage's raw descriptor I/O and sharing: write(2) and read(2)
+		// on any descriptor number, CUDA IPC handles.
+		"_write_file", "_set_from_file", "_new_shared_cuda", "_share_cuda_",
+		"_get_shared_fd", "_release_ipc_counter", "_release_ipc_counter_cuda",
+		"_shared_decref", "_shared_incref",
 	} {
 		out[name] = refRule{prefix: name, rule: RuleFileAccess, why: file}
 	}
@@ -195,6 +200,19 @@ func attributeRules() map[string]refRule {
 	}
 	for _, name := range []string{"load_library", "CUDAPluggableAllocator"} {
 		out[name] = refRule{prefix: name, rule: RuleUnsafeLoader, why: loader}
+	}
+	// A tensor's storage object (raw descriptor I/O, sharing), its version
+	// counter and C handle tell how the validator allocated or filled an
+	// input (verify's memory and the engine's are made alike, but a
+	// kernel has no honest use for these) and reach what the names above
+	// police. The names are refused on any object, the bundle's own too:
+	// a bundle class may derive from torch.Tensor, whose self is a tensor.
+	const internals = "a tensor's storage, version counter and C handle are the validator's bookkeeping (raw descriptor I/O, how an input was allocated and written); a kernel computes on the tensor itself (an attribute of your own by that name needs another name)"
+	for _, name := range []string{
+		"storage", "untyped_storage", "typed_storage", "_typed_storage", "_untyped_storage",
+		"_version", "_cdata", "_set_cdata",
+	} {
+		out[name] = refRule{prefix: name, rule: RuleTensorInternals, why: internals}
 	}
 	out["import_module"] = refRule{prefix: "import_module", rule: RuleSysModules, why: imp}
 	out["change_current_allocator"] = refRule{prefix: "change_current_allocator", rule: RuleGlobalMutation, why: setter}

@@ -63,6 +63,9 @@ type Input struct {
 	Sources []string
 	// CUDASources are the declared .cu/.cuh sources, relative slash paths.
 	CUDASources []string
+	// Metadata are the declared metadata JSON files (a row's metadata =
+	// path), relative slash paths: declared data, wherever they live.
+	Metadata []string
 	// Python is the interpreter; "" means python3 from PATH.
 	Python string
 	// Install is Python's installation when the caller inspected it
@@ -142,6 +145,12 @@ func Scan(ctx context.Context, in Input, pol Policy) (*Report, error) {
 				missing = append(missing, Finding{Path: p, Rule: RuleMissingSource,
 					Message: "declared in the manifest but not a regular file in the bundle; add the file or fix the manifest"})
 			}
+		}
+	}
+	for _, p := range in.Metadata {
+		// The loader reads them as JSON; nothing else is exempted by them.
+		if checkDeclared(p) == nil && strings.EqualFold(path.Ext(p), ".json") {
+			declared[p] = true
 		}
 	}
 	if err := t.classify(declaredCUDA); err != nil {
@@ -268,7 +277,8 @@ func (t *tree) pyFiles() []string {
 
 // undeclared reports files the manifest does not account for: anything but
 // manifest.toml, declared sources, Python modules imported (transitively,
-// bundle-locally) by declared sources, metadata/*.json, documentation and
+// bundle-locally) by declared sources, metadata/*.json and the rows' declared
+// metadata files, documentation and
 // licence files (README*, LICENSE*, COPYING*, NOTICE* as text) and
 // .gitignore. Files with another file-level finding are not reported twice.
 func (t *tree) undeclared(ix *modIndex, declared, declaredCUDA map[string]bool, facts map[string]*fileFacts) []Finding {

@@ -197,6 +197,31 @@ func TestRuntimeFileRules(t *testing.T) {
 	assertFindings(t, rep, want)
 }
 
+// TestDeclaredMetadata: a row's metadata JSON is declared data wherever it
+// lives (meta/ as well as metadata/); a file beside it is not, and a
+// metadata path that is not JSON exempts nothing.
+func TestDeclaredMetadata(t *testing.T) {
+	root := t.TempDir()
+	for rel, body := range map[string]string{
+		"k.py":          "def f(x, out):\n    out.copy_(x)\n",
+		"meta/a.json":   "{}",
+		"meta/b.json":   "{}",
+		"meta/notes.py": "X = 1\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := scanOrFatal(t, Input{Root: root, HasManifest: true, Sources: []string{"k.py"}, Metadata: []string{"meta/a.json", "meta/notes.py"}})
+	assertFindings(t, rep, []string{
+		"meta/b.json:0:0 undeclared-file not declared in manifest.toml and not imported by a declared source; remove it or declare it",
+		"meta/notes.py:0:0 undeclared-file not declared in manifest.toml and not imported by a declared source; remove it or declare it",
+	})
+}
+
 func assertFindings(t *testing.T, rep *Report, want []string) {
 	t.Helper()
 	var got []string

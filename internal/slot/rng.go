@@ -15,7 +15,7 @@ import (
 // reproduce a run from its seed:
 //
 //  1. Every generated argument gets its own stream. The stream key is
-//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v2", the
+//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v3", the
 //     decimal run seed, the slot name, the shape name, the decimal case
 //     index, the decimal replay index (0 for the first call), the decimal
 //     rank (0 for non-collective slots) and the argument name. The first 8
@@ -49,7 +49,7 @@ type rng struct {
 func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, arg string) *rng {
 	h := sha256.New()
 	for i, field := range []string{
-		"cacheon.slot.input.v2",
+		"cacheon.slot.input.v3",
 		uitoa(seed), slotName, shape,
 		uitoa(uint64(caseIdx)), uitoa(uint64(replay)), uitoa(uint64(rank)), arg,
 	} {
@@ -119,8 +119,11 @@ type Distribution string
 const (
 	// Normal: standard normal N(0,1).
 	Normal Distribution = "normal"
-	// Scaled: N(0,1)·s, s log-uniform in [3, 6] per tensor, to exercise
-	// relative error at large magnitude.
+	// Scaled: N(0,1)·s with a scale s of its own per innermost row, s
+	// log-uniform in [2^-8, 6]: rows of large magnitude exercise relative
+	// error, rows of small magnitude (a residual stream's embeddings) a
+	// kernel that floors or rescales them, and the spread of row scales a
+	// kernel that treats every row alike.
 	Scaled Distribution = "scaled"
 	// Shifted: N(±m,1), m uniform in [1, 3] per tensor, a non-zero mean
 	// (catches variance-for-RMS bugs and missing max-subtraction in softmax).
@@ -141,18 +144,17 @@ func Distributions() []Distribution {
 // fill writes n values of the distribution; rowLen is the length of the
 // innermost row (for Sparse's zero rows).
 //
-// The parameters of a distribution are drawn per tensor (the scale
-// log-uniform over [3, 6], the shift's magnitude over [1, 3] with either
-// sign, the outliers' magnitude log-uniform over [16, 96]), so that a
+// The parameters of a distribution are drawn per tensor or row (Scaled's
+// scale per innermost row, log-uniform over [2^-8, 6], after the values;
+// the shift's magnitude over [1, 3] with either sign, per tensor; the
+// outliers' magnitude log-uniform over [16, 96]), so that a
 // kernel cannot recognise verify's inputs by their mean and spread and
 // stay honest only on them (issue 16, class 6), and so that magnitudes
 // beyond the usual activations (massive activations) are met.
 func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	v := make([]float64, n)
-	scale, shift := 1.0, 0.0
+	shift := 0.0
 	switch dist {
-	case Scaled:
-		scale = 3 * math.Exp(r.uniform()*math.Log(2))
 	case Shifted:
 		shift = 1 + 2*r.uniform()
 		if r.uniform() < 0.5 {
@@ -164,7 +166,7 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	z := newZiggurat()
 	draw := func(j int) {
 		b := &rng{src: splitmix.New(splitmix.New(base + uint64(j)).Uint64())}
-		b.shape(z, dist, scale, shift, v[j*fillBlock:min(n, (j+1)*fillBlock)])
+		b.shape(z, dist, shift, v[j*fillBlock:min(n, (j+1)*fillBlock)])
 	}
 	if workers := min(blocks, runtime.GOMAXPROCS(0)); workers <= 1 {
 		for j := range blocks {
@@ -184,6 +186,17 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 		}
 		wg.Wait()
 	}
+	if dist == Scaled {
+		// One scale per innermost row, in row order, from the argument's
+		// stream (after the blocks' seed).
+		row := max(rowLen, 1)
+		for i := 0; i < n; i += row {
+			s := scaledMin * math.Exp(r.uniform()*math.Log(scaledMax/scaledMin))
+			for j := i; j < min(n, i+row); j++ {
+				v[j] *= s
+			}
+		}
+	}
 	if dist == Sparse && rowLen > 0 && n > rowLen {
 		for row := 0; row*rowLen < n; row += 7 {
 			for j := row * rowLen; j < (row+1)*rowLen && j < n; j++ {
@@ -194,17 +207,21 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	return v
 }
 
+// The range of Scaled's row scales.
+const (
+	scaledMin = 1.0 / 256
+	scaledMax = 6.0
+)
+
 // fillBlock is how many values one block generator draws (step 3 above).
 const fillBlock = 1 << 15
 
-// shape fills v with normals of z shaped by dist, scale and shift being
-// the tensor's own parameters.
-func (r *rng) shape(z *ziggurat, dist Distribution, scale, shift float64, v []float64) {
+// shape fills v with normals of z shaped by dist, shift being the
+// tensor's own (Scaled's row scales are applied by fill).
+func (r *rng) shape(z *ziggurat, dist Distribution, shift float64, v []float64) {
 	for i := range v {
 		x := z.normal(r)
 		switch dist {
-		case Scaled:
-			x *= scale
 		case Shifted:
 			x += shift
 		case HeavyTailed:

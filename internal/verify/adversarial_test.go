@@ -214,7 +214,7 @@ func adversarialCases() []adversarialCase {
 		{name: "shadow_cython_runtime", scan: `module-shadowing bundle module "cython_runtime"`},
 		{name: "match_args_globals", scan: `dunder-access use of __match_args__`},
 		{name: "eps_point_tell", verify: `output out: allclose worst element`},
-		{name: "decode_storage_tell", verify: `output out: matched_ratio`},
+		{name: "decode_storage_tell", scan: `tensor-internals use of "t\.untyped_storage"`},
 		{name: "abc_register_laundered", verify: guardAtLoad + `a class was registered with numbers\.Real`},
 		{name: "hidden_tile_silu", verify: `shape served-[0-9]+~ .*output out: allclose worst element`},
 		{name: "rmsnorm_single_block", verify: `shape served-4096~ .*output out: allclose worst element`},
@@ -222,13 +222,20 @@ func adversarialCases() []adversarialCase {
 		{name: "replay_identity_tell", verify: `replay 1, rank 0, output out: allclose worst element`},
 		{name: "match_globals_tell", scan: `dunder-access the string or keyword __match_args__ names interpreter internals`},
 		{name: "reduce_ex_via_type_dict", scan: `dunder-access type\(\) with other than one argument|dunder-access the string or keyword __reduce_ex__`},
-		{name: "wraps_partial_op", scan: `module-attribute-not-allowed use of "functools\.wraps" other than called with the wrapped function alone`},
-		{name: "wraps_star_op", scan: `module-attribute-not-allowed use of "functools\.wraps" other than called with the wrapped function alone`},
+		{name: "wraps_partial_op", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator called with the wrapped function alone`},
+		{name: "wraps_star_op", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator called with the wrapped function alone`},
 		{name: "reduce_getattr_globals", scan: `dynamic-attribute passing getattr around`},
 		{name: "format_nonliteral_modules", scan: `dynamic-attribute format\(\) on a format string that is not a literal`},
 		{name: "abc_register_tensor", scan: `module-attribute-not-allowed use of "numbers\.Real\.register"`},
 		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), first call, rank 0, output out: matched_ratio ratio below minimum`},
-		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" other than called with the wrapped function alone`},
+		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator called with the wrapped function alone`},
+		// Session 13's red team.
+		{name: "version_tell_rmsnorm", scan: `tensor-internals use of "x\._version"`},
+		{name: "exact_storage_tell_decode", scan: `tensor-internals use of "t\.untyped_storage"`},
+		{name: "wraps_dict_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator`},
+		{name: "wraps_dict_op_call", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator`},
+		{name: "fd_write_storage", scan: `file-access use of "st\._write_file"`},
+		{name: "small_rms_clamp", verify: `\(scaled\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 	}
 }
 

@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"cacheon/internal/worker"
@@ -42,6 +44,13 @@ func TestCallErrors(t *testing.T) {
 	}
 	if got, infra := failureReason(tamper, ""); got != want || infra {
 		t.Errorf("failureReason(tamper) = %q, infra %v", got, infra)
+	}
+	// A reply that breaks the protocol after a load or run request is
+	// the candidate's: its code ran in the worker and can write to the
+	// worker's descriptors (fd_write_storage forged a reply line).
+	forged := &worker.ProtocolError{Err: errors.New(`reply id "forged" does not match request id "3"`)}
+	if got, infra := failureReason(forged, ""); infra || !strings.Contains(got, "broke the protocol after candidate code ran") {
+		t.Errorf("failureReason(protocol) = %q, infra %v", got, infra)
 	}
 	raised := &worker.Failure{Class: worker.ClassException, Type: "ValueError", Message: "boom\nmore"}
 	if got := callError(raised); got != "candidate raised ValueError: boom" {

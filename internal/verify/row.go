@@ -292,7 +292,12 @@ func failureReason(err error, stderr string) (reason string, infra bool) {
 	var f *worker.Failure
 	var te *worker.TimeoutError
 	var ee *worker.ExitError
+	var pe *worker.ProtocolError
 	switch {
+	case errors.As(err, &pe):
+		// Only load and run requests come here: candidate code ran in
+		// the worker and can write to its descriptors.
+		return "the worker's reply broke the protocol after candidate code ran (it can write to the worker's descriptors): " + oneLine(pe.Error()), false
 	case errors.As(err, &f):
 		switch f.Class {
 		case "import_error":

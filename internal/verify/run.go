@@ -225,6 +225,9 @@ func initGroup(ctx context.Context, clients []*worker.Client, o Options) (reason
 		cancel()
 		if err != nil {
 			reason, infra := failureReason(err, c.Stderr())
+			if pe := (*worker.ProtocolError)(nil); errors.As(err, &pe) {
+				infra = true // no candidate code has run in the worker yet
+			}
 			return fmt.Sprintf("rank %d: %s", r, reason), infra
 		}
 	}

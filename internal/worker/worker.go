@@ -278,15 +278,38 @@ func (c *Client) Receive(ctx context.Context, id string, resp any) error {
 		if done, werr := c.Exited(); done {
 			return &ExitError{Err: werr, Stderr: c.Stderr()}
 		}
+		if errors.Is(r.err, errLineTooLong) {
+			return &ProtocolError{Err: fmt.Errorf("read reply: %w", r.err)}
+		}
 		return fmt.Errorf("read reply: %w", r.err)
 	}
 	return decodeReply(r.line, id, resp)
 }
 
+// ProtocolError is a reply that breaks the protocol: a line that does not
+// decode, answers another request, lacks "ok", or is too long. Once
+// candidate code has run in a worker it can write to the worker's
+// descriptors, so callers that sent it a load or run request blame a
+// ProtocolError on the candidate.
+type ProtocolError struct{ Err error }
+
+func (e *ProtocolError) Error() string { return e.Err.Error() }
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
 // decodeReply checks one reply line against the request id and decodes it
 // strictly into resp (nil: only the head is checked). A reply with
-// ok=false is returned as *Failure.
+// ok=false is returned as *Failure, one that breaks the protocol as
+// *ProtocolError.
 func decodeReply(line []byte, id string, resp any) error {
+	err := decodeReplyLine(line, id, resp)
+	var f *Failure
+	if err != nil && !errors.As(err, &f) {
+		return &ProtocolError{Err: err}
+	}
+	return err
+}
+
+func decodeReplyLine(line []byte, id string, resp any) error {
 	var head struct {
 		ID    string   `json:"id"`
 		OK    *bool    `json:"ok"`
@@ -339,13 +362,16 @@ func (c *Client) Call(ctx context.Context, req map[string]any, resp any) (string
 	return id, c.Receive(ctx, id, resp)
 }
 
+// errLineTooLong is a reply line over the client's bound.
+var errLineTooLong = errors.New("reply line longer than the bound")
+
 func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	var buf []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		buf = append(buf, chunk...)
 		if len(buf) > limit {
-			return nil, fmt.Errorf("reply line longer than %d bytes", limit)
+			return nil, fmt.Errorf("%w (%d bytes)", errLineTooLong, limit)
 		}
 		if err == nil {
 			return bytes.TrimRight(buf, "\r\n"), nil

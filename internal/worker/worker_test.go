@@ -35,16 +35,17 @@ func startFake(t *testing.T, script string) *Client {
 func TestReplyDecoding(t *testing.T) {
 	tests := []struct {
 		name, script, err string
+		protocol          bool // the error is a *ProtocolError
 	}{
-		{"ok", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1}'`, ""},
-		{"ok with audit hook", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1,"audit_hook":true}'`, ""},
-		{"audit hook not a bool", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1,"audit_hook":"yes"}'`, "audit_hook"},
-		{"failure reply", `read l; echo '{"id":"1","ok":false,"error":{"class":"internal","message":"no torch"}}'`, "internal: no torch"},
-		{"wrong id", `read l; echo '{"id":"7","ok":true}'`, "does not match"},
-		{"unknown field", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"x","cuda":false,"device_count":0,"triton":null,"pid":1,"verdict":"PASS"}'`, "unknown field"},
-		{"missing ok", `read l; echo '{"id":"1"}'`, "lacks \"ok\""},
-		{"garbage", `read l; echo 'hello world'`, "decode reply"},
-		{"dies", `read l; echo boom >&2; exit 3`, "worker exited unexpectedly"},
+		{"ok", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1}'`, "", false},
+		{"ok with audit hook", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1,"audit_hook":true}'`, "", false},
+		{"audit hook not a bool", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"1.13","cuda":false,"device_count":0,"triton":null,"pid":1,"audit_hook":"yes"}'`, "audit_hook", true},
+		{"failure reply", `read l; echo '{"id":"1","ok":false,"error":{"class":"internal","message":"no torch"}}'`, "internal: no torch", false},
+		{"wrong id", `read l; echo '{"id":"7","ok":true}'`, "does not match", true},
+		{"unknown field", `read l; echo '{"id":"1","ok":true,"python":"3","torch":"x","cuda":false,"device_count":0,"triton":null,"pid":1,"verdict":"PASS"}'`, "unknown field", true},
+		{"missing ok", `read l; echo '{"id":"1"}'`, "lacks \"ok\"", true},
+		{"garbage", `read l; echo 'hello world'`, "decode reply", true},
+		{"dies", `read l; echo boom >&2; exit 3`, "worker exited unexpectedly", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +61,10 @@ func TestReplyDecoding(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+			var pe *ProtocolError
+			if got := errors.As(err, &pe); got != tt.protocol {
+				t.Errorf("err %v: a ProtocolError %v, want %v", err, got, tt.protocol)
 			}
 		})
 	}
@@ -165,8 +170,9 @@ func TestReplyLineLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := c.Hello(ctx)
-	if err == nil || !strings.Contains(err.Error(), "longer than") {
-		t.Fatalf("err = %v, want a line-length error", err)
+	var pe *ProtocolError
+	if err == nil || !strings.Contains(err.Error(), "longer than") || !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want a line-length ProtocolError", err)
 	}
 }
 

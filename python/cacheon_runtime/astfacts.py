@@ -97,7 +97,17 @@ def _call(node, module_level, scopes):
     _set(fact, "target_receiver", receiver)
     if node.func.id in _BUILTIN_NAMES:
         _set(fact, "local", scopes.local(node.func))
+    _set(fact, "decorator", _decorates(node, scopes))
     return fact
+
+
+def _decorates(call, scopes):
+    """Whether a call is a whole decorator expression of a def or class
+    (@wraps(f) above a def): what it returns is applied to that
+    statement's own function or class, nothing else."""
+    owner = scopes.parent.get(id(call))
+    return isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+        d is call for d in owner.decorator_list)
 
 
 def _value(node):
@@ -178,6 +188,7 @@ def _attribute(node, scopes, consumed, module_level):
              or any(k.arg is None for k in parent.keywords))
         if parent.args and isinstance(parent.args[0], ast.Name):
             _set(fact, "arg0", scopes.receiver(parent.args[0]))
+        _set(fact, "decorator", _decorates(parent, scopes))
     return fact
 
 

@@ -355,6 +355,31 @@ class Output:
         self.pattern, self.addr, self.nbytes = pattern, addr, nbytes
 
 
+def placed_like(ops, t, device, rng):
+    """Fresh memory for a tensor shaped like t (rng: a random.Random):
+    at even odds an allocation of its own (offset 0, the allocator's
+    alignment, as the engine's caches and weights are), else a contiguous
+    view at a random 16-byte-aligned offset inside a larger allocation (as
+    the engine's slices of a packed batch are). Verify's inputs and the
+    engine's per-call copies are both made this way, each tensor drawn on
+    its own, so that no pattern of storage sizes, offsets or alignments
+    across a call's inputs is one that serving shows and verify does not."""
+    size, dtype = list(ops.size(t)), ops.dtype_of(t)
+    if rng.random() < 0.5:
+        return ops.empty(size, dtype=dtype, device=device)
+    unit = max(1, 16 // ops.element_size(t))
+    lo, hi = rng.randrange(17) * unit, rng.randrange(17) * unit
+    n = 1
+    for d in size:
+        n *= d
+    base = ops.empty((lo + n + hi,), dtype=dtype, device=device)
+    stride, acc = [0] * len(size), 1
+    for i in range(len(size) - 1, -1, -1):
+        stride[i] = acc
+        acc *= max(size[i], 1)
+    return ops.as_strided(base, size, stride, lo)
+
+
 def renew_visible(ops, o):
     """A fresh tensor object over output o's memory with the contract's
     layout, made as alloc_output makes the first one: each call of a

@@ -266,24 +266,9 @@ class _Case:
             self.raw.sync()
 
     def placed(self, t):
-        """Validator memory for an input shaped like t: a view at a random
-        16-byte-aligned offset inside a larger fresh allocation, as the
-        engine's inputs often are (slices of a packed batch), so that a
-        storage's size or an input's offset does not tell verify from
-        serving; about one input in 300 owns its storage exactly."""
-        ops = self.ops
-        size = list(ops.size(t))
-        unit = max(1, 16 // ops.element_size(t))
-        lo, hi = _PLACE.randrange(17) * unit, _PLACE.randrange(17) * unit
-        n = 1
-        for d in size:
-            n *= d
-        base = ops.empty((lo + n + hi,), dtype=ops.dtype_of(t), device=self.dev)
-        stride, acc = [0] * len(size), 1
-        for i in range(len(size) - 1, -1, -1):
-            stride[i] = acc
-            acc *= max(size[i], 1)
-        return ops.as_strided(base, size, stride, lo)
+        """Validator memory for an input shaped like t (host.placed_like:
+        its own allocation or a view at a random offset in a larger one)."""
+        return host.placed_like(self.ops, t, self.dev, _PLACE)
 
     def watch(self, plan):
         """Weak references to the storages of the entry inputs and the

@@ -215,6 +215,24 @@ class DispatchTests(unittest.TestCase):
         self.assertEqual(tokens(got), tokens(self.stock["llama"]))
         self.assertGreater(eng.stats()["slots"]["norm.rmsnorm"]["selected"], 2)
 
+    def test_kept_copies_are_placed(self):
+        # The per-call copies are placed as verify's inputs are: at even
+        # odds an allocation of their own or a view at a random
+        # 16-byte-aligned offset in a larger one, so that neither kind
+        # tells serving from verify.
+        eng = self.engine("llama", self.b.stack("rms_good"))
+        w = torch.randn(64, dtype=torch.float32)
+        exact = offsets = 0
+        for _ in range(200):
+            c = eng.d._own_copy(w)
+            self.assertTrue(torch.equal(c, w))
+            self.assertEqual(c.storage_offset() * c.element_size() % 16, 0)
+            offsets += c.storage_offset() > 0
+            nbytes = c.untyped_storage().nbytes() if hasattr(c, "untyped_storage") else c.storage().nbytes()
+            exact += c.storage_offset() == 0 and nbytes == c.numel() * c.element_size()
+        self.assertGreater(exact, 50)
+        self.assertGreater(offsets, 50)
+
     def test_broken_candidate_changes_tokens(self):
         eng = self.engine("llama", self.b.stack("rms_broken"))
         got = eng.generate({"requests": self.reqs})

@@ -56,6 +56,9 @@ from .timing import NullTimer
 
 ALIGNMENT = 16
 
+# Where per-call copies sit in their allocation (host.placed_like).
+_PLACE = random.SystemRandom()
+
 SILU = "activation.silu_and_mul"
 RMSNORM = "norm.rmsnorm"
 SDPA = "attention.sdpa"
@@ -525,9 +528,11 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         return {n: o.contract for n, o in outs.items()}
 
     def _own_copy(self, t):
-        """A copy of t for the candidate alone (KEPT)."""
+        """A copy of t for the candidate alone (KEPT), placed as verify
+        places its inputs (host.placed_like), so that the copy's storage
+        does not tell serving from verify."""
         ops = self.ops
-        c = ops.empty(ops.size(t), dtype=ops.dtype_of(t), device=ops.device_of(t))
+        c = host.placed_like(ops, t, ops.device_of(t), _PLACE)
         ops.copy(c, t)
         return c
 
