@@ -45,6 +45,7 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.names(ff.Names)
 	fc.flows(ff.Flows)
 	fc.classRefs(ff)
+	fc.classBases(ff)
 	return fc.findings
 }
 
@@ -136,6 +137,11 @@ func (fc *fileCheck) imports(imports []importFact) {
 func (fc *fileCheck) calls(calls []callFact) {
 	for _, c := range calls {
 		builtin := !c.Local && fc.builtinAt(c.Func, pos{c.Line, c.Col})
+		if c.OfResult {
+			fc.classBuildingCall(c, builtin)
+			continue
+		}
+		fc.classBuildingCall(c, builtin)
 		switch {
 		case forbiddenCall(c.Func) && builtin:
 			fc.add(c.Line, c.Col, RuleForbiddenBuiltin,
@@ -238,6 +244,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		if a.Base != "" && (!a.Called || a.NArgs != 1 || a.NKeywords != 0 || a.Starred || !a.Decorator) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
 			fc.wrapsArgs(a.Line, a.Col)
 		}
+		fc.classBuildingAttr(a, chain)
 		mark := len(fc.findings)
 		if a.Base != "" {
 			switch {
@@ -303,6 +310,9 @@ func (fc *fileCheck) names(names []nameFact) {
 				"passing %s around hides what is accessed; write obj.attr at the call site", n.Name)
 		case isDunder(n.Name) && !harmlessDunder(n.Name):
 			fc.add(n.Line, n.Col, RuleDunderAccess, "use of %s reaches interpreter internals; remove it", n.Name)
+		case n.Name == "type" && builtin && n.Ctx == "load":
+			fc.add(n.Line, n.Col, RuleDunderAccess,
+				"type used as a value (an alias, an argument, a base class) builds classes wherever it is called with a namespace: %s; call type(x) directly with one argument", namespaceWhy)
 		case n.Ctx == "load" && fc.resolvesTo(n.Name, "functools.wraps"):
 			// not called here (a called name is a call fact): handed to
 			// partial, a list, another function

@@ -88,7 +88,11 @@ type callFact struct {
 	Local          bool `json:"local"`
 	// Decorator: the call is a whole decorator expression of a def or
 	// class statement (@wraps(f)).
-	Decorator   bool `json:"decorator"`
+	Decorator bool `json:"decorator"`
+	// OfResult: what is called is the result of calling Func
+	// (type(x)(name, bases, namespace)); NArgs and the rest are the outer
+	// call's.
+	OfResult    bool `json:"of_result"`
 	ModuleLevel bool `json:"module_level"`
 	Line        int  `json:"line"`
 	Col         int  `json:"col"`

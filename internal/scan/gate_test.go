@@ -33,7 +33,7 @@ func TestGateClasses(t *testing.T) {
 		{"type hints evaluate strings", map[string]string{"k.py": "import typing\ndef f(x: 'int'): pass\ntyping.get_type_hints(f)\n"},
 			"k.py:3 module-attribute-not-allowed"},
 		{"forward ref evaluate", map[string]string{"k.py": "from typing import ForwardRef\nForwardRef('1')._evaluate(None, None, frozenset())\n"},
-			"k.py:1 module-attribute-not-allowed|k.py:2 module-attribute-not-allowed"},
+			"k.py:1 module-attribute-not-allowed|k.py:2 forbidden-builtin|k.py:2 module-attribute-not-allowed"},
 		{"singledispatch evaluates annotations", map[string]string{"k.py": "import functools\n@functools.singledispatch\ndef f(x): pass\n"},
 			"k.py:2 module-attribute-not-allowed"},
 		{"jit save and load", map[string]string{"k.py": "import torch.jit as J\nJ.save(None, 'x')\nJ.load('x')\n"},
@@ -111,7 +111,7 @@ func TestGateClasses(t *testing.T) {
 		{"decorator that calls the method", map[string]string{"k.py": "import torch\ndef d(f):\n    f(torch.Tensor)\n    return f\nclass P:\n    @d\n    def m(self):\n        self.add = 1\n"},
 			"k.py:8 foreign-store"},
 		{"metaclass returns a shared class", map[string]string{"k.py": "import torch\nclass M(type):\n    def __new__(m, *a):\n        return torch.Tensor\nclass C(metaclass=M):\n    pass\nC.add = 1\n"},
-			"k.py:7 foreign-store"},
+			"k.py:2 dunder-access|k.py:7 foreign-store"},
 		{"__new__ returns a shared class", map[string]string{"k.py": "import torch\nclass R:\n    def __new__(cls):\n        return torch.Tensor\nr = R()\nr.add = 1\n"},
 			"k.py:6 foreign-store"},
 		{"subscript store into a module's dict", map[string]string{"k.py": "import torch\ntorch.ops.__dict__['x'] = 1\n"},
@@ -143,7 +143,7 @@ func TestGateClasses(t *testing.T) {
 			"k.py:3 dunder-access|k.py:3 dunder-access"},
 		{"class namespace from keywords", map[string]string{"k.py": "class M(type):\n    pass\n" +
 			"C = M('C', (), dict(__match_args__=('x',)))\n"},
-			"k.py:3 dunder-access"},
+			"k.py:1 dunder-access|k.py:3 dunder-access"},
 		{"match args as data", map[string]string{"k.py": "ARGS = ('__globals__',)\n"},
 			"k.py:1 dunder-access"},
 		{"wraps handed to partial", map[string]string{"k.py": "import functools\n" +
@@ -170,6 +170,23 @@ func TestGateClasses(t *testing.T) {
 		{"a storage's descriptor I/O", map[string]string{"k.py": "import torch\nT = [torch.ones(2)]\n" +
 			"w = T[0].untyped_storage()._write_file\n"},
 			"k.py:3 file-access|k.py:3 tensor-internals"},
+		{"a dict's get beside a mutator named get", map[string]string{"k.py": "class Pool:\n" +
+			"    def __init__(self):\n        self.bufs = {}\n    def get(self, k):\n        self.bufs[k] = 1\n        return self.bufs[k]\n" +
+			"CACHE = {}\nv = CACHE.get('a')\ndef f():\n    local = {'a': 1}\n    return local.get('a')\nw = Pool.get\n"},
+			"k.py:12 unbound-method"},
+		{"type aliased and its result called", map[string]string{"k.py": "_T = type\n_U = type(type)\n" +
+			"M = _U('M', (object,), {})\nC = type(int)('C', (), {})\n"},
+			"k.py:1 dunder-access|k.py:2 dunder-access|k.py:3 dunder-access|k.py:4 dunder-access"},
+		{"metaclasses of allowed modules", map[string]string{"k.py": "import abc, enum\nfrom abc import ABCMeta\n" +
+			"M = abc.ABCMeta('M', (abc.ABCMeta,), {})\nN = ABCMeta('N', (), {})\nclass K(abc.ABCMeta):\n    pass\n" +
+			"class L(type):\n    pass\nE = enum.Enum('E', {'a': 1})\n"},
+			"k.py:3 dunder-access|k.py:4 dunder-access|k.py:5 dunder-access|k.py:7 dunder-access|k.py:9 dunder-access"},
+		{"classes honest code writes", map[string]string{"k.py": "import abc, enum\nclass A(abc.ABC):\n    pass\n" +
+			"class B(metaclass=abc.ABCMeta):\n    pass\nclass Color(enum.Enum):\n    RED = 1\n" +
+			"c = Color(1)\nn = type(c).__name__\nsame = type(c) is Color\nk = type(c)(1)\n"}, ""},
+		{"typing evaluates a forward reference", map[string]string{"k.py": "import typing\n" +
+			"r = typing.get_args(typing.Optional['x'])[0]\nv = r._evaluate({}, {}, frozenset())\n"},
+			"k.py:3 forbidden-builtin"},
 		{"copy protocol", map[string]string{"k.py": "class P:\n    def __reduce_ex__(self, p):\n        return (int, ())\n" +
 			"    def __deepcopy__(self, memo):\n        return self\n"},
 			"k.py:2 dunder-access|k.py:4 dunder-access"},

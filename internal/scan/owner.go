@@ -395,7 +395,9 @@ func (fc *fileCheck) freshClasses(refs []classRef, depth int) bool {
 }
 
 // instanceName reports a bare name the file binds only to new instances
-// (calls of plain bundle classes, torch.nn modules, tensor factories).
+// (calls of plain bundle classes, torch.nn modules, tensor factories) or
+// to literals (displays, comprehensions, constants, lambdas: none of them
+// is a class, so no method read from one is a plain function).
 func (fc *fileCheck) instanceName(name string, ff *fileFacts) bool {
 	if len(fc.binds[name]) > 0 || len(fc.checker.imports[fc.rel][name]) > 0 {
 		return false
@@ -405,7 +407,10 @@ func (fc *fileCheck) instanceName(name string, ff *fileFacts) bool {
 		if n.Name != name || n.Ctx == "load" {
 			continue
 		}
-		if n.Ctx != "store" || n.Value == nil || n.Value.Kind != "call" || !fc.fresh(n.Value.Callee, ff, 0) {
+		if n.Ctx != "store" || n.Value == nil {
+			return false
+		}
+		if n.Value.Kind != "literal" && (n.Value.Kind != "call" || !fc.fresh(n.Value.Callee, ff, 0)) {
 			return false
 		}
 		bound = true

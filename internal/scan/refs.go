@@ -214,6 +214,12 @@ func attributeRules() map[string]refRule {
 	} {
 		out[name] = refRule{prefix: name, rule: RuleTensorInternals, why: internals}
 	}
+	// typing's forward references evaluate their string as code in
+	// typing's own frame (typing.Optional["__import__('sys')"]).
+	for _, name := range []string{"_evaluate", "_eval_type", "evaluate_forward_ref"} {
+		out[name] = refRule{prefix: name, rule: RuleForbiddenBuiltin,
+			why: "it evaluates a string as code (typing's forward references); bundles may not evaluate code"}
+	}
 	out["import_module"] = refRule{prefix: "import_module", rule: RuleSysModules, why: imp}
 	out["change_current_allocator"] = refRule{prefix: "change_current_allocator", rule: RuleGlobalMutation, why: setter}
 	return out

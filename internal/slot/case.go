@@ -312,7 +312,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 	}
 	switch a.Gen {
 	case "values", "":
-		return tensor.FromFloat64(dt, shape, g.fill(c.Dist, n, last))
+		return tensor.FromFloat64(dt, shape, g.fill(c.Dist, n, last, c.Spec.OutlierMax))
 	case "norm_weight":
 		v := make([]float64, n)
 		for i := range v {

@@ -112,9 +112,15 @@ func siluAndMul() *Spec {
 	}
 }
 
+// normOutlierMax is the norm slots' largest heavy-tailed input: residual
+// streams carry massive activations in the thousands, and a kernel that
+// squares in float16 overflows above 256 (fp16_square_overflow_rmsnorm).
+const normOutlierMax = 4096
+
 func rmsnorm() *Spec {
 	return &Spec{
 		Name: "norm.rmsnorm", Kind: Op, Entry: "rmsnorm",
+		OutlierMax:  normOutlierMax,
 		Description: "RMS normalization (residual addition stays outside): out = x * rsqrt(mean(x^2) + eps) * weight",
 		Reference:   "rmsnorm",
 		Args: []Arg{
@@ -362,6 +368,7 @@ func allReduce() *Spec {
 func arResidualRMSNorm() *Spec {
 	return &Spec{
 		Name: "collective.ar_residual_rmsnorm", Kind: Collective, Entry: "ar_residual_rmsnorm",
+		OutlierMax:  normOutlierMax,
 		Description: "Fused all-reduce, residual add and RMSNorm: out_residual = Σx + residual, out_norm = rmsnorm(out_residual)",
 		Reference:   "sum_ranks+residual+rmsnorm",
 		Args: []Arg{
@@ -389,6 +396,7 @@ func arResidualRMSNorm() *Spec {
 func moeFinalizeARRMSNorm() *Spec {
 	return &Spec{
 		Name: "collective.moe_finalize_ar_rmsnorm", Kind: Collective, Entry: "moe_finalize_ar_rmsnorm",
+		OutlierMax:  normOutlierMax,
 		Description: "Deep MoE finalize (Σ_k scales·gemm_out[row_map]), head-trim, all-reduce, residual and RMSNorm",
 		Reference:   "moe_finalize+sum_ranks+residual+rmsnorm",
 		Args: []Arg{

@@ -129,7 +129,8 @@ const (
 	// (catches variance-for-RMS bugs and missing max-subtraction in softmax).
 	Shifted Distribution = "shifted"
 	// HeavyTailed: N(0,1) with 1% of elements replaced by outliers of
-	// magnitude log-uniform in [16,96] and random sign.
+	// magnitude log-uniform in [16, 96] (a slot's Spec.OutlierMax when it
+	// sets one) and random sign.
 	HeavyTailed Distribution = "heavy_tailed"
 	// Sparse: N(0,1) with 30% of elements zero and, for 2-D or larger
 	// inputs, every 7th row entirely zero.
@@ -151,7 +152,14 @@ func Distributions() []Distribution {
 // kernel cannot recognise verify's inputs by their mean and spread and
 // stay honest only on them (issue 16, class 6), and so that magnitudes
 // beyond the usual activations (massive activations) are met.
-func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
+//
+// outlierMax bounds HeavyTailed's outliers (0: defaultOutlierMax); a slot
+// whose kernels square or sum their inputs in the input dtype raises it
+// (Spec.OutlierMax).
+func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64) []float64 {
+	if outlierMax <= 0 {
+		outlierMax = defaultOutlierMax
+	}
 	v := make([]float64, n)
 	shift := 0.0
 	switch dist {
@@ -166,7 +174,7 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	z := newZiggurat()
 	draw := func(j int) {
 		b := &rng{src: splitmix.New(splitmix.New(base + uint64(j)).Uint64())}
-		b.shape(z, dist, shift, v[j*fillBlock:min(n, (j+1)*fillBlock)])
+		b.shape(z, dist, shift, outlierMax, v[j*fillBlock:min(n, (j+1)*fillBlock)])
 	}
 	if workers := min(blocks, runtime.GOMAXPROCS(0)); workers <= 1 {
 		for j := range blocks {
@@ -207,10 +215,12 @@ func (r *rng) fill(dist Distribution, n, rowLen int) []float64 {
 	return v
 }
 
-// The range of Scaled's row scales.
+// The range of Scaled's row scales, and HeavyTailed's largest outlier
+// unless the slot says otherwise (Spec.OutlierMax).
 const (
-	scaledMin = 1.0 / 256
-	scaledMax = 6.0
+	scaledMin         = 1.0 / 256
+	scaledMax         = 6.0
+	defaultOutlierMax = 96.0
 )
 
 // fillBlock is how many values one block generator draws (step 3 above).
@@ -218,7 +228,7 @@ const fillBlock = 1 << 15
 
 // shape fills v with normals of z shaped by dist, shift being the
 // tensor's own (Scaled's row scales are applied by fill).
-func (r *rng) shape(z *ziggurat, dist Distribution, shift float64, v []float64) {
+func (r *rng) shape(z *ziggurat, dist Distribution, shift, outlierMax float64, v []float64) {
 	for i := range v {
 		x := z.normal(r)
 		switch dist {
@@ -226,7 +236,7 @@ func (r *rng) shape(z *ziggurat, dist Distribution, shift float64, v []float64) 
 			x += shift
 		case HeavyTailed:
 			if r.uniform() < 0.01 {
-				x = 16 * math.Exp(r.uniform()*math.Log(6))
+				x = 16 * math.Exp(r.uniform()*math.Log(outlierMax/16))
 				if r.uniform() < 0.5 {
 					x = -x
 				}

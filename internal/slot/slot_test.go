@@ -392,9 +392,9 @@ func TestFillIndependentOfCores(t *testing.T) {
 	for _, dist := range Distributions() {
 		for _, n := range []int{1, fillBlock - 1, fillBlock, 3*fillBlock + 17} {
 			runtime.GOMAXPROCS(1)
-			one := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64)
+			one := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64, 0)
 			runtime.GOMAXPROCS(4)
-			four := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64)
+			four := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64, 0)
 			if !slices.Equal(one, four) {
 				t.Fatalf("%s, %d values: one core and four cores drew different values", dist, n)
 			}

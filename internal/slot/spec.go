@@ -163,6 +163,12 @@ type Spec struct {
 	// at most the registered shapes' widths is wrong only there). Like
 	// ScalarRanges they are not part of the Contract projection.
 	ServedShapes []Shape
+	// OutlierMax is the largest outlier magnitude of the heavy-tailed
+	// inputs (0: the generator's 96). The norm slots raise it: served
+	// residual streams carry massive activations in the thousands, and a
+	// kernel that squares in float16 overflows above 256. Not part of the
+	// Contract projection either.
+	OutlierMax float64
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding

@@ -236,6 +236,12 @@ func adversarialCases() []adversarialCase {
 		{name: "wraps_dict_op_call", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator`},
 		{name: "fd_write_storage", scan: `file-access use of "st\._write_file"`},
 		{name: "small_rms_clamp", verify: `\(scaled\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "type_alias_globals", scan: `dunder-access type used as a value`},
+		{name: "type_assign_alias_globals", scan: `dunder-access type used as a value`},
+		{name: "abcmeta_globals", scan: `dunder-access call to abc\.ABCMeta, a metaclass`},
+		{name: "forwardref_evaluate_exec", scan: `forbidden-builtin use of "_REF\._evaluate"`},
+		{name: "sdpa_offset_tell", verify: `output out: (allclose worst element|matched_ratio)`},
+		{name: "fp16_square_overflow_rmsnorm", dtype: tensor.F16, verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 	}
 }
 

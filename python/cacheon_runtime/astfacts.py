@@ -228,6 +228,18 @@ def _facts(tree):
                 "line": line, "col": col,
             })
         elif isinstance(node, ast.Call):
+            inner = node.func
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name):
+                # f(a)(b, c, d): the result of a call called at once
+                # (type(x)(name, bases, namespace) builds a class).
+                fact = {"func": inner.func.id, "nargs": len(node.args), "nkeywords": len(node.keywords),
+                        "starred": any(isinstance(a, ast.Starred) for a in node.args)
+                        or any(k.arg is None for k in node.keywords),
+                        "target": "", "target_roots": [], "name_literal": False, "name_arg": "",
+                        "module_level": module_level, "of_result": True, "line": line, "col": col}
+                if inner.func.id in _BUILTIN_NAMES:
+                    _set(fact, "local", scopes.local(inner.func))
+                calls.append(fact)
             if isinstance(node.func, ast.Name):
                 consumed.add(id(node.func))
                 calls.append(_call(node, module_level, scopes))
@@ -311,6 +323,9 @@ def _facts(tree):
     roots.update(a["base"] for a in attributes if a["base"])
     roots.update(c["target"].split(".", 1)[0] for c in calls
                  if c["func"] in ("getattr", "setattr", "delattr") and c["target"])
+    # Names called with a class's signature (name, bases, namespace): what
+    # they hold decides whether the call builds a class.
+    roots.update(c["func"] for c in calls if not c.get("of_result") and (c["nargs"] >= 3 or c["starred"]))
     for i, nid in stored:
         value = values.get(nid)
         if names[i]["name"] in roots and value is not None and value["kind"] != "other":

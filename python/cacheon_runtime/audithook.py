@@ -45,7 +45,11 @@ exception):
   allowed: those calls come from library frames. Triton 3.x compiles its
   argument binder with ``exec`` from ``triton/runtime/jit.py`` and
   dataclass methods from its own modules; that is this rule, and on the GPU
-  machine it is exercised by the worker's Triton tests;
+  machine it is exercised by the worker's Triton tests. An ``exec`` (eval
+  or exec of code) called by the standard library while candidate code is
+  on the stack is refused too, unless it is dataclasses' or namedtuple's
+  own code generator: typing's ``ForwardRef._evaluate`` runs a string the
+  candidate wrote;
 - native code: ``ctypes.dlopen`` by the candidate or of a path outside the
   Python installation and the system library directories; any other
   ``ctypes.*`` event owned by the candidate; importing an extension module
@@ -144,6 +148,16 @@ _EVENTS = {
     "webbrowser.open": "proc",
 }
 _PREFIXES = {"socket": "net", "ctypes": "ctypes"}
+
+
+# The standard library's own code generators: the methods dataclasses
+# writes and namedtuple's __new__ (typing.NamedTuple goes through it) are
+# compiled from text the library makes from identifiers.
+_CODE_GENERATORS = (os.sep + "dataclasses.py", os.sep + "collections" + os.sep + "__init__.py")
+
+
+def _code_generator(path):
+    return isinstance(path, str) and path.endswith(_CODE_GENERATORS)
 
 
 def _real(p):
@@ -269,22 +283,23 @@ def install(job_dir=None):
         return k
 
     def stack(f):
-        """(immediate kind, owner kind, candidate frame anywhere, owner file)."""
+        """(immediate kind, owner kind, candidate frame anywhere, owner
+        file, immediate file)."""
         immediate = owner = None
-        owner_file = ""
+        owner_file = caller_file = ""
         cand = False
         while f is not None:
             fn = f.f_code.co_filename
             k = kind_of(fn)
             if immediate is None:
-                immediate = k
+                immediate, caller_file = k, fn
             if owner is None and k not in ("std", "gen"):
                 owner, owner_file = k, fn
             if k == "cand":
                 cand = True
                 break
             f = f.f_back
-        return immediate or "gen", owner or "std", cand, owner_file
+        return immediate or "gen", owner or "std", cand, owner_file, caller_file
 
     def refuse(event, detail, why, quiet=False):
         msg = "%s %s refused: %s" % (event, detail, why)
@@ -392,12 +407,12 @@ def install(job_dir=None):
             return
         busy.add(tid)
         try:
-            immediate, owner, cand, owner_file = stack(getframe(1))
-            check(event, args, rule, immediate, owner, cand)
+            immediate, owner, cand, owner_file, caller_file = stack(getframe(1))
+            check(event, args, rule, immediate, owner, cand, caller_file)
         finally:
             busy.discard(tid)
 
-    def check(event, args, rule, immediate, owner, cand):
+    def check(event, args, rule, immediate, owner, cand, caller_file):
         if rule == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             path_rule(event, path, None, cand, owner, is_write(mode, flags), immediate)
@@ -445,6 +460,11 @@ def install(job_dir=None):
         elif rule == "code":
             if immediate == "cand":
                 refuse(event, "", "candidate code may not compile or execute code it makes")
+            elif event == "exec" and cand and immediate == "std" and not _code_generator(caller_file):
+                # eval/exec by the standard library on the candidate's
+                # behalf: typing's ForwardRef._evaluate runs a string the
+                # candidate wrote as an annotation.
+                refuse(event, os.path.basename(caller_file), "the standard library may not evaluate code for candidate code")
         elif rule == "ctypes":
             if owner == "cand":
                 refuse(event, "", "candidate code may not use ctypes")

@@ -261,6 +261,12 @@ ATTACKS = {
             _attempt(lambda: ctypes.CDLL("libc.so.6"))
             _honest(x, out)
 
+        def typing_eval(x, out):
+            import typing
+            ref = typing.get_args(typing.Optional["__import__('sys').modules"])[0]
+            _attempt(lambda: ref._evaluate({}, {}, frozenset()) if hasattr(ref, "_evaluate") else exec("y = 1"))
+            _honest(x, out)
+
         def unpickle(x, out):
             _attempt(lambda: pickle.loads(pickle.dumps(torch.nn.Module)))
             _honest(x, out)
@@ -503,6 +509,7 @@ class WorkerGuardTest(unittest.TestCase):
     def test_hook_refusals_are_reported(self):
         cases = {"read_secret": "open /etc/passwd", "write_job": "forged.safetensors",
                  "spawn": "subprocess.Popen", "connect": "socket.__new__", "execs": "compile",
+                 "typing_eval": "exec",
                  "dlopen": "ctypes.dlopen", "unpickle": "pickle.find_class",
                  "renames_type": "object.__setattr__", "frames": "sys._getframe",
                  "imports_native": "evil_native"}
