@@ -234,7 +234,7 @@ class GuardInProcessTest(unittest.TestCase):
 
 
 class OpTablesTest(unittest.TestCase):
-    """guard._OpTables: an operator's Python kernel table cleared,
+    """optables.OpTables: an operator's Python kernel table cleared,
     overwritten or replaced is seen by objects(), however the operator was
     reached; one that only grew is not."""
 
