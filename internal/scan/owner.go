@@ -112,6 +112,18 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 				mutator(call.TargetReceiver)
 			}
 		}
+		// A dataclass's generated __init__ stores every field into self:
+		// Knob.__init__(torch.ops.aten.mul, f) would set the operator's
+		// _op.
+		for _, cl := range ff.Classes {
+			for _, d := range cl.Decorators {
+				for _, n := range c.resolvedNames(rel, d.Chain) {
+					if n == "dataclasses.dataclass" {
+						c.owners.mutators["__init__"] = true
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -102,6 +102,9 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 			return nil, err
 		}
 	}
+	if err := c.padTables(0); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -47,5 +47,62 @@ func (c *Case) RefreshAs(replay int, dist Distribution) error {
 			return err
 		}
 	}
+	return c.padTables(replay)
+}
+
+// padTables gives a call's page tables, at even odds, the layout a serving
+// engine gives them: every entry past a sequence's last page is one pad
+// page (page 0 at odds of three in four, as the engine's scratch page,
+// else any page), where the generator's own tables hold further distinct
+// pages. A kernel that changes its arithmetic when a row repeats a page
+// (as only served tables did) meets both layouts. The coin and the pad
+// page come from a stream of their own (argument "block_table.pad").
+func (c *Case) padTables(replay int) error {
+	table, ok := c.Spec.arg("block_table")
+	if !ok || table.Gen != "block_table" {
+		return nil
+	}
+	lens, ok := c.Spec.arg("seq_lens")
+	ps := c.Dims["PS"]
+	if !ok || ps < 1 {
+		return nil
+	}
+	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "block_table.pad")
+	if g.uniform() < 0.5 {
+		return nil
+	}
+	pages, err := EvalDim(table.Range, c.Dims)
+	if err != nil {
+		return fmt.Errorf("slot %s: block_table range: %w", c.Spec.Name, err)
+	}
+	pad := int64(0)
+	if g.uniform() >= 0.75 {
+		pad = int64(g.intn(pages))
+	}
+	for _, rank := range c.Ranks {
+		bt, sl := rank[table.Name], rank[lens.Name]
+		if bt == nil || sl == nil || len(bt.Shape) != 2 {
+			continue
+		}
+		v, err := bt.Int64s()
+		if err != nil {
+			return err
+		}
+		n, err := sl.Int64s()
+		if err != nil {
+			return err
+		}
+		width := bt.Shape[1]
+		for b := range min(len(n), bt.Shape[0]) {
+			for j := int((n[b] + int64(ps) - 1) / int64(ps)); j < width; j++ {
+				v[b*width+j] = pad
+			}
+		}
+		t, err := tensor.FromInt64(bt.DType, bt.Shape, v)
+		if err != nil {
+			return err
+		}
+		rank[table.Name] = t
+	}
 	return nil
 }

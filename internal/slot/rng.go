@@ -38,6 +38,11 @@ import (
 //  4. Values are finally rounded to the verify dtype with
 //     round-to-nearest-even; the reference always sees exactly the rounded
 //     values.
+//  5. Page tables (generator "block_table") are a cycled permutation of
+//     the pages; then, from the stream of argument "block_table.pad", a
+//     uniform below 0.5 keeps them, else every entry past a sequence's
+//     last page becomes one pad page: page 0 when a second uniform is
+//     below 0.75, else a page drawn with intn (Case.padTables).
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -20,10 +20,21 @@ class OpTables:
     (a cleared, shrunk, replaced or overwritten table is a change)."""
 
     def __init__(self, torch):
-        self.saved = [(op, name, table, dict(table)) for op, name, table in self._tables(torch)]
+        members = self._members(torch)
+        self.saved = [(op, name, table, dict(table)) for op, name, table in self._tables(members)]
+        # The packets' and overloads' own attributes (a packet's _op is
+        # what calling it runs; its overloads are cached on it).
+        self.attrs = []
+        for op in members:
+            try:
+                self.attrs.append((op, vars(op), dict(vars(op))))
+            except TypeError:
+                pass
 
     @staticmethod
-    def _tables(torch):
+    def _members(torch):
+        """Every operator packet of torch.ops' loaded namespaces and the
+        overloads materialized on it."""
         ops = getattr(torch, "ops", None)
         try:
             spaces = [v for v in vars(ops).values() if hasattr(v, "__dict__") and not isinstance(v, type)]
@@ -42,16 +53,34 @@ class OpTables:
                     members = [packet] + [v for v in vars(packet).values() if hasattr(v, "_overloadname")]
                 except Exception:  # noqa: BLE001
                     continue
-                for op in members:
-                    for name in TABLES:
-                        table = getattr(op, name, None)
-                        if isinstance(table, dict):
-                            out.append((op, name, table))
+                out.extend(members)
+        return out
+
+    @staticmethod
+    def _tables(members):
+        out = []
+        for op in members:
+            for name in TABLES:
+                table = getattr(op, name, None)
+                if isinstance(table, dict):
+                    out.append((op, name, table))
         return out
 
     def changed(self):
         """'' when every saved table is the same object and still holds
-        every entry it held at start, else a reason."""
+        every entry it held at start, and every packet and overload still
+        holds the attributes it held (a packet may gain its own overloads
+        only), else a reason."""
+        for op, d, was in self.attrs:
+            try:
+                same = vars(op) is d and was.items() <= d.items()
+                if same and len(d) != len(was) and hasattr(op, "_qualified_op_name"):
+                    same = all(k in was or getattr(v, "_overloadpacket", None) is op for k, v in d.items())
+            except Exception:  # noqa: BLE001
+                same = False
+            if not same:
+                return "an attribute of operator %s was set or replaced (its _op or an overload: every Python call of it would run other code)" % (
+                    getattr(op, "_name", None) or getattr(op, "_qualified_op_name", "?"))
         for op, name, table, was in self.saved:
             try:
                 now = getattr(op, name, None)

@@ -259,6 +259,14 @@ class OpTablesTest(unittest.TestCase):
             out["replaced"] = g.objects()
             out["n"] = len(g.op_tables_at_start.saved)
         """)
+        packets = child("""
+            _ = torch.ops.aten.sub.out  # an overload materialized later
+            out["materialized"] = g.objects()
+            torch.ops.aten.mul._op = lambda *a, **k: a[0]
+            out["op_set"] = g.objects()
+        """)
+        self.assertEqual(packets["materialized"], "")
+        self.assertIn("an attribute of operator aten::mul was set or replaced", packets["op_set"])
         self.assertEqual(out["start"], "")
         self.assertEqual(out["after_call"], "")
         self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["cleared"])
@@ -266,7 +274,8 @@ class OpTablesTest(unittest.TestCase):
         self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["overwritten"])
         # torch's own modules register kernels when first imported.
         self.assertEqual(out["grown"], "")
-        self.assertIn("py_kernels table of operator aten::mul.Tensor changed", out["replaced"])
+        # a new table object is an attribute of the overload replaced
+        self.assertIn("operator aten::mul.Tensor was set or replaced", out["replaced"])
         self.assertGreater(out["n"], 100)
 
 
