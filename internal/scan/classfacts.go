@@ -10,12 +10,15 @@ import (
 
 // classFact is a class statement: its bases (name chains; "" for a base
 // that is not one), whether it has keywords (metaclass=...), the names of
-// its own methods its body uses as plain names (refs), and whether it is
+// its own methods its body uses as plain names (refs), its metaclass, and whether it is
 // directly in the module body (Top), and its decorators.
 type classFact struct {
-	Name       string          `json:"name"`
-	Bases      []string        `json:"bases"`
-	Keywords   bool            `json:"keywords"`
+	Name     string   `json:"name"`
+	Bases    []string `json:"bases"`
+	Keywords bool     `json:"keywords"`
+	// Metaclass is the name chain of a metaclass= keyword ("" when none;
+	// a keyword that is not a name chain sets Keywords).
+	Metaclass  string          `json:"metaclass"`
 	Decorators []decoratorFact `json:"decorators"`
 	Refs       []string        `json:"refs"`
 	Top        bool            `json:"top"`

@@ -184,6 +184,14 @@ func TestGateClasses(t *testing.T) {
 		{"classes honest code writes", map[string]string{"k.py": "import abc, enum\nclass A(abc.ABC):\n    pass\n" +
 			"class B(metaclass=abc.ABCMeta):\n    pass\nclass Color(enum.Enum):\n    RED = 1\n" +
 			"c = Color(1)\nn = type(c).__name__\nsame = type(c) is Color\nk = type(c)(1)\n"}, ""},
+		{"honest class styles that store into self", map[string]string{"k.py": "import abc, dataclasses, typing\n" +
+			"T = typing.TypeVar('T')\nclass Walk(metaclass=abc.ABCMeta):\n    def __init__(self):\n        self.memo = {}\n" +
+			"class Cache(typing.Generic[T]):\n    def __init__(self):\n        self.items = []\n" +
+			"@dataclasses.dataclass\nclass Base:\n    n: int = 0\n    def __post_init__(self):\n        self.m = self.n\n" +
+			"@dataclasses.dataclass\nclass Child(Base):\n    def __post_init__(self):\n        super().__post_init__()\n        self.k = 1\n"}, ""},
+		{"a dataclass's __init__ read from the class", map[string]string{"k.py": "import dataclasses, torch\n" +
+			"@dataclasses.dataclass\nclass Knob:\n    _op: object = None\nKnob.__init__(torch.ops.aten.mul, print)\n"},
+			"k.py:5 unbound-method"},
 		{"typing evaluates a forward reference", map[string]string{"k.py": "import typing\n" +
 			"r = typing.get_args(typing.Optional['x'])[0]\nv = r._evaluate({}, {}, frozenset())\n"},
 			"k.py:3 forbidden-builtin"},

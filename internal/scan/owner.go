@@ -178,6 +178,15 @@ func (c *checker) plainClass(ref classRef, depth int) bool {
 	if cl.Keywords || !c.safeDecorated(ref.file, cl.Decorators) {
 		return false
 	}
+	if cl.Metaclass != "" {
+		// abc.ABCMeta (what abc.ABC derives from) only tracks abstract
+		// methods and registrations; any other metaclass gets the class's
+		// functions first.
+		names := c.resolvedNames(ref.file, cl.Metaclass)
+		if len(names) != 1 || names[0] != "abc.ABCMeta" {
+			return false
+		}
+	}
 	for _, base := range cl.Bases {
 		refs, foreign := c.baseClasses(ref.file, base)
 		if foreign {

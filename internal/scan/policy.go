@@ -122,7 +122,10 @@ func harmlessDunder(name string) bool {
 	switch name {
 	case "__name__", "__qualname__", "__doc__", "__init__", "__call__",
 		"__all__", "__slots__", "__version__", "__debug__", "__author__",
-		"__license__", "__copyright__":
+		"__license__", "__copyright__",
+		// a dataclass's hook, chained with super().__post_init__(); read
+		// from a class it is a method like any other (unbound-method)
+		"__post_init__":
 		return true
 	}
 	return false

@@ -210,12 +210,24 @@ def _own_bindings(fn):
     return names - declared_global
 
 
+def _base(node):
+    """A base's name chain; a subscripted one (Generic[T], Base[int]) by
+    what is subscripted, which is the class it derives from."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return _chain(node)
+
+
 def _class(node, top):
     methods = set(s.name for s in node.body if isinstance(s, _FUNCS))
+    # metaclass=<name chain> is reported as such; any other keyword (or a
+    # metaclass that is not a name chain) as keywords.
+    meta = [k for k in node.keywords if k.arg == "metaclass" and _chain(k.value)]
     return {
         "name": node.name,
-        "bases": [_chain(b) for b in node.bases],
-        "keywords": bool(node.keywords),
+        "bases": [_base(b) for b in node.bases],
+        "keywords": len(meta) != len(node.keywords),
+        "metaclass": _chain(meta[0].value) if meta else "",
         "decorators": [_decorator(d) for d in node.decorator_list],
         "refs": sorted(_class_refs(node, methods)),
         "top": top, "line": node.lineno, "col": node.col_offset + 1,
