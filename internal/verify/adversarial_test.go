@@ -240,7 +240,7 @@ func adversarialCases() []adversarialCase {
 		{name: "type_assign_alias_globals", scan: `dunder-access type used as a value`},
 		{name: "abcmeta_globals", scan: `dunder-access call to abc\.ABCMeta, a metaclass`},
 		{name: "forwardref_evaluate_exec", scan: `forbidden-builtin use of "_REF\._evaluate"`},
-		{name: "sdpa_offset_tell", verify: `output out: (allclose worst element|matched_ratio)`},
+		{name: "sdpa_offset_tell", allDTypes: true, verify: `output out: (allclose worst element|matched_ratio)`},
 		{name: "dc_init_op_packet", scan: `unbound-method "Knob\.__init__"`},
 		{name: "zero_page_tell_decode", verify: `output out: matched_ratio`},
 		{name: "fp16_square_overflow_rmsnorm", dtype: tensor.F16, verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},

@@ -2,6 +2,8 @@ package verify
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -193,7 +195,17 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
 			Graph: graph, GraphReplays: graphFiles, Dir: pc.dirs[r],
+			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
 		})
 	}
 	return units, nil
+}
+
+// placeSeed is the seed of a case's input placement on one rank (see
+// worker.RunRequest.Place): SHA-256 over the run's seed and the case's
+// identity, never 0.
+func placeSeed(seed uint64, slotName, variant, dtype, shape string, index, rank int) uint64 {
+	h := sha256.New()
+	fmt.Fprintf(h, "cacheon.verify.place.v1\x00%d\x00%s\x00%s\x00%s\x00%s\x00%d\x00%d", seed, slotName, variant, dtype, shape, index, rank)
+	return max(binary.BigEndian.Uint64(h.Sum(nil))>>1, 1)
 }

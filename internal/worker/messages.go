@@ -169,6 +169,11 @@ type RunRequest struct {
 	// tens of milliseconds, so verify asks on a row's first and last case;
 	// a patch that persists is still there at the last).
 	CheckObjects bool `json:"check_objects"`
+	// Place seeds where the worker places the case's inputs in memory
+	// (an allocation of their own or an offset in a larger one); 0 lets
+	// the worker draw. Go derives it from the run's secret seed, so a run
+	// is reproducible from its seed and a kernel learns nothing from it.
+	Place uint64 `json:"place"`
 }
 
 func (r RunRequest) message() map[string]any {
@@ -176,7 +181,7 @@ func (r RunRequest) message() map[string]any {
 		"op": "run", "module": r.Module, "device": r.Device, "entry": r.Entry, "prepare": r.Prepare,
 		"args": r.Args, "prepare_args": nonNil(r.PrepareArgs), "outputs": r.Outputs, "inputs": r.Inputs,
 		"replays": nonNil(r.Replays), "graph": r.Graph, "graph_replays": nonNil(r.GraphReplays), "dir": r.Dir,
-		"check_objects": r.CheckObjects,
+		"check_objects": r.CheckObjects, "place": r.Place,
 	}
 }
 

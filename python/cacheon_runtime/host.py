@@ -357,25 +357,26 @@ class Output:
 
 def placed_like(ops, t, device, rng):
     """Fresh memory for a tensor shaped like t (rng: a random.Random):
-    at even odds an allocation of its own (offset 0, the allocator's
-    alignment, as the engine's caches and weights are), else a contiguous
-    view at a random 16-byte-aligned offset, up to the tensor's own size,
-    inside a larger allocation (as the engine's slices of a packed batch
-    are). Verify's inputs and the
+    an allocation of its own (offset 0, the allocator's alignment, as the
+    engine's caches and weights are), or a contiguous view at a random
+    16-byte-aligned offset, up to the tensor's own size, inside a larger
+    allocation (as the engine's slices of a packed batch are). Verify's inputs and the
     engine's per-call copies are both made this way, each tensor drawn on
     its own, so that no pattern of storage sizes, offsets or alignments
     across a call's inputs is one that serving shows and verify does not."""
     size, dtype = list(ops.size(t)), ops.dtype_of(t)
-    if rng.random() < 0.5:
+    # Three layouts at equal odds: an allocation of its own, a few 16-byte
+    # units into a larger one (a slice near the start of its batch), or
+    # anywhere up to the tensor's own size into it (a later sequence of a
+    # packed prefill).
+    mode = rng.randrange(3)
+    if mode == 0:
         return ops.empty(size, dtype=dtype, device=device)
     unit = max(1, 16 // ops.element_size(t))
     n = 1
     for d in size:
         n *= d
-    # The offset: at even odds a few 16-byte units (a slice near the
-    # start of its batch) or anywhere up to the tensor's own size (a later
-    # sequence of a packed prefill).
-    if rng.random() < 0.5:
+    if mode == 1:
         lo = rng.randrange(17) * unit
     else:
         lo = rng.randrange(n // unit + 1) * unit

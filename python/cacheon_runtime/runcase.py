@@ -78,6 +78,11 @@ def run(worker, req):
     # Compare torch's classes and functions after this case (guard.objects,
     # tens of ms): Go asks for it on the first and last case of each row.
     check_objects = field(req, "check_objects", bool, True, required=False)
+    # Seeds where the inputs are placed in memory (Go derives it from the
+    # run's secret seed); 0: drawn here.
+    place = field(req, "place", int, 0, required=False)
+    if place < 0:
+        raise bad("place %d must not be negative" % place)
     if not os.path.isabs(jobdir):
         raise bad("dir %r must be an absolute path" % jobdir)
     if graph and dev.type != "cuda":
@@ -110,6 +115,7 @@ def run(worker, req):
 
     case = _Case(worker, dev, jobdir)
     case.check_objects = check_objects
+    case.rng = random.Random(place) if place else _PLACE
     if dev.type == "cuda":
         with torch.cuda.device(dev):
             calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
@@ -260,6 +266,7 @@ class _Case:
         self.vis_in = {}
         self.vis_out = {}
         self.check_objects = True
+        self.rng = _PLACE
 
     def sync(self):
         if self.cuda:
@@ -268,7 +275,7 @@ class _Case:
     def placed(self, t):
         """Validator memory for an input shaped like t (host.placed_like:
         its own allocation or a view at a random offset in a larger one)."""
-        return host.placed_like(self.ops, t, self.dev, _PLACE)
+        return host.placed_like(self.ops, t, self.dev, self.rng)
 
     def watch(self, plan):
         """Weak references to the storages of the entry inputs and the
