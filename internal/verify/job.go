@@ -136,8 +136,13 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		a, err := scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install})
 		admitted <- admission{a, err}
 	}()
+	var got *admission // the scan's answer once received
 	scanned := func() error {
-		ad := <-admitted
+		if got == nil {
+			ad := <-admitted
+			got = &ad
+		}
+		ad := *got
 		if ad.err != nil {
 			var fe *scan.FindingsError
 			if !errors.As(ad.err, &fe) {
@@ -148,11 +153,24 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		j.Admitted = ad.a
 		return nil
 	}
+	// refused reports a scan that has already refused the bundle, so that
+	// the slow steps below (a first bytecode fill, the Triton helpers) do
+	// not keep its findings waiting.
+	refused := func() bool {
+		if got == nil {
+			select {
+			case ad := <-admitted:
+				got = &ad
+			default:
+				return false
+			}
+		}
+		return got.err != nil
+	}
 	// Until the scan has answered, a return waits for it (its sandboxed
 	// parser must not outlive the job's scratch directory).
-	waited := false
 	defer func() {
-		if !waited {
+		if got == nil {
 			<-admitted
 		}
 	}()
@@ -175,7 +193,19 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		return nil, fault.InfraErr(err)
 	}
 	launcher := worker.NewSandboxLauncherFor(install, staged.Bundle.Dir, runtimeParent, j.Device)
-	bc := <-bytecode
+	var bc cache
+	select {
+	case bc = <-bytecode:
+	case ad := <-admitted:
+		got = &ad
+		if ad.err != nil {
+			return nil, scanned()
+		}
+		bc = <-bytecode
+	}
+	if refused() {
+		return nil, scanned()
+	}
 	launcher.UseBytecode(bc.dir, bc.err)
 	// On cuda, the Triton host modules every worker would build with the
 	// C compiler are built once per installation, outside the sandbox.
@@ -200,12 +230,14 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
 		Launcher: launcher, Environ: s.Environ, TritonHelpers: helpers,
 	}
+	if refused() {
+		return nil, scanned()
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	j.stopWorkers = cancel
 	if j.opts.pool, err = prestart(wctx, staged.Bundle, s.Slots, j.opts); err != nil {
 		return nil, err
 	}
-	waited = true
 	if err := scanned(); err != nil {
 		return nil, err
 	}
