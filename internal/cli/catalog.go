@@ -167,6 +167,9 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		if len(s.ServedShapes) > 0 {
 			extra += "; the shipped arenas' shapes " + shapeList(s.ServedShapes)
 		}
+		if s.OutlierMax > 0 {
+			extra += fmt.Sprintf("; heavy-tailed outliers up to %g", s.OutlierMax)
+		}
 		fmt.Fprintf(w, "  verify also: %s\n", extra)
 	}
 	fmt.Fprintf(w, "  capability fields: %s\n", strings.Join(s.DescriptorFields, ", "))
