@@ -325,7 +325,10 @@ def _facts(tree):
                  if c["func"] in ("getattr", "setattr", "delattr") and c["target"])
     # Names called with a class's signature (name, bases, namespace): what
     # they hold decides whether the call builds a class.
-    roots.update(c["func"] for c in calls if not c.get("of_result") and (c["nargs"] >= 3 or c["starred"]))
+    # (the same test as the Go side's: two or more arguments, a star or a
+    # keyword).
+    roots.update(c["func"] for c in calls
+                 if not c.get("of_result") and (c["nargs"] >= 2 or c["starred"] or c["nkeywords"] > 0))
     for i, nid in stored:
         value = values.get(nid)
         if names[i]["name"] in roots and value is not None and value["kind"] != "other":
