@@ -41,7 +41,7 @@ func (s *Session) startRanks(ctx context.Context, c Config, launcher *worker.San
 		if err := seedKernelCache(c.KernelCache, dir); err != nil {
 			return nil, nil, fault.InfraErr(err)
 		}
-		env := worker.CandidateEnv(dir, r)
+		env := worker.CandidateEnv(dir, r, s.Arena.Device)
 		if n > 1 {
 			env = append(env, worker.CollectiveEnv(os.Environ())...)
 		}

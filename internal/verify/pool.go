@@ -208,7 +208,7 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 	for r := 0; r < ws; r++ {
 		// The same environment names as the engine's (worker.CandidateEnv),
 		// plus the operator's NCCL settings for collective ranks.
-		env := worker.CandidateEnv(root, r)
+		env := worker.CandidateEnv(root, r, o.Device)
 		if group {
 			env = append(env, collectiveEnv(o.Environ)...)
 		}

@@ -246,12 +246,14 @@ const Threads = 1
 // where nothing is collective. Collective ranks add the operator's NCCL_*
 // settings (CollectiveEnv), which a one-rank engine, serving no
 // collective, does not get; a tensor-parallel engine's ranks do. The values of HOME, TMPDIR and
-// TRITON_CACHE_DIR are paths and differ.
-func CandidateEnv(jobDir string, rank int) []string {
+// TRITON_CACHE_DIR are paths and differ. CACHEON_DEVICE names the device
+// (cpu or cuda): on cuda the runtime creates the device's context while
+// it imports torch (host.cuda_preinit).
+func CandidateEnv(jobDir string, rank int, device string) []string {
 	return []string{
 		"HOME=" + jobDir, "TMPDIR=" + jobDir, "TRITON_CACHE_DIR=" + tritoncache.Dir(jobDir),
 		fmt.Sprintf("OMP_NUM_THREADS=%d", Threads), "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
-		fmt.Sprintf("CACHEON_RANK=%d", rank),
+		fmt.Sprintf("CACHEON_RANK=%d", rank), "CACHEON_DEVICE=" + device,
 	}
 }
 

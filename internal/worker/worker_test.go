@@ -117,12 +117,12 @@ func TestCandidateEnv(t *testing.T) {
 		}
 		return out
 	}
-	a, b := CandidateEnv("/job/a", 0), CandidateEnv("/scratch/b", 1)
+	a, b := CandidateEnv("/job/a", 0, "cuda"), CandidateEnv("/scratch/b", 1, "cpu")
 	if fmt.Sprint(keys(a)) != fmt.Sprint(keys(b)) {
 		t.Fatalf("names differ: %q vs %q", keys(a), keys(b))
 	}
 	want := map[string]string{"HOME": "/job/a", "TMPDIR": "/job/a", "TRITON_CACHE_DIR": "/job/a/triton-cache",
-		"OMP_NUM_THREADS": "1", "CACHEON_RANK": "0"}
+		"OMP_NUM_THREADS": "1", "CACHEON_RANK": "0", "CACHEON_DEVICE": "cuda"}
 	for _, kv := range workerEnv(a) {
 		k, v, _ := strings.Cut(kv, "=")
 		if w, ok := want[k]; ok && w != v {

@@ -3,7 +3,8 @@ worker (``worker``, ``runcase``) and the arena engine (``engine.main``,
 ``engine.dispatch``).
 
 - the protocol's private stdio (``private_stdio``) and the answer to every
-  request when torch cannot be imported (``serve_without_torch``);
+  request when torch cannot be imported (``serve_without_torch``); the CUDA
+  context created while torch imports (``cuda_preinit``);
 - the Triton version a ``hello`` reports (``triton_version``);
 - the candidate-module loader (``Loader``): imports a bundle's source under
   its module name, only from that bundle, and looks up its callables;
@@ -63,6 +64,43 @@ def private_stdio():
                     pass
         os.register_at_fork(after_in_child=_close_protocol)
     return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
+
+
+def cuda_preinit():
+    """Start creating the CUDA device's primary context on a thread of its
+    own while the caller imports torch, and return the function that waits
+    for it (call it before the runtime guard is built, so that no thread of
+    ours is left when candidate code runs).
+
+    torch's first CUDA allocation would create the context only after the
+    import (0.5 s on the H200, measured in session 14); the driver's calls
+    release the GIL, so the import goes on meanwhile. torch then finds the
+    context it would have made: the primary context of the device it uses
+    (CACHEON_RANK, the device index every rank is given). Only where Go
+    names the device cuda (CACHEON_DEVICE), in verify and in serving alike;
+    any failure leaves the work to torch, which reports it as before.
+    """
+    if os.environ.get("CACHEON_DEVICE") != "cuda":
+        return lambda: None
+    try:
+        index = int(os.environ.get("CACHEON_RANK", "0"))
+    except ValueError:
+        return lambda: None
+    import threading
+
+    def create():
+        try:
+            import ctypes
+            lib = ctypes.CDLL("libcuda.so.1")
+            dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+            if lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), index) == 0:
+                lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+        except Exception:  # noqa: BLE001 - torch initialises the device itself
+            pass
+
+    t = threading.Thread(target=create, name="cacheon-cuda-preinit", daemon=True)
+    t.start()
+    return t.join
 
 
 def serve_without_torch(proto_out, proto_in, exc, max_line=NO_TORCH_MAX_LINE):

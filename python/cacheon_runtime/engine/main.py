@@ -147,8 +147,10 @@ def generate_reply(out):
 
 def main():
     proto_out, proto_in = host.private_stdio()
+    preinit = host.cuda_preinit()
     try:
         import torch
+        preinit()
         from .. import audithook, guard
         guard.same_conditions(torch)
         hook = audithook.install()
