@@ -78,6 +78,7 @@ func adversarialCases() []adversarialCase {
 		{name: "control_grouped_moe", control: true},
 		{name: "control_input_param", control: true},
 		{name: "control_ops_alias", control: true},
+		{name: "control_wraps_adds_out", control: true},
 
 		// The output contract: validator-owned, poisoned, fixed storage.
 		{name: "writes_nothing", verify: firstCall + `, ` + nonFinite + ` \((\d+)/(\d+) elements non-finite\)`},

@@ -138,7 +138,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	dists := slot.Distributions()
 	first := slices.Index(dists, c.Dist)
 	replays := max(o.Replays, len(dists))
-	graph := o.Device == "cuda" && !isBurst
+	graph := pc.graph && !isBurst
 	graphReplays := 0
 	if graph {
 		graphReplays = o.GraphReplays

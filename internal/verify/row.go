@@ -35,6 +35,8 @@ type plannedCase struct {
 	dirs    []string // per rank job directory
 	req     []worker.RunRequest
 	calls   []plannedCall
+	// graph: the calls include the CUDA-graph phase (rowContext).
+	graph bool
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}
@@ -88,32 +90,54 @@ func unknownContext(device string) []string {
 	return f
 }
 
-// verifyRow verifies one manifest row in one dtype (and, for a
-// collective, at one world size) on the pool's workers of its lane.
 // rowContext is a row's declared domain without the fields verify cannot
-// know, and the run's context it is matched against (dtype, device,
-// graph mode, a collective's world size).
-func rowContext(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) (capability.Domain, map[string]any) {
-	dom := op.Domain.Without(unknownContext(o.Device)...)
-	graphMode := "eager"
-	if o.Device == "cuda" {
-		graphMode = "graph"
-	}
-	base := map[string]any{"dtype": dt.String(), "device": o.Device, "graph_mode": graphMode}
+// know, the run's context it is matched against (dtype, device, graph
+// mode, a collective's world size), and whether the row's calls include
+// the CUDA-graph phase (capture and graph replays).
+//
+// On cuda the engine selects a variant in graph mode (captured decode
+// steps) and eagerly (prefill, and every call of an eager engine), so a
+// row is verified in the mode the engine would select it in: graph mode
+// (its first call and eager replays, then capture and graph replays)
+// when the variant's domain admits graph_mode "graph" and it does not
+// declare graph_safe = false, else eagerly (no capture, as the engine
+// never captures it). A variant the engine selects only eagerly is
+// graded like any other, never left N/A. On cpu every row is eager.
+func rowContext(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) (dom capability.Domain, base map[string]any, graph bool) {
+	dom = op.Domain.Without(unknownContext(o.Device)...)
+	base = map[string]any{"dtype": dt.String(), "device": o.Device, "graph_mode": "eager"}
 	if spec.Kind == slot.Collective {
 		base["world_size"] = ws
 	}
-	return dom, base
+	if o.Device != "cuda" {
+		return dom, base, false
+	}
+	graphed := maps.Clone(base)
+	graphed["graph_mode"] = "graph"
+	if op.Domain.GraphSafe != nil && !*op.Domain.GraphSafe {
+		return dom, base, false
+	}
+	context := dom.Without(spec.NumericFields()...)
+	if ok, _ := context.Match(graphed); ok {
+		return dom, graphed, true
+	}
+	if ok, _ := context.Match(base); ok {
+		return dom, base, false
+	}
+	// Selected in neither mode: N/A, for the graph mode's reason.
+	return dom, graphed, true
 }
 
 // eligible reports whether a row may apply on the run's context alone
 // (before any shape is generated).
 func eligible(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) bool {
-	dom, base := rowContext(op, spec, o, dt, ws)
+	dom, base, _ := rowContext(op, spec, o, dt, ws)
 	ok, _ := dom.Without(spec.NumericFields()...).Match(base)
 	return ok
 }
 
+// verifyRow verifies one manifest row in one dtype (and, for a
+// collective, at one world size) on the pool's workers of its lane.
 func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws, lane int, p *pool, clk *clock) Row {
 	row := Row{Slot: op.Slot, Variant: op.Variant, Source: op.Source, DType: dt.String(), Outcome: Pass}
 	key := setKey{lane: lane}
@@ -123,7 +147,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		ws = 1
 	}
 	st := &rowState{row: &row}
-	dom, base := rowContext(op, spec, o, dt, ws)
+	dom, base, graph := rowContext(op, spec, o, dt, ws)
 	// Pre-selection eligibility on the run's context alone (dtype, device,
 	// world size): a row whose domain excludes it is N/A before any call.
 	if ok, reason := dom.Without(spec.NumericFields()...).Match(base); !ok {
@@ -170,7 +194,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
 			return row
 		}
-		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name})
+		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name, graph: graph})
 	}
 	if len(cases) == 0 {
 		if inDomain > 0 {

@@ -23,13 +23,33 @@ _KINDS = {
 }
 
 
+_VAR = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+MAX_UNWRAP = 16
+
+
+def _own_parameters(fn):
+    """The parameters of the callable that is called: fn's own, not those
+    of the function a functools.wraps decorator names in __wrapped__ (a
+    wrapper that adds the slot's out argument takes what the slot passes,
+    whatever the function inside takes). Only a wrapper that takes nothing
+    but *args/**kwargs passes its arguments on unchanged, so its
+    __wrapped__ is followed, one level at a time."""
+    for _ in range(MAX_UNWRAP):
+        params = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
+        inner = getattr(fn, "__wrapped__", None) if params and all(p.kind in _VAR for p in params) else None
+        if inner is None or not callable(inner):
+            return params
+        fn = inner
+    return params
+
+
 def describe(fn):
     """[{"name", "kind", "default"}] for fn's parameters in order, or None
     when they cannot be known (a builtin, a C extension, a callable whose
     signature raises, more than MAX_PARAMS parameters). Candidate code may
     run (a __signature__ property); every failure means "unknown"."""
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = _own_parameters(fn)
     except BaseException:  # noqa: B902 - hostile or opaque callables
         return None
     if len(params) > MAX_PARAMS:

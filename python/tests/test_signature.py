@@ -50,6 +50,34 @@ class Describe(unittest.TestCase):
         self.assertEqual(len(got), 5)
         self.assertEqual(signature.describe(lambda x, out: None)[1]["name"], "out")
 
+    def test_wrappers(self):
+        # A functools.wraps wrapper that adds the slot's out argument is
+        # called with it: its own parameters count, not the inner
+        # function's. A pass-through (*args, **kwargs) wrapper is looked
+        # through, level by level.
+        def rms(x, weight, eps):
+            pass
+
+        def adds_out(fn):
+            @functools.wraps(fn)
+            def wrapper(x, weight, out, eps):
+                pass
+            return wrapper
+
+        def passes(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                return fn(*args, **kwargs)
+            return wrapper
+
+        names = lambda f: [p["name"] for p in signature.describe(f)]  # noqa: E731
+        self.assertEqual(names(adds_out(rms)), ["x", "weight", "out", "eps"])
+        self.assertEqual(names(passes(adds_out(rms))), ["x", "weight", "out", "eps"])
+        self.assertEqual(names(passes(passes(rms))), ["x", "weight", "eps"])
+        bare = passes(rms)
+        del bare.__wrapped__
+        self.assertEqual(names(bare), ["args", "kwargs"])
+
     def test_unknown(self):
         self.assertIsNone(signature.describe(Hostile()))
         self.assertIsNone(signature.describe(42))

@@ -1,0 +1,68 @@
+package verify
+
+import (
+	"testing"
+
+	"cacheon/internal/bundle"
+	"cacheon/internal/capability"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+)
+
+// TestRowContext: on cuda a row is verified in the mode the engine selects
+// it in: graph mode (with capture and graph replays) when its domain admits
+// it and it is not declared graph_safe = false, else eagerly; a variant
+// the engine selects only eagerly on cuda is graded, not N/A (the red-team
+// bundle eager_cuda_unverified). On cpu every row is eager.
+func TestRowContext(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	silu, _ := cat.Lookup("activation.silu_and_mul")
+	oneOf := func(field string, values ...string) capability.Domain {
+		d, err := capability.OneOf(field, values...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	safe := func(d capability.Domain, b bool) capability.Domain {
+		d.GraphSafe = &b
+		return d
+	}
+	eager, graphOnly := oneOf("graph_mode", "eager"), oneOf("graph_mode", "graph")
+	cudaEager := oneOf("device", "cuda").Intersect(eager)
+	for _, tc := range []struct {
+		name      string
+		domain    capability.Domain
+		device    string
+		wantMode  string
+		wantGraph bool
+		applies   bool
+	}{
+		{"no constraint, cuda", capability.Domain{}, "cuda", "graph", true, true},
+		{"eager only, cuda", eager, "cuda", "eager", false, true},
+		{"cuda and eager only", cudaEager, "cuda", "eager", false, true},
+		{"graph only, cuda", graphOnly, "cuda", "graph", true, true},
+		{"graph_safe false, cuda", safe(capability.Domain{}, false), "cuda", "eager", false, true},
+		{"graph_safe true, cuda", safe(capability.Domain{}, true), "cuda", "graph", true, true},
+		{"graph only and graph_safe false: never selected", safe(graphOnly, false), "cuda", "eager", false, false},
+		{"no constraint, cpu", capability.Domain{}, "cpu", "eager", false, true},
+		{"graph only, cpu", graphOnly, "cpu", "eager", false, false},
+		{"cuda and eager only, cpu", cudaEager, "cpu", "eager", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := bundle.Op{Slot: silu.Name, Domain: tc.domain}
+			o := Options{Device: tc.device}
+			dom, base, graph := rowContext(op, silu, o, tensor.BF16, 1)
+			if base["graph_mode"] != tc.wantMode || graph != tc.wantGraph {
+				t.Errorf("context graph_mode %v, graph phase %v; want %s, %v", base["graph_mode"], graph, tc.wantMode, tc.wantGraph)
+			}
+			ok, reason := dom.Without(silu.NumericFields()...).Match(base)
+			if ok != tc.applies || eligible(op, silu, o, tensor.BF16, 1) != tc.applies {
+				t.Errorf("applies %v (%s), want %v", ok, reason, tc.applies)
+			}
+		})
+	}
+}
