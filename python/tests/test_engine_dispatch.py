@@ -350,6 +350,29 @@ class DispatchTests(unittest.TestCase):
             with self.assertRaises(Failure):
                 self.engine("llama", {}, poison=bad)
 
+    def test_poisoned_stock_pays_the_harness(self):
+        # Every stock call of a poisoned target goes through a candidate
+        # call's host work (the guard before and after it), so that the
+        # referee's B and C differ in the kernel alone; unpoisoned slots
+        # do not.
+        eng = self.engine("llama", {}, poison=["activation.silu_and_mul"])
+        quick, calls = eng.d.safety.guard.quick, []
+
+        def counted(*groups):
+            calls.append(sorted(n for g in groups for n in g))
+            return quick(*groups)
+        eng.d.safety.guard.quick = counted
+        got = eng.generate({"requests": self.reqs})
+        self.assertEqual(tokens(got), tokens(self.stock["llama"]))
+        stock_calls = eng.stats()["slots"]["activation.silu_and_mul"]["stock"]
+        self.assertGreater(stock_calls, 0)
+        self.assertEqual(len(calls), 2 * stock_calls)
+        self.assertTrue(all(c == ["out", "x"] for c in calls), calls[:3])
+        # a finding there is the runtime's own fault, not a candidate's
+        eng.d.safety.guard.quick = lambda *g: "a mode is active"
+        with self.assertRaisesRegex(RuntimeError, "poisoned target: a mode is active"):
+            eng.generate({"requests": self.reqs})
+
     def test_bad_stacks(self):
         _s, row = self.b.row("rms_good")
         for stack in ({"attention.msa_block_score": row}, {"norm.rmsnorm": dict(row, entry="nope")},

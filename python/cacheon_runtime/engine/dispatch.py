@@ -17,6 +17,8 @@ collective slots, collectives.py) dispatch
    candidate separate tensor objects (views) of inputs and outputs (of
    the small inputs that outlive the call, KEPT, a copy of its own), calls
    the entry (under no_grad, one intra-op thread: guard.same_conditions);
+   the referee's target slot (poison) gets the same outputs and host work
+   in its stock calls too (harness.py);
 4. revalidates output identity and layout after the call (data pointer,
    storage, offset, shape, stride, dtype, device of the view it handed out,
    and the address of the allocation itself);
@@ -50,7 +52,7 @@ import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditdump, bundlens, collectives, msacalls, stock
+from . import auditdump, bundlens, collectives, harness, msacalls, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -454,7 +456,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         grading. Raw memory, as verify; just allocated, so no bounds check.
         Returns (specs, outputs)."""
         ops = self.ops
-        specs = {n: host.output_spec(ops, _out_spec(n, s, dtype)) for n, s in shapes.items()}
+        specs = {n: host.output_spec(ops, harness.out_spec(n, s, dtype, ALIGNMENT)) for n, s in shapes.items()}
         outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
         cuda_dev = self.device if self.device.type == "cuda" else None
         for o in outs.values():
@@ -471,6 +473,8 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
             dtype = next(iter(inputs.values())).dtype
             if not self.variants[slot]:
                 self._count(slot, "stock")
+                if slot in self.poison:
+                    return self._mirrored(slot, inputs, shapes, dtype, stock_fn)
                 return self._stock(slot, shapes, dtype, stock_fn)
             var = self._select(slot, desc)
             if var is None:
@@ -519,12 +523,34 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
             return self._fail(slot, var, "raised %s: %s" % (err["type"], err["message"]), err["traceback"],
                               shapes, dtype, stock_fn)
         self._guarded(slot, var, vis_in, outs, "during the call")
-        problem = _revalidate(ops, outs, specs, before, bases)
+        problem = harness.revalidate(ops, outs, specs, before, bases)
         if problem:
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
         self._count(slot, "completed")
         if audit:
             self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts)
+        return {n: o.contract for n, o in outs.items()}
+
+    def _mirrored(self, slot, inputs, shapes, dtype, stock_fn):
+        """A stock call of a poisoned target slot, through the host work a
+        candidate's call does around its kernel (views handed out, identity
+        facts, the guard before and after, revalidation): B and C then
+        differ in the kernel alone, not in the harness's time on the host
+        (eager calls; a graph replay runs no Python). A finding here is the
+        runtime's own fault (no candidate code runs in this engine)."""
+        ops = self.ops
+        specs, outs = self._outputs(shapes, dtype)
+        vis_in = {n: ops.detach(t) for n, t in inputs.items()}
+        visible = {n: o.visible for n, o in outs.items()}
+        before = {n: ops.fact(v) for n, v in visible.items()}
+        bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
+        problem = self.safety.guard.quick(vis_in, visible)
+        with guard_mod.no_grad(torch):
+            stock_fn({n: o.contract for n, o in outs.items()})
+        problem = (problem or self.safety.guard.quick(vis_in, visible)
+                   or harness.revalidate(ops, outs, specs, before, bases))
+        if problem:
+            raise RuntimeError("stock %s, a poisoned target: %s" % (slot, problem))
         return {n: o.contract for n, o in outs.items()}
 
     def _own_copy(self, t):
@@ -565,35 +591,6 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         if n_call not in self.audit_calls.get(slot, ()):
             self.audit_dumps += 1
         self._count(slot, "audited")
-
-
-def _out_spec(name, shape, dtype):
-    """The output spec (host.output_spec) of an output: shape a tuple (the
-    call's input dtype, contiguous) or a msacalls.OutShape."""
-    if not isinstance(shape, msacalls.OutShape):
-        shape = msacalls.OutShape(shape, dtype)
-    spec = {"name": name, "dtype": str(shape.dtype).replace("torch.", ""), "shape": list(shape.shape),
-            "alignment": ALIGNMENT}
-    if shape.stride is not None:
-        spec["stride"] = list(shape.stride)
-    return spec
-
-
-def _revalidate(ops, outs, specs, before, bases):
-    """Reason string when an output's identity or layout changed, else ''."""
-    for n, o in outs.items():
-        after = ops.fact(o.visible)
-        if after != before[n]:
-            diff = sorted(k for k in after if after[k] != before[n].get(k))
-            return "output %s identity changed during the call (%s)" % (n, ", ".join(diff))
-        if ops.data_ptr(o.contract) != bases[n]:
-            return "output %s storage moved during the call" % n
-        sp = specs[n]
-        if after["shape"] != list(sp.shape) or after["stride"] != list(sp.stride):
-            return "output %s layout differs from the contract" % n
-        if after["data_ptr"] % sp.align:
-            return "output %s is not %d-byte aligned" % (n, sp.align)
-    return ""
 
 
 __all__ = ["Dispatch", "CandidateAbort", "Domain", "Failure", "SLOTS"]
