@@ -45,6 +45,7 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.flows(ff.Flows)
 	fc.classRefs(ff)
 	fc.classBases(ff)
+	fc.abcRules(ff)
 	return fc.findings
 }
 
@@ -177,7 +178,13 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 			continue
 		}
 		chain := strings.Join(a.Attrs, ".")
-		for _, name := range a.Attrs {
+		for i, name := range a.Attrs {
+			if i == 0 && (operatorDunder(name) || (name == "__init_subclass__" && fc.superCall(a))) {
+				// a special method read from the object itself (not from
+				// its class or its dict): what an operator does already;
+				// super().__init_subclass__(**kw) chains a class's hook
+				continue
+			}
 			if isDunder(name) && !harmlessDunder(name) {
 				if a.Format {
 					fc.add(a.Line, a.Col, RuleDunderAccess,
@@ -210,6 +217,12 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 			fc.attributeRule(name, mark, a.Line, a.Col, "use of %q", showChain(a.Base, chain))
 		}
 	}
+}
+
+// superCall reports an attribute chain read from the builtin super()'s
+// result (super().__init_subclass__).
+func (fc *fileCheck) superCall(a attrFact) bool {
+	return a.Base == "" && a.RootCall == "super" && fc.builtinAt("super", pos{a.Line, a.Col})
 }
 
 // attributeRule applies attributeRules to one attribute name read at a
@@ -258,7 +271,7 @@ func (fc *fileCheck) names(names []nameFact) {
 		case attrBuiltin(n.Name) && builtin && n.Name != "hasattr" && n.Ctx == "load":
 			fc.add(n.Line, n.Col, RuleDynamicAttribute,
 				"passing %s around hides what is accessed; write obj.attr at the call site", n.Name)
-		case isDunder(n.Name) && !harmlessDunder(n.Name):
+		case isDunder(n.Name) && !harmlessDunder(n.Name) && !operatorDunder(n.Name):
 			fc.add(n.Line, n.Col, RuleDunderAccess, "use of %s reaches interpreter internals; remove it", n.Name)
 		case n.Name == "type" && builtin && n.Ctx == "load":
 			fc.add(n.Line, n.Col, RuleDunderAccess,
@@ -393,7 +406,9 @@ func (fc *fileCheck) reference(b binding, line, col int, what string, isImport, 
 				end += start
 			}
 			switch p := b.name[start:end]; {
-			case fc.allowed[p]:
+			case fc.allowed[p] && !fc.attrs.submodules[b.name[:end]]:
+				// (collections.abc is collections' own submodule, not the
+				// abc module re-exported)
 				names = append(names, b.name[start:])
 			case fc.escape(p, b.name[:end]):
 				names = append(names, b.name[start:])

@@ -195,6 +195,18 @@ func TestGateClasses(t *testing.T) {
 		{"typing evaluates a forward reference", map[string]string{"k.py": "import typing\n" +
 			"r = typing.get_args(typing.Optional['x'])[0]\nv = r._evaluate({}, {}, frozenset())\n"},
 			"k.py:3 forbidden-builtin"},
+		{"operator special methods by name", map[string]string{"k.py": "class V:\n    def __init__(self, v):\n        self.v = v\n" +
+			"    def __add__(self, o):\n        return V(self.v + o.v)\n    __radd__ = __add__\n    __hash__ = None\n" +
+			"    def __eq__(self, o):\n        return self.v == o.v\n    def __ne__(self, o):\n        return not self.__eq__(o)\n" +
+			"    def __repr__(self):\n        return 'V' + super().__repr__()\n" +
+			"class R:\n    kinds = {}\n    def __init_subclass__(cls, **kw):\n        super().__init_subclass__(**kw)\n" +
+			"def f(a, b):\n    return a.__mul__(b), a.__getitem__(0), b.__rsub__(a)\n"}, ""},
+		{"special methods that store, enter or create stay refused", map[string]string{"k.py": "import torch\n" +
+			"def f(t, k, v):\n    t.__setitem__(k, v)\n    t.__iadd__(v)\n    torch.no_grad().__enter__()\n" +
+			"    torch.Tensor.__new__(torch.Tensor)\n    torch.Tensor.__add__\n    t.__class__.__eq__\n" +
+			"    torch.nn.Module.__init_subclass__()\n    __setitem__ = 1\n"},
+			"k.py:3 dunder-access|k.py:4 dunder-access|k.py:5 dunder-access|k.py:6 dunder-access|k.py:7 dunder-access|" +
+				"k.py:8 dunder-access|k.py:9 dunder-access|k.py:10 dunder-access"},
 		{"copy protocol", map[string]string{"k.py": "class P:\n    def __reduce_ex__(self, p):\n        return (int, ())\n" +
 			"    def __deepcopy__(self, memo):\n        return self\n"},
 			"k.py:2 dunder-access|k.py:4 dunder-access"},
@@ -204,7 +216,27 @@ func TestGateClasses(t *testing.T) {
 			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:3 private-api|k.py:4 module-attribute-not-allowed|k.py:4 private-api"},
 		{"virtual subclass registration", map[string]string{"k.py": "import numbers, abc, torch\n" +
 			"numbers.Real.register(torch.Tensor)\nabc.ABC.register(torch.Tensor)\nclass B(abc.ABC):\n    pass\nB.register(int)\n"},
-			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed"},
+			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:6 global-mutation"},
+		{"bases that are other modules' ABCs", map[string]string{"k.py": "import numbers, typing, collections, torch\n" +
+			"from collections.abc import Sequence as Seq\nclass A(numbers.Real):\n    pass\nclass B(Seq):\n    pass\n" +
+			"class C(typing.Mapping[str, int]):\n    pass\nclass D(torch.types.Sequence):\n    pass\nclass E(collections.abc.Sized):\n    pass\n" +
+			"class F(typing.SupportsInt):\n    pass\nclass M(typing.Type):\n    pass\n"},
+			"k.py:3 global-mutation|k.py:5 global-mutation|k.py:7 global-mutation|k.py:9 global-mutation|k.py:11 global-mutation|k.py:13 global-mutation|k.py:15 dunder-access"},
+		{"__subclasshook__ and register on the bundle's ABCs", map[string]string{"h.py": "import abc\nclass Base(abc.ABC):\n    pass\n",
+			"k.py": "import abc, typing, torch\nfrom h import Base\nclass P(metaclass=abc.ABCMeta):\n" +
+				"    @classmethod\n    def __subclasshook__(cls, c):\n        return True\n    @classmethod\n    def add(cls):\n        cls.register(torch.Tensor)\n" +
+				"    def me(self):\n        return type(self).register(torch.Tensor)\nk = P\nk.register(torch.Tensor)\nBase.register(torch.Tensor)\n" +
+				"getattr(Base, 'register')(torch.Tensor)\ntyping.Sequence.register(torch.Tensor)\ntorch.types.Sequence.register(torch.Tensor)\n" +
+				"class Q(typing.Protocol):\n    pass\nQ.register(torch.Tensor)\n"},
+			"k.py:5 global-mutation|k.py:9 global-mutation|k.py:11 global-mutation|k.py:13 global-mutation|k.py:14 global-mutation|k.py:15 global-mutation|k.py:16 global-mutation|k.py:17 global-mutation|k.py:20 global-mutation"},
+		{"honest ABCs, protocols and registries", map[string]string{"k.py": "import abc, typing, enum, collections, numbers\n" +
+			"from collections.abc import Sequence\nclass Strategy(abc.ABC):\n    table = {}\n    @classmethod\n    def register(cls, name):\n        cls.table[name] = cls\n" +
+			"    @abc.abstractmethod\n    def run(self, x):\n        ...\nclass Dense(Strategy):\n    def run(self, x):\n        return x\nDense.register('dense')\n" +
+			"class Registry:\n    def __init__(self):\n        self.fns = {}\n    def add(self, f):\n        self.fns[f.__name__] = f\n        return f\n" +
+			"REG = Registry()\n@REG.add\ndef f(x):\n    return x\nclass Runner(typing.Protocol):\n    def run(self, x): ...\n" +
+			"class Box(typing.Generic[typing.TypeVar('T')]):\n    pass\nclass Pair(typing.NamedTuple):\n    a: int\n    b: int\n" +
+			"class Color(enum.Enum):\n    RED = 1\nclass Cfg(collections.OrderedDict):\n    pass\n" +
+			"def ok(x, eps):\n    return isinstance(x, Sequence) and isinstance(eps, numbers.Real)\n"}, ""},
 		{"format string built at run time", map[string]string{"k.py": "import torch\nf = '{0.__glo' + 'bals__}'\n" +
 			"s = f.format(torch.is_tensor)\nt = f.format_map({})\nu = '{0.shape}'.format(torch.ones(1))\n"},
 			"k.py:3 dynamic-attribute|k.py:4 dynamic-attribute"},

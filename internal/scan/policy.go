@@ -131,6 +131,34 @@ func harmlessDunder(name string) bool {
 	return false
 }
 
+// operatorDunder lists the special methods a bundle may also use by name,
+// as a bare name (__radd__ = __add__, __hash__ = None in a class body) or
+// as an attribute of any object (self.__eq__(o), super().__repr__(),
+// a.__mul__(b)): each does what an operator, a builtin or a statement the
+// bundle could write does already (a + b, repr(a), a == b, a[k], iter(a)),
+// and reads nothing else. Not here, and so refused as before: whatever
+// stores (__setitem__, __setattr__, the in-place operators, __set__,
+// __set_name__), enters a mode (__enter__, __exit__), creates or
+// introspects (__new__, __getattribute__, __get__, __class__, ...), and
+// the copy protocol. A bare name cannot reach a builtin or module dunder
+// through them: no builtin or module global has one of these names.
+func operatorDunder(name string) bool {
+	switch strings.TrimSuffix(strings.TrimPrefix(name, "__"), "__") {
+	case "repr", "str", "format", "bytes", "hash", "bool", "len", "length_hint", "iter", "next",
+		"reversed", "contains", "getitem", "missing", "index", "int", "float", "complex",
+		"round", "trunc", "floor", "ceil", "abs", "neg", "pos", "invert",
+		"eq", "ne", "lt", "le", "gt", "ge":
+		return true
+	case "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow",
+		"lshift", "rshift", "and", "xor", "or":
+		return true
+	case "radd", "rsub", "rmul", "rmatmul", "rtruediv", "rfloordiv", "rmod", "rdivmod", "rpow",
+		"rlshift", "rrshift", "rand", "rxor", "ror":
+		return true
+	}
+	return false
+}
+
 // copyProtocol lists the methods through which copy.deepcopy (reached from
 // dataclasses.asdict/astuple) and pickle take instructions from an object:
 // __reduce_ex__ may return any callable and a state that copy then sets as

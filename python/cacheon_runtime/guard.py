@@ -22,6 +22,12 @@ then and says, when asked, what has changed since:
   compared with its table at start (``full`` checks only: about 25 us per
   operator);
 - an operation the runtime's audit hook (``audithook``) refused;
+- a class registered as a virtual subclass of an ABC, a candidate ABC
+  (a subclass of ``numbers.Real``, ...) with a registry or a
+  ``__subclasshook__`` of its own, an ABC's isinstance cache holding a
+  class that is not a subclass, or typing's subscription caches holding
+  an object whose ``__eq__``/``__hash__`` are candidate code
+  (``abcstate``; ``full`` checks);
 - the conditions of ``same_conditions`` (grad mode, inference mode,
   autocast, threads, default dtype, deterministic algorithms, matmul
   precision) changed, e.g. ``torch.enable_grad()`` or ``torch.autocast``
@@ -48,17 +54,14 @@ candidate's failure (class ``tamper``).
 runs under, the same in the verify worker and the engine (threads, grad).
 """
 
-import abc
 import builtins  # noqa: F401 - imported so that the watched names resolve
-import collections.abc
 import ctypes  # noqa: F401
 import io  # noqa: F401
 import json  # noqa: F401
-import numbers
 import os  # noqa: F401
 import sys
 
-from . import optables
+from . import abcstate, optables
 
 # Owners and names whose identities are captured. Types are walked along
 # their MRO (the object found in the first class __dict__ that has it).
@@ -333,7 +336,7 @@ class Guard:
                 except Exception:  # noqa: BLE001 - an operator this torch lacks
                     pass
         self.seen_violations = 0
-        self.registries = _abc_registries()
+        self.abc_state = abcstate.AbcState()
         self.conditions = _conditions(torch)
         self.objects_at_start = _Objects()
         self.op_tables_at_start = optables.OpTables(torch)
@@ -422,15 +425,17 @@ class Guard:
         return ""
 
     def abc_registrations(self):
-        """A reason when a class was registered as a virtual subclass of a
-        standard-library ABC (numbers, collections.abc) since start:
-        numbers.Real.register(torch.Tensor) changes isinstance for the
-        whole process."""
-        now = _abc_registries()
-        for name, n in self.registries.items():
-            if now.get(name, n) != n:
-                return "a class was registered with %s (ABC.register changes isinstance process-wide)" % name
-        return ""
+        """A reason when candidate code changed what an ABC answers or
+        what typing's caches hold (abcstate.AbcState: a class registered
+        with a standard-library or torch ABC, or with a candidate ABC below
+        one; a candidate ABC's own __subclasshook__; a cache entry that is
+        no longer a subclass; a typing cache key whose equality is the
+        candidate's): numbers.Real.register(torch.Tensor) changes
+        isinstance for the whole process."""
+        try:
+            return self.abc_state.changed()
+        except Exception as e:  # noqa: BLE001
+            return "the ABCs' state cannot be read (%s)" % type(e).__name__
 
     def quick(self, *groups):
         """Modes, tensor types, audit-hook refusals: '' when all is as at start."""
@@ -470,24 +475,6 @@ class Safety:
         self.hook = hook
         self.guard = Guard(torch, hook)
         self.raw = rawmem.RawMem(torch)
-
-
-def _abc_registries():
-    """The number of virtual subclasses registered with each ABC of
-    numbers and collections.abc, by name ({} where abc cannot tell)."""
-    dump = getattr(abc, "_get_dump", None)
-    out = {}
-    if dump is None:
-        return out
-    for mod in (numbers, collections.abc):
-        for name in dir(mod):
-            cls = getattr(mod, name, None)
-            if isinstance(cls, abc.ABCMeta):
-                try:
-                    out["%s.%s" % (mod.__name__, name)] = len(dump(cls)[0])
-                except Exception:  # noqa: BLE001
-                    pass
-    return out
 
 
 def no_grad(torch):

@@ -326,4 +326,137 @@ ATTACKS = {
             d = x.shape[-1] // 2
             out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
     """,
+    # Class 3 without a store (red team, session 14): a candidate subclass
+    # of a standard-library ABC registers torch.Tensor, so every tensor is
+    # a numbers.Real for the whole process (abcstate).
+    "abc_subclass_register": """
+        import numbers
+        import torch
+
+        class Scalarish(numbers.Real):
+            pass
+
+        Scalarish.register(torch.Tensor)
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # The same through a __subclasshook__ of the candidate's subclass.
+    "abc_subclasshook": """
+        import numbers
+        import torch
+
+        class Scalarish(numbers.Real):
+            @classmethod
+            def __subclasshook__(cls, c):
+                return c is torch.Tensor
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # In the call: the subclass is made, registers, fills numbers.Real's
+    # cache and is dropped; the cached answer stays.
+    "abc_transient_cache": """
+        import gc
+        import numbers
+        import torch
+
+        def silu_and_mul(x, out):
+            class Scalarish(numbers.Real):
+                pass
+            Scalarish.register(torch.Tensor)
+            isinstance(x, numbers.Real)
+            del Scalarish
+            gc.collect()
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # typing's lru caches flooded, then typing.Optional[int] made to
+    # return an object whose __eq__/__hash__ lie.
+    "typing_cache_poison": """
+        import typing
+        import torch
+
+        class Liar:
+            def __hash__(self):
+                return hash(int)
+
+            def __eq__(self, other):
+                return other is int
+
+            def __call__(self):
+                return None
+
+        class _Fresh:
+            def __init__(self, i):
+                self.i = i
+
+            def __call__(self):
+                return None
+
+        for _i in range(512):
+            typing.Optional[_Fresh(_i)]
+        _p = typing.Optional[Liar()]
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # Honest ABC and typing use the guard must let through: a bundle ABC
+    # with abstract methods and subclasses, a Protocol, isinstance against
+    # collections.abc and numbers, annotations, a frozen dataclass (its
+    # generated __eq__/__hash__) and an Enum in typing subscriptions, a
+    # class with its own __eq__/__hash__ used as a dict key.
+    "honest_abc": """
+        import abc
+        import collections.abc
+        import dataclasses
+        import enum
+        import numbers
+        import typing
+        import torch
+
+        class Strategy(abc.ABC):
+            @abc.abstractmethod
+            def run(self, x: torch.Tensor) -> torch.Tensor:
+                ...
+
+        class Silu(Strategy):
+            def run(self, x: typing.Optional[torch.Tensor]) -> torch.Tensor:
+                d = x.shape[-1] // 2
+                return torch.nn.functional.silu(x[:, :d]) * x[:, d:]
+
+        class Runner(typing.Protocol):
+            def run(self, x: torch.Tensor) -> torch.Tensor:
+                ...
+
+        @dataclasses.dataclass(frozen=True)
+        class Tile:
+            n: int = 16
+
+        class Mode(enum.Enum):
+            FAST = 1
+
+        class Key:
+            def __init__(self, v):
+                self.v = v
+
+            def __eq__(self, other):
+                return isinstance(other, Key) and other.v == self.v
+
+            def __hash__(self):
+                return hash(self.v)
+
+        Shaped = typing.Annotated[torch.Tensor, Tile(32)]
+        M = typing.Literal[Mode.FAST]
+        _PLANS = {Key(1): Silu()}
+
+        def silu_and_mul(x: Shaped, out: torch.Tensor) -> None:
+            assert isinstance(tuple(x.shape), collections.abc.Sequence)
+            assert isinstance(1e-5, numbers.Real) and isinstance(_PLANS[Key(1)], Strategy)
+            assert typing.get_args(typing.Optional[int])[0] is int
+            out.copy_(_PLANS[Key(1)].run(x))
+    """,
 }

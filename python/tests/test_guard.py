@@ -160,6 +160,32 @@ class WorkerGuardTest(unittest.TestCase):
     def test_synchronize_replaced(self):
         self.assert_load_tamper("synchronize_replaced", "torch.cuda.synchronize was replaced")
 
+    # -- class 3 without a store: ABC state and typing's caches (abcstate)
+
+    def test_abc_subclass_register(self):
+        self.assert_load_tamper("abc_subclass_register", "a candidate ABC")
+
+    def test_abc_subclasshook(self):
+        self.assert_load_tamper("abc_subclasshook", "defines __subclasshook__")
+
+    def test_abc_cache_left_by_a_dropped_subclass(self):
+        rep, d, xs = self.run_case("abc_transient_cache")
+        self.assertTrue(rep["ok"], rep)
+        c0 = rep["calls"][0]
+        self.assertEqual(c0["error"]["class"], "tamper", c0)
+        self.assertIn("isinstance cache of numbers.Real held torch.Tensor", c0["error"]["message"])
+
+    def test_typing_cache_poison(self):
+        self.assert_load_tamper("typing_cache_poison", "typing's subscription cache")
+
+    def test_honest_abc_and_typing_use_passes(self):
+        rep, d, xs = self.run_case("honest_abc", replays=2)
+        self.assertTrue(rep["ok"], rep)
+        for c, x in zip(rep["calls"], xs):
+            self.assertIsNone(c["error"], c)
+            t, _ = stio.load(os.path.join(d, c["file"]))
+            self.assertTrue(torch.allclose(t["out"], silu_ref(x), atol=1e-6))
+
     def test_kernel_registered_over_fill(self):
         self.assert_load_tamper("library_fill", "aten::fill_.Scalar")
 

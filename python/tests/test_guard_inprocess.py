@@ -233,6 +233,65 @@ class GuardInProcessTest(unittest.TestCase):
         self.assertEqual(raw.read(x[0, 0, 0, :0]), b"")
 
 
+class AbcStateTest(unittest.TestCase):
+    """abcstate.AbcState (through Guard.full): what an ABC answers and what
+    typing's caches hold, changed without a store into a foreign object;
+    each attack in a child process (they change the process for good)."""
+
+    ATTACKS = {
+        "register": ("class S(numbers.Real):\n    pass\nS.register(torch.Tensor)", "a candidate ABC"),
+        "hook": ("class S(numbers.Real):\n    @classmethod\n    def __subclasshook__(cls, c):\n"
+                 "        return c is torch.Tensor", "defines __subclasshook__"),
+        "subclasses": ("class S(abc.ABC):\n    @classmethod\n    def __subclasses__(cls):\n"
+                       "        return [torch.Tensor]", "defines __subclasses__"),
+        "below_own_abc": ("class A(abc.ABC):\n    pass\nclass B(A):\n    pass\nB.register(torch.Tensor)",
+                          "a candidate ABC"),
+        "direct": ("numbers.Integral.register(torch.Tensor)", "a class was registered with numbers.Integral (torch.Tensor"),
+        "transient": ("def f():\n    class S(numbers.Real):\n        pass\n    S.register(torch.Tensor)\n"
+                      "    return isinstance(torch.zeros(1), numbers.Real)\nassert f()\nimport gc\ngc.collect()",
+                      "isinstance cache of numbers.Real held torch.Tensor"),
+        "typing": ("class L:\n    def __hash__(self):\n        return hash(int)\n    def __eq__(self, o):\n"
+                   "        return o is int\n    def __call__(self):\n        pass\n"
+                   "for i in range(300):\n    typing.Optional[(lambda: i, i)[0]]\nq = typing.Optional[L()]",
+                   "typing's subscription cache"),
+    }
+
+    def test_attacks_and_honest_use(self):
+        body = "import abc, numbers, typing, collections.abc, dataclasses, enum\n"
+        body += "out['start'] = g.full()\n"
+        # honest use first: none of it is a finding
+        body += textwrap.dedent("""
+            class Strategy(abc.ABC):
+                @abc.abstractmethod
+                def run(self): ...
+            class Impl(Strategy):
+                def run(self):
+                    return 1
+            class Runner(typing.Protocol):
+                def run(self): ...
+            @dataclasses.dataclass(frozen=True)
+            class Tile:
+                n: int = 16
+            class Mode(enum.Enum):
+                FAST = 1
+            ann = typing.Annotated[torch.Tensor, Tile(32)]
+            lit = typing.Literal[Mode.FAST]
+            opt = typing.Optional[Impl]
+            ok = isinstance(Impl(), Strategy) and isinstance((1,), collections.abc.Sequence)
+            ok = ok and isinstance(2.0, numbers.Real) and not isinstance(torch.zeros(1), numbers.Real)
+            out['honest'] = g.full() if ok else 'isinstance'
+        """)
+        body += "import sys\nexec(sys.argv[1] if len(sys.argv) > 1 else '')\n"
+        for name, (attack, want) in self.ATTACKS.items():
+            code = CHILD % {"parent": PARENT, "body": body + "out['after'] = g.full()\n"}
+            p = subprocess.run([sys.executable, "-I", "-B", "-c", code, attack], capture_output=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+            got = json.loads(p.stdout.decode().strip().splitlines()[-1])
+            self.assertEqual(got["start"], "", name)
+            self.assertEqual(got["honest"], "", name)
+            self.assertIn(want, got["after"], name)
+
+
 class OpTablesTest(unittest.TestCase):
     """optables.OpTables: an operator's Python kernel table cleared,
     overwritten or replaced is seen by objects(), however the operator was
