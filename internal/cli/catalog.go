@@ -13,6 +13,7 @@ import (
 
 	"cacheon/internal/slot"
 	"cacheon/internal/target"
+	"cacheon/internal/tensor"
 )
 
 // catalogs builds the slot and target catalogs; every command that needs
@@ -169,6 +170,9 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		}
 		if s.OutlierMax > 0 {
 			extra += fmt.Sprintf("; heavy-tailed outliers up to %g", s.OutlierMax)
+			if f16 := s.OutlierBound(tensor.F16); f16 < s.OutlierBound(tensor.F32) {
+				extra += fmt.Sprintf(" (%g in float16)", f16)
+			}
 		}
 		fmt.Fprintf(w, "  verify also: %s\n", extra)
 	}

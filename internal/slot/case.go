@@ -44,10 +44,14 @@ type CaseParams struct {
 	Index     int
 	WorldSize int // collectives: number of ranks (>= 1); ignored otherwise
 	// ScalarPoint picks the value of each scalar argument that has a legal
-	// range (Spec.ScalarRanges): 0 its registered value, 1 the range's
-	// minimum, 2 its maximum, then each of the range's Served values, and
-	// above those a log-uniform draw over the range from the case's own
-	// stream.
+	// range (Spec.ScalarRanges); verify passes a case's position in its
+	// row. 0 is the registered value. Points 1 and up go in pairs (1,2),
+	// (3,4), ...: in each pair one point, drawn from the seed, takes a
+	// served value (ScalarRange.Served, the one drawn from the case's
+	// stream) and the other the range's minimum (first pair), maximum
+	// (second) or a log-uniform draw over the range (the rest). So half a
+	// row's cases, on whatever shapes the seed puts there, large ones
+	// included, pass exactly what serving passes (issue 16, class 6).
 	ScalarPoint int
 }
 
@@ -109,7 +113,10 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 }
 
 // scalarValue is scalar argument a's value in the case p selects (see
-// CaseParams.ScalarPoint).
+// CaseParams.ScalarPoint). Which point of a pair is served comes from a
+// stream of the row (seed, slot, pair and argument; no shape), so the
+// positions of the served value move with the seed; the served value and
+// the draws come from the case's own stream.
 func (s *Spec) scalarValue(a Arg, dims Dims, p CaseParams) (float64, error) {
 	r, ok := s.ScalarRanges[a.Name]
 	if !ok || p.ScalarPoint == 0 {
@@ -126,16 +133,21 @@ func (s *Spec) scalarValue(a Arg, dims Dims, p CaseParams) (float64, error) {
 	if !(lo > 0 && hi >= lo) {
 		return 0, fmt.Errorf("legal range [%g, %g] is not positive and ordered", lo, hi)
 	}
-	switch p.ScalarPoint {
-	case 1:
+	k := p.ScalarPoint - 1
+	g := newStream(p.Seed, s.Name, p.Shape.Name, p.Index, 0, 0, "scalar:"+a.Name)
+	edge := k // without served values: 1 the minimum, 2 the maximum
+	if len(r.Served) > 0 {
+		edge = k / 2
+		if k%2 == newStream(p.Seed, s.Name, "", edge, 0, 0, "scalar.served:"+a.Name).intn(2) {
+			return EvalScalar(r.Served[g.intn(len(r.Served))], dims)
+		}
+	}
+	switch edge {
+	case 0:
 		return lo, nil
-	case 2:
+	case 1:
 		return hi, nil
 	}
-	if i := p.ScalarPoint - 3; i < len(r.Served) {
-		return EvalScalar(r.Served[i], dims)
-	}
-	g := newStream(p.Seed, s.Name, p.Shape.Name, p.Index, 0, 0, "scalar:"+a.Name)
 	return lo * math.Pow(hi/lo, g.uniform()), nil
 }
 
@@ -296,134 +308,6 @@ func numel(shape []int) int {
 		n *= d
 	}
 	return n
-}
-
-// values runs argument a's generator.
-func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
-	n := numel(shape)
-	last := 1
-	if len(shape) > 0 {
-		last = shape[len(shape)-1]
-	}
-	bound := 0
-	if a.Range != "" {
-		v, err := EvalDim(a.Range, c.Dims)
-		if err != nil {
-			return nil, err
-		}
-		bound = v
-	}
-	switch a.Gen {
-	case "values", "":
-		return tensor.FromFloat64(dt, shape, g.fill(c.Dist, n, last, c.Spec.OutlierMax))
-	case "norm_weight":
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = 1 + 0.25*g.normal()
-		}
-		return tensor.FromFloat64(dt, shape, v)
-	case "linear_weight":
-		v := make([]float64, n)
-		scale := 1 / math.Sqrt(float64(max(1, last)))
-		for i := range v {
-			v[i] = g.normal() * scale
-		}
-		return tensor.FromFloat64(dt, shape, v)
-	case "topk_weights":
-		// Positive router weights: normalized per row (softmax of normals)
-		// in even calls of the case (case index plus replay), unnormalized
-		// in odd ones (uniform in [0.05, 2), rows summing below or above
-		// one, as models that skip renormalization or scale the routed
-		// experts give them). The contract takes either.
-		v := make([]float64, n)
-		normalized := (c.Index+c.Replay)%2 == 0
-		for row := 0; row < n/last; row++ {
-			sum := 0.0
-			for j := 0; j < last; j++ {
-				if normalized {
-					v[row*last+j] = math.Exp(g.normal())
-				} else {
-					v[row*last+j] = 0.05 + 1.95*g.uniform()
-				}
-				sum += v[row*last+j]
-			}
-			for j := 0; normalized && j < last; j++ {
-				v[row*last+j] /= sum
-			}
-		}
-		return tensor.FromFloat64(dt, shape, v)
-	case "topk_ids":
-		// Distinct ids per row from [0, bound): partial Fisher–Yates.
-		// Every third call of a case (case index plus replay) routes
-		// skewed, as trained routers do: one hot expert (drawn per call)
-		// takes the first slot of 90 % of the tokens, so one expert gets
-		// far more than the mean load and others none (a kernel that
-		// drops pairs beyond a capacity is caught).
-		if last > bound {
-			return nil, fmt.Errorf("top_k %d exceeds %d experts", last, bound)
-		}
-		v := make([]int64, n)
-		skewed := (c.Index+c.Replay)%3 == 2
-		hot := g.intn(bound)
-		for row := 0; row < n/last; row++ {
-			p := g.perm(bound)
-			if skewed && g.uniform() < 0.9 {
-				for j := range p {
-					if p[j] == hot {
-						p[0], p[j] = p[j], p[0]
-						break
-					}
-				}
-			}
-			for j := 0; j < last; j++ {
-				v[row*last+j] = int64(p[j])
-			}
-		}
-		return tensor.FromInt64(dt, shape, v)
-	case "seq_lens":
-		// Uniform in [1, bound]; the first row is the maximum and the
-		// second (if any) is 1, so both edges are always covered.
-		if bound < 1 {
-			return nil, fmt.Errorf("seq_lens bound %d < 1", bound)
-		}
-		v := make([]int64, n)
-		for i := range v {
-			v[i] = int64(1 + g.intn(bound))
-		}
-		if n > 0 {
-			v[0] = int64(bound)
-		}
-		if n > 1 {
-			v[1] = 1
-		}
-		return tensor.FromInt64(dt, shape, v)
-	case "block_table":
-		// Every entry is a valid page id: a random permutation of the
-		// pages, cycled from a random offset. Entries past a sequence's
-		// length are valid pages holding other data, so a kernel that
-		// ignores seq_lens reads wrong values rather than faulting.
-		if bound < 1 {
-			return nil, fmt.Errorf("page count %d < 1", bound)
-		}
-		p := g.perm(bound)
-		off := g.intn(bound)
-		v := make([]int64, n)
-		for i := range v {
-			v[i] = int64(p[(off+i)%bound])
-		}
-		return tensor.FromInt64(dt, shape, v)
-	case "row_map":
-		if n != bound {
-			return nil, fmt.Errorf("row_map has %d entries for %d rows", n, bound)
-		}
-		p := g.perm(bound)
-		v := make([]int64, n)
-		for i := range v {
-			v[i] = int64(p[i])
-		}
-		return tensor.FromInt64(dt, shape, v)
-	}
-	return nil, fmt.Errorf("unknown generator %q", a.Gen)
 }
 
 // Output is one validator-allocated output of a call.

@@ -15,7 +15,7 @@ import (
 // reproduce a run from its seed:
 //
 //  1. Every generated argument gets its own stream. The stream key is
-//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v3", the
+//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v4", the
 //     decimal run seed, the slot name, the shape name, the decimal case
 //     index, the decimal replay index (0 for the first call), the decimal
 //     rank (0 for non-collective slots) and the argument name. The first 8
@@ -43,6 +43,20 @@ import (
 //     uniform below 0.5 keeps them, else every entry past a sequence's
 //     last page becomes one pad page: page 0 when a second uniform is
 //     below 0.75, else a page drawn with intn (Case.padTables).
+//  6. Since v4 (session 14), the draws that make verify's inputs look like
+//     serving's: router weights (generator "topk_weights") are sorted
+//     descending per row when the first uniform of the stream of argument
+//     NAME+".order" at replay 0 is below 0.75 (Case.routerSorted);
+//     moe_finalize's row map is the engine's K-major map, with zero
+//     padding scales and gemm_out rows, when the first uniform of the
+//     stream of argument "row_map.layout" at replay 0 is below 0.75, else
+//     a permutation with zero padding at even odds (rowmap.go); sequence
+//     lengths ("seq_lens") are drawn in [1, bound], then, when the next
+//     uniform of the argument's stream is below 0.5, a row drawn with intn
+//     is set to the bound and another to 1; a scalar's point k ≥ 1 takes
+//     a served value when k−1's parity equals intn(2) of the stream keyed
+//     with shape "" and case index (k−1)/2 for argument "scalar.served:"
+//     + NAME (Spec.scalarValue).
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -54,7 +68,7 @@ type rng struct {
 func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, arg string) *rng {
 	h := sha256.New()
 	for i, field := range []string{
-		"cacheon.slot.input.v3",
+		"cacheon.slot.input.v4",
 		uitoa(seed), slotName, shape,
 		uitoa(uint64(caseIdx)), uitoa(uint64(replay)), uitoa(uint64(rank)), arg,
 	} {
@@ -134,8 +148,10 @@ const (
 	// (catches variance-for-RMS bugs and missing max-subtraction in softmax).
 	Shifted Distribution = "shifted"
 	// HeavyTailed: N(0,1) with 1% of elements replaced by outliers of
-	// magnitude log-uniform in [16, 96] (a slot's Spec.OutlierMax when it
-	// sets one) and random sign.
+	// magnitude log-uniform in [16, 96] (up to the slot's
+	// Spec.OutlierBound for the dtype when it raises it: 4096 for the
+	// activation, the norms and all_reduce, 255 for silu_and_mul in
+	// float16) and random sign.
 	HeavyTailed Distribution = "heavy_tailed"
 	// Sparse: N(0,1) with 30% of elements zero and, for 2-D or larger
 	// inputs, every 7th row entirely zero.
@@ -153,14 +169,14 @@ func Distributions() []Distribution {
 // The parameters of a distribution are drawn per tensor or row (Scaled's
 // scale per innermost row, log-uniform over [2^-8, 6], after the values;
 // the shift's magnitude over [1, 3] with either sign, per tensor; the
-// outliers' magnitude log-uniform over [16, 96]), so that a
+// outliers' magnitude log-uniform over [16, outlierMax]), so that a
 // kernel cannot recognise verify's inputs by their mean and spread and
 // stay honest only on them (issue 16, class 6), and so that magnitudes
 // beyond the usual activations (massive activations) are met.
 //
 // outlierMax bounds HeavyTailed's outliers (0: defaultOutlierMax); a slot
-// whose kernels square or sum their inputs in the input dtype raises it
-// (Spec.OutlierMax).
+// whose outputs depend on each input element elementwise or per row
+// raises it (Spec.OutlierMax, Spec.OutlierBound).
 func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64) []float64 {
 	if outlierMax <= 0 {
 		outlierMax = defaultOutlierMax

@@ -72,9 +72,10 @@ func TestCountShapes(t *testing.T) {
 	}
 }
 
-// TestScalarPoints: point 0 is the registered value, 1 and 2 the legal
-// range's ends, then the served values, above those a deterministic draw
-// inside the range.
+// TestScalarPoints: point 0 is the registered value; points 1 and up go
+// in pairs, one point of each (drawn from the seed) at a served value,
+// the other at the range's minimum (first pair), maximum (second) or a
+// deterministic draw inside the range.
 func TestScalarPoints(t *testing.T) {
 	c := catalog(t)
 	n := 0
@@ -101,25 +102,48 @@ func TestScalarPoints(t *testing.T) {
 			if !(lo < reg && reg < hi) {
 				t.Errorf("%s.%s: registered %g outside its legal range [%g, %g]", s.Name, name, reg, lo, hi)
 			}
-			if value(0, 1) != reg || value(1, 1) != lo || value(2, 1) != hi {
-				t.Errorf("%s.%s: points 0..2 = %g %g %g, want %g %g %g", s.Name, name, value(0, 1), value(1, 1), value(2, 1), reg, lo, hi)
+			if len(r.Served) == 0 {
+				t.Errorf("%s.%s: no served value (the engine passes one at a fixed value)", s.Name, name)
+				continue
 			}
-			for i, sv := range r.Served {
-				want, _ := EvalScalar(sv, sh.Dims)
-				if got := value(3+i, 1); got != want || !(lo <= want && want <= hi) {
-					t.Errorf("%s.%s: point %d = %g, want the served value %g inside [%g, %g]", s.Name, name, 3+i, got, want, lo, hi)
+			served := map[float64]bool{}
+			for _, sv := range r.Served {
+				v, _ := EvalScalar(sv, sh.Dims)
+				if !(lo <= v && v <= hi) {
+					t.Errorf("%s.%s: served %g outside [%g, %g]", s.Name, name, v, lo, hi)
+				}
+				served[v] = true
+			}
+			firstServed := map[int]bool{}
+			for seed := uint64(1); seed < 9; seed++ {
+				if v := value(0, seed); v != reg {
+					t.Errorf("%s.%s seed %d: point 0 = %g, want the registered %g", s.Name, name, seed, v, reg)
+				}
+				for pair := 0; pair < 6; pair++ {
+					a, b := value(1+2*pair, seed), value(2+2*pair, seed)
+					if a != value(1+2*pair, seed) || b != value(2+2*pair, seed) {
+						t.Errorf("%s.%s seed %d: pair %d not deterministic", s.Name, name, seed, pair)
+					}
+					other := b
+					if served[b] && !served[a] {
+						other = a
+					} else if !served[a] || served[b] {
+						t.Errorf("%s.%s seed %d: pair %d = %g, %g, want exactly one served value", s.Name, name, seed, pair, a, b)
+						continue
+					}
+					if pair == 0 {
+						firstServed[map[bool]int{true: 0, false: 1}[served[a]]] = true
+					}
+					switch {
+					case pair == 0 && other != lo, pair == 1 && other != hi, !(lo <= other && other <= hi):
+						t.Errorf("%s.%s seed %d: pair %d's other value %g (range [%g, %g])", s.Name, name, seed, pair, other, lo, hi)
+					}
 				}
 			}
-			for seed := uint64(1); seed < 6; seed++ {
-				v := value(3+len(r.Served), seed)
-				if !(v >= lo && v <= hi) || v != value(3+len(r.Served), seed) {
-					t.Errorf("%s.%s: draw %g outside [%g, %g] or not deterministic", s.Name, name, v, lo, hi)
-				}
+			if len(firstServed) != 2 {
+				t.Errorf("%s.%s: the served point of the first pair never moves with the seed", s.Name, name)
 			}
 		}
-	}
-	if e, _ := c.Lookup("norm.rmsnorm"); len(e.ScalarRanges["eps"].Served) == 0 {
-		t.Error("rmsnorm's eps range serves no value (1e-5, every shipped arena's)")
 	}
 	if n != 6 {
 		t.Errorf("%d scalar ranges, want 6 (eps of three slots, sm_scale of two, msa scale)", n)

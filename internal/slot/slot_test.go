@@ -217,7 +217,10 @@ func TestRefreshChangesOnlyGraphDynamic(t *testing.T) {
 			if len(before[name]) != len(tt.Data) {
 				t.Fatalf("%s: %s changed size", s.Name, name)
 			}
-			if dyn[name] && !changed && len(tt.Data) > 8 {
+			// serving passes the same K-major row_map in every call
+			// (rowmap.go); the general layout draws a new one
+			fixed := name == "row_map" && cs.layout().served
+			if dyn[name] && !changed && len(tt.Data) > 8 && !fixed {
 				t.Errorf("%s: graph-dynamic %s did not change", s.Name, name)
 			}
 			if !dyn[name] && changed {

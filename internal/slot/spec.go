@@ -13,7 +13,10 @@ package slot
 
 import (
 	"fmt"
+	"math"
 	"sort"
+
+	"cacheon/internal/tensor"
 )
 
 // Kind is the breadth of a slot's boundary.
@@ -164,11 +167,19 @@ type Spec struct {
 	// ScalarRanges they are not part of the Contract projection.
 	ServedShapes []Shape
 	// OutlierMax is the largest outlier magnitude of the heavy-tailed
-	// inputs (0: the generator's 96). The norm slots raise it: served
-	// residual streams carry massive activations in the thousands, and a
-	// kernel that squares in float16 overflows above 256. Not part of the
-	// Contract projection either.
+	// inputs (0: the generator's 96). The slots whose outputs depend on
+	// each input element through an elementwise or per-row function (the
+	// activation, the norms, the cross-rank sums: largeOutlierMax in
+	// catalog.go says which and why) raise it to 4096: served hidden
+	// states carry massive activations in the hundreds and thousands, and
+	// an honest kernel's error there stays relative to each element. Not
+	// part of the Contract projection either.
 	OutlierMax float64
+	// OutlierProduct marks a slot whose output multiplies two of its
+	// inputs elementwise (silu_and_mul's gate·up): an honest product of
+	// two outliers must stay finite, so in float16 the outliers stop at
+	// the square root of its largest finite value (OutlierBound).
+	OutlierProduct bool
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding
@@ -205,4 +216,23 @@ type Correctness struct {
 type Tolerance struct {
 	Atol string `json:"atol"`
 	Rtol string `json:"rtol"`
+}
+
+// f16MaxFinite is float16's largest finite value.
+const f16MaxFinite = 65504
+
+// OutlierBound is the largest heavy-tailed outlier of an input verified
+// in dtype dt: OutlierMax (the generator's 96 when 0), and for a slot
+// whose output multiplies two inputs (OutlierProduct) in float16 at most
+// ⌊√65504⌋ = 255, the largest outlier whose honest square is finite
+// there. bfloat16 and float32 hold 4096² and more.
+func (s *Spec) OutlierBound(dt tensor.DType) float64 {
+	m := s.OutlierMax
+	if m <= 0 {
+		m = defaultOutlierMax
+	}
+	if s.OutlierProduct && dt == tensor.F16 {
+		m = min(m, math.Floor(math.Sqrt(f16MaxFinite)))
+	}
+	return m
 }

@@ -58,6 +58,8 @@ const (
 	// The runtime's audit hook (python/cacheon_runtime/audithook.py) now
 	// refuses most of these in Python before the sandbox sees them.
 	sandboxDenied = `(?i)(candidate raised|worker died|the runtime guard refused the candidate).*(permission|not permitted|denied|errno|EPERM|EACCES|refused|unavailable|resource|signal|killed)`
+	// A kernel honest only on verify's inputs, wrong on serving's.
+	servedTell = `rank 0, output out: (matched_ratio|allclose)`
 	// The runtime guard's finding (class tamper) at load and after a call.
 	guardAtLoad = `the runtime guard refused the candidate: importing kernel\.py: `
 	guardInCall = firstCall + `: the runtime guard refused the candidate: during the call: `
@@ -217,6 +219,14 @@ func adversarialCases() []adversarialCase {
 		{name: "eps_point_tell", verify: `output out: allclose worst element`},
 		{name: "decode_storage_tell", scan: `tensor-internals use of "t\.untyped_storage"`},
 		{name: "abc_register_laundered", verify: guardAtLoad + `a class was registered with numbers\.Real`},
+		// Red team, session 14 (class 3): global state changed through the
+		// standard library's registries and caches, with no store.
+		{name: "abc_subclass_register", scan: `global-mutation class Scalarish derives from numbers\.Real`,
+			verify: `the runtime guard refused the candidate`},
+		{name: "abc_subclasshook", scan: `global-mutation (class Scalarish derives from numbers\.Real|defining __subclasshook__)`,
+			verify: `the runtime guard refused the candidate`},
+		{name: "typing_cache_poison",
+			verify: `the runtime guard refused the candidate: importing silu\.py: typing's subscription cache \(_SpecialForm\.__getitem__\) holds an object of silu\.Liar`},
 		{name: "hidden_tile_silu", verify: `shape served-[0-9]+~ .*output out: allclose worst element`},
 		{name: "rmsnorm_single_block", verify: `shape served-4096~ .*output out: allclose worst element`},
 		{name: "retained_weight_drift", verify: `the runtime guard refused the candidate: after the case: the candidate kept a reference to input weight`},
@@ -242,6 +252,18 @@ func adversarialCases() []adversarialCase {
 		{name: "abcmeta_globals", scan: `dunder-access call to abc\.ABCMeta, a metaclass`},
 		{name: "forwardref_evaluate_exec", scan: `forbidden-builtin use of "_REF\._evaluate"`},
 		{name: "sdpa_offset_tell", allDTypes: true, verify: `output out: (allclose worst element|matched_ratio)`},
+		// Red team, session 14 (class 6): serving's inputs told apart from
+		// verify's by where the longest sequence sits, by the exact served
+		// scale on large shapes, by router weights in topk order.
+		{name: "decode_seqlen_tell", verify: servedTell},
+		{name: "decode_scale_tell", verify: servedTell},
+		{name: "sdpa_scale_tell", verify: servedTell},
+		{name: "moe_sorted_tell", verify: servedTell},
+		{name: "moe_finalize_layout_tell", verify: `rank 0, output out_(norm|residual): (matched_ratio|allclose)`},
+		// (class 7): wide shapes at prefill counts, outliers above 96.
+		{name: "silu_wide_prefill", verify: `shape served-[0-9]+@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element`},
+		{name: "rmsnorm_wide_prefill", verify: `shape served-4096@16 \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "silu_clamp_100", verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 		{name: "dc_init_op_packet", scan: `unbound-method "Knob\.__init__"`},
 		{name: "zero_page_tell_decode", verify: `output out: matched_ratio`},
 		{name: "fp16_square_overflow_rmsnorm", dtype: tensor.F16, verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},

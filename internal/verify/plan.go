@@ -24,10 +24,17 @@ const maxCaseElements = 4 << 20
 //  2. the smallest registered shape at count 1, at the slot's registered
 //     maximum (Spec.MaxCount) and at a count drawn over [1, MaxCount]
 //     (jitter alone keeps counts within ±25 % of the registered ones);
-//     and at the counts engines pad batches to (bucketCounts);
 //  3. the corners of the variant's declared numeric domain (domainShapes),
 //     so that a variant whose domain no registered shape reaches is still
-//     exercised, at its boundaries, and a point strictly inside it.
+//     exercised, at its boundaries, and a point strictly inside it;
+//  4. the smallest registered shape at the counts engines pad batches to
+//     (bucketCounts; after the corners since session 14, as the
+//     multiple-of-16 bucket now lies below 512, where declared token
+//     ranges are, and a variant wrong inside its domain is reported at
+//     the interior point, which is there to catch it);
+//  5. every wider registered shape and every served shape at a large
+//     count (wideCountShapes): the count sweep reaches the smallest width
+//     only.
 //
 // Shapes with the same dimensions as an earlier one are dropped.
 func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(slot.Dims) bool) []slot.Shape {
@@ -35,13 +42,19 @@ func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(sl
 	for i, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
 		out = append(out, slot.JitterShape(spec.Name, sh, seed, i))
 	}
-	if spec.Count != "" && spec.MaxCount > 0 {
-		base := spec.Shapes[0]
-		for _, n := range append([]int{1, spec.MaxCount, spec.CountDraw(seed)}, bucketCounts(spec.MaxCount, seed)...) {
-			out = append(out, spec.CountShape(base, n, strconv.Itoa(n)))
+	counts := spec.Count != "" && spec.MaxCount > 0
+	if counts {
+		for _, n := range []int{1, spec.MaxCount, spec.CountDraw(seed)} {
+			out = append(out, spec.CountShape(spec.Shapes[0], n, strconv.Itoa(n)))
 		}
 	}
 	out = append(out, domainShapes(spec, dom, fits, seed)...)
+	if counts {
+		for _, n := range bucketCounts(spec.MaxCount, seed) {
+			out = append(out, spec.CountShape(spec.Shapes[0], n, strconv.Itoa(n)))
+		}
+		out = append(out, wideCountShapes(spec)...)
+	}
 	var uniq []slot.Shape
 	for _, sh := range out {
 		dup := slices.ContainsFunc(uniq, func(u slot.Shape) bool { return maps.Equal(u.Dims, sh.Dims) })
@@ -213,9 +226,10 @@ func interiorDims(spec *slot.Spec, dom capability.Domain, base slot.Dims, seed u
 
 // bucketCounts returns the token counts serving engines pad batches to,
 // which jitter and the log-uniform draw almost never hit: a power of two
-// (at least 64 where the maximum allows) and a multiple of 16 that is not
-// one, both below the registered maximum, drawn from the seed. A kernel wrong only on such
-// counts (the CUDA-graph batch sizes) is caught.
+// (at least 64 where the maximum allows) below the registered maximum,
+// and a multiple of 16 that is not one below the maximum and below
+// graphMaxBucket, drawn from the seed. A kernel wrong only on such counts
+// (the CUDA-graph batch sizes) is caught.
 func bucketCounts(maxCount int, seed uint64) []int {
 	if maxCount <= 32 {
 		return nil
@@ -229,14 +243,25 @@ func bucketCounts(maxCount int, seed uint64) []int {
 		pows = append(pows, p)
 	}
 	out := []int{pows[splitmix(seed^0xb0c4)%uint64(len(pows))]}
+	hi := min(maxCount, graphMaxBucket)
 	for i := uint64(0); i < 16; i++ {
-		m := 16 * (2 + int(splitmix(seed^0x8a11+i)%uint64(maxCount/16-2)))
-		if m&(m-1) != 0 && m < maxCount {
+		m := 16 * (2 + int(splitmix(seed^0x8a11+i)%uint64(hi/16-2)))
+		if m&(m-1) != 0 && m < hi {
 			return append(out, m)
 		}
 	}
 	return out
 }
+
+// graphMaxBucket bounds the multiple-of-16 bucket count: engines capture
+// CUDA graphs for decode batches up to 512 (vLLM's and SGLang's largest
+// default capture sizes) and run larger batches, prefills, eagerly, so a
+// multiple of 16 above it is no padded size but one more large count
+// (tiny@MaxCount and the draw have those). Until session 14 it was drawn
+// up to the registered maximum, on average 2048 tokens of the count
+// sweep; the saving pays for the large counts at the wider widths
+// (wideCountShapes).
+const graphMaxBucket = 512
 
 // splitmix is one step of SplitMix64: a draw from a seed.
 func splitmix(x uint64) uint64 {
@@ -244,4 +269,55 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// wideCountElements bounds the count-dependent input elements of the
+// large-count shapes at the wider widths (wideCountShapes), and
+// wideMinCount is the smallest count such a shape runs at (a short
+// prefill; the served shapes' own counts are decode batches of 2 to 7).
+// The bound is well below maxCaseElements, as these shapes are many: at
+// the widest served silu width (D=14336) one token is 28672 input
+// elements, and a case costs verify about its input elements times its
+// six calls and three dtypes.
+const (
+	wideCountElements = 64 << 10
+	wideMinCount      = 8
+)
+
+// wideCountShapes puts the large counts at every width: each registered
+// shape but the count sweep's base (the first), then each served shape,
+// at the largest count halving down from MaxCount whose count-dependent
+// input elements fit wideCountElements, and at least wideMinCount. The
+// count sweep runs the base shape only, whose width is the smallest, and
+// the served shapes' own counts are a decode batch's 2 to 7: without
+// these, a kernel wrong only when N ≥ 8 and D ≥ 4096 (every prefill in
+// serving, silu_wide_prefill, rmsnorm_wide_prefill) passed. A shape is
+// left out when its registered count already reaches half that count
+// (the registered shape, jittered, is a large count at that width), and
+// when its count-independent inputs (weights, KV caches) alone exceed
+// wideCountElements: its reference work grows with the count times them
+// (decode's llama and long-context caches, the MoE expert weights).
+func wideCountShapes(spec *slot.Spec) []slot.Shape {
+	var out []slot.Shape
+	for _, sh := range append(slices.Clone(spec.Shapes[1:]), spec.ServedShapes...) {
+		one, err1 := spec.InputElements(spec.CountShape(sh, 1, "").Dims)
+		two, err2 := spec.InputElements(spec.CountShape(sh, 2, "").Dims)
+		per := two - one
+		if err1 != nil || err2 != nil || per <= 0 || one > wideCountElements {
+			continue
+		}
+		n := spec.MaxCount
+		for n > wideMinCount && n*per > wideCountElements {
+			n /= 2
+		}
+		if n <= 2*sh.Dims[spec.Count] {
+			continue
+		}
+		wide := spec.CountShape(sh, n, strconv.Itoa(n))
+		if all, err := spec.InputElements(wide.Dims); err != nil || all > maxCaseElements {
+			continue
+		}
+		out = append(out, wide)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,4 +103,170 @@ func keys(m map[string]slot.Dims) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestWideCountShapes: the count sweep reaches every width, not only the
+// smallest: each wider registered shape and each served shape runs at a
+// large count (the largest halving of MaxCount whose count-dependent
+// inputs fit wideCountElements, at least wideMinCount), after every other
+// shape; a shape whose registered count already reaches it, or whose
+// count-independent inputs (KV caches, expert weights) alone exceed the
+// bound, gets none.
+func TestWideCountShapes(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		slot string
+		// want: shape name -> count; absent: names that must not run.
+		want   map[string]int
+		absent []string
+	}{
+		{"activation.silu_and_mul",
+			// 64 Ki elements: 2*D per token; the served widths at D >= 4096
+			// run at the minimum 8 (silu_wide_prefill).
+			map[string]int{"served-128@256": 256, "served-256@128": 128, "served-7168@8": 8, "served-8192@8": 8, "served-14336@8": 8},
+			[]string{"mlp@32", "mlp@64", "wide@8", "wide@16"}}, // registered counts 64 and 33 reach them
+		{"norm.rmsnorm",
+			map[string]int{"odd@64": 64, "served-128@512": 512, "served-4096@16": 16}, // rmsnorm_wide_prefill
+			[]string{"hidden@32"}},
+		{"attention.sdpa",
+			map[string]int{"bidirectional@64": 64, "served-d32@256": 256},
+			[]string{"prefill-gqa@64", "chunked-mqa@16"}},
+		{"attention.decode",
+			map[string]int{"mqa-page1@128": 128, "served-d32@256": 256},
+			[]string{"llama@8", "long-context@64"}}, // caches beyond the bound
+		{"moe.fused_experts", nil, []string{"mixtral-like@64", "many-experts@128"}}, // weights beyond the bound
+	}
+	for _, tt := range tests {
+		t.Run(tt.slot, func(t *testing.T) {
+			spec, ok := cat.Lookup(tt.slot)
+			if !ok {
+				t.Fatal("no slot")
+			}
+			shapes := rowShapes(spec, capability.Domain{}, 1, func(slot.Dims) bool { return true })
+			at := map[string]int{}
+			firstWide := -1
+			for i, sh := range shapes {
+				at[sh.Name] = i
+				if _, want := tt.want[sh.Name]; want && firstWide < 0 {
+					firstWide = i
+				}
+			}
+			for name, n := range tt.want {
+				i, ok := at[name]
+				if !ok {
+					t.Errorf("no shape %s among %v", name, names(shapes))
+					continue
+				}
+				if got := shapes[i].Dims[spec.Count]; got != n {
+					t.Errorf("%s: %s = %d, want %d", name, spec.Count, got, n)
+				}
+			}
+			for _, name := range tt.absent {
+				if _, ok := at[name]; ok {
+					t.Errorf("unexpected shape %s", name)
+				}
+			}
+			// The wide shapes come last.
+			if firstWide >= 0 {
+				for _, sh := range shapes[firstWide:] {
+					if _, want := tt.want[sh.Name]; !want {
+						t.Errorf("shape %s after the wide-count shapes %v", sh.Name, names(shapes[firstWide:]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEveryWidthAtLargeCount: in every slot, each width the registered and
+// served shapes stand for runs at a count of at least wideMinCount, unless
+// its count-independent inputs alone exceed wideCountElements.
+func TestEveryWidthAtLargeCount(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range cat.Specs() {
+		shapes := rowShapes(spec, capability.Domain{}, 7, func(slot.Dims) bool { return true })
+		for _, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
+			if one, _ := spec.InputElements(spec.CountShape(sh, 1, "").Dims); one > wideCountElements {
+				continue
+			}
+			best := 0
+			for _, g := range shapes {
+				if sameWidth(spec, g.Dims, sh) {
+					best = max(best, g.Dims[spec.Count])
+				}
+			}
+			if best < wideMinCount {
+				t.Errorf("%s: shape %s's width runs at %s <= %d only", spec.Name, sh.Name, spec.Count, best)
+			}
+		}
+		for _, g := range shapes {
+			if n, err := spec.InputElements(g.Dims); err != nil || n > max(maxCaseElements, registeredElements(spec)) {
+				t.Errorf("%s: shape %s has %d input elements (%v)", spec.Name, g.Name, n, err)
+			}
+		}
+	}
+}
+
+// sameWidth: d differs from sh at most in the count and sh's jittered
+// dimensions.
+func sameWidth(spec *slot.Spec, d slot.Dims, sh slot.Shape) bool {
+	if len(d) != len(sh.Dims) {
+		return false
+	}
+	for k, v := range d {
+		if k != spec.Count && !slices.Contains(sh.Jitter, k) && sh.Dims[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// registeredElements is the largest input of a registered shape (a few
+// decode and MoE shapes exceed maxCaseElements by their caches and weights).
+func registeredElements(spec *slot.Spec) int {
+	m := 0
+	for _, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
+		for _, n := range []int{sh.Dims[spec.Count], sh.Dims[spec.Count] + max(1, sh.Dims[spec.Count]/4)} {
+			if e, err := spec.InputElements(spec.CountShape(sh, n, "").Dims); err == nil {
+				m = max(m, e)
+			}
+		}
+	}
+	return m
+}
+
+func names(shapes []slot.Shape) []string {
+	var out []string
+	for _, sh := range shapes {
+		out = append(out, sh.Name)
+	}
+	return out
+}
+
+// TestBucketCounts: a power of two (at least 64 where the maximum is above
+// 64) below the registered maximum, and a multiple of 16 that is not one,
+// below the maximum and below graphMaxBucket (the largest CUDA-graph
+// batch engines pad to).
+func TestBucketCounts(t *testing.T) {
+	for _, maxCount := range []int{64, 256, 512, 1024, 4096} {
+		for seed := uint64(0); seed < 200; seed++ {
+			b := bucketCounts(maxCount, seed)
+			if len(b) != 2 {
+				t.Fatalf("max %d seed %d: %v, want two counts", maxCount, seed, b)
+			}
+			pow, m := b[0], b[1]
+			if pow&(pow-1) != 0 || pow >= maxCount || (maxCount > 64 && pow < 64) {
+				t.Errorf("max %d seed %d: power-of-two bucket %d", maxCount, seed, pow)
+			}
+			if m%16 != 0 || m&(m-1) == 0 || m >= min(maxCount, graphMaxBucket) || m < 32 {
+				t.Errorf("max %d seed %d: multiple-of-16 bucket %d", maxCount, seed, m)
+			}
+		}
+	}
 }

@@ -1,0 +1,173 @@
+package slot
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"cacheon/internal/tensor"
+)
+
+// The argument generators: what each Arg.Gen draws for a case (see
+// rng.go for the streams and the reproduction rules).
+
+// values runs argument a's generator.
+func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
+	n := numel(shape)
+	last := 1
+	if len(shape) > 0 {
+		last = shape[len(shape)-1]
+	}
+	bound := 0
+	if a.Range != "" {
+		v, err := EvalDim(a.Range, c.Dims)
+		if err != nil {
+			return nil, err
+		}
+		bound = v
+	}
+	switch a.Gen {
+	case "values", "":
+		v := g.fill(c.Dist, n, last, c.Spec.OutlierBound(dt))
+		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's gemm_out (rowmap.go)
+			return nil, err
+		}
+		return tensor.FromFloat64(dt, shape, v)
+	case "norm_weight":
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = 1 + 0.25*g.normal()
+		}
+		return tensor.FromFloat64(dt, shape, v)
+	case "linear_weight":
+		v := make([]float64, n)
+		scale := 1 / math.Sqrt(float64(max(1, last)))
+		for i := range v {
+			v[i] = g.normal() * scale
+		}
+		return tensor.FromFloat64(dt, shape, v)
+	case "topk_weights":
+		// Positive router weights: normalized per row (softmax of normals)
+		// in even calls of the case (case index plus replay), unnormalized
+		// in odd ones (uniform in [0.05, 2), rows summing below or above
+		// one, as models that skip renormalization or scale the routed
+		// experts give them). The contract takes either.
+		//
+		// In most cases (three in four, drawn per case from the stream of
+		// argument NAME+".order", the same in every call) each row is in
+		// descending order, as the engine hands over torch.topk's output; in
+		// the rest rows keep the order they are drawn in (the contract
+		// takes any). A kernel honest only when some row is out of order
+		// passed while verify's rows never were sorted (moe_sorted_tell).
+		// The ids are drawn independently of the weights in a uniformly
+		// random order, so sorting the weights alone pairs them with the
+		// ids as well as permuting the ids to match would; under skewed
+		// routing the hot expert (first slot) then carries the largest
+		// weight, as a trained router's top choice does.
+		v := make([]float64, n)
+		normalized := (c.Index+c.Replay)%2 == 0
+		sorted := c.routerSorted(a)
+		for row := 0; row < n/last; row++ {
+			sum := 0.0
+			for j := 0; j < last; j++ {
+				if normalized {
+					v[row*last+j] = math.Exp(g.normal())
+				} else {
+					v[row*last+j] = 0.05 + 1.95*g.uniform()
+				}
+				sum += v[row*last+j]
+			}
+			for j := 0; normalized && j < last; j++ {
+				v[row*last+j] /= sum
+			}
+			if sorted {
+				sort.Sort(sort.Reverse(sort.Float64Slice(v[row*last : (row+1)*last])))
+			}
+		}
+		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's scales (rowmap.go)
+			return nil, err
+		}
+		return tensor.FromFloat64(dt, shape, v)
+	case "topk_ids":
+		// Distinct ids per row from [0, bound): partial Fisher–Yates.
+		// Every third call of a case (case index plus replay) routes
+		// skewed, as trained routers do: one hot expert (drawn per call)
+		// takes the first slot of 90 % of the tokens, so one expert gets
+		// far more than the mean load and others none (a kernel that
+		// drops pairs beyond a capacity is caught).
+		if last > bound {
+			return nil, fmt.Errorf("top_k %d exceeds %d experts", last, bound)
+		}
+		v := make([]int64, n)
+		skewed := (c.Index+c.Replay)%3 == 2
+		hot := g.intn(bound)
+		for row := 0; row < n/last; row++ {
+			p := g.perm(bound)
+			if skewed && g.uniform() < 0.9 {
+				for j := range p {
+					if p[j] == hot {
+						p[0], p[j] = p[j], p[0]
+						break
+					}
+				}
+			}
+			for j := 0; j < last; j++ {
+				v[row*last+j] = int64(p[j])
+			}
+		}
+		return tensor.FromInt64(dt, shape, v)
+	case "seq_lens":
+		// Uniform in [1, bound]. In half the calls (a coin from the call's
+		// stream) one row, at a position drawn from the stream, is the
+		// maximum and another (if any), also drawn, is 1, so both edges
+		// are covered in most cases; in the other half every length is
+		// drawn. Until session 14 row 0 was always the maximum and row 1
+		// always 1, and a kernel honest only when seq_lens[0] was the
+		// maximum passed (decode_seqlen_tell).
+		if bound < 1 {
+			return nil, fmt.Errorf("seq_lens bound %d < 1", bound)
+		}
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(1 + g.intn(bound))
+		}
+		if n > 0 && g.uniform() < 0.5 {
+			i := g.intn(n)
+			v[i] = int64(bound)
+			if n > 1 {
+				j := g.intn(n - 1)
+				if j >= i {
+					j++
+				}
+				v[j] = 1
+			}
+		}
+		return tensor.FromInt64(dt, shape, v)
+	case "block_table":
+		// Every entry is a valid page id: a random permutation of the
+		// pages, cycled from a random offset. Entries past a sequence's
+		// length are valid pages holding other data, so a kernel that
+		// ignores seq_lens reads wrong values rather than faulting.
+		if bound < 1 {
+			return nil, fmt.Errorf("page count %d < 1", bound)
+		}
+		p := g.perm(bound)
+		off := g.intn(bound)
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(p[(off+i)%bound])
+		}
+		return tensor.FromInt64(dt, shape, v)
+	case "row_map": // serving's K-major map in most cases (rowmap.go)
+		return c.rowMapValues(g, dt, shape, n, bound)
+	}
+	return nil, fmt.Errorf("unknown generator %q", a.Gen)
+}
+
+// routerSorted reports whether router weight argument a is drawn in
+// descending order per row in this case: three cases in four, from a
+// stream of the case (replay 0) of its own, so every call of a case
+// agrees and no fixed position in a row marks either layout.
+func (c *Case) routerSorted(a Arg) bool {
+	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".order").uniform() < 0.75
+}

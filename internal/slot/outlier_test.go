@@ -1,0 +1,82 @@
+package slot
+
+import (
+	"math"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+// TestOutlierBound: the activation, the norms and all_reduce draw
+// heavy-tailed outliers up to 4096 (silu_clamp_100, massive activations),
+// silu_and_mul's in float16 only up to 255 (an honest gate·up product of
+// two outliers stays finite), and the slots that contract their inputs
+// through dot products keep the generator's 96.
+func TestOutlierBound(t *testing.T) {
+	c := catalog(t)
+	tests := []struct {
+		slot string
+		dt   tensor.DType
+		want float64
+	}{
+		{"activation.silu_and_mul", tensor.BF16, 4096},
+		{"activation.silu_and_mul", tensor.F32, 4096},
+		{"activation.silu_and_mul", tensor.F16, 255},
+		{"norm.rmsnorm", tensor.F16, 4096},
+		{"collective.ar_residual_rmsnorm", tensor.BF16, 4096},
+		{"collective.moe_finalize_ar_rmsnorm", tensor.F32, 4096},
+		{"collective.all_reduce", tensor.F16, 4096},
+		{"attention.sdpa", tensor.F32, 96},
+		{"attention.decode", tensor.BF16, 96},
+		{"attention.msa_block_score", tensor.F32, 96},
+		{"attention.msa_prefill_block_score", tensor.F32, 96},
+		{"moe.fused_experts", tensor.F16, 96},
+		{"moe.fused_experts_reduce", tensor.BF16, 96},
+	}
+	for _, tt := range tests {
+		s, ok := c.Lookup(tt.slot)
+		if !ok {
+			t.Fatalf("no slot %s", tt.slot)
+		}
+		if got := s.OutlierBound(tt.dt); got != tt.want {
+			t.Errorf("%s %s: OutlierBound = %g, want %g", tt.slot, tt.dt, got, tt.want)
+		}
+	}
+}
+
+// TestSiluOutliers: silu_and_mul's heavy-tailed inputs reach past a clamp
+// at ±100 in every dtype, and in float16 every honest product
+// silu(gate)·up of the rounded inputs is finite there.
+func TestSiluOutliers(t *testing.T) {
+	s, _ := catalog(t).Lookup("activation.silu_and_mul")
+	sh := Shape{Name: "t", Dims: Dims{"N": 256, "D": 512}}
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} {
+		c, err := s.NewCase(CaseParams{Seed: 3, Shape: sh, DType: dt, Dist: HeavyTailed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := c.Ranks[0]["x"].Float64s()
+		big, most := 0, 0.0
+		for _, v := range x {
+			most = max(most, math.Abs(v))
+			if math.Abs(v) > 100 {
+				big++
+			}
+		}
+		if big == 0 || most > s.OutlierBound(dt) {
+			t.Errorf("%s: %d inputs above 100, largest %g (bound %g)", dt, big, most, s.OutlierBound(dt))
+		}
+		if dt != tensor.F16 {
+			continue
+		}
+		d := 512
+		for r := 0; r < 256; r++ {
+			for j := 0; j < d; j++ {
+				g, u := x[r*2*d+j], x[r*2*d+d+j]
+				if p := g / (1 + math.Exp(-g)) * u; math.Abs(p) > 65504 {
+					t.Fatalf("float16 product silu(%g)·%g = %g overflows", g, u, p)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package slot
+
+import (
+	"maps"
+	"math"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+// The tests of this file show that verify's inputs look like served ones
+// where serving is fixed (issue 16, class 6): a kernel cannot tell a
+// graded call from a served one by the layout of seq_lens, by an exact
+// served scalar or by sorted router weights.
+
+// TestServedScalarOnLargeShapes: on a row's large shapes (the slot's
+// registered maximum count) the value serving passes (sm_scale and the
+// msa scale exactly rsqrt(D), eps exactly 1e-5) is graded in half the
+// points past the first, at positions that move with the seed; before
+// session 14 rsqrt(D) came only at point 0, on the row's first (small)
+// shape (sdpa_scale_tell, decode_scale_tell).
+func TestServedScalarOnLargeShapes(t *testing.T) {
+	c := catalog(t)
+	tests := []struct {
+		slot, scalar string
+		served       func(d Dims) float64
+	}{
+		{"attention.sdpa", "sm_scale", func(d Dims) float64 { return 1 / math.Sqrt(float64(d["D"])) }},
+		{"attention.decode", "sm_scale", func(d Dims) float64 { return 1 / math.Sqrt(float64(d["D"])) }},
+		{"attention.msa_prefill_block_score", "scale", func(d Dims) float64 { return 1 / math.Sqrt(float64(d["D"])) }},
+		{"norm.rmsnorm", "eps", func(Dims) float64 { return 1e-5 }},
+		{"collective.ar_residual_rmsnorm", "eps", func(Dims) float64 { return 1e-5 }},
+		{"collective.moe_finalize_ar_rmsnorm", "eps", func(Dims) float64 { return 1e-5 }},
+	}
+	const points = 14
+	for _, tc := range tests {
+		s, ok := c.Lookup(tc.slot)
+		if !ok {
+			t.Fatalf("no slot %s", tc.slot)
+		}
+		for _, base := range []Shape{s.Shapes[len(s.Shapes)-1], s.CountShape(s.Shapes[0], s.MaxCount, "max")} {
+			want := tc.served(base.Dims)
+			servedAt := make([]int, points)
+			var arg Arg
+			for _, a := range s.Args {
+				if a.Name == tc.scalar {
+					arg = a
+				}
+			}
+			for seed := uint64(1); seed <= 16; seed++ {
+				hits := 0
+				for point := 1; point <= points; point++ {
+					// scalarValue is what NewCase stores in Scalars (the
+					// inputs of these shapes are too large to draw 200 times)
+					v, err := s.scalarValue(arg, base.Dims, CaseParams{Seed: seed, Shape: base, Index: point, ScalarPoint: point})
+					if err != nil {
+						t.Fatalf("%s %s: %v", tc.slot, base.Name, err)
+					}
+					if v == want {
+						hits++
+						servedAt[point-1]++
+					}
+				}
+				if hits != points/2 {
+					t.Errorf("%s %s seed %d: %s = %g at %d of points 1..%d, want %d", tc.slot, base.Name, seed,
+						tc.scalar, want, hits, points, points/2)
+				}
+			}
+			for i, k := range servedAt {
+				if k == 0 || k == 16 {
+					t.Errorf("%s %s: point %d served in %d of 16 seeds, want it to vary", tc.slot, base.Name, i+1, k)
+				}
+			}
+		}
+	}
+}
+
+// TestSeqLensEdgesMove: the maximum and 1 rows of seq_lens sit at
+// positions drawn from the seed, in some calls only; before session 14
+// row 0 was always the maximum and row 1 always 1 (decode_seqlen_tell).
+func TestSeqLensEdgesMove(t *testing.T) {
+	c := catalog(t)
+	for _, name := range []string{"attention.decode", "attention.msa_block_score"} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := c.Lookup(name)
+			arg, _ := s.arg("seq_lens")
+			sh := s.CountShape(s.Shapes[0], 12, "12")
+			bound, err := EvalDim(arg.Range, sh.Dims)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxAt, oneAt := map[int]int{}, map[int]int{}
+			calls, withMax, firstIsMax := 0, 0, 0
+			for seed := uint64(1); seed <= 12; seed++ {
+				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: tensor.F32, Index: int(seed)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for replay := 0; replay < 6; replay++ {
+					if replay > 0 {
+						if err := cs.Refresh(replay); err != nil {
+							t.Fatal(err)
+						}
+					}
+					v, err := cs.Ranks[0]["seq_lens"].Int64s()
+					if err != nil {
+						t.Fatal(err)
+					}
+					calls++
+					hasMax := false
+					for i, l := range v {
+						if l < 1 || l > int64(bound) {
+							t.Fatalf("seq_lens[%d] = %d outside [1, %d]", i, l, bound)
+						}
+						if l == int64(bound) {
+							maxAt[i]++
+							hasMax = true
+						}
+						if l == 1 {
+							oneAt[i]++
+						}
+					}
+					if hasMax {
+						withMax++
+					}
+					if v[0] == int64(bound) {
+						firstIsMax++
+					}
+				}
+			}
+			if len(maxAt) < 6 || len(oneAt) < 6 {
+				t.Errorf("the maximum sat at %d positions and 1 at %d of 12 over %d calls, want them to move", len(maxAt), len(oneAt), calls)
+			}
+			if withMax == calls || withMax < calls/4 {
+				t.Errorf("%d of %d calls hold a row at the maximum %d, want some but not all", withMax, calls, bound)
+			}
+			if firstIsMax > calls/4 {
+				t.Errorf("seq_lens[0] is the maximum in %d of %d calls", firstIsMax, calls)
+			}
+		})
+	}
+}
+
+// TestRouterWeightsSorted: in most cases (drawn per case) every row of the
+// router weights is in descending order, as torch.topk hands them to
+// the slot; other cases keep unsorted rows; every call of a case agrees.
+// moe_finalize's scales come from the same generator.
+func TestRouterWeightsSorted(t *testing.T) {
+	c := catalog(t)
+	tests := []struct{ slot, arg string }{
+		{"moe.fused_experts", "topk_weights"},
+		{"moe.fused_experts_reduce", "topk_weights"},
+		{"collective.moe_finalize_ar_rmsnorm", "scales"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.slot, func(t *testing.T) {
+			s, _ := c.Lookup(tc.slot)
+			// the second shape's 48 rows (an unsorted case is all sorted
+			// by chance at odds below 2^-48) with narrow experts
+			sh := Shape{Name: "rows", Dims: maps.Clone(s.Shapes[1].Dims)}
+			sh.Dims["H"] = 64
+			if _, ok := sh.Dims["I"]; ok {
+				sh.Dims["I"] = 32
+			}
+			sortedRows := func(cs *Case) bool {
+				w := cs.Ranks[0][tc.arg].Float64s()
+				k := cs.Dims["K"]
+				for row := 0; row < len(w)/k; row++ {
+					for j := 1; j < k; j++ {
+						if w[row*k+j] > w[row*k+j-1] {
+							return false
+						}
+					}
+				}
+				return true
+			}
+			const cases = 40
+			sorted := 0
+			byIndex := map[int]map[bool]bool{0: {}, 1: {}}
+			for i := 0; i < cases; i++ {
+				cs, err := s.NewCase(CaseParams{Seed: uint64(1 + i), Shape: sh, DType: tensor.F32, Index: i % 2, WorldSize: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := sortedRows(cs)
+				byIndex[i%2][got] = true
+				if got {
+					sorted++
+				}
+				for replay := 1; replay < 3; replay++ {
+					if err := cs.Refresh(replay); err != nil {
+						t.Fatal(err)
+					}
+					if sortedRows(cs) != got {
+						t.Fatalf("case %d: call %d sorted %v, call 0 %v", i, replay, !got, got)
+					}
+				}
+			}
+			if sorted < cases/2 || sorted == cases {
+				t.Errorf("%d of %d cases sorted, want most but not all", sorted, cases)
+			}
+			for i, seen := range byIndex {
+				if len(seen) != 2 {
+					t.Errorf("case %d of a row is sorted=%v whatever the seed", i, seen)
+				}
+			}
+		})
+	}
+}
