@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,7 +261,7 @@ func TestRequestsDeterministic(t *testing.T) {
 	}
 	same := func(a, b Wave) bool {
 		for i := range a.Requests {
-			if !equalInts(a.Requests[i].Prompt, b.Requests[i].Prompt) {
+			if !slices.Equal(a.Requests[i].Prompt, b.Requests[i].Prompt) {
 				return false
 			}
 		}
@@ -285,21 +286,9 @@ func TestRequestsDeterministic(t *testing.T) {
 	}
 	// A golden first prompt pins the generator across Go versions.
 	goldenPrompt := []int{41, 61, 492, 500}
-	if got := w1.Requests[0].Prompt[:4]; !equalInts(got, goldenPrompt) {
+	if got := w1.Requests[0].Prompt[:4]; !slices.Equal(got, goldenPrompt) {
 		t.Fatalf("first prompt tokens %v, golden %v (the request stream changed: every arena read changes with it)", got, goldenPrompt)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestMedian(t *testing.T) {

@@ -1,6 +1,7 @@
 package slot
 
 import (
+	"slices"
 	"testing"
 
 	"cacheon/internal/tensor"
@@ -124,7 +125,7 @@ func TestFinalizeServedLayout(t *testing.T) {
 						}
 						if !kMajor && cs.Dims["T"] > 1 {
 							again, _ := cs.Ranks[0]["row_map"].Int64s()
-							if equalInts(first, again) {
+							if slices.Equal(first, again) {
 								t.Errorf("seed %d case %d call %d: the general row_map repeats call 0's", seed, idx, replay)
 							}
 						}
@@ -170,16 +171,4 @@ func TestFinalizeLayoutOnlyFinalize(t *testing.T) {
 			t.Errorf("%s has a finalize layout", name)
 		}
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
