@@ -442,6 +442,7 @@ func moeFinalizeARRMSNorm() *Spec {
 			{Name: "deep", Dims: Dims{"T": 40, "PAD": 8, "K": 4, "H": 1024}, Jitter: []string{"T"}},
 		},
 		Count: "T", MaxCount: 1024,
+		ServingPad:   &ServingPad{Dim: "PAD", Of: "T", Multiple: 8},
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
 		Correctness:  matched("0.99"),
 		fields:       map[string]string{"num_tokens": "T", "hidden_dim": "H", "top_k": "K", "world_size": "WS"},

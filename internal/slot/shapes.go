@@ -2,6 +2,7 @@ package slot
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -179,4 +180,35 @@ func (s *Spec) InputElements(d Dims) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// ServingPad says how the serving engine pads a slot's rows: dimension
+// Dim is what takes Of up to the next multiple of Multiple (moe_finalize's
+// PAD: the deep MoE path pads T to a multiple of 8, stock.DEEP_PAD).
+type ServingPad struct {
+	Dim, Of  string
+	Multiple int
+}
+
+// PadShape gives a shape serving's padding in three shapes of four, a coin
+// from the seed per shape name, and keeps the registered padding in the
+// rest (the contract allows any): with the registered PAD alone, T+PAD
+// was never a multiple of 8 with PAD below 8 once T ≥ 8, which every
+// served call is, and a kernel keyed on that passed. Shapes of slots
+// without ServingPad are returned as they are.
+func (s *Spec) PadShape(sh Shape, seed uint64) Shape {
+	p := s.ServingPad
+	if p == nil || p.Multiple <= 0 {
+		return sh
+	}
+	of, ok := sh.Dims[p.Of]
+	if _, has := sh.Dims[p.Dim]; !ok || !has {
+		return sh
+	}
+	if newStream(seed, s.Name, sh.Name, 0, 0, 0, "serving_pad").uniform() >= 0.75 {
+		return sh
+	}
+	out := Shape{Name: sh.Name, Dims: maps.Clone(sh.Dims), Jitter: sh.Jitter}
+	out.Dims[p.Dim] = (p.Multiple - of%p.Multiple) % p.Multiple
+	return out
 }

@@ -175,6 +175,9 @@ type Spec struct {
 	// an honest kernel's error there stays relative to each element. Not
 	// part of the Contract projection either.
 	OutlierMax float64
+	// ServingPad, when set, is how serving pads a dimension (see
+	// ServingPad and Spec.PadShape).
+	ServingPad *ServingPad
 	// OutlierProduct marks a slot whose output multiplies two of its
 	// inputs elementwise (silu_and_mul's gate·up): an honest product of
 	// two outliers must stay finite, so in float16 the outliers stop at

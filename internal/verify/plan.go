@@ -36,6 +36,9 @@ const maxCaseElements = 4 << 20
 //     count (wideCountShapes): the count sweep reaches the smallest width
 //     only.
 //
+// A slot whose serving pads a dimension (Spec.ServingPad: moe_finalize's
+// PAD) gets serving's padding in three shapes of four (Spec.PadShape).
+//
 // Shapes with the same dimensions as an earlier one are dropped.
 func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(slot.Dims) bool) []slot.Shape {
 	var out []slot.Shape
@@ -57,6 +60,7 @@ func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(sl
 	}
 	var uniq []slot.Shape
 	for _, sh := range out {
+		sh = spec.PadShape(sh, seed) // serving's padding, most of the time
 		dup := slices.ContainsFunc(uniq, func(u slot.Shape) bool { return maps.Equal(u.Dims, sh.Dims) })
 		if !dup {
 			uniq = append(uniq, sh)

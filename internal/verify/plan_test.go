@@ -220,6 +220,9 @@ func sameWidth(spec *slot.Spec, d slot.Dims, sh slot.Shape) bool {
 		return false
 	}
 	for k, v := range d {
+		if spec.ServingPad != nil && k == spec.ServingPad.Dim {
+			continue // padding is no width (Spec.PadShape)
+		}
 		if k != spec.Count && !slices.Contains(sh.Jitter, k) && sh.Dims[k] != v {
 			return false
 		}
