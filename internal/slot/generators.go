@@ -34,9 +34,18 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "norm_weight":
+		// Around one; in half the cases (a coin per case from the stream
+		// of argument NAME+".ones" at replay 0) exactly one everywhere, as
+		// an arena without a checkpoint initialises its norms: an rmsnorm
+		// honest only when the weight was not all ones passed
+		// (rmsnorm_ones_weight_tell).
 		v := make([]float64, n)
+		ones := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".ones").uniform() < 0.5
 		for i := range v {
-			v[i] = 1 + 0.25*g.normal()
+			v[i] = 1
+			if !ones {
+				v[i] += 0.25 * g.normal()
+			}
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "linear_weight":
@@ -47,11 +56,15 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_weights":
-		// Positive router weights: normalized per row (softmax of normals)
-		// in even calls of the case (case index plus replay), unnormalized
-		// in odd ones (uniform in [0.05, 2), rows summing below or above
-		// one, as models that skip renormalization or scale the routed
-		// experts give them). The contract takes either.
+		// Positive router weights, by call (case index plus replay, mod
+		// 3): normalized per row (softmax of normals over the K slots);
+		// unnormalized (uniform in [0.05, 2), rows summing below or above
+		// one, as models that scale the routed experts give them); or the
+		// K largest of a softmax over all the experts (E, else 4·K), not
+		// renormalized, so every row sums below one, as the engine's
+		// router hands them over (a fused MoE honest only when some row
+		// summed to one or more passed: moe_router_mass_tell). The
+		// contract takes any.
 		//
 		// In most cases (three in four, drawn per case from the stream of
 		// argument NAME+".order", the same in every call) each row is in
@@ -65,23 +78,46 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// routing the hot expert (first slot) then carries the largest
 		// weight, as a trained router's top choice does.
 		v := make([]float64, n)
-		normalized := (c.Index+c.Replay)%2 == 0
+		mode := (c.Index + c.Replay) % 3
 		sorted := c.routerSorted(a)
+		experts := c.Dims["E"]
+		if experts <= last {
+			experts = 4 * last
+		}
+		probs := make([]float64, experts)
 		for row := 0; row < n/last; row++ {
-			sum := 0.0
-			for j := 0; j < last; j++ {
-				if normalized {
-					v[row*last+j] = math.Exp(g.normal())
-				} else {
-					v[row*last+j] = 0.05 + 1.95*g.uniform()
+			w := v[row*last : (row+1)*last]
+			switch mode {
+			case 2:
+				sum := 0.0
+				for e := range probs {
+					probs[e] = math.Exp(g.normal())
+					sum += probs[e]
 				}
-				sum += v[row*last+j]
-			}
-			for j := 0; normalized && j < last; j++ {
-				v[row*last+j] /= sum
+				sort.Sort(sort.Reverse(sort.Float64Slice(probs)))
+				for j := range w {
+					w[j] = probs[j] / sum
+				}
+				for j := len(w) - 1; j > 0; j-- { // topk's order is restored below when sorted
+					k := g.intn(j + 1)
+					w[j], w[k] = w[k], w[j]
+				}
+			case 1:
+				for j := range w {
+					w[j] = 0.05 + 1.95*g.uniform()
+				}
+			default:
+				sum := 0.0
+				for j := range w {
+					w[j] = math.Exp(g.normal())
+					sum += w[j]
+				}
+				for j := range w {
+					w[j] /= sum
+				}
 			}
 			if sorted {
-				sort.Sort(sort.Reverse(sort.Float64Slice(v[row*last : (row+1)*last])))
+				sort.Sort(sort.Reverse(sort.Float64Slice(w)))
 			}
 		}
 		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's scales (rowmap.go)

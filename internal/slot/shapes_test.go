@@ -150,18 +150,20 @@ func TestScalarPoints(t *testing.T) {
 	}
 }
 
-// TestRouterWeights: the router weights are normalized in even calls of a
-// case and unnormalized (positive, rows not summing to one) in odd ones.
+// TestRouterWeights: by call (case index plus replay, mod 3) the router
+// weights are normalized, unnormalized (rows not summing to one), or the
+// top K of a softmax over the experts (every row summing below one, each
+// weight below one: what the engine's router hands over).
 func TestRouterWeights(t *testing.T) {
 	s, _ := catalog(t).Lookup("moe.fused_experts")
 	cs, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[1], DType: tensor.F32, Index: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sums := func() (allOne bool, positive bool) {
+	sums := func() (allOne, allBelow, positive bool) {
 		w := cs.Ranks[0]["topk_weights"].Float64s()
 		k := cs.Dims["K"]
-		allOne, positive = true, true
+		allOne, allBelow, positive = true, true, true
 		for row := 0; row < len(w)/k; row++ {
 			sum := 0.0
 			for _, v := range w[row*k : (row+1)*k] {
@@ -169,18 +171,20 @@ func TestRouterWeights(t *testing.T) {
 				positive = positive && v > 0
 			}
 			allOne = allOne && math.Abs(sum-1) < 1e-5
+			allBelow = allBelow && sum < 1-1e-5
 		}
-		return allOne, positive
+		return allOne, allBelow, positive
 	}
-	for replay := 0; replay < 4; replay++ {
+	for replay := 0; replay < 6; replay++ {
 		if replay > 0 {
 			if err := cs.RefreshAs(replay, Sparse); err != nil {
 				t.Fatal(err)
 			}
 		}
-		one, pos := sums()
-		if !pos || one != (replay%2 == 0) {
-			t.Errorf("call %d: rows sum to one: %v, positive: %v; want normalized only in even calls", replay, one, pos)
+		one, below, pos := sums()
+		mode := replay % 3
+		if !pos || one != (mode == 0) || (mode == 2 && !below) || (mode == 1 && below) {
+			t.Errorf("call %d: rows sum to one: %v, all below one: %v, positive: %v; want mode %d", replay, one, below, pos, mode)
 		}
 	}
 	if cs.Dist != Sparse {

@@ -261,6 +261,8 @@ func adversarialCases() []adversarialCase {
 		{name: "moe_sorted_tell", verify: servedTell},
 		{name: "moe_finalize_layout_tell", verify: `rank 0, output out_(norm|residual): (matched_ratio|allclose)`},
 		{name: "moe_finalize_pad_tell", verify: `rank 0, output out_(norm|residual): (matched_ratio|allclose)`},
+		{name: "moe_router_mass_tell", verify: servedTell},
+		{name: "rmsnorm_ones_weight_tell", allDTypes: true, verify: servedTell},
 		// (class 7): wide shapes at prefill counts, outliers above 96.
 		{name: "silu_wide_prefill", verify: `shape served-[0-9]+@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element`},
 		{name: "rmsnorm_wide_prefill", verify: `shape served-4096@16 \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
