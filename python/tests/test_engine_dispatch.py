@@ -372,6 +372,23 @@ class DispatchTests(unittest.TestCase):
         eng.d.safety.guard.quick = lambda *g: "a mode is active"
         with self.assertRaisesRegex(RuntimeError, "poisoned target: a mode is active"):
             eng.generate({"requests": self.reqs})
+        # C: the calls no variant admits pay it too (else a candidate with a
+        # narrow domain would read faster than B by the harness alone), and
+        # a finding there is the candidate's, whose code is loaded
+        dom = {"capabilities": {"num_tokens": {"max": 1}, "phase": {"one_of": ["decode"]}}}
+        eng = self.engine("llama", self.b.stack("rms_good", rms_good=dom), poison=["norm.rmsnorm"])
+        quick, calls = eng.d.safety.guard.quick, []
+        # (counting the checks around calls: the full check after a
+        # request, which runs where candidates are loaded, passes none)
+        eng.d.safety.guard.quick = lambda *g: (g and calls.append(1)) or quick(*g)
+        eng.generate({"requests": self.reqs[:1]})
+        c = eng.stats()["slots"]["norm.rmsnorm"]
+        self.assertGreater(c["ineligible"], 0)
+        self.assertGreater(c["selected"], 0)
+        self.assertEqual(len(calls), 2 * (c["ineligible"] + c["selected"]))
+        eng.d.safety.guard.quick = lambda *g: "a mode is active"
+        with self.assertRaises(dispatch.CandidateAbort):
+            eng.generate({"requests": self.reqs})
 
     def test_bad_stacks(self):
         _s, row = self.b.row("rms_good")

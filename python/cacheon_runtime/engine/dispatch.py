@@ -471,14 +471,11 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
     def _call_outputs(self, slot, desc, inputs, scalars, shapes, stock_fn, experts):
         with self.timer.region("slot:" + slot):
             dtype = next(iter(inputs.values())).dtype
-            if not self.variants[slot]:
-                self._count(slot, "stock")
-                if slot in self.poison:
-                    return self._mirrored(slot, inputs, shapes, dtype, stock_fn)
-                return self._stock(slot, shapes, dtype, stock_fn)
-            var = self._select(slot, desc)
+            var = self._select(slot, desc) if self.variants[slot] else None
             if var is None:
-                self._count(slot, "ineligible")
+                self._count(slot, "ineligible" if self.variants[slot] else "stock")
+                if slot in self.poison:  # B's and C's stock calls of the target alike
+                    return self._mirrored(slot, inputs, shapes, dtype, stock_fn)
                 return self._stock(slot, shapes, dtype, stock_fn)
             self._count(slot, "selected")
             if self.graph_disabled and desc["graph_mode"] == "graph":
@@ -536,8 +533,9 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         candidate's call does around its kernel (views handed out, identity
         facts, the guard before and after, revalidation): B and C then
         differ in the kernel alone, not in the harness's time on the host
-        (eager calls; a graph replay runs no Python). A finding here is the
-        runtime's own fault (no candidate code runs in this engine)."""
+        (eager calls; a graph replay runs no Python), whether the stock call
+        is B's or one of C's that no variant admits. A finding is the
+        candidate's where candidate code is loaded, else the runtime's."""
         ops = self.ops
         specs, outs = self._outputs(shapes, dtype)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
@@ -549,6 +547,8 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
             stock_fn({n: o.contract for n, o in outs.items()})
         problem = (problem or self.safety.guard.quick(vis_in, visible)
                    or harness.revalidate(ops, outs, specs, before, bases))
+        if problem and self.has_candidates():
+            raise CandidateAbort(slot, "stock", "runtime guard around a stock call: %s" % problem)
         if problem:
             raise RuntimeError("stock %s, a poisoned target: %s" % (slot, problem))
         return {n: o.contract for n, o in outs.items()}
