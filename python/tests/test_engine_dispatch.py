@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import torch  # noqa: E402
 
-from cacheon_runtime import stio  # noqa: E402
+from cacheon_runtime import guard, stio  # noqa: E402
 from cacheon_runtime.engine import dispatch, kernels, stock  # noqa: E402
 from cacheon_runtime.wire import Failure  # noqa: E402
 from test_engine_model import make, tiny_arena, wave  # noqa: E402
@@ -358,16 +358,33 @@ class DispatchTests(unittest.TestCase):
         eng = self.engine("llama", {}, poison=["activation.silu_and_mul"])
         quick, calls = eng.d.safety.guard.quick, []
 
+        full, fulls = eng.d.safety.guard.full, []
+
         def counted(*groups):
-            calls.append(sorted(n for g in groups for n in g))
+            if groups:  # around a call (full's own quick check has none)
+                calls.append(sorted(n for g in groups for n in g))
             return quick(*groups)
-        eng.d.safety.guard.quick = counted
+
+        def counted_full(*groups):
+            fulls.append(1)
+            return full(*groups)
+        eng.d.safety.guard.quick, eng.d.safety.guard.full = counted, counted_full
         got = eng.generate({"requests": self.reqs})
         self.assertEqual(tokens(got), tokens(self.stock["llama"]))
         stock_calls = eng.stats()["slots"]["activation.silu_and_mul"]["stock"]
         self.assertGreater(stock_calls, 0)
         self.assertEqual(len(calls), 2 * stock_calls)
         self.assertTrue(all(c == ["out", "x"] for c in calls), calls[:3])
+        # and B's request pays the full check after it, as C's does
+        self.assertEqual(len(fulls), 1)
+        eng.d.safety.guard.full = lambda *g: "a dispatch table changed"
+        with self.assertRaisesRegex(RuntimeError, "no candidate loaded: a dispatch table changed"):
+            eng.generate({"requests": self.reqs})
+        eng.d.safety.guard.full = full
+        # an engine that is no referee's (nothing poisoned) does not
+        plain = self.engine("llama", {})
+        plain.d.safety.guard.full = lambda *g: self.fail("full check without a poisoned target")
+        plain.generate({"requests": self.reqs[:1]})
         # a finding there is the runtime's own fault, not a candidate's
         eng.d.safety.guard.quick = lambda *g: "a mode is active"
         with self.assertRaisesRegex(RuntimeError, "poisoned target: a mode is active"):
@@ -389,6 +406,25 @@ class DispatchTests(unittest.TestCase):
         eng.d.safety.guard.quick = lambda *g: "a mode is active"
         with self.assertRaises(dispatch.CandidateAbort):
             eng.generate({"requests": self.reqs})
+
+    def test_poisoned_engine_arms_the_hook(self):
+        # B is held to the audit hook as C is (armed at load), so that its
+        # waves pay the hook's checks C's pay; an engine that is no
+        # referee's, without candidate code, is not.
+        class Hook:
+            armed = 0
+
+            def arm(self):
+                self.armed += 1
+
+            def refusals(self):
+                return []
+        for poison, want in ((["activation.silu_and_mul"], 1), ([], 0)):
+            safety = guard.Safety(torch)
+            safety.hook = Hook()
+            dispatch.Dispatch(torch.device("cpu"), torch.float32, {"device": "cpu", "dtype": "float32"}, {},
+                              safety=safety, poison=poison)
+            self.assertEqual(safety.hook.armed, want, poison)
 
     def test_bad_stacks(self):
         _s, row = self.b.row("rms_good")

@@ -201,6 +201,13 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         self.ops = identity.Ops(torch)
         self.variants = {s: [] for s in self.served}
         self._load_stack(stack or {})
+        # A referee's engine (a poisoned target) is held to the audit hook
+        # whether or not candidate code is loaded: armed, the hook walks
+        # the stack at every event it rules on (sys._getframe of every
+        # call's headroom among them), host time inside the waves Go reads,
+        # which the incumbent's B paid none of until session 15.
+        if self.poison and self.safety.hook is not None:
+            self.safety.hook.arm()
         a = audit or {}
         self.audit_every = wire.field(a, "every", int, 0, required=False)
         share = a.get("share", "0")
@@ -319,13 +326,21 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
 
     def check_process(self):
         """The full guard check (after the load and after every request):
-        CandidateAbort when candidate code changed how torch runs. Nothing
-        to check while no candidate module was imported."""
-        if not self.loader.modules:
+        CandidateAbort when candidate code changed how torch runs. A
+        process without candidate modules has nothing to check, unless it
+        is one of the referee's engines (a poisoned target): then B's
+        requests pay the check C's do, inside the time Go reads, as its
+        stock calls of the target pay the harness (_mirrored). Until
+        session 15 only C's requests ran it, about a millisecond of host
+        time in every timed wave of C alone. A finding there is the
+        runtime's own."""
+        if not self.loader.modules and not self.poison:
             return
         problem = self.safety.guard.full()
-        if problem:
+        if problem and self.loader.modules:
             raise CandidateAbort("stack", "any", "runtime guard: " + problem)
+        if problem:
+            raise RuntimeError("runtime guard, no candidate loaded: " + problem)
 
     def _guarded(self, slot, var, vis_in, outs, when):
         problem = self.safety.guard.quick(vis_in, {n: o.visible for n, o in outs.items()})
