@@ -23,14 +23,14 @@ func (s *Session) SaveKernelCache(dir string) error {
 	if len(s.Stack) != 0 {
 		return errors.New("save kernel cache: the session runs candidate code; only a pristine engine's cache is kept")
 	}
-	if err := tritoncache.Save(tritoncache.Dir(s.scratch), dir); err != nil {
+	if err := tritoncache.Save(tritoncache.Dir(s.work), dir); err != nil {
 		return fmt.Errorf("save kernel cache: %w", err)
 	}
 	return nil
 }
 
 // seedKernelCache copies a saved kernel cache (if there is one at src) into
-// a new session's job directory.
+// a new session's ranks' directory.
 func seedKernelCache(src, jobDir string) error {
 	if err := tritoncache.Seed(src, jobDir); err != nil {
 		return fmt.Errorf("kernel cache: %w", err)

@@ -69,14 +69,14 @@ func TestKernelCache(t *testing.T) {
 	}
 	saved := filepath.Join(root, "kernels")
 
-	withCandidate := &Session{scratch: job, Stack: []StackRow{{Slot: "norm.rmsnorm"}}}
+	withCandidate := &Session{work: job, Stack: []StackRow{{Slot: "norm.rmsnorm"}}}
 	if err := withCandidate.SaveKernelCache(saved); err == nil || !strings.Contains(err.Error(), "candidate code") {
 		t.Fatalf("a session with candidate code saved its cache: %v", err)
 	}
 	if _, err := os.Stat(saved); !os.IsNotExist(err) {
 		t.Fatalf("a refused save left %s: %v", saved, err)
 	}
-	pristine := &Session{scratch: job}
+	pristine := &Session{work: job}
 	if err := pristine.SaveKernelCache(saved); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"cacheon/internal/arena"
@@ -90,8 +89,12 @@ type Session struct {
 	Engine  *Engine
 	Loaded  *Loaded
 
-	scratch  string
-	auditDir string // rank 0's; rank r's is rankDir(r)/audit
+	scratch string // the job directory (worker.NewJob)
+	// work is the ranks' directory (worker.NewWorkDir): their working
+	// directory, HOME, TMPDIR and Triton cache, shared by every rank as
+	// verify's collective ranks share theirs.
+	work     string
+	auditDir string // rank 0's; rank r's is rankAuditDir(r)
 	// closeNet removes the ranks' shared network namespace (tensor
 	// parallel), nil otherwise.
 	closeNet func()
@@ -100,18 +103,9 @@ type Session struct {
 // Ranks is the number of engine processes (1 unless tensor parallel).
 func (s *Session) Ranks() int { return s.Arena.Engine.Ranks() }
 
-// rankDir is rank r's job directory: the session's scratch directory for
-// rank 0, a directory of its own inside it for the others.
-func (s *Session) rankDir(r int) string {
-	if r == 0 {
-		return s.scratch
-	}
-	return filepath.Join(s.scratch, fmt.Sprintf("rank%d", r))
-}
-
 // Open starts the arena runtime in the sandbox with the configured stack
-// and loads it. Every stack bundle is staged into the session's private
-// stack directory and must pass the scan (scan.Admit) before the runtime
+// and loads it. Every stack bundle is staged into the session's job
+// directory (laid out as verify's: worker.StageBundle) and must pass the scan (scan.Admit) before the runtime
 // may see it. Errors are attributed (package fault): a stack bundle that
 // fails to stage, load or scan, or a load failure with candidates, is the
 // candidate's; missing tools and runtime failures are infrastructure; bad
@@ -150,8 +144,8 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	if err := CheckStack(ar, names); err != nil {
 		return nil, fault.CandidateErr(err) // a stack slot this model never calls
 	}
-	if s.scratch, err = os.MkdirTemp(c.ScratchRoot, "cacheon-engine-*"); err != nil {
-		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
+	if err := s.openJob(c.ScratchRoot); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -161,7 +155,7 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	var au Audit
 	if c.Audit != nil {
 		au = *c.Audit
-		au.Dir = filepath.Join(s.scratch, "audit")
+		au.Dir = filepath.Join(s.work, "audit")
 		if err := os.Mkdir(au.Dir, 0o700); err != nil {
 			return nil, fault.InfraErr(fmt.Errorf("audit directory: %w", err))
 		}
@@ -170,7 +164,7 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	if s.Python, err = worker.FindPython(ctx, c.Python); err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	runtimeParent, err := worker.MaterializeRuntime(filepath.Join(s.scratch, "runtime"))
+	runtimeParent, err := worker.MaterializeRuntime(worker.JobRuntime(s.scratch))
 	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
@@ -230,6 +224,23 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	return s, nil
 }
 
+// openJob makes the session's job directory under root and its ranks'
+// directory in it, laid out and named as a verify job's (worker.NewJob,
+// worker.NewWorkDir; verify.StageJob): candidate code sees the same paths
+// in grading and serving. Close removes them.
+func (s *Session) openJob(root string) error {
+	var err error
+	if s.scratch, err = worker.NewJob(root); err != nil {
+		return fault.InfraErr(err)
+	}
+	if s.work, err = worker.NewWorkDir(s.scratch); err != nil {
+		os.RemoveAll(s.scratch)
+		s.scratch = ""
+		return fault.InfraErr(err)
+	}
+	return nil
+}
+
 func boolCount(b bool) int {
 	if b {
 		return 1
@@ -243,26 +254,19 @@ func progress(c Config, line string) {
 	}
 }
 
-// admitStack stages every stack bundle into one directory (so the sandbox
-// exposes a single read-only root and later edits cannot change what
-// runs), admits each through the scan, and builds the runtime's stack.
+// admitStack stages every stack bundle into the job's bundles directory
+// (stageStackBundle: so the sandbox exposes a single read-only root, later
+// edits cannot change what runs, and a bundle's paths look as in verify),
+// admits each through the scan, and builds the runtime's stack.
 func (s *Session) admitStack(ctx context.Context, c Config) (map[string]SlotEntry, string, error) {
 	if len(c.Stack) == 0 {
 		return nil, "", nil
 	}
-	root := filepath.Join(s.scratch, "stack")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		return nil, "", fault.InfraErr(fmt.Errorf("stack snapshot: %w", err))
-	}
 	out := map[string]SlotEntry{}
-	for i, sp := range c.Stack {
-		staged, err := bundle.Stage(ctx, sp.Bundle, filepath.Join(root, strconv.Itoa(i)), c.Slots)
+	for _, sp := range c.Stack {
+		staged, err := stageStackBundle(ctx, s.scratch, sp, c.Slots)
 		if err != nil {
-			var se *bundle.StageError
-			if errors.As(err, &se) && se.Step == "load" {
-				return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s (%s): %w", sp.Slot, sp.Bundle, err))
-			}
-			return nil, "", fault.CandidateErr(fmt.Errorf("stack slot %s: %w", sp.Slot, err))
+			return nil, "", err
 		}
 		admitted, err := scan.Admit(ctx, staged, scan.Config{Slots: c.Slots, Python: s.Python})
 		if err != nil {
@@ -284,7 +288,27 @@ func (s *Session) admitStack(ctx context.Context, c Config) (map[string]SlotEntr
 		s.Stack = append(s.Stack, StackRow{Slot: sp.Slot, Bundle: sp.Bundle, ContentHash: admitted.ContentHash(),
 			Variant: entry.Variant, Source: entry.Source, Entry: entry.Entry})
 	}
-	return out, root, nil
+	return out, worker.JobBundles(s.scratch), nil
+}
+
+// stageStackBundle stages one stack bundle into a session's job directory
+// (worker.StageBundle: bundles/<content hash prefix>/, the name verify's
+// StageJob gives it; a bundle in several slots is staged once). Errors are
+// attributed: the bundle's own failures to the candidate, the job
+// directory's to the infrastructure.
+func stageStackBundle(ctx context.Context, job string, sp StackSpec, slots *slot.Catalog) (*bundle.Staged, error) {
+	staged, err := worker.StageBundle(ctx, sp.Bundle, job, slots)
+	if err != nil {
+		var se *bundle.StageError
+		switch {
+		case !errors.As(err, &se):
+			return nil, fault.InfraErr(err)
+		case se.Step == "load":
+			return nil, fault.CandidateErr(fmt.Errorf("stack slot %s (%s): %w", sp.Slot, sp.Bundle, err))
+		}
+		return nil, fault.CandidateErr(fmt.Errorf("stack slot %s: %w", sp.Slot, err))
+	}
+	return staged, nil
 }
 
 // Attribute says whose fault an engine failure is: candidate failures (and,

@@ -56,8 +56,9 @@ func TestVerifiedCounts(t *testing.T) {
 
 // TestShippedArenaDimsVerified: every width a shipped arena serves a slot
 // at (the MLP width per rank, the hidden size, the head dimension, an msa
-// indexer's width and block size) is one of the shapes verify runs the
-// slot on (registered or served): a kernel tiled for narrower rows would
+// indexer's width and block size, the decode page table's width) is one
+// of the shapes verify runs the slot on (registered or served): a kernel
+// tiled for narrower rows, or honest only in narrower tables, would
 // otherwise be wrong only where it is served.
 func TestShippedArenaDimsVerified(t *testing.T) {
 	cat, err := slot.NewCatalog()
@@ -77,7 +78,7 @@ func TestShippedArenaDimsVerified(t *testing.T) {
 		want := map[string]map[string]int{
 			"activation.silu_and_mul":           {"hidden_dim": m.IntermediateSize / a.Engine.Ranks()},
 			"norm.rmsnorm":                      {"hidden_dim": m.HiddenSize},
-			"attention.decode":                  {"head_dim": m.HeadDim},
+			"attention.decode":                  {"head_dim": m.HeadDim, "seq_len": tableSeqLen(a)},
 			"attention.sdpa":                    {"head_dim": m.HeadDim},
 			"attention.msa_block_score":         {"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize},
 			"attention.msa_prefill_block_score": {"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize},
@@ -103,4 +104,12 @@ func TestShippedArenaDimsVerified(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tableSeqLen is the seq_len descriptor of the arena's decode calls: its
+// block_table's width (the runtime's max_pages_per_seq, config.py: the
+// context, max_position up to 8192, in pages) times the page size.
+func tableSeqLen(a *arena.Arena) int {
+	ps := a.Engine.PageSize
+	return (min(a.Model.MaxPosition, 8192) + ps - 1) / ps * ps
 }

@@ -11,13 +11,14 @@ import (
 )
 
 // startRanks prepares the session's ranks: one for a plain arena (the
-// session's scratch directory, the single-worker sandbox), or for a
-// tensor-parallel arena one job directory per rank, all started through
-// the launcher's Group starter (one shared loopback-only network
-// namespace, removed by Close). Every rank gets the environment names a
-// verify collective rank gets (worker.CandidateEnv with its rank, plus
-// worker.CollectiveEnv), so that a kernel cannot tell serving from grading
-// by them; a single rank gets rank 0's names as before.
+// single-worker sandbox), or for a tensor-parallel arena one per rank, all
+// started through the launcher's Group starter (one shared loopback-only
+// network namespace, removed by Close). Every rank works in the session's
+// one workers directory, as the ranks of a verify set share theirs, and
+// gets the environment names a verify collective rank gets
+// (worker.CandidateEnv with its rank, plus worker.CollectiveEnv), so that
+// a kernel cannot tell serving from grading by them; a single rank gets
+// rank 0's names as before.
 func (s *Session) startRanks(ctx context.Context, c Config, launcher *worker.SandboxLauncher) ([]Rank, worker.Starter, error) {
 	n := s.Ranks()
 	var starter worker.Starter
@@ -30,29 +31,24 @@ func (s *Session) startRanks(ctx context.Context, c Config, launcher *worker.San
 	if err != nil {
 		return nil, nil, fault.InfraErr(fmt.Errorf("sandbox: %w", err))
 	}
+	if err := seedKernelCache(c.KernelCache, s.work); err != nil {
+		return nil, nil, fault.InfraErr(err)
+	}
 	ranks := make([]Rank, n)
 	for r := range ranks {
-		dir := s.rankDir(r)
-		if r > 0 {
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				return nil, nil, fault.InfraErr(fmt.Errorf("rank %d job directory: %w", r, err))
-			}
-		}
-		if err := seedKernelCache(c.KernelCache, dir); err != nil {
-			return nil, nil, fault.InfraErr(err)
-		}
-		env := worker.CandidateEnv(dir, r, s.Arena.Device)
+		env := worker.CandidateEnv(s.work, r, s.Arena.Device)
 		if n > 1 {
 			env = append(env, worker.CollectiveEnv(os.Environ())...)
 		}
-		ranks[r] = Rank{Dir: dir, Env: env}
+		ranks[r] = Rank{Dir: s.work, Env: env}
 	}
 	return ranks, starter, nil
 }
 
 // rankAuditDir is rank r's audit directory ("" when the session does not
-// audit): rank 0's is the session's, the others' lie in their own job
-// directories (the runtime's audit hook lets a rank write nowhere else).
+// audit): rank 0's is the session's, rank r's audit-rank<r> beside it in
+// the ranks' directory (the runtime's audit hook lets a rank write
+// nowhere else).
 func (s *Session) rankAuditDir(r int) (string, error) {
 	if s.auditDir == "" {
 		return "", nil
@@ -60,7 +56,7 @@ func (s *Session) rankAuditDir(r int) (string, error) {
 	if r == 0 {
 		return s.auditDir, nil
 	}
-	d := filepath.Join(s.rankDir(r), "audit")
+	d := filepath.Join(s.work, fmt.Sprintf("audit-rank%d", r))
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return "", fmt.Errorf("rank %d audit directory: %w", r, err)
 	}

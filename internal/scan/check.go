@@ -46,6 +46,8 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.classRefs(ff)
 	fc.classBases(ff)
 	fc.abcRules(ff)
+	fc.argMutatorUses(ff)
+	fc.unboundContainerMutators(ff)
 	return fc.findings
 }
 

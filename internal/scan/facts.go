@@ -122,10 +122,14 @@ type attrFact struct {
 	Arg0        int      `json:"arg0"`
 	// Starred: the call passes *args or **kwargs.
 	Starred bool `json:"starred"`
-	// Decorator: the chain's call is a whole decorator expression of a
-	// def or class statement (@functools.wraps(f)).
+	// Decorator: the chain, or its call when Called, is a whole
+	// decorator expression of a def or class statement (@typing.final,
+	// @functools.wraps(f)).
 	Decorator bool `json:"decorator"`
-	Format    bool `json:"format"`
+	// Target is the dotted chain of the call's first positional argument
+	// when Called and it is a name chain (typing.final(f): "f").
+	Target string `json:"target"`
+	Format bool   `json:"format"`
 	// String marks a string constant or a keyword argument's name that is
 	// exactly a dunder name (Attrs holds it): data that a class built from
 	// a dict, a match pattern's __match_args__ or a getattr turns into an
@@ -176,8 +180,11 @@ type nameFact struct {
 	// Local: a load of a builtin's name that an enclosing function binds
 	// (a parameter or a local), so it is not the builtin.
 	Local bool `json:"local"`
-	Line  int  `json:"line"`
-	Col   int  `json:"col"`
+	// Decorator: a load that is a whole decorator expression of a def or
+	// class statement (@final).
+	Decorator bool `json:"decorator"`
+	Line      int  `json:"line"`
+	Col       int  `json:"col"`
 }
 
 // aliasFact is a name bound, by an assignment, an assignment expression, a
@@ -358,6 +365,11 @@ func checkFile(f *fileFacts) error {
 		}
 		if a.RootCall != "" {
 			if err := checkIdent(a.RootCall, false); err != nil {
+				return fmt.Errorf("attribute: %w", err)
+			}
+		}
+		if a.Target != "" {
+			if err := checkChain(a.Target); err != nil {
 				return fmt.Errorf("attribute: %w", err)
 			}
 		}

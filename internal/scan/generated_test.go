@@ -43,6 +43,7 @@ var genSnippets = []genSnippet{
 	{code: "def a{n}(q, k, v):\n    m = torch.full(q.shape[:-1], float('-inf'))\n    p = torch.exp(q @ k.t() - m[..., None])\n    return p @ v"},
 	{code: "def inp{n}(input, weight):\n    return input * weight"},
 	{code: "def wr{n}(fn):\n    @functools.wraps(fn)\n    def inner(*a):\n        return fn(*a)\n    return inner"},
+	{code: "@typing.final\n@functools.lru_cache(maxsize=None)\ndef tf{n}(x):\n    return x\ntyping.final(tf{n})"},
 
 	// Forbidden: one class of escape each.
 	{code: "import torch.utils.data as D{n}", forbidden: true},
@@ -76,6 +77,8 @@ var genSnippets = []genSnippet{
 	{code: "F.GRID_SAMPLE_PADDING_MODES.clear()", forbidden: true},
 	{code: "pk{n} = torch.ops.aten.add.default.py_kernels", forbidden: true},
 	{code: "def ev{n}(x, eval=eval):\n    return eval(x)", forbidden: true},
+	{code: "typing.final(F.relu)", forbidden: true},
+	{code: "def sw{n}(f):\n    return F.relu\n@typing.no_type_check\n@sw{n}\ndef nt{n}():\n    pass", forbidden: true},
 }
 
 // genSource builds a file from fuzz bytes: each byte picks a snippet and

@@ -18,9 +18,11 @@ import (
 //     method, cls in a classmethod), when the method's decorators cannot
 //     call it with another object (see safeDecorator);
 //   - a name the file binds only by class or def statements (class and
-//     function attributes), or only to literals and to fresh objects: an
-//     instance of a bundle class that defines no __new__ and no metaclass,
-//     a torch.nn module, a new tensor, a new generator, stream or event.
+//     function attributes; not one typing.overload decorates, which binds
+//     typing's shared _overload_dummy), or only to literals and to fresh
+//     objects: an instance of a bundle class that defines no __new__ and
+//     no metaclass, a torch.nn module, a new tensor, a new generator,
+//     stream or event.
 //
 // Everything else (parameters, call results, items, attributes of
 // attributes, names bound by for, with, except, match or unpacking) is
@@ -48,12 +50,14 @@ const (
 // they decorate, or a new wrapper that calls it only with the arguments
 // its callers give. Any other decorator (a bundle function included) may
 // call the function with any object, or return a shared object in its
-// place.
+// place. typing.overload is safe for a method's receiver, which it never
+// calls, but returns typing's shared _overload_dummy (see overloaded).
 var safeDecorators = map[string]bool{
 	"property": true, "functools.lru_cache": true, "functools.cache": true,
 	"functools.cached_property": true, "functools.wraps": true, "functools.total_ordering": true,
 	"abc.abstractmethod": true, "typing.overload": true, "typing.final": true,
-	"typing.override": true, "typing.runtime_checkable": true, "torch.no_grad": true,
+	"typing.override": true, "typing.runtime_checkable": true, "typing.no_type_check": true,
+	"typing.dataclass_transform": true, "torch.no_grad": true,
 	"torch.inference_mode": true, "torch.enable_grad": true, "dataclasses.dataclass": true,
 	"enum.unique": true, "triton.jit": true, "triton.autotune": true, "triton.heuristics": true,
 }
@@ -175,7 +179,7 @@ func (c *checker) plainClass(ref classRef, depth int) bool {
 		return false
 	}
 	cl := ff.Classes[ref.idx]
-	if cl.Keywords || !c.safeDecorated(ref.file, cl.Decorators) {
+	if cl.Keywords || !c.safeDecorated(ref.file, cl.Decorators) || c.overloaded(ref.file, cl.Decorators) {
 		return false
 	}
 	if cl.Metaclass != "" {
@@ -242,6 +246,21 @@ func (c *checker) baseClasses(rel, base string) (refs []classRef, foreign bool) 
 		}
 	}
 	return refs, false
+}
+
+// overloaded reports a decorator that is typing.overload, which returns
+// typing's shared _overload_dummy: the statement's name is then bound to
+// that function, not to the bundle's (safe for a method's receiver, not
+// for stores through the name).
+func (c *checker) overloaded(rel string, ds []decoratorFact) bool {
+	for _, d := range ds {
+		for _, n := range c.resolvedNames(rel, d.Chain) {
+			if n == "typing.overload" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func allSafe(names []string) bool {
@@ -325,10 +344,13 @@ func (fc *fileCheck) ownedName(name string, ff *fileFacts) bool {
 			continue
 		}
 		switch {
-		case n.Ctx == "def" && n.Kind == "function" && fc.safeDecorated(fc.rel, n.Decorators):
+		case n.Ctx == "def" && n.Kind == "function" && fc.safeDecorated(fc.rel, n.Decorators) && !fc.overloaded(fc.rel, n.Decorators):
 		case n.Ctx == "def" && n.Kind == "class" && fc.safeDecorated(fc.rel, n.Decorators) && fc.plainClassAt(n, ff):
 		case n.Ctx == "store" && n.Value != nil && n.Value.Kind == "literal":
 		case n.Ctx == "store" && n.Value != nil && n.Value.Kind == "call" && fc.fresh(n.Value.Callee, ff, 0):
+		case n.Ctx == "store" && n.Value != nil && n.Value.Kind == "call" && fc.returnsArgument(n.Value.Callee):
+			// Cfg = dataclasses.dataclass(Cfg): the call's own argument,
+			// which argMutatorUses requires to be the bundle's
 		default:
 			return false
 		}

@@ -82,7 +82,7 @@ func Rules() []RuleInfo {
 		{RuleNativeFFI, "foreign-function interfaces: ctypes, cffi"},
 		{RuleConcurrency, "threads, processes and event loops: threading, multiprocessing, subprocess, asyncio, os.fork, DataLoader, torch.jit.fork"},
 		{RuleGlobalMutation, "assignment to state of an imported module (also through an alias), or a call to a process-wide setter"},
-		{RuleForeignStore, "an attribute store (=, +=, del, setattr) into an object the bundle did not create: only self, the bundle's own classes and functions and instances it constructs may be changed"},
+		{RuleForeignStore, "an attribute store (=, +=, del, setattr) into an object the bundle did not create: only self, the bundle's own classes and functions and instances it constructs may be changed; also a library callable that stores into what it is applied to (typing.final, no_type_check, runtime_checkable, overload, abc.abstractmethod, functools.total_ordering, functools.wraps(f), dataclasses.dataclass, ...) other than on the bundle's own def or class"},
 		{RuleUnboundMethod, "a bundle method that stores into self, read from something not known to be an instance (its class, cls, type(x), a parameter, an item, an attribute, a call result) or used as a plain function in its class body, so that self could be any object"},
 		{RulePrivateAPI, "torch._C, triton._C, the private compiler configuration modules, and an operator's Python dispatcher tables (py_kernels, py_impl, ...) on any object"},
 		{RuleTensorInternals, "a tensor's storage object, version counter and C handle (storage(), untyped_storage(), _version, _cdata, ...) on any object: raw file-descriptor I/O, and facts about how the validator allocated and wrote its inputs"},

@@ -33,6 +33,9 @@ type Case struct {
 	// per-rank share one *tensor.Tensor across ranks.
 	Ranks   []map[string]*tensor.Tensor
 	Scalars map[string]float64
+	// Serving marks the case whose inputs take every form serving gives
+	// them (CaseParams.Serving).
+	Serving bool
 }
 
 // CaseParams selects one case of a slot.
@@ -53,6 +56,22 @@ type CaseParams struct {
 	// row's cases, on whatever shapes the seed puts there, large ones
 	// included, pass exactly what serving passes (issue 16, class 6).
 	ScalarPoint int
+	// Serving asks for the serving case, the first case of a row (since
+	// session 15): in every call each generator takes the form the
+	// serving engine gives its input, where it otherwise draws between
+	// forms: the served scalar values (ScalarRange.Served; the registered
+	// value where there is none), all-ones norm weights (arenas without a
+	// checkpoint), the engine router's weights (the top K of a softmax
+	// over the experts, sorted), moe_finalize's K-major row map with zero
+	// padding, page tables of distinct pages with page 0 past each
+	// sequence's last page, and zero KV cache slots no sequence reaches
+	// (pages.go). The caller picks a served shape with serving's padding
+	// and the Normal distribution. A kernel that cheats until it sees an
+	// input no arena serves (silu_shape_memory) then cheats on a row's
+	// first call too. ScalarPoint is ignored. Verify also gives the
+	// serving forms to a row's drawn wide count (a served width at a
+	// prefill's count, in the distribution of its position).
+	Serving bool
 }
 
 // NewCase generates the inputs of one case.
@@ -80,6 +99,7 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 	c := &Case{
 		Spec: s, Shape: p.Shape.Name, Dims: dims, DType: p.DType, Dist: p.Dist,
 		Seed: p.Seed, Index: p.Index, WorldSize: ws, Scalars: map[string]float64{},
+		Serving: p.Serving,
 	}
 	if c.Dist == "" {
 		c.Dist = Normal
@@ -106,20 +126,26 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 			return nil, err
 		}
 	}
-	if err := c.padTables(0); err != nil {
+	if err := c.pageLayout(0); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
 // scalarValue is scalar argument a's value in the case p selects (see
-// CaseParams.ScalarPoint). Which point of a pair is served comes from a
-// stream of the row (seed, slot, pair and argument; no shape), so the
-// positions of the served value move with the seed; the served value and
-// the draws come from the case's own stream.
+// CaseParams.ScalarPoint; a serving case takes a served value, drawn
+// from its own stream where there are several). Which point of a pair
+// is served comes from a stream of the row (seed, slot, pair and
+// argument; no shape), so the positions of the served value move with
+// the seed; the served value and the draws come from the case's own
+// stream.
 func (s *Spec) scalarValue(a Arg, dims Dims, p CaseParams) (float64, error) {
 	r, ok := s.ScalarRanges[a.Name]
-	if !ok || p.ScalarPoint == 0 {
+	if ok && p.Serving && len(r.Served) > 0 {
+		g := newStream(p.Seed, s.Name, p.Shape.Name, p.Index, 0, 0, "scalar:"+a.Name)
+		return EvalScalar(r.Served[g.intn(len(r.Served))], dims)
+	}
+	if !ok || p.ScalarPoint == 0 || p.Serving {
 		return EvalScalar(a.Value, dims)
 	}
 	lo, err := EvalScalar(r.Min, dims)

@@ -232,9 +232,18 @@ func decode() *Spec {
 			// shapes above (issue 16, class 7: decode_long_context).
 			{Name: "long-context", Dims: Dims{"B": 2, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 256, "PAGES": 600}, Jitter: []string{"B"}},
 		},
-		// the cpu arenas' head dimension
+		// the cpu arenas' head dimension, and the arenas' table widths:
+		// the engine's block_table has max_pages_per_seq columns,
+		// ceil(min(max_position, 8192)/page_size): 16 on the cpu arenas,
+		// 512 on the h200 dense and MoE ones (h200-dense-1b's heads of
+		// 64), 128 on h200-msa. A table's width is its columns, not its
+		// cache: 24 pages hold them all (pages repeat), so the widths
+		// cost little (decode_table_width_tell: verify's tables were at
+		// most 256 wide, a kernel honest only there passed).
 		ServedShapes: []Shape{
-			{Name: "served-d32", Dims: Dims{"B": 3, "HQ": 4, "HKV": 2, "D": 32, "PS": 16, "MAXP": 6, "PAGES": 24}, Jitter: []string{"B"}},
+			{Name: "served-d32", Dims: Dims{"B": 3, "HQ": 4, "HKV": 2, "D": 32, "PS": 16, "MAXP": 16, "PAGES": 24}, Jitter: []string{"B"}},
+			{Name: "served-w128", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 128, "PAGES": 24}, Jitter: []string{"B"}},
+			{Name: "served-w512", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 24}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 256,
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},

@@ -38,9 +38,10 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// of argument NAME+".ones" at replay 0) exactly one everywhere, as
 		// an arena without a checkpoint initialises its norms: an rmsnorm
 		// honest only when the weight was not all ones passed
-		// (rmsnorm_ones_weight_tell).
+		// (rmsnorm_ones_weight_tell). The serving case's is all ones, as
+		// every shipped arena's (none has a checkpoint).
 		v := make([]float64, n)
-		ones := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".ones").uniform() < 0.5
+		ones := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".ones").uniform() < 0.5 || c.Serving
 		for i := range v {
 			v[i] = 1
 			if !ones {
@@ -77,8 +78,14 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// ids as well as permuting the ids to match would; under skewed
 		// routing the hot expert (first slot) then carries the largest
 		// weight, as a trained router's top choice does.
+		//
+		// The serving case (Case.Serving) draws the engine router's
+		// weights, sorted, in every call.
 		v := make([]float64, n)
 		mode := (c.Index + c.Replay) % 3
+		if c.Serving {
+			mode = 2
+		}
 		sorted := c.routerSorted(a)
 		experts := c.Dims["E"]
 		if experts <= last {
@@ -160,8 +167,13 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// drawn. Until session 14 row 0 was always the maximum and row 1
 		// always 1, and a kernel honest only when seq_lens[0] was the
 		// maximum passed (decode_seqlen_tell).
+		// The serving case's lengths fit the pages its tables give each
+		// sequence (servingTable).
 		if bound < 1 {
 			return nil, fmt.Errorf("seq_lens bound %d < 1", bound)
+		}
+		if st, ok := c.servingTable(); ok {
+			bound = min(bound, st.chunk*st.pageSize)
 		}
 		v := make([]int64, n)
 		for i := range v {
@@ -183,9 +195,13 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// Every entry is a valid page id: a random permutation of the
 		// pages, cycled from a random offset. Entries past a sequence's
 		// length are valid pages holding other data, so a kernel that
-		// ignores seq_lens reads wrong values rather than faulting.
+		// ignores seq_lens reads wrong values rather than faulting. The
+		// serving case's tables are the engine's (servingTable.values).
 		if bound < 1 {
 			return nil, fmt.Errorf("page count %d < 1", bound)
+		}
+		if st, ok := c.servingTable(); ok && len(shape) == 2 {
+			return st.values(g, dt, shape)
 		}
 		p := g.perm(bound)
 		off := g.intn(bound)
@@ -201,9 +217,13 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 }
 
 // routerSorted reports whether router weight argument a is drawn in
-// descending order per row in this case: three cases in four, from a
+// descending order per row in this case: the serving case, and three
+// cases in four of the others, from a
 // stream of the case (replay 0) of its own, so every call of a case
 // agrees and no fixed position in a row marks either layout.
 func (c *Case) routerSorted(a Arg) bool {
+	if c.Serving {
+		return true
+	}
 	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".order").uniform() < 0.75
 }

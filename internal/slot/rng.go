@@ -15,7 +15,7 @@ import (
 // reproduce a run from its seed:
 //
 //  1. Every generated argument gets its own stream. The stream key is
-//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v4", the
+//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v5", the
 //     decimal run seed, the slot name, the shape name, the decimal case
 //     index, the decimal replay index (0 for the first call), the decimal
 //     rank (0 for non-collective slots) and the argument name. The first 8
@@ -57,6 +57,20 @@ import (
 //     a served value when k−1's parity equals intn(2) of the stream keyed
 //     with shape "" and case index (k−1)/2 for argument "scalar.served:"
 //     + NAME (Spec.scalarValue).
+//  7. Since v5 (session 15): a case's KV caches (the inputs its page
+//     table pages) have every slot no sequence reaches zeroed when the
+//     first uniform of the stream of argument "block_table.zero" at
+//     replay 0 is below 0.5 (Case.zeroUnreached, pages.go). The serving
+//     case (a row's first, CaseParams.Serving) draws none of the coins
+//     above and takes every served form: a served scalar value (intn
+//     over ScalarRange.Served from the stream of argument "scalar:" +
+//     NAME), all-ones norm weights, router weights of the third kind
+//     (the top K of a softmax over the experts), sorted, the K-major row
+//     map with zero padding, page tables of distinct pages (a
+//     permutation of pages 1 to PAGES−1 drawn with perm from the table's
+//     stream, chunk = min(MAXP, (PAGES−1)/B) entries to a row in order,
+//     then page 0), sequence lengths drawn in [1, min(bound, chunk·PS)],
+//     tables padded with page 0 and unreached cache slots zeroed.
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -68,7 +82,7 @@ type rng struct {
 func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, arg string) *rng {
 	h := sha256.New()
 	for i, field := range []string{
-		"cacheon.slot.input.v4",
+		"cacheon.slot.input.v5",
 		uitoa(seed), slotName, shape,
 		uitoa(uint64(caseIdx)), uitoa(uint64(replay)), uitoa(uint64(rank)), arg,
 	} {

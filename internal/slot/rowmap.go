@@ -20,9 +20,10 @@ import (
 // padding, so a kernel could test row_map for the K-major map and be
 // honest only when graded (moe_finalize_layout_tell). Now, per case (the
 // layout coin: the stream of argument "row_map.layout" at replay 0, so
-// every call of a case agrees), three cases in four pass exactly the
-// serving layout; the rest pass the general layout the contract allows:
-// a random permutation (from row_map's own stream, new in every call)
+// every call of a case agrees), the serving case (CaseParams.Serving) and
+// three of four other cases pass exactly the serving layout; the rest
+// pass the general layout the contract allows: a random permutation
+// (from row_map's own stream, new in every call)
 // with, at even odds (a second uniform of the layout stream), the rows it
 // sends the padding tokens to and the padding tokens' scales zero, else
 // drawn. A kernel must handle both, and zero padding does not mark the
@@ -52,7 +53,7 @@ func (c *Case) layout() finalizeLayout {
 		return finalizeLayout{}
 	}
 	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, rm.Name+".layout")
-	served := g.uniform() < 0.75
+	served := g.uniform() < 0.75 || c.Serving // the serving case: always the engine's
 	zeroPad := g.uniform() < 0.5 || served
 	t, pad, k := c.Dims["T"], c.Dims["PAD"], c.Dims["K"]
 	return finalizeLayout{ok: true, arg: rm, t: t, texp: t + pad, k: k, served: served, zeroPad: zeroPad}

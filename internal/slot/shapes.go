@@ -201,14 +201,64 @@ func (s *Spec) PadShape(sh Shape, seed uint64) Shape {
 	if p == nil || p.Multiple <= 0 {
 		return sh
 	}
-	of, ok := sh.Dims[p.Of]
+	_, ok := sh.Dims[p.Of]
 	if _, has := sh.Dims[p.Dim]; !ok || !has {
 		return sh
 	}
 	if newStream(seed, s.Name, sh.Name, 0, 0, 0, "serving_pad").uniform() >= 0.75 {
 		return sh
 	}
+	return s.ServingPadShape(sh)
+}
+
+// ServingPadShape gives a shape serving's padding always (the serving
+// case's shape: see CaseParams.Serving); shapes of slots without
+// ServingPad are returned as they are.
+func (s *Spec) ServingPadShape(sh Shape) Shape {
+	p := s.ServingPad
+	if p == nil || p.Multiple <= 0 {
+		return sh
+	}
+	of, ok := sh.Dims[p.Of]
+	if _, has := sh.Dims[p.Dim]; !ok || !has {
+		return sh
+	}
 	out := Shape{Name: sh.Name, Dims: maps.Clone(sh.Dims), Jitter: sh.Jitter}
 	out.Dims[p.Dim] = (p.Multiple - of%p.Multiple) % p.Multiple
 	return out
+}
+
+// TableReach is the number of cache elements the page tables of a case
+// with dims d address (one rank; 0 for a slot without a page table):
+// every table entry names a page of each input the table pages, so a
+// kernel that gathers every entry (static shapes, as a graph-safe decode
+// does) reads that much whatever the sequence lengths, and the reference
+// work of a wide table grows with it, not with the inputs' size.
+func (s *Spec) TableReach(d Dims) (int, error) {
+	table, ok := s.arg("block_table")
+	if !ok || table.Gen != "block_table" {
+		return 0, nil
+	}
+	dims := Dims{"WS": 1}
+	for k, v := range d {
+		dims[k] = v
+	}
+	tshape, err := shapeOf(table, dims)
+	if err != nil {
+		return 0, fmt.Errorf("slot %s: %w", s.Name, err)
+	}
+	page := 0
+	for _, a := range s.Args {
+		if a.Kind != ArgInput || len(a.Shape) < 2 || a.Shape[0] != table.Range {
+			continue
+		}
+		shape, err := shapeOf(a, dims)
+		if err != nil {
+			return 0, fmt.Errorf("slot %s: %w", s.Name, err)
+		}
+		if shape[0] > 0 {
+			page += numel(shape) / shape[0]
+		}
+	}
+	return numel(tshape) * page, nil
 }

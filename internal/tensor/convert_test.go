@@ -541,15 +541,26 @@ func TestRoundNormalMatchesGeneral(t *testing.T) {
 func TestFromFloat64BulkMatchesElementwise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	v := []float64{0, math.Copysign(0, -1), 1e-42, -3e-8, 6e-5, 65519.99, 65520, 1e39, -1e39, math.Inf(1), math.Inf(-1), math.NaN(), math.MaxFloat32}
-	for range 5000 {
+	// enough elements for FromFloat64's blocks on every core
+	// (parallelBlocks), around every exponent the formats' edges hold
+	for range 5000 + 4*parallelBlock {
 		v = append(v, math.Ldexp(rng.NormFloat64(), rng.IntN(300)-150))
+	}
+	for _, e := range []int{-150, -149, -127, -126, -125, -25, -24, -15, -14, 15, 16, 126, 127, 128} {
+		for range 200 {
+			v = append(v, math.Ldexp(1+rng.Float64(), e), -math.Ldexp(2-math.Ldexp(rng.Float64(), -20), e))
+		}
 	}
 	for _, dt := range []DType{BF16, F16, F32} {
 		tn, err := FromFloat64(dt, []int{len(v)}, v)
 		if err != nil {
 			t.Fatal(err)
 		}
+		back := tn.Float64s() // decoded in blocks too
 		for i, x := range v {
+			if r := Round(dt, x); back[i] != r && !(math.IsNaN(r) && math.IsNaN(back[i])) {
+				t.Fatalf("%s element %d (%g) reads back %g, want %g", dt, i, x, back[i], r)
+			}
 			var want uint32
 			var got uint32
 			switch dt {

@@ -120,7 +120,7 @@ func adversarialCases() []adversarialCase {
 		{name: "tokens_above_jitter", verify: `shape tiny@[0-9]+ \([a-z_]+\), first call, rank 0, ` + nonFinite},
 		{name: "wrong_in_float16", allDTypes: true, verify: `/default float16: FAIL shape .*output out: allclose worst element`},
 		// Declared domains never exercised (issue 16, class 8).
-		{name: "wrong_in_declared_domain", verify: `/mid float32: FAIL shape tiny@lo .*output out: allclose worst element`},
+		{name: "wrong_in_declared_domain", verify: `/mid float32: FAIL shape (tiny@lo|served-[0-9]+~@[0-9]+) .*output out: allclose worst element`},
 		{name: "domain_out_of_reach", verify: `/huge float32: FAIL domain never exercised: no generated shape is inside the variant's declared domain \(num_tokens >= 5000\)`},
 
 		// Precision.
@@ -207,7 +207,7 @@ func adversarialCases() []adversarialCase {
 		// Class 6: honest only on inputs that look like verify's.
 		{name: "stats_fingerprint", verify: `output out: allclose worst element`},
 		// Class 1 to 5: stores and state the scan's syntax does not show.
-		{name: "dataclass_on_torch_class", verify: guardAtLoad + `torch\.nn\.modules\.linear\.Linear\.__[a-z_]+__ was added`},
+		{name: "dataclass_on_torch_class", scan: `foreign-store dataclasses\.dataclass: .* applied to "torch\.nn\.Linear"`, verify: guardAtLoad + `torch\.nn\.modules\.linear\.Linear\.__[a-z_]+__ was added`},
 		{name: "update_wrapper_code", scan: `module-attribute-not-allowed use of "functools\.update_wrapper"`},
 		{name: "grad_mode_left_entered", verify: guardAtLoad + `torch\.is_grad_enabled\(\) is True, not False as at start`},
 		{name: "reduce_ex_copy_setattr", scan: `dunder-access defining __reduce_ex__`},
@@ -227,6 +227,11 @@ func adversarialCases() []adversarialCase {
 			verify: `the runtime guard refused the candidate`},
 		{name: "typing_cache_poison",
 			verify: `the runtime guard refused the candidate: importing silu\.py: typing's subscription cache \(_SpecialForm\.__getitem__\) holds an object of silu\.Liar`},
+		// Closed in session 15: library callables that store into what they
+		// are applied to, on the bundle's own defs and classes only.
+		{name: "typing_decorator_store_fn", scan: `foreign-store (typing\.final: .*"F\.silu"|@typing\.no_type_check above _marked)`,
+			verify: guardAtLoad + `the attributes of torch\.nn\.functional\.(silu|mish) changed`},
+		{name: "control_own_decorators", control: true},
 		{name: "hidden_tile_silu", verify: `shape served-[0-9]+~ .*output out: allclose worst element`},
 		{name: "rmsnorm_single_block", verify: `shape served-4096~ .*output out: allclose worst element`},
 		{name: "retained_weight_drift", verify: `the runtime guard refused the candidate: after the case: the candidate kept a reference to input weight`},
@@ -267,9 +272,21 @@ func adversarialCases() []adversarialCase {
 		{name: "silu_wide_prefill", verify: `shape served-[0-9]+@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element`},
 		{name: "rmsnorm_wide_prefill", verify: `shape served-4096@16 \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 		{name: "silu_clamp_100", verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		// (class 6 via 2): the module's repr names where it was staged;
+		// verify and the engine now stage alike (worker.StageBundle), so
+		// a kernel that cheats on serving's path cheats in verify too.
+		{name: "module_repr_path_tell", verify: servedTell},
+		{name: "silu_cuda_mem_tell", scan: `module-attribute-not-allowed use of "torch\.cuda\.memory_allocated": it reads the state`},
 		{name: "dc_init_op_packet", scan: `unbound-method "Knob\.__init__"`},
 		{name: "zero_page_tell_decode", verify: `output out: matched_ratio`},
 		{name: "fp16_square_overflow_rmsnorm", dtype: tensor.F16, verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		// Red team, session 14, closed in session 15: a drawn wide count,
+		// the engine's zero cache pages and table widths, a serving-like
+		// first case.
+		{name: "silu_wide16", verify: `shape served-[0-9]+@[0-9]+ \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "decode_zero_pages_tell", verify: servedTell},
+		{name: "decode_table_width_tell", verify: `shape served-w(128|512)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
+		{name: "silu_shape_memory", verify: `shape served-[0-9]+~ \(normal\), first call, rank 0, output out: allclose worst element`},
 	}
 }
 

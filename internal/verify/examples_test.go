@@ -147,7 +147,9 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	staged, err := bundle.Stage(ctx, dir, filepath.Join(t.TempDir(), "bundle"), e.slots)
+	// Staged as verify stages it (and the engine its stack): the layout is
+	// something candidate code can observe (module_repr_path_tell).
+	job, staged, err := verify.StageJob(ctx, t.TempDir(), dir, e.slots)
 	if err != nil {
 		var se *bundle.StageError
 		if !errors.As(err, &se) || se.Step != "load" {
@@ -174,7 +176,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
-	launcher, err := e.newLauncher(admitted.Dir())
+	launcher, err := e.newLauncher(worker.JobBundles(job))
 	if err != nil {
 		t.Fatalf("launcher for %s: %v", dir, err)
 	}
@@ -184,7 +186,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	}
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
 		Device: "cpu", DTypes: dtypes, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
-		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: t.TempDir(),
+		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: job,
 		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes),
 	})
 	if err != nil {

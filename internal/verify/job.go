@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"cacheon/internal/bundle"
@@ -39,7 +38,8 @@ type Setup struct {
 	Python string
 	// CallTimeout bounds one run request on a worker.
 	CallTimeout time.Duration
-	// Environ is the validator's environment (see Options.Environ).
+	// Environ is the validator's environment (see Options.Environ; nil:
+	// this process's, as the engine reads it).
 	Environ []string
 	// Slots is the slot catalog.
 	Slots *slot.Catalog
@@ -81,25 +81,17 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	if s.Slots == nil {
 		return nil, fault.InfraErr(errors.New("verify: no slot catalog"))
 	}
-	scratch, err := os.MkdirTemp(s.ScratchRoot, "cacheon-verify-*")
-	if err != nil {
-		return nil, fault.InfraErr(fmt.Errorf("scratch directory: %w", err))
-	}
 	t0 := time.Now()
+	scratch, staged, err := StageJob(ctx, s.ScratchRoot, s.Bundle, s.Slots)
+	if err != nil {
+		return nil, err
+	}
 	j := &Job{slots: s.Slots, scratch: scratch}
 	defer func() {
 		if err != nil {
 			j.Close()
 		}
 	}()
-	staged, err := bundle.Stage(ctx, s.Bundle, filepath.Join(scratch, "bundle"), s.Slots)
-	if err != nil {
-		var se *bundle.StageError
-		if errors.As(err, &se) && se.Step == "open" {
-			return nil, err
-		}
-		return nil, fault.CandidateErr(fmt.Errorf("bundle %s: %w", s.Bundle, err))
-	}
 	if j.Python, err = worker.FindPython(ctx, s.Python); err != nil {
 		return nil, fault.InfraErr(err)
 	}
@@ -188,11 +180,11 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 		}
 		j.Seed = binary.BigEndian.Uint64(buf[:]) >> 1
 	}
-	runtimeParent, err := worker.MaterializeRuntime(filepath.Join(scratch, "runtime"))
+	runtimeParent, err := worker.MaterializeRuntime(worker.JobRuntime(scratch))
 	if err != nil {
 		return nil, fault.InfraErr(err)
 	}
-	launcher := worker.NewSandboxLauncherFor(install, staged.Bundle.Dir, runtimeParent, j.Device)
+	launcher := worker.NewSandboxLauncherFor(install, worker.JobBundles(scratch), runtimeParent, j.Device)
 	var bc cache
 	select {
 	case bc = <-bytecode:
@@ -225,10 +217,18 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 			}
 		}
 	}
+	// Collective ranks take the operator's NCCL_* settings from the
+	// validator's environment, as the engine's tensor-parallel ranks do
+	// (worker.CollectiveEnv(os.Environ())), also where the caller gave
+	// none (the referee's screen).
+	environ := s.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
 	j.opts = Options{
 		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
 		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
-		Launcher: launcher, Environ: s.Environ, TritonHelpers: helpers,
+		Launcher: launcher, Environ: environ, TritonHelpers: helpers,
 	}
 	if refused() {
 		return nil, scanned()
@@ -243,6 +243,35 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 	}
 	j.prepared = time.Since(t0)
 	return j, nil
+}
+
+// StageJob makes a verify job's directory under root ("" = the system temp
+// directory) and stages the bundle at src into it, laid out as an engine
+// session lays out its stack (worker.NewJob, worker.StageBundle: the same
+// directory names, so that a bundle's module paths, the sandbox's bundle
+// root and the workers' directories look alike in grading and serving).
+// It returns the job directory, which the caller removes, and the staged
+// bundle. Errors are attributed: an origin that cannot be opened is the
+// user's, a bundle that cannot be copied or loaded the candidate's, the
+// job directory the infrastructure's.
+func StageJob(ctx context.Context, root, src string, slots *slot.Catalog) (string, *bundle.Staged, error) {
+	job, err := worker.NewJob(root)
+	if err != nil {
+		return "", nil, fault.InfraErr(err)
+	}
+	staged, err := worker.StageBundle(ctx, src, job, slots)
+	if err != nil {
+		os.RemoveAll(job)
+		var se *bundle.StageError
+		switch {
+		case !errors.As(err, &se):
+			return "", nil, fault.InfraErr(err)
+		case se.Step == "open":
+			return "", nil, err
+		}
+		return "", nil, fault.CandidateErr(fmt.Errorf("bundle %s: %w", src, err))
+	}
+	return job, staged, nil
 }
 
 // Run verifies every row; progress (may be nil) receives one line a step.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,12 @@ func TestPrepareStartsWorkersDuringScan(t *testing.T) {
 		job, err := verify.Prepare(ctx, s)
 		if err != nil {
 			t.Fatalf("Prepare: %v", err)
+		}
+		// Staged where an engine session stages a stack bundle
+		// (worker.StageBundle; TestStagingLikeVerify in internal/engine).
+		staged := regexp.MustCompile(`^` + regexp.QuoteMeta(s.ScratchRoot) + `/cacheon-job-[0-9]+/bundles/[0-9a-f]{16}$`)
+		if !staged.MatchString(job.Admitted.Dir()) {
+			t.Errorf("bundle staged at %s, want %s", job.Admitted.Dir(), staged)
 		}
 		// The lane's worker runs before Run is called (its start may still
 		// be under way when Prepare returns).

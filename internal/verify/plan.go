@@ -2,6 +2,7 @@ package verify
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -34,7 +35,11 @@ const maxCaseElements = 4 << 20
 //     the interior point, which is there to catch it);
 //  5. every wider registered shape and every served shape at a large
 //     count (wideCountShapes): the count sweep reaches the smallest width
-//     only.
+//     only; last, one of them at a count drawn from the seed
+//     (drawnWideShape).
+//
+// The serving case, a row's first (servingShapes), runs before them; a
+// shape of this list with its dimensions is not run again.
 //
 // A slot whose serving pads a dimension (Spec.ServingPad: moe_finalize's
 // PAD) gets serving's padding in three shapes of four (Spec.PadShape).
@@ -56,7 +61,7 @@ func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(sl
 		for _, n := range bucketCounts(spec.MaxCount, seed) {
 			out = append(out, spec.CountShape(spec.Shapes[0], n, strconv.Itoa(n)))
 		}
-		out = append(out, wideCountShapes(spec)...)
+		out = append(out, wideCountShapes(spec, seed)...)
 	}
 	var uniq []slot.Shape
 	for _, sh := range out {
@@ -282,46 +287,191 @@ func splitmix(x uint64) uint64 {
 // The bound is well below maxCaseElements, as these shapes are many: at
 // the widest served silu width (D=14336) one token is 28672 input
 // elements, and a case costs verify about its input elements times its
-// six calls and three dtypes.
+// six calls and three dtypes. wideDrawElements bounds the input elements
+// of the one shape per row whose count is drawn (drawnWideShape: 146
+// tokens at D=14336, 256 at 8192, 292 at 7168, 1023 rmsnorm tokens at
+// H=4096; at 8 Mi the large draws cost the CPU silu verify 0.4–0.9 s).
 const (
 	wideCountElements = 64 << 10
 	wideMinCount      = 8
+	wideDrawElements  = 4 << 20
 )
+
+// wideShape is a width of wideCountShapes: its shape, the count it runs
+// at and the largest count the row's draw may give it.
+type wideShape struct {
+	sh    slot.Shape
+	n, hi int
+}
 
 // wideCountShapes puts the large counts at every width: each registered
 // shape but the count sweep's base (the first), then each served shape,
 // at the largest count halving down from MaxCount whose count-dependent
-// input elements fit wideCountElements, and at least wideMinCount. The
-// count sweep runs the base shape only, whose width is the smallest, and
-// the served shapes' own counts are a decode batch's 2 to 7: without
-// these, a kernel wrong only when N ≥ 8 and D ≥ 4096 (every prefill in
-// serving, silu_wide_prefill, rmsnorm_wide_prefill) passed. A shape is
-// left out when its registered count already reaches half that count
-// (the registered shape, jittered, is a large count at that width), and
-// when its count-independent inputs (weights, KV caches) alone exceed
-// wideCountElements: its reference work grows with the count times them
-// (decode's llama and long-context caches, the MoE expert weights).
-func wideCountShapes(spec *slot.Spec) []slot.Shape {
+// input elements fit wideCountElements (and whose page tables address at
+// most maxCaseElements cache elements, Spec.TableReach: a decode table
+// 512 pages wide reaches 2 Mi cache elements a sequence), and at least
+// wideMinCount. The count sweep runs the base shape only, whose width is
+// the smallest, and the served shapes' own counts are a decode batch's 2
+// to 7: without these, a kernel wrong only when N ≥ 8 and D ≥ 4096
+// (every prefill in serving, silu_wide_prefill, rmsnorm_wide_prefill)
+// passed. A shape is left out when its registered count already reaches
+// half that count (the registered shape, jittered, is a large count at
+// that width), and when its count-independent inputs (weights, KV caches)
+// alone exceed wideCountElements: its reference work grows with the count
+// times them (decode's llama and long-context caches, the MoE expert
+// weights).
+//
+// Since session 15 the last shape is the row's drawn wide count
+// (drawnWideShape), when it differs from its width's fixed count.
+func wideCountShapes(spec *slot.Spec, seed uint64) []slot.Shape {
 	var out []slot.Shape
-	for _, sh := range append(slices.Clone(spec.Shapes[1:]), spec.ServedShapes...) {
-		one, err1 := spec.InputElements(spec.CountShape(sh, 1, "").Dims)
-		two, err2 := spec.InputElements(spec.CountShape(sh, 2, "").Dims)
-		per := two - one
-		if err1 != nil || err2 != nil || per <= 0 || one > wideCountElements {
-			continue
-		}
-		n := spec.MaxCount
-		for n > wideMinCount && n*per > wideCountElements {
-			n /= 2
-		}
-		if n <= 2*sh.Dims[spec.Count] {
-			continue
-		}
-		wide := spec.CountShape(sh, n, strconv.Itoa(n))
-		if all, err := spec.InputElements(wide.Dims); err != nil || all > maxCaseElements {
-			continue
-		}
-		out = append(out, wide)
+	for _, w := range wideShapes(spec) {
+		out = append(out, spec.CountShape(w.sh, w.n, strconv.Itoa(w.n)))
+	}
+	if d, ok := drawnWideShape(spec, seed); ok {
+		out = append(out, d)
 	}
 	return out
+}
+
+// wideShapes lists the widths of wideCountShapes with their fixed counts.
+func wideShapes(spec *slot.Spec) []wideShape {
+	var ws []wideShape
+	for _, sh := range append(slices.Clone(spec.Shapes[1:]), spec.ServedShapes...) {
+		if w, ok := wideCount(spec, sh); ok {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// drawnWideShape is the row's drawn wide count (session 15): one width of
+// wideShapes, drawn from the seed among those at the smallest fixed count
+// (silu's served widths of 7168, 8192 and 14336 at 8 tokens, rmsnorm's
+// 4096 at 16), at a count drawn log-uniformly between that count and the
+// largest whose inputs fit wideDrawElements (and its tables' reach
+// maxCaseElements), at most MaxCount. At fixed counts a kernel wrong only
+// from 16 tokens at D ≥ 4096 passed (silu_wide16); with the draw no
+// threshold below the cap is safe. Above the cap (146 tokens at
+// D = 14336) the live audit is what sees serving's longer prefills. The
+// case runs its first call only (plannedCase.firstOnly), which grades the
+// count: at the cap one call is 4 Mi input elements, about as much as all
+// the other calls of a silu row together, and every width meets every
+// distribution and the replays at its fixed count. It is a served width
+// at a prefill's count, and takes the serving forms (served scalars,
+// all-ones norm weights, ...: slot.CaseParams.Serving) in the
+// distribution of its position: a kernel honest only when some input is
+// not in serving's form at large counts would otherwise pass on the
+// seeds whose coins put no served form there (rmsnorm_ones_weight_tell
+// is wrong only above 1024 columns). ok is false when no width has room
+// above its fixed count, or the draw gave that count.
+func drawnWideShape(spec *slot.Spec, seed uint64) (slot.Shape, bool) {
+	ws := wideShapes(spec)
+	var ties []wideShape
+	for _, w := range ws {
+		switch {
+		case w.hi <= w.n:
+		case len(ties) == 0 || w.n < ties[0].n:
+			ties = []wideShape{w}
+		case w.n == ties[0].n:
+			ties = append(ties, w)
+		}
+	}
+	if len(ties) == 0 {
+		return slot.Shape{}, false
+	}
+	w := ties[splitmix(seed^0x3d1a)%uint64(len(ties))]
+	u := float64(splitmix(seed^0x5eed)>>11) / (1 << 53)
+	n := min(w.hi, max(w.n, int(math.Round(float64(w.n)*math.Pow(float64(w.hi)/float64(w.n), u)))))
+	if n == w.n {
+		return slot.Shape{}, false
+	}
+	return spec.CountShape(w.sh, n, strconv.Itoa(n)), true
+}
+
+// wideCount is shape sh's large count and the cap of its draw (see
+// wideCountShapes); ok is false when sh gets none.
+func wideCount(spec *slot.Spec, sh slot.Shape) (wideShape, bool) {
+	at := func(n int) (in, reach int, err error) {
+		d := spec.CountShape(sh, n, "").Dims
+		if in, err = spec.InputElements(d); err != nil {
+			return 0, 0, err
+		}
+		reach, err = spec.TableReach(d)
+		return in, reach, err
+	}
+	one, reach1, err1 := at(1)
+	two, reach2, err2 := at(2)
+	per, reachPer := two-one, reach2-reach1
+	if err1 != nil || err2 != nil || per <= 0 || one > wideCountElements {
+		return wideShape{}, false
+	}
+	n := spec.MaxCount
+	for n > wideMinCount && (n*per > wideCountElements || n*reachPer > maxCaseElements) {
+		n /= 2
+	}
+	if n <= 2*sh.Dims[spec.Count] || n*reachPer > maxCaseElements {
+		return wideShape{}, false
+	}
+	if all, _, err := at(n); err != nil || all > maxCaseElements {
+		return wideShape{}, false
+	}
+	hi := min(spec.MaxCount, (wideDrawElements-one)/per+1)
+	if reachPer > 0 {
+		hi = min(hi, maxCaseElements/reachPer)
+	}
+	return wideShape{sh: sh, n: n, hi: max(hi, n)}, true
+}
+
+// servingShapes lists the shapes a row's first case, its serving case
+// (slot.CaseParams.Serving), may take, in order of preference: the
+// served shapes (Spec.ServedShapes; the registered ones for a slot that
+// has none), jittered as rowShapes jitters them and with serving's
+// padding (Spec.ServingPadShape), starting from one drawn from the seed;
+// those inside the variant's domain first, then the others with their
+// count moved to the nearest the domain admits (those of at most
+// maxCaseElements input elements). verifyRow runs the
+// serving case on the first that is inside the domain and splits across
+// the world size. A kernel that cheats in serving until it sees an input
+// no arena serves (silu_shape_memory) then cheats on a row's first call
+// too.
+func servingShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(slot.Dims) bool) []slot.Shape {
+	all := append(slices.Clone(spec.Shapes), spec.ServedShapes...)
+	from := len(spec.Shapes)
+	if len(spec.ServedShapes) == 0 {
+		from = 0
+	}
+	var base []slot.Shape
+	for i := from; i < len(all); i++ {
+		base = append(base, spec.ServingPadShape(slot.JitterShape(spec.Name, all[i], seed, i)))
+	}
+	k := int(splitmix(seed^0x5e41) % uint64(len(base)))
+	base = append(base[k:], base[:k]...)
+	var in, moved []slot.Shape
+	lo, hi, hasLo, hasHi, bounded := dom.Bounds(spec.CountField())
+	for _, sh := range base {
+		if fits(sh.Dims) {
+			in = append(in, sh)
+			continue
+		}
+		if !bounded || spec.Count == "" {
+			continue
+		}
+		n := int64(sh.Dims[spec.Count])
+		if hasLo && n < lo {
+			n = lo
+		}
+		if hasHi && n > hi {
+			n = hi
+		}
+		n = min(max(n, 1), int64(max(spec.MaxCount, 1)))
+		if int(n) == sh.Dims[spec.Count] {
+			continue
+		}
+		m := spec.ServingPadShape(spec.CountShape(sh, int(n), strconv.FormatInt(n, 10)))
+		if e, err := spec.InputElements(m.Dims); err == nil && e <= maxCaseElements && fits(m.Dims) {
+			moved = append(moved, m)
+		}
+	}
+	return append(in, moved...)
 }

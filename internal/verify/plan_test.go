@@ -111,7 +111,8 @@ func keys(m map[string]slot.Dims) []string {
 // inputs fit wideCountElements, at least wideMinCount), after every other
 // shape; a shape whose registered count already reaches it, or whose
 // count-independent inputs (KV caches, expert weights) alone exceed the
-// bound, gets none.
+// bound, gets none. After them comes the row's drawn wide count, at one
+// of the widths at the smallest such count (TestWideCountDraw).
 func TestWideCountShapes(t *testing.T) {
 	cat, err := slot.NewCatalog()
 	if err != nil {
@@ -119,25 +120,32 @@ func TestWideCountShapes(t *testing.T) {
 	}
 	tests := []struct {
 		slot string
-		// want: shape name -> count; absent: names that must not run.
+		// want: shape name -> count; absent: names that must not run;
+		// drawn: the widths the last shape, the drawn count, is one of.
 		want   map[string]int
 		absent []string
+		drawn  []string
 	}{
 		{"activation.silu_and_mul",
 			// 64 Ki elements: 2*D per token; the served widths at D >= 4096
-			// run at the minimum 8 (silu_wide_prefill).
+			// run at the minimum 8 (silu_wide_prefill), one of them also at
+			// a drawn count (silu_wide16).
 			map[string]int{"served-128@256": 256, "served-256@128": 128, "served-7168@8": 8, "served-8192@8": 8, "served-14336@8": 8},
-			[]string{"mlp@32", "mlp@64", "wide@8", "wide@16"}}, // registered counts 64 and 33 reach them
+			[]string{"mlp@32", "mlp@64", "wide@8", "wide@16"}, // registered counts 64 and 33 reach them
+			[]string{"served-7168", "served-8192", "served-14336"}},
 		{"norm.rmsnorm",
 			map[string]int{"odd@64": 64, "served-128@512": 512, "served-4096@16": 16}, // rmsnorm_wide_prefill
-			[]string{"hidden@32"}},
+			[]string{"hidden@32"}, []string{"served-4096"}},
 		{"attention.sdpa",
 			map[string]int{"bidirectional@64": 64, "served-d32@256": 256},
-			[]string{"prefill-gqa@64", "chunked-mqa@16"}},
+			[]string{"prefill-gqa@64", "chunked-mqa@16"}, []string{"bidirectional"}},
 		{"attention.decode",
-			map[string]int{"mqa-page1@128": 128, "served-d32@256": 256},
-			[]string{"llama@8", "long-context@64"}}, // caches beyond the bound
-		{"moe.fused_experts", nil, []string{"mixtral-like@64", "many-experts@128"}}, // weights beyond the bound
+			// served-d32's table (16 pages of 2048 cache elements) reaches
+			// 4 Mi cache elements at 128 sequences (Spec.TableReach)
+			map[string]int{"mqa-page1@128": 128, "served-d32@128": 128},
+			[]string{"llama@8", "long-context@64", "served-w128@8", "served-w512@8"}, // caches beyond the bound
+			[]string{"mqa-page1"}},
+		{"moe.fused_experts", nil, []string{"mixtral-like@64", "many-experts@128"}, nil}, // weights beyond the bound
 	}
 	for _, tt := range tests {
 		t.Run(tt.slot, func(t *testing.T) {
@@ -148,11 +156,23 @@ func TestWideCountShapes(t *testing.T) {
 			shapes := rowShapes(spec, capability.Domain{}, 1, func(slot.Dims) bool { return true })
 			at := map[string]int{}
 			firstWide := -1
+			isWide := func(name string) bool {
+				_, want := tt.want[name]
+				return want
+			}
 			for i, sh := range shapes {
 				at[sh.Name] = i
-				if _, want := tt.want[sh.Name]; want && firstWide < 0 {
+				if isWide(sh.Name) && firstWide < 0 {
 					firstWide = i
 				}
+			}
+			if len(tt.drawn) > 0 {
+				last := shapes[len(shapes)-1]
+				base, _, _ := strings.Cut(last.Name, "@")
+				if _, fixed := tt.want[last.Name]; fixed || !slices.Contains(tt.drawn, base) {
+					t.Errorf("seed 1: the last shape %s is no drawn count of %v", last.Name, tt.drawn)
+				}
+				shapes = shapes[:len(shapes)-1]
 			}
 			for name, n := range tt.want {
 				i, ok := at[name]
@@ -172,7 +192,7 @@ func TestWideCountShapes(t *testing.T) {
 			// The wide shapes come last.
 			if firstWide >= 0 {
 				for _, sh := range shapes[firstWide:] {
-					if _, want := tt.want[sh.Name]; !want {
+					if !isWide(sh.Name) {
 						t.Errorf("shape %s after the wide-count shapes %v", sh.Name, names(shapes[firstWide:]))
 					}
 				}
@@ -205,11 +225,75 @@ func TestEveryWidthAtLargeCount(t *testing.T) {
 				t.Errorf("%s: shape %s's width runs at %s <= %d only", spec.Name, sh.Name, spec.Count, best)
 			}
 		}
+		drawn := 0 // the drawn wide count may reach wideDrawElements
 		for _, g := range shapes {
-			if n, err := spec.InputElements(g.Dims); err != nil || n > max(maxCaseElements, registeredElements(spec)) {
+			n, err := spec.InputElements(g.Dims)
+			if err == nil && n > max(maxCaseElements, registeredElements(spec)) && n <= wideDrawElements && drawn == 0 {
+				drawn++
+				continue
+			}
+			if err != nil || n > max(maxCaseElements, registeredElements(spec)) {
 				t.Errorf("%s: shape %s has %d input elements (%v)", spec.Name, g.Name, n, err)
 			}
 		}
+	}
+}
+
+// TestWideCountDraw: one width per row, drawn from the seed among those
+// at the smallest fixed count (silu's served widths of 7168, 8192 and
+// 14336 at 8 tokens), also runs at a count drawn log-uniformly from that
+// count up to inputs of wideDrawElements (a few hundred tokens at
+// D = 14336), so that no token threshold below the cap is safe at the
+// wide widths (silu_wide16); every width keeps its fixed count.
+func TestWideCountDraw(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	silu, _ := cat.Lookup("activation.silu_and_mul")
+	fixed := map[string]int{"served-128": 256, "served-256": 128, "served-7168": 8, "served-8192": 8, "served-14336": 8}
+	widths := map[string]int{}
+	atLeast := map[int]int{} // threshold -> seeds whose draw reaches it
+	const seeds = 400
+	for seed := uint64(1); seed <= seeds; seed++ {
+		ws := wideCountShapes(silu, seed)
+		moved := 0
+		for _, sh := range ws {
+			base, _, _ := strings.Cut(sh.Name, "@")
+			n := sh.Dims["N"]
+			if n == fixed[base] {
+				continue
+			}
+			moved++
+			widths[base]++
+			if fixed[base] != 8 {
+				t.Errorf("seed %d: %s drawn, not one of the widest", seed, sh.Name)
+			}
+			if e, _ := silu.InputElements(sh.Dims); e > wideDrawElements || n > silu.MaxCount {
+				t.Errorf("seed %d: %s has %d input elements, cap %d", seed, sh.Name, e, wideDrawElements)
+			}
+			for _, th := range []int{16, 64, 128, 256} {
+				if n >= th {
+					atLeast[th]++
+				}
+			}
+		}
+		if moved > 1 {
+			t.Errorf("seed %d: %d shapes drawn, want at most one", seed, moved)
+		}
+	}
+	for _, w := range []string{"served-7168", "served-8192", "served-14336"} {
+		if widths[w] < seeds/6 {
+			t.Errorf("%s drawn in %d of %d seeds", w, widths[w], seeds)
+		}
+	}
+	for th, k := range atLeast {
+		if k == 0 || (th == 16 && k < seeds*3/4) {
+			t.Errorf("a drawn count of at least %d in %d of %d seeds", th, k, seeds)
+		}
+	}
+	if w, ok := wideCount(silu, silu.ServedShapes[len(silu.ServedShapes)-1]); !ok || w.hi < 128 {
+		t.Errorf("the widest served width draws up to %d tokens, want over a hundred", w.hi)
 	}
 }
 

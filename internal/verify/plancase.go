@@ -138,6 +138,9 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	dists := slot.Distributions()
 	first := slices.Index(dists, c.Dist)
 	replays := max(o.Replays, len(dists))
+	if pc.firstOnly {
+		replays = 0 // the drawn wide case (drawnWideShape)
+	}
 	graph := pc.graph && !isBurst
 	graphReplays := 0
 	if graph {

@@ -96,9 +96,10 @@ func (p *pool) start(ctx context.Context, key setKey) (root string, err error) {
 	if s, ok := p.sets[key]; ok {
 		return s.root, nil
 	}
-	root, err = os.MkdirTemp(p.o.WorkDir, "workers-*")
+	// Named as the engine names its ranks' directory (worker.NewWorkDir).
+	root, err = worker.NewWorkDir(p.o.WorkDir)
 	if err != nil {
-		return "", fmt.Errorf("job directory: %w", err)
+		return "", err
 	}
 	s := &workerSet{ready: make(chan struct{}), modules: map[string]string{}, root: root}
 	p.sets[key] = s

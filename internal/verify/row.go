@@ -37,6 +37,9 @@ type plannedCase struct {
 	calls   []plannedCall
 	// graph: the calls include the CUDA-graph phase (rowContext).
 	graph bool
+	// firstOnly: the case runs its first call and no eager replay (the
+	// drawn wide case, drawnWideShape; CUDA-graph replays as any case's).
+	firstOnly bool
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}
@@ -178,14 +181,49 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	var cases []*plannedCase
 	inDomain := 0
 	dists := slot.Distributions()
-	for i, js := range rowShapes(spec, dom, o.Seed, fits) {
+	shapes := rowShapes(spec, dom, o.Seed, fits)
+	// The row's first case is its serving case: a served shape inside
+	// the domain, every input in the form serving gives it
+	// (slot.CaseParams.Serving), the Normal distribution. Where no served
+	// shape applies, the first case of the shapes below takes the
+	// serving forms on its own shape.
+	var servingDims slot.Dims
+	drawn, hasDrawn := drawnWideShape(spec, o.Seed)
+	for _, js := range servingShapes(spec, dom, o.Seed, fits) {
+		if ok, _ := match(js.Dims); !ok {
+			continue
+		}
+		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal,
+			Index: len(shapes), WorldSize: ws, Serving: true})
+		if errors.Is(err, slot.ErrWorldSize) {
+			continue
+		}
+		if err != nil {
+			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
+			return row
+		}
+		inDomain++
+		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name, graph: graph})
+		servingDims = js.Dims
+		break
+	}
+	for i, js := range shapes {
+		if servingDims != nil && maps.Equal(js.Dims, servingDims) {
+			continue // the serving case ran it
+		}
 		if ok, reason := match(js.Dims); !ok {
 			row.NAShapes = append(row.NAShapes, js.Name+": "+reason)
 			continue
 		}
 		inDomain++
+		// Scalar points count from the case after the serving case: the
+		// registered value (point 0) there, then the pairs. The drawn
+		// wide case, a served width at a prefill's count, takes the
+		// serving forms too (drawnWideShape).
+		point := max(0, len(cases)-1)
+		isDrawn := hasDrawn && js.Name == drawn.Name && maps.Equal(js.Dims, drawn.Dims)
 		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
-			Index: i, WorldSize: ws, ScalarPoint: len(cases)})
+			Index: i, WorldSize: ws, ScalarPoint: point, Serving: len(cases) == 0 || isDrawn})
 		if errors.Is(err, slot.ErrWorldSize) {
 			row.NAShapes = append(row.NAShapes, js.Name+": "+err.Error())
 			continue
@@ -194,7 +232,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
 			return row
 		}
-		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name, graph: graph})
+		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name, graph: graph, firstOnly: isDrawn})
 	}
 	if len(cases) == 0 {
 		if inDomain > 0 {

@@ -101,13 +101,14 @@ def _call(node, module_level, scopes):
     return fact
 
 
-def _decorates(call, scopes):
-    """Whether a call is a whole decorator expression of a def or class
-    (@wraps(f) above a def): what it returns is applied to that
-    statement's own function or class, nothing else."""
-    owner = scopes.parent.get(id(call))
+def _decorates(node, scopes):
+    """Whether a call, a name or an attribute chain is a whole decorator
+    expression of a def or class (@wraps(f), @final above a def): it, or
+    what it returns, is applied to that statement's own function or class,
+    nothing else."""
+    owner = scopes.parent.get(id(node))
     return isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
-        d is call for d in owner.decorator_list)
+        d is node for d in owner.decorator_list)
 
 
 def _value(node):
@@ -188,7 +189,14 @@ def _attribute(node, scopes, consumed, module_level):
              or any(k.arg is None for k in parent.keywords))
         if parent.args and isinstance(parent.args[0], ast.Name):
             _set(fact, "arg0", scopes.receiver(parent.args[0]))
+        if parent.args and not isinstance(parent.args[0], ast.Starred):
+            # typing.final(f): what a library function that stores into
+            # its argument is applied to
+            _set(fact, "target", _chain(parent.args[0]))
         _set(fact, "decorator", _decorates(parent, scopes))
+    else:
+        # @typing.final above a def: the chain itself is the decorator
+        _set(fact, "decorator", _decorates(node, scopes))
     return fact
 
 
@@ -263,6 +271,9 @@ def _facts(tree):
                 names.append({"name": node.id, "ctx": _ctx(node), "line": line, "col": col})
                 if _ctx(node) == "load" and node.id in _BUILTIN_NAMES:
                     _set(names[-1], "local", scopes.local(node))
+                if _ctx(node) == "load":
+                    # @final above a def: the name itself is the decorator
+                    _set(names[-1], "decorator", _decorates(node, scopes))
         elif isinstance(node, _DEFINING):
             # A def, class, parameter or type parameter binds its name.
             name = node.arg if isinstance(node, ast.arg) else node.name
@@ -329,6 +340,11 @@ def _facts(tree):
     # keyword).
     roots.update(c["func"] for c in calls
                  if not c.get("of_result") and (c["nargs"] >= 2 or c["starred"] or c["nkeywords"] > 0))
+    # Names a call takes as its one argument: an argument-mutating callable
+    # (typing.final, dataclasses.dataclass) may be applied to a name the
+    # file rebinds to that call's result (Cfg = dataclasses.dataclass(Cfg)).
+    roots.update(x["target"].split(".", 1)[0] for x in calls + attributes
+                 if x.get("target") and x.get("nargs") == 1)
     for i, nid in stored:
         value = values.get(nid)
         if names[i]["name"] in roots and value is not None and value["kind"] != "other":

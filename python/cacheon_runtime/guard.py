@@ -40,10 +40,13 @@ then and says, when asked, what has changed since:
   reconstructing a ``__reduce_ex__`` state sets attributes from a
   standard-library frame), a function's ``__code__``, ``__defaults__`` or
   ``__kwdefaults__`` replaced (``functools.update_wrapper(f, g,
-  assigned=("__code__",))``), or a class, function or module a module
-  binds rebound. Whatever expression or library frame did the store, the
-  state is compared, not the route (15 to 30 ms on the CPU machine: at
-  load and after the cases verify asks for, a row's first and last).
+  assigned=("__code__",))``) or an entry of its ``__kwdefaults__`` or
+  ``__dict__`` added, deleted or replaced (``typing.final(F.silu)`` sets
+  ``__final__``, ``functools.wraps(src)(f)`` copies ``src.__dict__``), or
+  a class, function or module a module binds rebound. Whatever expression
+  or library frame did the store, the state is compared, by identity (a
+  replaced value's ``__eq__`` is never asked), not the route (about 10 ms
+  on the CPU machine: at load and after a row's first and last case).
 
 ``quick`` is cheap enough to run around every candidate call (a few
 microseconds); ``full`` adds the identities and the dispatch tables.
@@ -58,8 +61,10 @@ import builtins  # noqa: F401 - imported so that the watched names resolve
 import ctypes  # noqa: F401
 import io  # noqa: F401
 import json  # noqa: F401
+import operator
 import os  # noqa: F401
 import sys
+from itertools import chain
 
 from . import abcstate, optables
 
@@ -158,24 +163,69 @@ def _conditions(torch):
     return tuple(out)
 
 
+# Class attributes whose data values decide behaviour: replacing one is a
+# change (typing.runtime_checkable on a library protocol flips
+# _is_runtime_protocol; typing.final's, abc.abstractmethod's markers).
+_BEHAVIOUR_DATA = frozenset(("_is_runtime_protocol", "_is_protocol", "__final__", "__no_type_check__",
+                             "__isabstractmethod__", "__abstractmethods__", "__override__",
+                             "__dataclass_transform__"))
+
+_is = operator.is_
+_values = operator.methodcaller("values")  # a class's mappingproxy: its dict's own values()
+_DICT = (dict.__len__, dict.keys, dict.values)  # a function's dicts: dict's own methods
+
+
+def _entries(dicts, size=len, keys=iter, values=_values):
+    """(sizes, keys, values) of dicts, in order: what _same_entries compares."""
+    dicts = list(dicts)
+    return [list(map(size, dicts))] + [list(chain.from_iterable(map(f, dicts))) for f in (keys, values)]
+
+
+def _same_entries(dicts, saved, size=len, keys=iter, values=_values):
+    """Whether dicts hold saved's keys and values in order: values by identity
+    (a candidate's __eq__ could say yes), keys so too but a class's, always
+    exact strings (keys=iter: compared by ==, cheaper); a function's dicts
+    through dict's own methods (_DICT), never a subclass's."""
+    dicts = list(dicts)
+    sizes, ks, vs = saved
+    if list(map(size, dicts)) != sizes:
+        return False
+    same = (list(chain.from_iterable(dicts)) == ks if keys is iter
+            else all(map(_is, chain.from_iterable(map(keys, dicts)), ks)))
+    return same and all(map(_is, chain.from_iterable(map(values, dicts)), vs))
+
+
+def _dict_diff(now, was, missing=object()):
+    """The first entry of a function's __dict__ (or __kwdefaults__) added,
+    deleted or replaced since was, by identity; '' when none."""
+    for k, v in was.items():
+        cur = dict.get(now, k, missing)
+        if cur is not v:
+            return "%s %s" % (k, "deleted" if cur is missing else "replaced")
+    for k in dict.keys(now):
+        if k not in was:
+            return "%s added" % (k,)
+    return ""
+
+
 class _Objects:
     """Identities of the classes, functions and bindings of the watched
     modules (_OBJECT_ROOTS), taken once before any candidate import."""
 
     def __init__(self):
         import types
-        self._fn_type = types.FunctionType
-        self._mod_type = types.ModuleType
         self.classes = []    # (class, {name: value})
-        self.functions = []  # (function, code, defaults, kwdefaults)
+        self.functions = []  # (f, code, defaults, kwdefaults, {kwdefaults}, {__dict__}, (module, qualname))
         self.bindings = []   # (module name, module, {name: class/function/module})
         seen = set()
-        fn_type, mod_type = self._fn_type, self._mod_type
+        fn_type, mod_type = types.FunctionType, types.ModuleType
 
         def function(f):
             if id(f) not in seen:
                 seen.add(id(f))
-                self.functions.append((f, f.__code__, f.__defaults__, f.__kwdefaults__))
+                kw = f.__kwdefaults__
+                self.functions.append((f, f.__code__, f.__defaults__, kw, dict(kw or {}), dict(f.__dict__),
+                                       (getattr(f, "__module__", "?"), getattr(f, "__qualname__", "?"))))
 
         for mname, m in list(sys.modules.items()):
             if not isinstance(m, mod_type) or mname.split(".")[0] not in _OBJECT_ROOTS:
@@ -209,57 +259,73 @@ class _Objects:
                         if isinstance(x, fn_type):
                             function(x)
             self.bindings.append((mname, m, keep))
+        self._index()
 
     def _index(self):
-        """The fast paths' views of the snapshot (built once)."""
-        import operator
-        self._code = operator.attrgetter("__code__")
-        self._defaults = operator.attrgetter("__defaults__")
-        self._kwdefaults = operator.attrgetter("__kwdefaults__")
-        fns = [f for f, _c, _d, _k in self.functions]
-        self._fns = fns
-        self._codes = [c for _f, c, _d, _k in self.functions]
-        self._dflts = [d for _f, _c, d, _k in self.functions]
-        self._kwdflts = [k for _f, _c, _d, k in self.functions]
-        self._getters = []
-        for mname, m, keep in self.bindings:
-            keys = sorted(keep)
-            if keys:
-                self._getters.append((mname, m, keep, operator.itemgetter(*keys),
-                                      tuple(keep[k] for k in keys) if len(keys) > 1 else keep[keys[0]]))
+        """The fast paths' flat views of the snapshot."""
+        self._getd = operator.attrgetter("__dict__")
+        self._cls = [c for c, _d in self.classes]
+        self._cls_entries = _entries(d for _c, d in self.classes)
+        fs = self.functions
+        self._fns = [f[0] for f in fs]
+        self._fn_state = [(operator.attrgetter(a), [f[i] for f in fs])
+                          for i, a in ((1, "__code__"), (2, "__defaults__"), (3, "__kwdefaults__"))]
+        self._kw = [f[0] for f in fs if f[3] is not None]
+        self._kw_entries = _entries((f[4] for f in fs if f[3] is not None), *_DICT)
+        self._bare = [f[0] for f in fs if not f[5]]  # most: an empty __dict__ stays so
+        self._attrd = [f[0] for f in fs if f[5]]
+        self._attrd_entries = _entries((f[5] for f in fs if f[5]), *_DICT)
+        bind = [(vars(m), k, v) for _n, m, keep in self.bindings for k, v in keep.items()]
+        self._bind = [[b[i] for b in bind] for i in range(3)]
+
+    def _functions_same(self):
+        """The fast path: every function's code, defaults, kwdefaults and __dict__."""
+        getd, fns = self._getd, self._fns
+        return (all(all(map(_is, map(get, fns), was)) for get, was in self._fn_state)
+                and not any(map(dict.__len__, map(getd, self._bare)))
+                and _same_entries(map(operator.attrgetter("__kwdefaults__"), self._kw), self._kw_entries, *_DICT)
+                and _same_entries(map(getd, self._attrd), self._attrd_entries, *_DICT))
 
     def changed(self):
         """'' when every watched object is as at start, else a reason.
 
-        Fast paths compare whole lists and dicts in C (list and dict
-        equality test identity first, and functions, classes and modules
-        compare by identity); only where one differs does the exact check
-        run, which applies the exemptions and then takes what it exempted
-        as the new state."""
-        if not hasattr(self, "_fns"):
-            self._index()
-        for i, (c, d) in enumerate(self.classes):
-            try:
-                same = c.__dict__ == d
-            except Exception:  # noqa: BLE001
-                same = False
-            if not same:
+        The fast paths compare flat lists in C by identity (never by ==: a
+        replaced value's __eq__ could be candidate code that says yes); only
+        where one differs does the exact check run, which names the change,
+        applies the classes' exemptions and takes them as the new state."""
+        try:
+            same = _same_entries(map(self._getd, self._cls), self._cls_entries)
+        except Exception:  # noqa: BLE001
+            same = False
+        if not same:
+            for i, (c, d) in enumerate(self.classes):
                 why = self._class_changed(c, d)
                 if why:
                     return why
-                self.classes[i] = (c, dict(c.__dict__))
-        if (list(map(self._code, self._fns)) != self._codes or list(map(self._defaults, self._fns)) != self._dflts
-                or list(map(self._kwdefaults, self._fns)) != self._kwdflts):
-            for f, code, defaults, kwdefaults in self.functions:
-                if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
-                    return "the code or defaults of %s.%s were replaced" % (
-                        getattr(f, "__module__", "?"), getattr(f, "__qualname__", "?"))
-        for mname, m, keep, getter, saved in self._getters:
-            try:
-                same = getter(vars(m)) == saved
-            except Exception:  # noqa: BLE001 - a key deleted
-                same = False
-            if not same:
+                if why is not None:  # only data torch updates changed
+                    self.classes[i] = (c, dict(c.__dict__))
+            self._cls_entries = _entries(d for _c, d in self.classes)
+        try:
+            same = self._functions_same()
+        except Exception:  # noqa: BLE001
+            same = False
+        if not same:
+            for f, code, defaults, kw, kwd, attrs, name in self.functions:
+                where = "%s.%s" % name  # as at start: functools.wraps copies another's
+                try:
+                    now_kw = f.__kwdefaults__
+                    if (f.__code__ is not code or f.__defaults__ is not defaults or now_kw is not kw
+                            or (kw is not None and _dict_diff(now_kw, kwd))):
+                        return "the code or defaults of %s were replaced" % where
+                    why = _dict_diff(f.__dict__, attrs)
+                except Exception:  # noqa: BLE001
+                    return "the function %s cannot be read" % where
+                if why:
+                    return "the attributes of %s changed (%s: typing.final, functools.wraps and the like " \
+                           "store into what they are applied to)" % (where, why)
+        dicts, keys, vals = self._bind
+        if not all(map(_is, map(dict.get, dicts, keys), vals)):
+            for mname, m, keep in self.bindings:
                 try:
                     md = vars(m)
                     for k, v in keep.items():
@@ -271,12 +337,16 @@ class _Objects:
 
     @staticmethod
     def _class_changed(c, d):
-        """The exact check of one class whose __dict__ differs."""
+        """The exact check of one class: None when its __dict__ holds d's
+        entries (by identity), '' when it differs only where torch updates
+        data, else the change."""
         try:
             cd = c.__dict__
+            if len(cd) == len(d) and all(map(_is, cd.values(), d.values())) and list(cd) == list(d):
+                return None
             for k, v in d.items():
                 cur = cd.get(k, d)
-                if cur is not v and (_code_like(v) or _code_like(cur)):
+                if cur is not v and (_code_like(v) or _code_like(cur) or k in _BEHAVIOUR_DATA):
                     return "%s.%s.%s was replaced or deleted" % (
                         getattr(c, "__module__", "?"), getattr(c, "__qualname__", "?"), k)
             for k in list(cd.keys()):
@@ -458,7 +528,7 @@ class Guard:
     def objects(self):
         """A reason when a class, function or module binding of torch,
         Triton, the runtime or the allowed standard library changed since
-        start, or an operator's Python kernel tables did (15 to 30 ms on
+        start, or an operator's Python kernel tables did (about 10 ms on
         the CPU machine: at load and after the cases verify asks for, not
         per call)."""
         return self.objects_at_start.changed() or self.op_tables_at_start.changed()

@@ -281,6 +281,30 @@ ATTACKS = {
             d = x.shape[-1] // 2
             out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
     """,
+    # Session 15 (red team of session 14, typing_decorator_store_fn):
+    # typing.final and typing.no_type_check store into torch's own functions,
+    # one by a call, one through a decorator stack whose lower decorator
+    # hands back torch.nn.functional.mish; the guard compares the
+    # functions' __dict__ entries.
+    "typing_final_on_torch": """
+        import typing
+        import torch
+
+        F = torch.nn.functional
+        typing.final(F.silu)
+
+        def _as_mish(fn):
+            return F.mish
+
+        @typing.no_type_check
+        @_as_mish
+        def _marked():
+            pass
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(F.silu(x[:, :d]) * x[:, d:])
+    """,
     "code_swapped": """
         import functools
         import torch

@@ -236,6 +236,10 @@ class WorkerGuardTest(unittest.TestCase):
     def test_dataclass_on_a_torch_class(self):
         self.assert_load_tamper("dataclass_on_linear", "torch.nn.modules.linear.Linear.__")
 
+    def test_typing_final_on_a_torch_function(self):
+        self.assert_load_tamper("typing_final_on_torch",
+                                "the attributes of torch.nn.functional.silu changed (__final__ added")
+
     def test_code_of_a_torch_function_swapped(self):
         self.assert_load_tamper("code_swapped", "the code or defaults of torch.nn.functional.hardswish were replaced")
 

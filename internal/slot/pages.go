@@ -1,0 +1,214 @@
+package slot
+
+import (
+	"fmt"
+	"slices"
+
+	"cacheon/internal/tensor"
+)
+
+// The paged KV cache of attention.decode: its page table (generator
+// "block_table", whose range is the number of cache pages), its sequence
+// lengths ("seq_lens") and the cache arguments the table pages (inputs
+// whose shape starts with the table's range and PS). After a call's
+// inputs are drawn, pageLayout gives them the layouts serving gives
+// them: padTables pads the tables past each sequence's last page, and
+// zeroUnreached zeroes the cache slots no sequence reaches.
+
+// pagedArgs returns the case's page table and sequence-length arguments
+// and its page size; ok is false for a slot without a block_table
+// generator.
+func (c *Case) pagedArgs() (table, lens Arg, ps int, ok bool) {
+	table, ok = c.Spec.arg("block_table")
+	if !ok || table.Gen != "block_table" {
+		return Arg{}, Arg{}, 0, false
+	}
+	lens, ok = c.Spec.arg("seq_lens")
+	ps = c.Dims["PS"]
+	if !ok || ps < 1 {
+		return Arg{}, Arg{}, 0, false
+	}
+	return table, lens, ps, true
+}
+
+// pageLayout gives a call's page tables and KV caches their layout once
+// every input of the call is drawn: serving's padding first (padTables),
+// then the zero slots (zeroUnreached), which follow the padded tables.
+func (c *Case) pageLayout(replay int) error {
+	if err := c.padTables(replay); err != nil {
+		return err
+	}
+	return c.zeroUnreached()
+}
+
+// padTables gives a call's page tables, at even odds, the layout a serving
+// engine gives them: every entry past a sequence's last page is one pad
+// page (page 0 at odds of three in four, as the engine's scratch page,
+// else any page), where the generator's own tables hold further distinct
+// pages. A kernel that changes its arithmetic when a row repeats a page
+// (as only served tables did) meets both layouts. The coin and the pad
+// page come from a stream of their own (argument "block_table.pad"). The
+// serving case's tables are always padded with page 0.
+func (c *Case) padTables(replay int) error {
+	table, lens, ps, ok := c.pagedArgs()
+	if !ok {
+		return nil
+	}
+	pad := int64(0)
+	if !c.Serving {
+		g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "block_table.pad")
+		if g.uniform() < 0.5 {
+			return nil
+		}
+		pages, err := EvalDim(table.Range, c.Dims)
+		if err != nil {
+			return fmt.Errorf("slot %s: block_table range: %w", c.Spec.Name, err)
+		}
+		if g.uniform() >= 0.75 {
+			pad = int64(g.intn(pages))
+		}
+	}
+	for _, rank := range c.Ranks {
+		bt, sl := rank[table.Name], rank[lens.Name]
+		if bt == nil || sl == nil || len(bt.Shape) != 2 {
+			continue
+		}
+		v, err := bt.Int64s()
+		if err != nil {
+			return err
+		}
+		n, err := sl.Int64s()
+		if err != nil {
+			return err
+		}
+		width := bt.Shape[1]
+		for b := range min(len(n), bt.Shape[0]) {
+			for j := int((n[b] + int64(ps) - 1) / int64(ps)); j < width; j++ {
+				v[b*width+j] = pad
+			}
+		}
+		t, err := tensor.FromInt64(bt.DType, bt.Shape, v)
+		if err != nil {
+			return err
+		}
+		rank[table.Name] = t
+	}
+	return nil
+}
+
+// zeroUnreached gives a call's KV caches the engine's unreached slots.
+// The engine allocates its caches zeroed and writes a slot only when a
+// sequence reaches its position, so every page no sequence has reached,
+// and the slots of a sequence's last page past its length, hold zeros
+// (until a freed page is handed out again); verify's caches were drawn
+// whole, and a kernel could tell a served call by its zero pages
+// (decode_zero_pages_tell). In the serving case and in half the others (a
+// coin per case, the first uniform of the stream of argument
+// "block_table.zero" at replay 0, so every call of a case agrees) every
+// cache slot that no sequence's first seq_lens[b] positions reach through
+// its table row is zero; the other cases keep the drawn values there. An
+// honest kernel reads neither.
+func (c *Case) zeroUnreached() error {
+	table, lens, ps, ok := c.pagedArgs()
+	if !ok {
+		return nil
+	}
+	if !c.Serving && newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, table.Name+".zero").uniform() >= 0.5 {
+		return nil
+	}
+	pages, err := EvalDim(table.Range, c.Dims)
+	if err != nil {
+		return fmt.Errorf("slot %s: block_table range: %w", c.Spec.Name, err)
+	}
+	var caches []Arg
+	for _, a := range c.Spec.Args {
+		if a.Kind == ArgInput && len(a.Shape) >= 2 && a.Shape[0] == table.Range && a.Shape[1] == "PS" {
+			caches = append(caches, a)
+		}
+	}
+	for _, rank := range c.Ranks {
+		bt, sl := rank[table.Name], rank[lens.Name]
+		if bt == nil || sl == nil || len(bt.Shape) != 2 {
+			continue
+		}
+		v, err := bt.Int64s()
+		if err != nil {
+			return err
+		}
+		n, err := sl.Int64s()
+		if err != nil {
+			return err
+		}
+		reached := make([]bool, pages*ps)
+		width := bt.Shape[1]
+		for b := range min(len(n), bt.Shape[0]) {
+			for pos := 0; pos < int(n[b]) && pos/ps < width; pos++ {
+				if page := v[b*width+pos/ps]; page >= 0 && page < int64(pages) {
+					reached[int(page)*ps+pos%ps] = true
+				}
+			}
+		}
+		for _, a := range caches {
+			t := rank[a.Name]
+			if t == nil || len(t.Shape) < 2 || t.Shape[0] != pages || t.Shape[1] != ps || len(t.Data)%(pages*ps) != 0 {
+				continue
+			}
+			stride := len(t.Data) / (pages * ps) // bytes of one cache slot
+			data := slices.Clone(t.Data)
+			for s, r := range reached {
+				if !r {
+					clear(data[s*stride : (s+1)*stride])
+				}
+			}
+			rank[a.Name] = &tensor.Tensor{DType: t.DType, Shape: t.Shape, Data: data}
+		}
+	}
+	return nil
+}
+
+// servingTable is the layout of the serving case's page tables, the
+// engine's: its page pool hands out pages 1 to pages-1 (page 0 is its
+// scratch page), every sequence pages of its own, so each of the rows
+// owns chunk distinct pages (all rows' pages distinct where rows*chunk
+// < pages, as in serving) and its lengths (seq_lens) fit them.
+type servingTable struct {
+	rows, width, pages int
+	chunk, pageSize    int
+}
+
+// servingTable returns the serving case's table layout; ok is false in
+// the other cases and for slots without a page table.
+func (c *Case) servingTable() (servingTable, bool) {
+	if !c.Serving {
+		return servingTable{}, false
+	}
+	table, _, ps, ok := c.pagedArgs()
+	if !ok {
+		return servingTable{}, false
+	}
+	shape, err := shapeOf(table, c.Dims)
+	if err != nil || len(shape) != 2 || shape[0] < 1 || shape[1] < 1 {
+		return servingTable{}, false
+	}
+	pages, err := EvalDim(table.Range, c.Dims)
+	if err != nil || pages < 2 {
+		return servingTable{}, false
+	}
+	chunk := max(1, min(shape[1], (pages-1)/shape[0]))
+	return servingTable{rows: shape[0], width: shape[1], pages: pages, chunk: chunk, pageSize: ps}, true
+}
+
+// values draws a serving table from g: row b holds entries b*chunk to
+// (b+1)*chunk-1 of a random permutation of pages 1 to pages-1 (cycled
+// where the rows need more), then page 0; padTables then puts page 0
+// past each sequence's last page.
+func (st servingTable) values(g *rng, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
+	p := g.perm(st.pages - 1)
+	v := make([]int64, numel(shape))
+	for b := 0; b < shape[0]; b++ {
+		for j := 0; j < min(st.chunk, shape[1]); j++ {
+			v[b*shape[1]+j] = int64(p[(b*st.chunk+j)%len(p)] + 1)
+		}
+	}
+	return tensor.FromInt64(dt, shape, v)
+}

@@ -1,0 +1,231 @@
+package slot
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+// The tests of this file show the serving case (CaseParams.Serving, a
+// row's first) takes every form serving gives an input in every call, and
+// that the other cases meet the engine's zero KV cache slots in about half
+// the cases (session 15: silu_shape_memory, decode_zero_pages_tell).
+
+// servingCalls draws the serving case of spec on shape sh and replays it
+// (calls in all); check sees every call.
+func servingCalls(t *testing.T, s *Spec, sh Shape, seed uint64, calls int, check func(call int, c *Case)) {
+	t.Helper()
+	c, err := s.NewCase(CaseParams{Seed: seed, Shape: s.ServingPadShape(sh), DType: tensor.F32, Dist: Normal,
+		Index: 3, WorldSize: 2, Serving: true, ScalarPoint: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for call := 0; call < calls; call++ {
+		if call > 0 {
+			if err := c.RefreshAs(call, Distributions()[call%5]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(call, c)
+	}
+}
+
+// TestServingCase: every slot's serving case passes the served scalar
+// values, all-ones norm weights, the engine router's weights (sorted,
+// each row summing below one), moe_finalize's K-major row map with zero
+// padding and serving's padding, in every call.
+func TestServingCase(t *testing.T) {
+	cat := catalog(t)
+	for _, s := range cat.Specs() {
+		t.Run(s.Name, func(t *testing.T) {
+			shapes := s.ServedShapes
+			if len(shapes) == 0 {
+				shapes = s.Shapes
+			}
+			for seed := uint64(1); seed <= 3; seed++ {
+				sh := shapes[int(seed)%len(shapes)]
+				servingCalls(t, s, sh, seed, 6, func(call int, c *Case) {
+					for _, a := range s.Args {
+						switch {
+						case a.Kind == ArgScalar:
+							r, ok := s.ScalarRanges[a.Name]
+							want, _ := EvalScalar(a.Value, c.Dims)
+							if ok && len(r.Served) > 0 {
+								want, _ = EvalScalar(r.Served[0], c.Dims)
+							}
+							if got := c.Scalars[a.Name]; got != want {
+								t.Errorf("seed %d: scalar %s = %g, want the served %g", seed, a.Name, got, want)
+							}
+						case a.Gen == "norm_weight":
+							for _, v := range c.Ranks[0][a.Name].Float64s() {
+								if v != 1 {
+									t.Fatalf("seed %d: norm weight %s holds %g, want all ones", seed, a.Name, v)
+								}
+							}
+						case a.Gen == "topk_weights":
+							w, k := c.Ranks[0][a.Name].Float64s(), c.Dims["K"]
+							rows := len(w) / k
+							if l := c.layout(); l.ok {
+								rows = l.t // the padding rows are zero
+							}
+							for r := 0; r < rows; r++ {
+								sum := 0.0
+								for j := 0; j < k; j++ {
+									sum += w[r*k+j]
+									if j > 0 && w[r*k+j] > w[r*k+j-1] {
+										t.Fatalf("seed %d call %d: %s row %d not sorted", seed, call, a.Name, r)
+									}
+								}
+								if sum >= 1 || sum <= 0 {
+									t.Fatalf("seed %d call %d: %s row %d sums to %g, not the engine router's (below one)", seed, call, a.Name, r, sum)
+								}
+							}
+						case a.Gen == "row_map":
+							l := c.layout()
+							rm, _ := c.Ranks[0][a.Name].Int64s()
+							for k := 0; k < l.k; k++ {
+								for tok := 0; tok < l.texp; tok++ {
+									if rm[k*l.texp+tok] != int64(tok*l.k+k) {
+										t.Fatalf("seed %d call %d: row_map is not K-major", seed, call)
+									}
+								}
+							}
+							if p := s.ServingPad; p != nil && ((c.Dims[p.Of]+c.Dims[p.Dim])%p.Multiple != 0 || c.Dims[p.Dim] >= p.Multiple) {
+								t.Fatalf("seed %d: %s=%d %s=%d is not serving's padding", seed, p.Of, c.Dims[p.Of], p.Dim, c.Dims[p.Dim])
+							}
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestServingPages: the serving case's page tables are the engine's
+// (distinct pages 1 to PAGES-1, every sequence its own, page 0 past its
+// last page), its lengths fit them, and every cache slot no sequence
+// reaches is zero, in every call; the wide served tables (512 and 128
+// pages) hold them too. (The shapes of large caches are left out: they
+// take long to check and show nothing more.)
+func TestServingPages(t *testing.T) {
+	s, _ := catalog(t).Lookup("attention.decode")
+	for _, sh := range append(slices.Clone(s.Shapes), s.ServedShapes...) {
+		if n, _ := s.InputElements(sh.Dims); n > 1<<20 {
+			continue
+		}
+		for seed := uint64(1); seed <= 3; seed++ {
+			servingCalls(t, s, sh, seed, 4, func(call int, c *Case) {
+				bt, _ := c.Ranks[0]["block_table"].Int64s()
+				sl, _ := c.Ranks[0]["seq_lens"].Int64s()
+				b, w, ps, pages := c.Dims["B"], c.Dims["MAXP"], c.Dims["PS"], c.Dims["PAGES"]
+				distinct := b*min(w, (pages-1)/b) < pages
+				seen := map[int64]bool{}
+				for r := 0; r < b; r++ {
+					last := int((sl[r] + int64(ps) - 1) / int64(ps))
+					for j := 0; j < w; j++ {
+						p := bt[r*w+j]
+						switch {
+						case j >= last && p != 0:
+							t.Fatalf("%s seed %d call %d: row %d entry %d past the last page is %d, not 0", sh.Name, seed, call, r, j, p)
+						case j < last && p == 0:
+							t.Fatalf("%s seed %d call %d: row %d reads the scratch page 0", sh.Name, seed, call, r)
+						case j < last && distinct && seen[p]:
+							t.Fatalf("%s seed %d call %d: page %d twice", sh.Name, seed, call, p)
+						}
+						seen[p] = j < last
+					}
+				}
+				reached, zero := checkZeroCaches(t, c)
+				if !zero || reached == 0 {
+					t.Fatalf("%s seed %d call %d: serving caches not zero where unreached (%d slots reached)", sh.Name, seed, call, reached)
+				}
+			})
+		}
+	}
+}
+
+// checkZeroCaches returns how many cache slots the case's sequences reach
+// and whether every other slot of both caches is zero; it fails the test
+// if a reached slot is zero (the drawn normals are never exactly zero in
+// the Normal and Shifted distributions).
+func checkZeroCaches(t *testing.T, c *Case) (reached int, unreachedZero bool) {
+	t.Helper()
+	bt, _ := c.Ranks[0]["block_table"].Int64s()
+	sl, _ := c.Ranks[0]["seq_lens"].Int64s()
+	w, ps, pages := c.Dims["MAXP"], c.Dims["PS"], c.Dims["PAGES"]
+	hit := make([]bool, pages*ps)
+	for r, n := range sl {
+		for pos := 0; pos < int(n); pos++ {
+			hit[int(bt[r*w+pos/ps])*ps+pos%ps] = true
+		}
+	}
+	unreachedZero = true
+	for _, name := range []string{"k_cache", "v_cache"} {
+		v := c.Ranks[0][name].Float64s()
+		row := len(v) / (pages * ps)
+		for slot, h := range hit {
+			allZero := true
+			for _, x := range v[slot*row : (slot+1)*row] {
+				allZero = allZero && x == 0
+			}
+			if h && allZero && (c.Dist == Normal || c.Dist == Shifted) {
+				t.Fatalf("%s: reached slot %d is zero", name, slot)
+			}
+			if !h && !allZero {
+				unreachedZero = false
+			}
+		}
+	}
+	for _, h := range hit {
+		if h {
+			reached++
+		}
+	}
+	return reached, unreachedZero
+}
+
+// TestZeroUnreachedCoin: outside the serving case about half the cases
+// zero every unreached cache slot (the engine's fresh pages) and the rest
+// keep drawn values there; every call of a case agrees, and the reached
+// slots always hold the drawn values.
+func TestZeroUnreachedCoin(t *testing.T) {
+	s, _ := catalog(t).Lookup("attention.decode")
+	sh := s.Shapes[0]
+	zeroed, kept := 0, 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		c, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: tensor.F32, Dist: Normal, Index: int(seed % 3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first bool
+		for call := 0; call < 4; call++ {
+			if call > 0 {
+				if err := c.RefreshAs(call, Shifted); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reached, zero := checkZeroCaches(t, c)
+			if reached == pages(c) {
+				continue // nothing unreached: no evidence either way
+			}
+			if call == 0 {
+				first = zero
+				if zero {
+					zeroed++
+				} else {
+					kept++
+				}
+			} else if zero != first {
+				t.Fatalf("seed %d: call %d zero %v, call 0 %v", seed, call, zero, first)
+			}
+		}
+	}
+	if math.Abs(float64(zeroed-kept)) > 16 || zeroed == 0 || kept == 0 {
+		t.Errorf("%d cases zeroed the unreached slots, %d kept them: want about half", zeroed, kept)
+	}
+}
+
+// pages is the number of cache slots of a decode case.
+func pages(c *Case) int { return c.Dims["PAGES"] * c.Dims["PS"] }
