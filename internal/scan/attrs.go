@@ -68,7 +68,7 @@ const (
 	whyRegister  = "it registers a virtual subclass process-wide (numbers.Real.register(torch.Tensor) makes every tensor a number to every isinstance check)"
 	whyContainer = "it mutates a container the module owns, which the engine shares"
 	whyGlobal    = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
-	whyState     = "it reads the state of the process or the device (memory in use, other processes, clocks, whether a process group exists), which differs between grading and serving: a kernel could tell the two apart"
+	whyState     = "it reads the state of the process or the device (memory in use, other processes, clocks), which differs between grading and serving: a kernel could tell the two apart"
 )
 
 // attrTables returns the attribute allow-list of every module of the
@@ -169,7 +169,7 @@ func torchTable() []attrEntry {
 		"distributed": {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
 			"reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier",
 			"send", "recv", "isend", "irecv", "batch_isend_irecv", "P2POp", "ReduceOp", "get_rank",
-			"get_world_size", "is_available", "get_backend", "ProcessGroup", "Work"},
+			"get_world_size", "is_available", "is_initialized", "get_backend", "ProcessGroup", "Work"},
 	}
 	for m, list := range listed {
 		for _, n := range list {
@@ -194,8 +194,7 @@ func torchTable() []attrEntry {
 			"ops.aten.*.functorch_table", "ops.aten.*.*.functorch_table"}},
 		{whyGlobal, []string{"nn.attention", "backends.cuda.sdp_kernel"}},
 		{whyState, []string{"cuda.memory_*", "cuda.max_memory_*", "cuda.mem_get_info", "cuda.list_gpu_processes",
-			"cuda.utilization", "cuda.temperature", "cuda.power_draw", "cuda.clock_rate", "cuda.reset_*",
-			"distributed.is_initialized"}},
+			"cuda.utilization", "cuda.temperature", "cuda.power_draw", "cuda.clock_rate", "cuda.reset_*"}},
 	}
 	for _, d := range deny {
 		for _, n := range d.names {
