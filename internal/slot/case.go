@@ -64,8 +64,8 @@ type CaseParams struct {
 	// checkpoint), the engine router's weights (the top K of a softmax
 	// over the experts, sorted), moe_finalize's K-major row map with zero
 	// padding, page tables of distinct pages with page 0 past each
-	// sequence's last page, and zero KV cache slots no sequence reaches
-	// (pages.go). The caller picks a served shape with serving's padding
+	// sequence's last page, zero KV cache slots no sequence reaches
+	// (pages.go) and the CUDA-graph decode's pad rows (padrows.go). The caller picks a served shape with serving's padding
 	// and the Normal distribution. A kernel that cheats until it sees an
 	// input no arena serves (silu_shape_memory) then cheats on a row's
 	// first call too. ScalarPoint is ignored. Verify also gives the

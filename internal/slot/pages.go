@@ -12,8 +12,9 @@ import (
 // lengths ("seq_lens") and the cache arguments the table pages (inputs
 // whose shape starts with the table's range and PS). After a call's
 // inputs are drawn, pageLayout gives them the layouts serving gives
-// them: padTables pads the tables past each sequence's last page, and
-// zeroUnreached zeroes the cache slots no sequence reaches.
+// them: padTables pads the tables past each sequence's last page, padRows
+// (padrows.go) puts serving's graph pad rows last, and zeroUnreached
+// zeroes the cache slots no sequence reaches.
 
 // pagedArgs returns the case's page table and sequence-length arguments
 // and its page size; ok is false for a slot without a block_table
@@ -33,9 +34,13 @@ func (c *Case) pagedArgs() (table, lens Arg, ps int, ok bool) {
 
 // pageLayout gives a call's page tables and KV caches their layout once
 // every input of the call is drawn: serving's padding first (padTables),
-// then the zero slots (zeroUnreached), which follow the padded tables.
+// then the graph's pad rows of every slot that has them (padRows), then
+// the zero slots (zeroUnreached), which follow the padded tables.
 func (c *Case) pageLayout(replay int) error {
 	if err := c.padTables(replay); err != nil {
+		return err
+	}
+	if err := c.padRows(); err != nil {
 		return err
 	}
 	return c.zeroUnreached()

@@ -70,7 +70,12 @@ import (
 //     permutation of pages 1 to PAGES−1 drawn with perm from the table's
 //     stream, chunk = min(MAXP, (PAGES−1)/B) entries to a row in order,
 //     then page 0), sequence lengths drawn in [1, min(bound, chunk·PS)],
-//     tables padded with page 0 and unreached cache slots zeroed.
+//     tables padded with page 0 and unreached cache slots zeroed. Graph
+//     pad rows (Case.padRows, padrows.go): when the first uniform of
+//     the stream of argument "pad_rows" at replay 0 is below 0.5, or in
+//     the serving case, P = 1 + intn(N−1) and the copied row intn(N−P+1)
+//     come from that stream; they apply after padTables and before
+//     zeroUnreached.
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

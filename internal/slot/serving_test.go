@@ -123,6 +123,9 @@ func TestServingPages(t *testing.T) {
 				distinct := b*min(w, (pages-1)/b) < pages
 				seen := map[int64]bool{}
 				for r := 0; r < b; r++ {
+					if r > 0 && sl[r] == 1 && !slices.ContainsFunc(bt[r*w:(r+1)*w], func(p int64) bool { return p != 0 }) {
+						continue // a graph pad row (padrows.go)
+					}
 					last := int((sl[r] + int64(ps) - 1) / int64(ps))
 					for j := 0; j < w; j++ {
 						p := bt[r*w+j]
@@ -229,3 +232,86 @@ func TestZeroUnreachedCoin(t *testing.T) {
 
 // pages is the number of cache slots of a decode case.
 func pages(c *Case) int { return c.Dims["PAGES"] * c.Dims["PS"] }
+
+// TestPadRows: the serving case of every slot with pad rows, and about
+// half the other cases, end in serving's graph pad rows in every call:
+// the last P rows of each named input (P in [1, N-1]) are bit-identical
+// copies of one row in every rank, and decode's pad rows have length 1,
+// a table row of page 0 only and drawn (non-zero) KV data there.
+func TestPadRows(t *testing.T) {
+	for _, s := range catalog(t).Specs() {
+		if len(s.PadRows) == 0 {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			sh := s.Shapes[0]
+			padded, plain, many := 0, 0, 0
+			for seed := uint64(1); seed <= 24; seed++ {
+				serving := seed%4 == 0
+				c, err := s.NewCase(CaseParams{Seed: seed, Shape: s.ServingPadShape(sh), DType: tensor.F32, Dist: Normal,
+					Index: int(seed % 3), WorldSize: 2, Serving: serving})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, src, ok := c.padPlan()
+				n := c.Dims[s.Count]
+				switch {
+				case serving && !ok:
+					t.Fatalf("seed %d: the serving case has no pad rows", seed)
+				case !ok:
+					plain++
+					continue
+				case !serving:
+					padded++
+				}
+				if p < 1 || p > n-1 || src > n-p {
+					t.Fatalf("seed %d: %d pad rows copying row %d of %d", seed, p, src, n)
+				}
+				if p >= 2 {
+					many++
+				}
+				for call := 0; call < 3; call++ {
+					if call > 0 {
+						if err := c.RefreshAs(call, Distributions()[call]); err != nil {
+							t.Fatal(err)
+						}
+					}
+					checkPadRows(t, c, n, p, src)
+				}
+			}
+			if padded == 0 || plain == 0 || many == 0 {
+				t.Errorf("%d cases padded, %d not, %d with two or more pad rows: want both, and several pad rows", padded, plain, many)
+			}
+		})
+	}
+}
+
+// checkPadRows checks one call's pad rows (see TestPadRows).
+func checkPadRows(t *testing.T, c *Case, n, p, src int) {
+	t.Helper()
+	for r, rank := range c.Ranks {
+		for _, name := range c.Spec.PadRows {
+			d := rank[name].Data
+			rb := len(d) / n
+			for row := n - p; row < n; row++ {
+				if !slices.Equal(d[row*rb:(row+1)*rb], d[src*rb:(src+1)*rb]) {
+					t.Fatalf("rank %d: %s row %d is not a copy of row %d", r, name, row, src)
+				}
+			}
+		}
+		if _, ok := rank["block_table"]; !ok {
+			continue
+		}
+		bt, _ := rank["block_table"].Int64s()
+		sl, _ := rank["seq_lens"].Int64s()
+		w := c.Dims["MAXP"]
+		for row := n - p; row < n; row++ {
+			if sl[row] != 1 || slices.ContainsFunc(bt[row*w:(row+1)*w], func(v int64) bool { return v != 0 }) {
+				t.Fatalf("decode pad row %d: length %d, table %v", row, sl[row], bt[row*w:(row+1)*w])
+			}
+		}
+		if reached, _ := checkZeroCaches(t, c); reached == 0 {
+			t.Fatal("no cache slot reached")
+		}
+	}
+}

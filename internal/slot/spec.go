@@ -183,6 +183,11 @@ type Spec struct {
 	// two outliers must stay finite, so in float16 the outliers stop at
 	// the square root of its largest finite value (OutlierBound).
 	OutlierProduct bool
+	// PadRows names the inputs whose leading dimension is Count and
+	// whose last rows serving's CUDA-graph padding makes bit-identical
+	// (padrows.go); a paged slot's pad rows also take the engine's
+	// length and table row. Not part of the Contract projection.
+	PadRows []string
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding

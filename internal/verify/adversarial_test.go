@@ -287,6 +287,11 @@ func adversarialCases() []adversarialCase {
 		{name: "decode_zero_pages_tell", verify: servedTell},
 		{name: "decode_table_width_tell", verify: `shape served-w(128|512)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
 		{name: "silu_shape_memory", verify: `shape served-[0-9]+~ \(normal\), first call, rank 0, output out: allclose worst element`},
+		// Red team, session 15 (class 6): the CUDA-graph decode's pad rows
+		// (bit-identical last rows, length 1 on page 0).
+		{name: "silu_pad_rows_tell", verify: servedTell},
+		{name: "rmsnorm_pad_rows_tell", verify: servedTell},
+		{name: "decode_pad_rows_tell", verify: servedTell},
 	}
 }
 

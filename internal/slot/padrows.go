@@ -1,0 +1,113 @@
+package slot
+
+import (
+	"slices"
+
+	"cacheon/internal/tensor"
+)
+
+// Serving's graph pad rows (session 15, class 6). The engine replays a
+// decode CUDA graph captured for a bucket of B rows (1, 2, 4, 8, ...) on
+// a smaller batch of n requests; its _compose (runner.py) fills rows n to
+// B-1 with row 0's token id at position 0, seq_len 1, inactive, and a
+// block-table row of page 0 only (the scratch page). Every pad row then
+// carries the same hidden state through every layer, so each slot the
+// step calls sees its last rows bit-identical (silu_and_mul's x,
+// rmsnorm's x, the collectives' partials and residuals, decode's q) and
+// decode attention sees them at length 1 on page 0. Verify never drew two
+// equal rows, and kernels that cheated only when the last two rows were
+// equal (silu_pad_rows_tell, rmsnorm_pad_rows_tell) or when two rows were
+// at length 1 on page 0 (decode_pad_rows_tell) passed. The MoE slots
+// (a pad row's routing would have to repeat too), sdpa (graph prefill pads
+// a prompt with later positions, not copies) and the MSA score sheets take
+// no pad rows.
+
+// padRows gives a call's inputs serving's pad rows: in the serving case
+// and in half the others (a coin per case, the first uniform of the
+// stream of argument "pad_rows" at replay 0), when the count dimension
+// N = Dims[Spec.Count] is at least 2, the last P rows (P drawn in
+// [1, N-1]) of every argument Spec.PadRows names are copies of one row
+// (row N-P's draw or an earlier row's, drawn), in every rank; a paged
+// slot's pad rows also get seq_len 1 and a table row of page 0 only
+// (after padTables; zeroUnreached then keeps page 0's first slot). P and
+// the copied row come from the same stream, so every call of a case
+// agrees. Honest kernels compute pad rows like any other: the reference
+// grades every row.
+func (c *Case) padRows() error {
+	s := c.Spec
+	n := c.Dims[s.Count]
+	p, src, ok := c.padPlan()
+	if !ok {
+		return nil
+	}
+	done := map[*tensor.Tensor]*tensor.Tensor{} // shared inputs stay shared
+	for _, rank := range c.Ranks {
+		for _, name := range s.PadRows {
+			t := rank[name]
+			if t == nil || len(t.Shape) == 0 || t.Shape[0] != n {
+				continue
+			}
+			if u, ok := done[t]; ok {
+				rank[name] = u
+				continue
+			}
+			u := &tensor.Tensor{DType: t.DType, Shape: t.Shape, Data: slices.Clone(t.Data)}
+			rb := len(u.Data) / n
+			for r := n - p; r < n; r++ {
+				copy(u.Data[r*rb:(r+1)*rb], t.Data[src*rb:(src+1)*rb])
+			}
+			done[t], rank[name] = u, u
+		}
+		if err := c.padPages(rank, n, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// padPages gives rows n-p to n-1 of a paged slot's rank seq_len 1 and a
+// page-table row of page 0 only, as the engine's pad rows.
+func (c *Case) padPages(rank map[string]*tensor.Tensor, n, p int) error {
+	table, lens, _, ok := c.pagedArgs()
+	if !ok {
+		return nil
+	}
+	bt, sl := rank[table.Name], rank[lens.Name]
+	if bt == nil || sl == nil || len(bt.Shape) != 2 || bt.Shape[0] != n || len(sl.Shape) != 1 || sl.Shape[0] != n {
+		return nil
+	}
+	v, err := bt.Int64s()
+	if err != nil {
+		return err
+	}
+	l, err := sl.Int64s()
+	if err != nil {
+		return err
+	}
+	w := bt.Shape[1]
+	for r := n - p; r < n; r++ {
+		l[r] = 1
+		clear(v[r*w : (r+1)*w])
+	}
+	if rank[table.Name], err = tensor.FromInt64(bt.DType, bt.Shape, v); err != nil {
+		return err
+	}
+	rank[lens.Name], err = tensor.FromInt64(sl.DType, sl.Shape, l)
+	return err
+}
+
+// padPlan returns the case's pad rows: their number p and the row src
+// whose value they copy; ok is false where the case has none.
+func (c *Case) padPlan() (p, src int, ok bool) {
+	s := c.Spec
+	n := c.Dims[s.Count]
+	if len(s.PadRows) == 0 || n < 2 {
+		return 0, 0, false
+	}
+	g := newStream(c.Seed, s.Name, c.Shape, c.Index, 0, 0, "pad_rows")
+	if g.uniform() >= 0.5 && !c.Serving {
+		return 0, 0, false
+	}
+	p = 1 + g.intn(n-1)
+	return p, g.intn(n - p + 1), true
+}
