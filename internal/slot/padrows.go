@@ -73,18 +73,10 @@ func (c *Case) padPages(rank map[string]*tensor.Tensor, n, p int) error {
 		return nil
 	}
 	bt, sl := rank[table.Name], rank[lens.Name]
-	if bt == nil || sl == nil || len(bt.Shape) != 2 || bt.Shape[0] != n || len(sl.Shape) != 1 || sl.Shape[0] != n {
-		return nil
-	}
-	v, err := bt.Int64s()
-	if err != nil {
+	v, l, w, ok, err := rankPages(rank, table, lens)
+	if err != nil || !ok || bt.Shape[0] != n || len(sl.Shape) != 1 || sl.Shape[0] != n {
 		return err
 	}
-	l, err := sl.Int64s()
-	if err != nil {
-		return err
-	}
-	w := bt.Shape[1]
 	for r := n - p; r < n; r++ {
 		l[r] = 1
 		clear(v[r*w : (r+1)*w])

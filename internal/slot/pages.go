@@ -32,6 +32,23 @@ func (c *Case) pagedArgs() (table, lens Arg, ps int, ok bool) {
 	return table, lens, ps, true
 }
 
+// rankPages reads a rank's page table and sequence lengths: the table's
+// entries and width and the lengths, as int64s; ok is false where the
+// rank lacks either or the table is not a matrix.
+func rankPages(rank map[string]*tensor.Tensor, table, lens Arg) (v, n []int64, width int, ok bool, err error) {
+	bt, sl := rank[table.Name], rank[lens.Name]
+	if bt == nil || sl == nil || len(bt.Shape) != 2 {
+		return nil, nil, 0, false, nil
+	}
+	if v, err = bt.Int64s(); err != nil {
+		return nil, nil, 0, false, err
+	}
+	if n, err = sl.Int64s(); err != nil {
+		return nil, nil, 0, false, err
+	}
+	return v, n, bt.Shape[1], true, nil
+}
+
 // pageLayout gives a call's page tables and KV caches their layout once
 // every input of the call is drawn: serving's padding first (padTables),
 // then the graph's pad rows of every slot that has them (padRows), then
@@ -74,19 +91,14 @@ func (c *Case) padTables(replay int) error {
 		}
 	}
 	for _, rank := range c.Ranks {
-		bt, sl := rank[table.Name], rank[lens.Name]
-		if bt == nil || sl == nil || len(bt.Shape) != 2 {
+		v, n, width, ok, err := rankPages(rank, table, lens)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
-		v, err := bt.Int64s()
-		if err != nil {
-			return err
-		}
-		n, err := sl.Int64s()
-		if err != nil {
-			return err
-		}
-		width := bt.Shape[1]
+		bt := rank[table.Name]
 		for b := range min(len(n), bt.Shape[0]) {
 			for j := int((n[b] + int64(ps) - 1) / int64(ps)); j < width; j++ {
 				v[b*width+j] = pad
@@ -132,21 +144,15 @@ func (c *Case) zeroUnreached() error {
 		}
 	}
 	for _, rank := range c.Ranks {
-		bt, sl := rank[table.Name], rank[lens.Name]
-		if bt == nil || sl == nil || len(bt.Shape) != 2 {
+		v, n, width, ok, err := rankPages(rank, table, lens)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
-		v, err := bt.Int64s()
-		if err != nil {
-			return err
-		}
-		n, err := sl.Int64s()
-		if err != nil {
-			return err
-		}
 		reached := make([]bool, pages*ps)
-		width := bt.Shape[1]
-		for b := range min(len(n), bt.Shape[0]) {
+		for b := range min(len(n), rank[table.Name].Shape[0]) {
 			for pos := 0; pos < int(n[b]) && pos/ps < width; pos++ {
 				if page := v[b*width+pos/ps]; page >= 0 && page < int64(pages) {
 					reached[int(page)*ps+pos%ps] = true
