@@ -201,11 +201,9 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         self.ops = identity.Ops(torch)
         self.variants = {s: [] for s in self.served}
         self._load_stack(stack or {})
-        # A referee's engine (a poisoned target) is held to the audit hook
-        # whether or not candidate code is loaded: armed, the hook walks
-        # the stack at every event it rules on (sys._getframe of every
-        # call's headroom among them), host time inside the waves Go reads,
-        # which the incumbent's B paid none of until session 15.
+        # A referee's engine (a poisoned target) arms the audit hook with or
+        # without candidate code: armed, it walks the stack at each event it
+        # rules on, host time in the waves Go reads, which B pays too.
         if self.poison and self.safety.hook is not None:
             self.safety.hook.arm()
         a = audit or {}
@@ -326,14 +324,10 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
 
     def check_process(self):
         """The full guard check (after the load and after every request):
-        CandidateAbort when candidate code changed how torch runs. A
-        process without candidate modules has nothing to check, unless it
-        is one of the referee's engines (a poisoned target): then B's
-        requests pay the check C's do, inside the time Go reads, as its
-        stock calls of the target pay the harness (_mirrored). Until
-        session 15 only C's requests ran it, about a millisecond of host
-        time in every timed wave of C alone. A finding there is the
-        runtime's own."""
+        CandidateAbort when candidate code changed how torch runs. Run also
+        without candidate modules in a referee's engine (a poisoned
+        target), so that B's waves pay the millisecond C's do (session 15);
+        a finding there is the runtime's own."""
         if not self.loader.modules and not self.poison:
             return
         problem = self.safety.guard.full()
@@ -465,11 +459,9 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         return outs
 
     def _outputs(self, shapes, dtype):
-        """A candidate call's outputs: fresh allocations aligned to the ABI,
-        poisoned in every call, as verify poisons (audit or not), so that
-        what a candidate finds in its outputs does not tell serving from
-        grading. Raw memory, as verify; just allocated, so no bounds check.
-        Returns (specs, outputs)."""
+        """(specs, outputs) of a candidate call: fresh ABI-aligned
+        allocations poisoned through raw memory in every call, as verify
+        does, so that its outputs do not tell serving from grading."""
         ops = self.ops
         specs = {n: host.output_spec(ops, harness.out_spec(n, s, dtype, ALIGNMENT)) for n, s in shapes.items()}
         outs = {n: host.alloc_output(ops, sp, self.device) for n, sp in specs.items()}
@@ -544,13 +536,11 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         return {n: o.contract for n, o in outs.items()}
 
     def _mirrored(self, slot, inputs, shapes, dtype, stock_fn):
-        """A stock call of a poisoned target slot, through the host work a
-        candidate's call does around its kernel (views handed out, identity
-        facts, the guard before and after, revalidation): B and C then
-        differ in the kernel alone, not in the harness's time on the host
-        (eager calls; a graph replay runs no Python), whether the stock call
-        is B's or one of C's that no variant admits. A finding is the
-        candidate's where candidate code is loaded, else the runtime's."""
+        """A stock call of a poisoned target slot through a candidate call's
+        host work (views, identity facts, the guard around it,
+        revalidation), so that B and C differ in the kernel alone. A finding
+        is the candidate's where candidate code is loaded, else the
+        runtime's."""
         ops = self.ops
         specs, outs = self._outputs(shapes, dtype)
         vis_in = {n: ops.detach(t) for n, t in inputs.items()}
