@@ -52,7 +52,7 @@ import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditdump, bundlens, collectives, harness, msacalls, stock
+from . import auditcalls, auditdump, bundlens, collectives, harness, msacalls, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -160,7 +160,7 @@ class Experts:
 # Dispatch
 
 
-class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
+class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditCalls):
     def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=(),
                  group=None, world_size=1, rank=0, kind="llama"):
         # The process's runtime guard (built by main before any candidate
@@ -206,27 +206,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         # rules on, host time in the waves Go reads, which B pays too.
         if self.poison and self.safety.hook is not None:
             self.safety.hook.arm()
-        a = audit or {}
-        self.audit_every = wire.field(a, "every", int, 0, required=False)
-        share = a.get("share", "0")
-        try:
-            self.audit_share = float(share) if isinstance(share, (str, int, float)) and not isinstance(
-                share, bool) else -1.0
-        except ValueError:
-            self.audit_share = -1.0
-        if not 0.0 <= self.audit_share <= 1.0 or self.audit_every < 0:
-            raise bad("audit: every must be >= 0 and share a decimal in [0, 1]")
-        self.audit_rng = random.Random(wire.field(a, "seed", int, 1, required=False))
-        self.audit_dir = wire.field(a, "dir", str, "", required=False)
-        self.audit_max = wire.field(a, "max_dumps", int, 0, required=False) or 64
-        self.auditing = self.audit_every > 0 or self.audit_share > 0
-        if self.auditing and not os.path.isabs(self.audit_dir):
-            raise bad("audit.dir must be an absolute path when auditing")
-        self.audit_dumps = 0
-        # Explicit positions (audit_calls): per slot, the selected-call
-        # numbers to dump, beside the share and every rules and not bound
-        # by their max_dumps.
-        self.audit_calls = {}
+        self._init_audit(audit)
         self.selected_calls = dict.fromkeys(self.served, 0)
 
     def _load_stack(self, stack):
@@ -311,13 +291,6 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         return {"slots": {s: dict(c) for s, c in self.counts.items()},
                 "receipts": [{"slot": s, "variant": v, "reason": r, "count": n}
                              for (s, v, r), n in sorted(self.receipts.items())]}
-
-    def set_audit_calls(self, calls):
-        """Dump exactly these selected calls of each slot (numbers as
-        selected_calls counts them, from the load on), besides any share or
-        every rule; replaces earlier positions (auditdump.parse_calls)."""
-        self.audit_calls = auditdump.parse_calls(calls, self.counts, self.audit_dir)
-        return sum(len(v) for v in self.audit_calls.values())
 
     def has_candidates(self):
         return any(self.variants.values())
@@ -532,7 +505,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
         self._count(slot, "completed")
         if audit:
-            self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts)
+            self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts, slot == DECODE)
         return {n: o.contract for n, o in outs.items()}
 
     def _mirrored(self, slot, inputs, shapes, dtype, stock_fn):
@@ -573,29 +546,6 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls):
         self._count(slot, "fallback")
         self._receipt(slot, var.name, reason)
         return self._stock(slot, shapes, dtype, stock_fn)
-
-    # -- audit --------------------------------------------------------------
-
-    def _audit_pick(self, slot, desc, n_call):
-        """The explicit positions of the slot (audit_calls); besides them,
-        every Nth selected call of the slot (the first, then every Nth) and
-        a seeded random share of them, up to max_dumps of those."""
-        if desc["graph_mode"] == "graph" or self.capture_log is not None:
-            return False
-        if n_call in self.audit_calls.get(slot, ()):
-            return True
-        if not self.auditing:
-            return False
-        draw = self.audit_rng.random()
-        pick = (self.audit_every > 0 and n_call % self.audit_every == 0) or draw < self.audit_share
-        return pick and self.audit_dumps < self.audit_max
-
-    def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts):
-        auditdump.write(self.raw, self.audit_dir, slot, var.name, n_call, desc, inputs, before_in, pages, scalars,
-                        outs, experts, decode=slot == DECODE, tp=(self.rank, self.world_size) if self.world_size > 1 else None)
-        if n_call not in self.audit_calls.get(slot, ()):
-            self.audit_dumps += 1
-        self._count(slot, "audited")
 
 
 __all__ = ["Dispatch", "CandidateAbort", "Domain", "Failure", "SLOTS"]

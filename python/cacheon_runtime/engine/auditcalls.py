@@ -1,0 +1,74 @@
+"""auditcalls: which candidate calls an engine dumps for the referee's
+audit, and the dumping itself (a mixin of dispatch.Dispatch).
+
+The load's ``audit`` options set a share and an every-Nth rule, bounded by
+``max_dumps``; an ``audit_calls`` request adds explicit positions (the
+selected-call numbers the referee draws over its timed waves), which no
+bound limits. Calls inside a graph capture or replay are never dumped:
+dumps are host work of eager calls. The dump's format is auditdump's.
+"""
+
+import os
+import random
+
+from .. import wire
+from ..wire import bad
+from . import auditdump
+
+
+class AuditCalls:
+    """The audit state of a Dispatch: needs self.raw, self.counts,
+    self.capture_log, self.rank, self.world_size and self._count."""
+
+    def _init_audit(self, audit):
+        """Parse the load's audit options (every, share, seed, dir,
+        max_dumps); a bad value is the request's error."""
+        a = audit or {}
+        self.audit_every = wire.field(a, "every", int, 0, required=False)
+        share = a.get("share", "0")
+        try:
+            self.audit_share = float(share) if isinstance(share, (str, int, float)) and not isinstance(
+                share, bool) else -1.0
+        except ValueError:
+            self.audit_share = -1.0
+        if not 0.0 <= self.audit_share <= 1.0 or self.audit_every < 0:
+            raise bad("audit: every must be >= 0 and share a decimal in [0, 1]")
+        self.audit_rng = random.Random(wire.field(a, "seed", int, 1, required=False))
+        self.audit_dir = wire.field(a, "dir", str, "", required=False)
+        self.audit_max = wire.field(a, "max_dumps", int, 0, required=False) or 64
+        self.auditing = self.audit_every > 0 or self.audit_share > 0
+        if self.auditing and not os.path.isabs(self.audit_dir):
+            raise bad("audit.dir must be an absolute path when auditing")
+        self.audit_dumps = 0
+        # Explicit positions (audit_calls): per slot, the selected-call
+        # numbers to dump, beside the share and every rules and not bound
+        # by their max_dumps.
+        self.audit_calls = {}
+
+    def set_audit_calls(self, calls):
+        """Dump exactly these selected calls of each slot (numbers as
+        selected_calls counts them, from the load on), besides any share or
+        every rule; replaces earlier positions (auditdump.parse_calls)."""
+        self.audit_calls = auditdump.parse_calls(calls, self.counts, self.audit_dir)
+        return sum(len(v) for v in self.audit_calls.values())
+
+    def _audit_pick(self, slot, desc, n_call):
+        """The explicit positions of the slot (audit_calls); besides them,
+        every Nth selected call of the slot (the first, then every Nth) and
+        a seeded random share of them, up to max_dumps of those."""
+        if desc["graph_mode"] == "graph" or self.capture_log is not None:
+            return False
+        if n_call in self.audit_calls.get(slot, ()):
+            return True
+        if not self.auditing:
+            return False
+        draw = self.audit_rng.random()
+        pick = (self.audit_every > 0 and n_call % self.audit_every == 0) or draw < self.audit_share
+        return pick and self.audit_dumps < self.audit_max
+
+    def _dump(self, slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts, decode):
+        auditdump.write(self.raw, self.audit_dir, slot, var.name, n_call, desc, inputs, before_in, pages, scalars,
+                        outs, experts, decode=decode, tp=(self.rank, self.world_size) if self.world_size > 1 else None)
+        if n_call not in self.audit_calls.get(slot, ()):
+            self.audit_dumps += 1
+        self._count(slot, "audited")
