@@ -161,7 +161,8 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 		}
 		s.auditDir = au.Dir
 	}
-	if s.Python, err = worker.FindPython(ctx, c.Python); err != nil {
+	var install sandbox.PythonInstall
+	if s.Python, install, err = worker.FindInstall(ctx, c.Python); err != nil {
 		return nil, fault.InfraErr(err)
 	}
 	runtimeParent, err := worker.MaterializeRuntime(worker.JobRuntime(s.scratch))
@@ -182,10 +183,6 @@ func Open(ctx context.Context, c Config) (_ *Session, err error) {
 	var readOnly []string
 	if checkpoint != "" {
 		readOnly = append(readOnly, checkpoint)
-	}
-	install, err := sandbox.InspectPython(ctx, s.Python)
-	if err != nil {
-		return nil, fault.InfraErr(fmt.Errorf("inspect python: %w", err))
 	}
 	launcher := worker.NewSandboxLauncherFor(install, stackRoot, runtimeParent, ar.Device, readOnly...)
 	if !c.NoBytecode {

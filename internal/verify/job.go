@@ -92,14 +92,12 @@ func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
 			j.Close()
 		}
 	}()
-	if j.Python, err = worker.FindPython(ctx, s.Python); err != nil {
+	// The interpreter and where its installation lives, asked once (one
+	// interpreter start) for the scan's sandbox, the workers' and the
+	// bytecode cache's name.
+	var install sandbox.PythonInstall
+	if j.Python, install, err = worker.FindInstall(ctx, s.Python); err != nil {
 		return nil, fault.InfraErr(err)
-	}
-	// Where the interpreter's installation lives, asked once for the
-	// scan's sandbox and the workers' (it starts the interpreter).
-	install, err := sandbox.InspectPython(ctx, j.Python)
-	if err != nil {
-		return nil, fault.InfraErr(fmt.Errorf("inspect python: %w", err))
 	}
 	// The bytecode cache is filled (once per installation) while the scan
 	// runs; without one, workers compile from source.

@@ -55,19 +55,6 @@ if spec is not None and spec.submodule_search_locations:
         compileall.compile_dir(d, quiet=2, workers=0)
 `
 
-// bytecodeKeyScript prints what names an installation's cache: the
-// interpreter's version and the size and modification time of torch's and
-// Triton's package files.
-const bytecodeKeyScript = `
-import importlib.util, os, sys
-print(sys.version)
-for name in ("torch", "triton"):
-    spec = importlib.util.find_spec(name)
-    if spec is not None and spec.origin:
-        st = os.stat(spec.origin)
-        print(name, os.path.realpath(spec.origin), st.st_size, st.st_mtime_ns)
-`
-
 // DefaultBytecodeRoot is where caches live unless a caller says otherwise:
 // the user's cache directory, cacheon/pycache.
 func DefaultBytecodeRoot() (string, error) {
@@ -99,15 +86,12 @@ func PrepareBytecode(ctx context.Context, python string, install sandbox.PythonI
 			return "", err
 		}
 	}
-	key, err := bytecodeKey(ctx, python, install)
-	if err != nil {
-		return "", err
-	}
+	key := bytecodeKey(python, install)
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", fmt.Errorf("bytecode cache: %w", err)
 	}
 	dir := filepath.Join(root, key)
-	err = fillOnce(ctx, dir, func() error {
+	err := fillOnce(ctx, dir, func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
@@ -147,21 +131,22 @@ func fillOnce(ctx context.Context, dir string, fill func() error) error {
 	return os.WriteFile(ready, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600)
 }
 
-// bytecodeKey digests the installation into a directory name.
-func bytecodeKey(ctx context.Context, python string, install sandbox.PythonInstall) (string, error) {
-	cmd := exec.CommandContext(ctx, python, "-I", "-c", bytecodeKeyScript)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	cmd.Dir = "/"
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("bytecode cache: ask %s for its version: %w", python, err)
-	}
+// bytecodeKey digests the installation into a directory name: the
+// command, the interpreter, its paths and version, and the size and
+// modification time of torch's and Triton's package files
+// (sandbox.InspectPython reports them).
+func bytecodeKey(python string, install sandbox.PythonInstall) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s", python, install.Executable, strings.Join(install.Paths, "\n"), out)
-	if st, err := os.Stat(install.Executable); err == nil {
-		fmt.Fprintf(h, "\n%d %d", st.Size(), st.ModTime().UnixNano())
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", python, install.Executable, strings.Join(install.Paths, "\n"), install.Version)
+	for _, name := range []string{"torch", "triton"} {
+		if p, ok := install.Packages[name]; ok {
+			fmt.Fprintf(h, "%s %s %d %d\n", name, p.Origin, p.Size, p.MtimeNS)
+		}
 	}
-	return hex.EncodeToString(h.Sum(nil))[:24], nil
+	if st, err := os.Stat(install.Executable); err == nil {
+		fmt.Fprintf(h, "%d %d", st.Size(), st.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24]
 }
 
 // lockPath takes an exclusive flock on path, waiting for ctx.

@@ -174,3 +174,76 @@ func TestBytecodeNeedsTorch(t *testing.T) {
 		t.Fatalf("a cache was marked ready: %v", m)
 	}
 }
+
+// TestBytecodeKeyNamesInstallation: the cache's name changes with every
+// fact of the installation that its compiled modules depend on, and only
+// with those.
+func TestBytecodeKeyNamesInstallation(t *testing.T) {
+	base := func() sandbox.PythonInstall {
+		return sandbox.PythonInstall{
+			Executable: "/usr/bin/python3.11", Paths: []string{"/usr/lib/python3.11", "/usr/lib/python3/dist-packages"},
+			Version: "3.11.2 (main)",
+			Packages: map[string]sandbox.Package{
+				"torch":  {Origin: "/usr/lib/python3/dist-packages/torch/__init__.py", Size: 100, MtimeNS: 1},
+				"triton": {Origin: "/usr/lib/python3/dist-packages/triton/__init__.py", Size: 50, MtimeNS: 2},
+			},
+		}
+	}
+	want := bytecodeKey("python3", base())
+	if again := bytecodeKey("python3", base()); again != want {
+		t.Fatalf("same installation, keys %s and %s", want, again)
+	}
+	for _, tc := range []struct {
+		name   string
+		python string
+		change func(*sandbox.PythonInstall)
+	}{
+		{"command", "/venv/bin/python3", func(*sandbox.PythonInstall) {}},
+		{"executable", "python3", func(in *sandbox.PythonInstall) { in.Executable = "/usr/bin/python3.12" }},
+		{"paths", "python3", func(in *sandbox.PythonInstall) { in.Paths = in.Paths[:1] }},
+		{"version", "python3", func(in *sandbox.PythonInstall) { in.Version = "3.11.3 (main)" }},
+		{"torch mtime", "python3", func(in *sandbox.PythonInstall) {
+			p := in.Packages["torch"]
+			p.MtimeNS++
+			in.Packages["torch"] = p
+		}},
+		{"triton size", "python3", func(in *sandbox.PythonInstall) {
+			p := in.Packages["triton"]
+			p.Size++
+			in.Packages["triton"] = p
+		}},
+		{"triton gone", "python3", func(in *sandbox.PythonInstall) { delete(in.Packages, "triton") }},
+	} {
+		in := base()
+		tc.change(&in)
+		if got := bytecodeKey(tc.python, in); got == want {
+			t.Errorf("%s changed, the key did not (%s)", tc.name, got)
+		}
+	}
+}
+
+// TestFindInstall: one inspection finds torch and tells the installation;
+// an interpreter that does not find torch is refused with the reason.
+func TestFindInstall(t *testing.T) {
+	py, want := testInstall(t)
+	ctx := context.Background()
+	got, in, err := FindInstall(ctx, py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != AbsCommand(py) || in.Executable != want.Executable || !in.HasTorch() || in.Version == "" {
+		t.Fatalf("FindInstall(%s) = %s, %+v", py, got, in)
+	}
+	if o := in.Packages["torch"].Origin; !strings.HasSuffix(o, filepath.Join("torch", "__init__.py")) {
+		t.Errorf("torch's origin %q", o)
+	}
+	// The same interpreter without its site directories finds no torch.
+	bare := filepath.Join(t.TempDir(), "bare-python")
+	if err := os.WriteFile(bare, []byte("#!/bin/sh\nexec "+want.Executable+" -S \"$@\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = FindInstall(ctx, bare)
+	if err == nil || !strings.Contains(err.Error(), "No module named torch") || !strings.Contains(err.Error(), bare) {
+		t.Fatalf("FindInstall(%s) = %v, want the interpreter named and no torch", bare, err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"cacheon/internal/sandbox"
 	"cacheon/internal/tritoncache"
 	pysrc "cacheon/python"
 )
@@ -94,13 +95,24 @@ func MaterializeRuntime(cacheDir string) (string, error) {
 // importing it: the import takes a second or more, and the worker imports
 // torch anyway, reporting a broken installation at its hello.
 func FindPython(ctx context.Context, explicit string) (string, error) {
+	p, _, err := FindInstall(ctx, explicit)
+	return p, err
+}
+
+// FindInstall is FindPython that also returns the chosen interpreter's
+// installation (sandbox.InspectPython): the same interpreter start that
+// finds torch tells the sandbox's paths and names the bytecode cache, so
+// a verify or an engine start asks it once.
+func FindInstall(ctx context.Context, explicit string) (string, sandbox.PythonInstall, error) {
 	if explicit != "" {
 		explicit = AbsCommand(explicit)
-		return explicit, checkTorch(ctx, explicit)
+		in, err := inspectTorch(ctx, explicit)
+		return explicit, in, err
 	}
 	if env := os.Getenv("CACHEON_PYTHON"); env != "" {
 		env = AbsCommand(env)
-		return env, checkTorch(ctx, env)
+		in, err := inspectTorch(ctx, env)
+		return env, in, err
 	}
 	var tried []string
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
@@ -108,16 +120,16 @@ func FindPython(ctx context.Context, explicit string) (string, error) {
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
 			continue
 		}
-		if checkTorch(ctx, p) == nil {
-			return p, nil
+		if in, err := inspectTorch(ctx, p); err == nil {
+			return p, in, nil
 		}
 		tried = append(tried, p)
 	}
-	if checkTorch(ctx, "/usr/bin/python3") == nil {
-		return "/usr/bin/python3", nil
+	if in, err := inspectTorch(ctx, "/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3", in, nil
 	}
 	tried = append(tried, "/usr/bin/python3")
-	return "", fmt.Errorf("no python3 that imports torch (tried %s); install python3-torch or pass --python / set CACHEON_PYTHON", strings.Join(tried, ", "))
+	return "", sandbox.PythonInstall{}, fmt.Errorf("no python3 that imports torch (tried %s); install python3-torch or pass --python / set CACHEON_PYTHON", strings.Join(tried, ", "))
 }
 
 // AbsCommand makes an interpreter path independent of the working
@@ -137,21 +149,19 @@ func AbsCommand(p string) string {
 	return p
 }
 
-// checkTorch reports whether python finds the torch package.
-func checkTorch(ctx context.Context, python string) error {
+// inspectTorch inspects python's installation and reports whether it
+// finds the torch package.
+func inspectTorch(ctx context.Context, python string) (sandbox.PythonInstall, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	const probe = "import importlib.util, sys\n" +
-		"if importlib.util.find_spec('torch') is None: sys.exit('ModuleNotFoundError: No module named torch')"
-	out, err := exec.CommandContext(ctx, python, "-I", "-c", probe).CombinedOutput()
+	in, err := sandbox.InspectPython(ctx, python)
 	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if i := strings.LastIndex(msg, "\n"); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return fmt.Errorf("%s cannot import torch: %v %s", python, err, msg)
+		return sandbox.PythonInstall{}, fmt.Errorf("%s cannot import torch: %w", python, err)
 	}
-	return nil
+	if !in.HasTorch() {
+		return sandbox.PythonInstall{}, fmt.Errorf("%s cannot import torch: ModuleNotFoundError: No module named torch", python)
+	}
+	return in, nil
 }
 
 // PlainStarter starts workers without confinement, in their own process
