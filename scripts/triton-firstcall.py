@@ -4,6 +4,8 @@ Run on the GPU machine, outside any sandbox:
 
     python3 -I scripts/triton-firstcall.py [CACHE_DIR]
 
+(FIRSTCALL_PROFILE=1 adds a cProfile of each child's first bf16 call.)
+
 Three child processes share one fresh Triton cache directory: the first
 compiles examples/triton_silu's kernel for bf16, f16 and f32 with nothing
 cached; the second finds the driver's own helper modules cached but not
@@ -41,13 +43,25 @@ def k(x_ptr, out_ptr, d, sx, so, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * so + cols, (g * tl.sigmoid(g) * u).to(out_ptr.dtype.element_ty), mask=m)
 
 phases = {"import_torch": t1 - t0, "import_triton": t2 - t1, "cuda_init": t3 - t2}
+prof = None
+if os.environ.get("FIRSTCALL_PROFILE"):
+    import cProfile, io, pstats
+    prof = cProfile.Profile()
 for dt in (torch.bfloat16, torch.float16, torch.float32):
     a = torch.randn(64, 2 * 4096, device="cuda", dtype=dt)
     o = torch.empty(64, 4096, device="cuda", dtype=dt)
     s = time.perf_counter()
+    if prof is not None and dt is torch.bfloat16:
+        prof.enable()
     k[(64, 4)](a, o, 4096, a.stride(0), o.stride(0), BLOCK=1024)
     torch.cuda.synchronize()
+    if prof is not None and dt is torch.bfloat16:
+        prof.disable()
     phases["first_call_" + str(dt).split(".")[1]] = time.perf_counter() - s
+if prof is not None:
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(30)
+    phases["profile"] = text.getvalue()
 print(json.dumps(phases))
 '''
 
@@ -65,7 +79,10 @@ def run(cache, label):
         print(label, "failed:", out.stderr[-2000:])
         return
     phases = json.loads(out.stdout.strip().splitlines()[-1])
+    profile = phases.pop("profile", "")
     print("%-34s wall %.2f  %s" % (label, wall, "  ".join("%s %.3f" % kv for kv in phases.items())))
+    if profile:
+        print(profile)
 
 
 def listing(cache):

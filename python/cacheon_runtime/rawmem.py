@@ -36,6 +36,7 @@ if sys.byteorder != "little":  # pragma: no cover - every supported host is LE
 
 _FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _SEED = 1 << 16  # a CPU fill writes up to this many bytes from Python, then doubles in place
+_STAGE_MAX = 32 << 20  # the page-locked read buffer's largest size (device reads go in chunks)
 
 
 class RawError(RuntimeError):
@@ -80,6 +81,8 @@ class _Driver:
         self.memset32 = fn("cuMemsetD32Async", [u64, ui, sz, vp])
         self.memset2d32 = fn("cuMemsetD2D32Async", [u64, sz, ui, sz, sz, vp])
         self.dtoh = fn("cuMemcpyDtoH_v2", [vp, u64, sz])
+        self.alloc_host = fn("cuMemAllocHost_v2", [ctypes.POINTER(vp), sz])
+        self.free_host = fn("cuMemFreeHost", [vp])
         self.htod = fn("cuMemcpyHtoD_v2", [u64, vp, sz])
         self.ctx_sync = fn("cuCtxSynchronize", [])
 
@@ -121,6 +124,10 @@ class RawMem:
         self._s_ptr = type(probe).data_ptr
         self._current_stream = None
         self._drv = None
+        # A page-locked host buffer reused for every read from the device
+        # (address, capacity): the copy then runs at the link's speed with
+        # no fresh host memory to fault in.
+        self._stage = (None, 0)
         try:
             if torch.cuda.is_available():
                 self._cuda_init()
@@ -261,10 +268,15 @@ class RawMem:
         span = (1 + sum((d - 1) * s for d, s in zip(sizes, strides))) * es
         if cuda:
             drv = self._cuda_init()
-            host = ctypes.create_string_buffer(span)
             drv.check(drv.ctx_sync(), "cuCtxSynchronize")
-            drv.check(drv.dtoh(host, addr, span), "cuMemcpyDtoH_v2")
-            addr = ctypes.addressof(host)
+            buf, cap = self._staging(span)
+            if buf is not None and cap >= span:
+                host = None
+            else:
+                host = ctypes.create_string_buffer(span)
+                buf = ctypes.addressof(host)
+            drv.check(drv.dtoh(buf, addr, span), "cuMemcpyDtoH_v2")
+            addr = buf
         else:
             host = None
         if _contiguous(sizes, strides):
@@ -273,6 +285,55 @@ class RawMem:
         del host
         return out
 
+
+    def write_to(self, t, f):
+        """Write the bytes of t's logical view in row-major order (what
+        read returns) to the binary file f, without an intermediate copy
+        where t is contiguous: CPU memory is written from where it is,
+        device memory goes through the reused page-locked buffer in
+        chunks. Returns the number of bytes written."""
+        addr, sizes, strides, es, cuda, _dev = self.meta(t)
+        nbytes = _numel(sizes) * es
+        if nbytes == 0:
+            return 0
+        if not _contiguous(sizes, strides):
+            data = self.read(t)
+            f.write(data)
+            return len(data)
+        if not cuda:
+            f.write(_view(addr, nbytes))
+            return nbytes
+        drv = self._cuda_init()
+        drv.check(drv.ctx_sync(), "cuCtxSynchronize")
+        buf, cap = self._staging(nbytes)
+        if buf is None:
+            data = self.read(t)
+            f.write(data)
+            return len(data)
+        done = 0
+        while done < nbytes:
+            k = min(cap, nbytes - done)
+            drv.check(drv.dtoh(buf, addr + done, k), "cuMemcpyDtoH_v2")
+            f.write(_view(buf, k))
+            done += k
+        return nbytes
+
+    def _staging(self, nbytes):
+        """The page-locked buffer (address, capacity), grown towards nbytes
+        up to _STAGE_MAX; (None, 0) where the driver gives none."""
+        addr, cap = self._stage
+        want = min(max(nbytes, 1 << 20), _STAGE_MAX)
+        if addr is not None and cap >= want:
+            return addr, cap
+        drv = self._cuda_init()
+        size = 1 << (want - 1).bit_length()
+        p = ctypes.c_void_p()
+        if drv.alloc_host(ctypes.byref(p), size) != 0 or not p.value:
+            return (addr, cap) if addr is not None else (None, 0)
+        if addr is not None:
+            drv.free_host(addr)
+        self._stage = (p.value, size)
+        return self._stage
 
     def read_rows(self, t, rows):
         """The bytes of rows t[r] for r in rows (ints), in that order, for a
@@ -298,6 +359,11 @@ class RawMem:
             else:
                 out.append(ctypes.string_at(a, row))
         return b"".join(out)
+
+
+def _view(addr, n):
+    """A byte view of n bytes of memory at addr (no copy)."""
+    return memoryview((ctypes.c_char * n).from_address(addr)).cast("B")
 
 
 def _numel(sizes):

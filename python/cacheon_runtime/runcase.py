@@ -483,7 +483,8 @@ class _Case:
         items += [("in." + n, t) for n, t in self.own_in.items()]
         for name, t in items:
             try:
-                tensors[name] = self.w.stio.raw(t)  # raw bytes, read now
+                # read raw while the file is written, no candidate code in between
+                tensors[name] = self.w.stio.later(t)
             except BaseException as e:  # noqa: B902
                 if problem is None:
                     problem = (name, e)

@@ -30,6 +30,7 @@ says; the reader fills fresh ``torch.empty`` tensors with memmove.
 """
 
 import ctypes
+import io
 import json
 import os
 import sys
@@ -280,12 +281,49 @@ def raw(t):
     return RawTensor(dt, shape, _RAW.read(t))
 
 
+class LaterTensor:
+    """A tensor whose bytes a save reads while it writes the file (no copy
+    of a contiguous view is held in between): for a dump taken right away,
+    with no candidate code running until the save returns. Made by later(),
+    which checks now that the view lies inside its storage."""
+    __slots__ = ("dtype", "shape", "tensor")
+
+    def __init__(self, dtype, shape, tensor):
+        self.dtype, self.shape, self.tensor = dtype, shape, tensor
+
+
+def later(t):
+    """A LaterTensor for t; raises (ValueError, rawmem.RawError) now where
+    its memory cannot be read (resized or freed storage)."""
+    _RAW.meta(t)
+    dt, shape = _RAW.dtype_shape(t)
+    return LaterTensor(dt, shape, t)
+
+
 def _host_bytes(t):
-    """(dtype, shape, row-major bytes) of t, read raw from its memory."""
+    """(dtype, shape, row-major bytes or a LaterTensor) of t, read raw from
+    its memory."""
     if isinstance(t, RawTensor):
         return t.dtype, t.shape, t.data
+    if isinstance(t, LaterTensor):
+        return t.dtype, t.shape, t
     dt, shape = _RAW.dtype_shape(t)
     return dt, shape, _RAW.read(t)
+
+
+def _size(data, dt, shape):
+    if isinstance(data, LaterTensor):
+        return _DTYPES[dt][1] * _count(shape)
+    return len(data)
+
+
+def _write(f, data, nbytes):
+    if isinstance(data, LaterTensor):
+        n = _RAW.write_to(data.tensor, f)
+        if n != nbytes:
+            raise ValueError("wrote %d bytes of a %d-byte tensor" % (n, nbytes))
+    elif nbytes:
+        f.write(data)
 
 
 def header_bytes(specs, metadata=None):
@@ -323,13 +361,14 @@ def _prepare(tensors, metadata):
         if not isinstance(name, str) or name == "" or name == METADATA_KEY:
             raise ValueError("bad tensor name %r" % (name,))
         key = name.encode("utf-8")  # raises on lone surrogates
-        if not isinstance(t, (torch.Tensor, RawTensor)):
+        if not isinstance(t, (torch.Tensor, RawTensor, LaterTensor)):
             raise TypeError("tensor %r is not a torch.Tensor" % (name,))
         tdt, shape, data = _host_bytes(t)
         dt = dtype_name(tdt)
-        if len(data) != _DTYPES[dt][1] * _count(shape):
-            raise ValueError("tensor %r: %d bytes for %s%r" % (name, len(data), dt, shape))
-        items.append((key, name, dt, shape, data, len(data)))
+        n = _size(data, dt, shape)
+        if n != _DTYPES[dt][1] * _count(shape):
+            raise ValueError("tensor %r: %d bytes for %s%r" % (name, n, dt, shape))
+        items.append((key, name, dt, shape, data, n))
     # Data order: element size, largest first, then name bytewise (as the Go
     # encoder), so that every tensor starts at an offset aligned to its
     # element size after the 8-byte-padded header.
@@ -343,7 +382,8 @@ def _prepare(tensors, metadata):
 
 
 def save(path, tensors, metadata=None):
-    """Write tensors (dict name -> tensor, any device/layout, or RawTensor)
+    """Write tensors (dict name -> tensor, any device/layout, RawTensor or
+    LaterTensor)
     to path.
 
     Each tensor is written as a contiguous copy of its logical view, read
@@ -355,19 +395,19 @@ def save(path, tensors, metadata=None):
         f.write(len(hdr).to_bytes(8, "little"))
         f.write(hdr)
         for data, nbytes in items:
-            if nbytes:
-                f.write(data)
+            _write(f, data, nbytes)
     return 8 + len(hdr) + sum(n for _h, n in items)
 
 
 def dumps(tensors, metadata=None):
     """Return the safetensors encoding of tensors as bytes (see save)."""
     hdr, items = _prepare(tensors, metadata)
-    parts = [len(hdr).to_bytes(8, "little"), hdr]
+    buf = io.BytesIO()
+    buf.write(len(hdr).to_bytes(8, "little"))
+    buf.write(hdr)
     for data, nbytes in items:
-        if nbytes:
-            parts.append(data)
-    return b"".join(parts)
+        _write(buf, data, nbytes)
+    return buf.getvalue()
 
 
 def _count(shape):

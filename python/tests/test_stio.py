@@ -120,6 +120,30 @@ class RoundTrip(unittest.TestCase):
         back2, _ = stio.loads(bytes(stio.dumps({"x": torch.ones(4)})))
         self.assertEqual(back2["x"].tolist(), [1.0] * 4)
 
+    def test_later_tensors_write_the_same_bytes(self):
+        # A dump that reads while it writes (stio.later) is byte for byte
+        # what reading first gives: contiguous, strided, empty, every
+        # device there is.
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        for dev in devices:
+            base = torch.arange(48, dtype=torch.float32, device=dev).reshape(4, 12)
+            ts = {"c": base, "v": base[:, 1:9:2], "e": torch.empty(0, 3, device=dev),
+                  "h": torch.arange(7, dtype=torch.int32, device=dev)}
+            want = stio.dumps(ts)
+            self.assertEqual(stio.dumps({k: stio.later(t) for k, t in ts.items()}), want, dev)
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "x.safetensors")
+                stio.save(p, {k: stio.later(t) for k, t in ts.items()})
+                with open(p, "rb") as f:
+                    self.assertEqual(f.read(), want, dev)
+
+    def test_later_refuses_a_resized_storage(self):
+        t = torch.ones(64)
+        view = t[8:]
+        (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).resize_(0)
+        with self.assertRaises(ValueError):
+            stio.later(view)
+
 
 class Rejects(unittest.TestCase):
     ENT = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
