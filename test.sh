@@ -18,24 +18,11 @@ go test -count=1 -run '^TestDemo$' ./internal/devnet
 /usr/bin/python3 -B -m unittest discover -s python/tests
 # Short fuzzing of every fuzz target in the module (their seed corpora
 # already ran above as ordinary tests): every parser of untrusted bytes has
-# one, and a new target joins here without editing this file.
+# one, and a new target joins here without editing this file. Targets run
+# $FUZZ_JOBS at a time (default: one per core), each with one fuzzing
+# worker for $FUZZTIME (scripts/fuzz-one), so that one target's build
+# overlaps another's fuzzing.
 go test -list '^Fuzz' ./... | awk '
   /^Fuzz/ { fns[n++] = $1; next }
   /^ok/   { for (i = 0; i < n; i++) print $2, fns[i]; n = 0 }' |
-while read -r pkg fn; do
-  for try in 1 2; do
-    if out=$(go test -run '^$' -fuzz "^${fn}\$" -fuzztime "${FUZZTIME:-5s}" "$pkg" 2>&1); then
-      echo "fuzz ${pkg#cacheon/} ${fn}: ok"; continue 2
-    fi
-    # Go 1.26's fuzz coordinator can report its own -fuzztime deadline as
-    # a failure ("context deadline exceeded", no failing input written) on
-    # a loaded machine (go.dev/issue/75804, fixed in Go 1.27): that one
-    # outcome is run once more; anything else fails at once.
-    if [ "$try" = 1 ] && grep -q 'context deadline exceeded' <<<"$out" &&
-       ! grep -q 'Failing input written\|panic:\|_test.go:[0-9]' <<<"$out"; then
-      echo "fuzz ${pkg#cacheon/} ${fn}: the coordinator's deadline race (go.dev/issue/75804); once more"
-      continue
-    fi
-    echo "$out"; echo "fuzz ${pkg#cacheon/} ${fn}: FAILED"; exit 1
-  done
-done
+  xargs -n 2 -P "${FUZZ_JOBS:-$(nproc)}" scripts/fuzz-one
