@@ -244,7 +244,7 @@ func (r *Referee) warmKernels(ctx context.Context, base engine.Config) {
 }
 
 // order names the engine placement of attempt n: the second attempt swaps
-// which engine is started first on the device.
+// where on the device the incumbent's and the candidate's memory lie.
 func order(n int) string {
 	if n%2 == 0 {
 		return "candidate-placed-first"
@@ -282,19 +282,26 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 		}
 		return Verdict{}
 	}
-	// The second attempt loads the candidate engine once, ends it, and only
-	// then places the incumbent: the incumbent's memory lands where the
-	// candidate's was in the first attempt.
+	// The second attempt swaps the memory placement: a stock holder (the
+	// incumbent's own stack, no candidate code) takes the device's memory
+	// first, the incumbent loads beside it, and the holder ends before B's
+	// read, so that the candidate engine, loaded after B, lands where the
+	// incumbent lay in the first attempt, and the incumbent where the
+	// candidate lay. No candidate code runs before B.
+	var holder Session
 	if st.order == "candidate-placed-first" {
-		r.say("placement: loading and ending the candidate engine first")
-		c, err := r.Open(ctx, candCfg)
-		if err != nil {
-			return Attribute(err, ReasonCandidateErr, "candidate engine (placement)")
+		r.say("placement: a stock engine holds the memory the candidate will take")
+		var err error
+		if holder, err = r.Open(ctx, incCfg); err != nil {
+			return Because(ReasonIncumbent, "placement holder engine: %v", err)
 		}
-		_ = c.Close()
 	}
-	if v := openInc(); v.Outcome != "" {
-		return v
+	placed := openInc()
+	if holder != nil {
+		_ = holder.Close()
+	}
+	if placed.Outcome != "" {
+		return placed
 	}
 	defer func() { _ = inc.Close() }()
 	if len(p.Incumbent) == 0 {

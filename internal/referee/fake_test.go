@@ -32,6 +32,7 @@ type script struct {
 	busy       bool
 	opened     []string
 	stacks     []int // stack length of every engine opened
+	live       int   // engines open now (the fake device's contexts)
 	settles    int   // first Bench calls on an engine (untimed)
 	// members are the slots of an atomic proposal (nil: the singleton
 	// targetSlot); silent is a member the candidate never fires for,
@@ -61,6 +62,7 @@ type fakeSession struct {
 	settled   bool
 	// positions are the calls the referee drew for the audit engine.
 	positions map[string][]int
+	closed    bool
 }
 
 func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error) {
@@ -161,13 +163,24 @@ func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.Au
 	return out, nil
 }
 
-func (f *fakeSession) Close() error { return nil }
+func (f *fakeSession) Close() error {
+	if !f.closed {
+		f.closed = true
+		f.s.live--
+	}
+	return nil
+}
 
 type fakeDevice struct{ s *script }
 
-func (d fakeDevice) Quiet(context.Context, int) error {
+// Quiet fails, as the real device's check does, when more engines hold a
+// context than the read allows.
+func (d fakeDevice) Quiet(_ context.Context, allowed int) error {
 	if d.s.busy {
 		return errors.New("pid 4242 holds a context on the device")
+	}
+	if d.s.live > allowed {
+		return fmt.Errorf("%d engines hold a context on the device, %d allowed", d.s.live, allowed)
 	}
 	return nil
 }
@@ -234,6 +247,7 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 		if cand && s.candErr != nil {
 			return nil, s.candErr
 		}
+		s.live++
 		return &fakeSession{s: s, a: a, candidate: cand, audit: c.Audit != nil}, nil
 	}
 	r := &Referee{Open: open, Device: fakeDevice{s}, Slots: cat, Store: store, Calibration: cal, CalibRef: calRef,
@@ -333,16 +347,25 @@ func TestPristineEngine(t *testing.T) {
 	}
 }
 
-// TestSecondAttemptSwapsPlacement: the second attempt places the candidate
-// engine on the device before the incumbent.
+// TestSecondAttemptSwapsPlacement: the second attempt places a stock
+// holder engine on the device before the incumbent and ends it before B's
+// read (the fake device refuses a read with an extra engine open), so the
+// candidate engine loads into the holder's memory; no candidate engine
+// opens before B. The first attempt opens the incumbent first.
 func TestSecondAttemptSwapsPlacement(t *testing.T) {
-	s := script{incRates: []float64{1000, 1000}, candRate: 1100}
-	r, p := newFakeReferee(t, &s)
-	if _, _, err := r.Attempt(context.Background(), p, 2); err != nil {
-		t.Fatal(err)
-	}
-	if len(s.opened) < 2 || s.opened[0] != "cand=true audit=false" || s.opened[1] != "cand=false audit=false" {
-		t.Fatalf("engine order %v: want the candidate placed first, then the incumbent", s.opened)
+	for n, want := range map[int]string{
+		1: "[cand=false audit=false cand=true audit=false cand=true audit=true]",
+		2: "[cand=false audit=false cand=false audit=false cand=true audit=false cand=true audit=true]",
+	} {
+		s := script{incRates: []float64{1000, 1000}, candRate: 1100}
+		r, p := newFakeReferee(t, &s)
+		rec, _, err := r.Attempt(context.Background(), p, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Verdict.Outcome != Pass || fmt.Sprint(s.opened) != want || s.live != 0 {
+			t.Fatalf("attempt %d: verdict %v, engines %v (%d left open), want %s", n, rec.Verdict, s.opened, s.live, want)
+		}
 	}
 }
 

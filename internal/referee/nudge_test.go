@@ -31,7 +31,7 @@ func (d nudgingDevice) Nudge(_ context.Context, python string) error {
 func TestNudge(t *testing.T) {
 	for n, want := range map[int]string{
 		1: "[cand=false audit=false nudge cand=true audit=false nudge cand=true audit=true]",
-		2: "[cand=true audit=false cand=false audit=false nudge cand=true audit=false nudge cand=true audit=true]",
+		2: "[cand=false audit=false cand=false audit=false nudge cand=true audit=false nudge cand=true audit=true]",
 	} {
 		s := script{incRates: []float64{1000, 1000}, candRate: 1100}
 		r, p := newFakeReferee(t, &s)
