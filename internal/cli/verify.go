@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cacheon/internal/scan"
+	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 	"cacheon/internal/verify"
 	"cacheon/internal/worker"
@@ -25,8 +28,8 @@ func (a *app) verifyCommand() *cobra.Command {
 		timeout               time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "verify BUNDLE",
-		Short: "Check a bundle's kernels against the trusted references in a sandboxed worker",
+		Use:   "verify BUNDLE...",
+		Short: "Check bundles' kernels against the trusted references in sandboxed workers",
 		Long: `verify runs every [[ops]] row of a bundle (a directory or its .tar.gz) on
 every registered shape of its slot and every shape the shipped arenas serve
 it at (count dimensions jittered), at token counts 1, the slot's registered
@@ -56,6 +59,20 @@ Rows of different dtypes run side by side in lanes, each lane with its own
 worker (--lanes; default one lane per four cores, so one on a small machine,
 where a single worker serves every row).
 
+Several bundles are verified one after another, each with its own fresh
+secret seed (or --seed for every one). While one bundle runs, the next
+bundle's job is warmed: its workers start, import torch and initialise the
+device in the background, and see nothing of that bundle until it is staged
+and the scan admits it, so that the time from given to report of every
+bundle after the first holds no torch import (the report's timing.warm_s
+says how long its job had warmed). A job serves one bundle: no worker or job directory is reused.
+With several bundles the text reports follow one another, each under a
+header naming its bundle; --json prints one JSON object per bundle, one per
+line (JSON Lines), each with a "bundle" field (the argument as given): the
+report, or the error object of a bundle that could not be verified.
+Progress lines on stderr name their bundle, and the exit status is the
+worst of the bundles' (3 over 2 over 0).
+
 Collective slots run --world-size ranks in one loopback-only network
 namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
 environment's NCCL_* settings except NVLink multicast (always off) and
@@ -68,21 +85,21 @@ capability domain), INFRA (the run could not be established).
 Exit status: 0 every applicable row passed, 2 a row failed, no row was
 applicable ("no variant applicable": nothing was verified) or scan findings,
 3 infrastructure failure, 1 usage error.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
-			return a.runVerify(args[0], verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
+			return a.runVerify(args, verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
 				worldSize: worldSize, replays: replays, lanes: lanes, json: asJSON, verbose: verbose, timeout: timeout})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&device, "device", "", "cpu or cuda (default: cuda if usable, else cpu)")
 	f.StringVar(&dtype, "dtype", "", "verify only this dtype: bfloat16, float16 or float32 (default: all three)")
-	f.Uint64Var(&seed, "seed", 0, "input seed (default: a fresh secret seed, printed)")
+	f.Uint64Var(&seed, "seed", 0, "input seed, for every bundle (default: a fresh secret seed per bundle, printed)")
 	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2 and 3 on cpu; on cuda those the visible GPUs allow, 1 on one GPU)")
 	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution) and CUDA-graph replays")
 	f.IntVar(&lanes, "lanes", 0, "rows run side by side, each lane with its own worker (default: one per four cores)")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing); with several bundles, one JSON object per bundle per line")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
 	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker")
@@ -99,9 +116,18 @@ type verifyFlags struct {
 	timeout               time.Duration
 }
 
-func (a *app) runVerify(path string, fl verifyFlags) error {
-	ctx := a.ctx
-	var dtypes []tensor.DType // nil: every dtype
+// verifyRun is one verify command over its bundles.
+type verifyRun struct {
+	a          *app
+	fl         verifyFlags
+	dtypes     []tensor.DType // nil: every dtype
+	worldSizes []int          // nil: the device's defaults
+	slots      *slot.Catalog
+	paths      []string
+}
+
+func (a *app) runVerify(paths []string, fl verifyFlags) error {
+	v := &verifyRun{a: a, fl: fl, paths: paths}
 	if fl.dtype != "" {
 		dt, err := tensor.ParseDType(fl.dtype) // the flag takes aliases too (bf16, half, torch.float32)
 		if err == nil {
@@ -110,17 +136,16 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 		if err != nil {
 			return fmt.Errorf("--dtype %q: want bfloat16, float16 or float32", fl.dtype)
 		}
-		dtypes = []tensor.DType{dt}
+		v.dtypes = []tensor.DType{dt}
 	}
 	if fl.timeout <= 0 {
 		return fmt.Errorf("--timeout %v: want a positive duration", fl.timeout)
 	}
-	var worldSizes []int // nil: the device's defaults
 	if fl.worldSize != 0 {
 		if fl.worldSize < 1 || fl.worldSize > 64 {
 			return fmt.Errorf("--world-size %d: want 1..64", fl.worldSize)
 		}
-		worldSizes = []int{fl.worldSize}
+		v.worldSizes = []int{fl.worldSize}
 	}
 	if fl.lanes < 0 || fl.lanes > 64 {
 		return fmt.Errorf("--lanes %d: want 1..64 (0: one per four cores)", fl.lanes)
@@ -132,52 +157,187 @@ func (a *app) runVerify(path string, fl verifyFlags) error {
 	if err != nil {
 		return withCode(ExitInfra, err)
 	}
-	job, err := verify.Prepare(ctx, verify.Setup{
-		Bundle: path, Device: fl.device, DTypes: dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
-		WorldSizes: worldSizes, Replays: fl.replays, Lanes: fl.lanes, Python: fl.python, CallTimeout: fl.timeout,
-		Environ: os.Environ(), Slots: slots, ScratchRoot: worker.ScratchRoot(),
-	})
+	v.slots = slots
+	if len(paths) == 1 {
+		_, err := v.one(0, nil, nil)
+		return err
+	}
+	return v.several()
+}
+
+// setup is the verify.Setup of the bundle at path.
+func (v *verifyRun) setup(path string) verify.Setup {
+	fl := v.fl
+	return verify.Setup{
+		Bundle: path, Device: fl.device, DTypes: v.dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
+		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, Python: fl.python, CallTimeout: fl.timeout,
+		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(),
+	}
+}
+
+// several verifies the bundles one after another, warming each one's job
+// while the one before runs, and ends with the worst bundle's status. A
+// usage error (the same for every bundle) ends the command at once, as a
+// cancelled context does.
+func (v *verifyRun) several() error {
+	a := v.a
+	var next *verify.Warm
+	defer func() { next.Close() }()
+	worst := ExitOK
+	codes := make([]int, 0, len(v.paths))
+	for i, path := range v.paths {
+		cur := next
+		next = nil
+		warmNext := func() {
+			if i+1 < len(v.paths) && a.ctx.Err() == nil {
+				// A job that cannot be warmed is prepared cold, which
+				// reports why.
+				next, _ = verify.NewWarm(a.ctx, v.setup(v.paths[i+1]))
+			}
+		}
+		printed, err := v.one(i, cur, warmNext)
+		code := ExitOK
+		var se silentExit
+		switch {
+		case err == nil:
+		case errors.As(err, &se):
+			code = se.code
+		default:
+			if code = exitCode(err); code == ExitUsage {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "cacheon: %s: %v\n", path, err)
+			if !printed {
+				if v.fl.json {
+					if err := writeJSONLine(a.stdout, verifyErrorLine{Bundle: path, errorJSON: errorObject(err, code)}); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(a.stdout, "not verified: %v\n", err)
+				}
+			}
+		}
+		codes = append(codes, code)
+		worst = max(worst, code)
+		if a.ctx.Err() != nil {
+			return withCode(ExitInfra, a.ctx.Err())
+		}
+	}
+	if !v.fl.json {
+		fmt.Fprintf(a.stdout, "\n=== %d bundles, exit status %d\n", len(v.paths), worst)
+		for i, path := range v.paths {
+			fmt.Fprintf(a.stdout, "  %d  %s\n", codes[i], path)
+		}
+	}
+	if worst != ExitOK {
+		return silentExit{worst}
+	}
+	return nil
+}
+
+// verifyLine is a bundle's report among several (--json): the report, its
+// "bundle" the argument as given.
+type verifyLine struct {
+	Bundle string `json:"bundle"`
+	*verify.Report
+}
+
+// verifyErrorLine is the error object of a bundle among several that
+// could not be verified (--json).
+type verifyErrorLine struct {
+	Bundle string `json:"bundle"`
+	errorJSON
+}
+
+// one verifies the i-th bundle in the job warm was warming for it (nil:
+// prepared cold); started (may be nil) is called once the job is prepared
+// or refused, when the next bundle's job begins warming: its workers
+// import torch while this bundle runs (on the H200, with this job's own
+// workers still importing, that cost the bundle nothing measurable and
+// left the next one more time than waiting for them did). It returns
+// whether it printed the bundle's report and the error that ends the
+// bundle as a verify of that bundle alone ends (nil: exit 0).
+func (v *verifyRun) one(i int, warm *verify.Warm, started func()) (printed bool, err error) {
+	a, fl, path := v.a, v.fl, v.paths[i]
+	ctx := a.ctx
+	multi := len(v.paths) > 1
+	if multi && !fl.json {
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		fmt.Fprintf(a.stdout, "=== bundle %d of %d: %s\n", i+1, len(v.paths), path)
+	}
+	job, err := warm.Prepare(ctx, v.setup(path))
+	if started != nil {
+		started()
+	}
 	if err != nil {
-		a.printFindings(err)
-		return bundleOpenErr(err)
+		v.printFindings(path, err)
+		return false, bundleOpenErr(err)
 	}
 	defer job.Close()
 	if !fl.json {
 		dts := "all"
-		if len(dtypes) == 1 {
-			dts = dtypes[0].String()
+		if len(v.dtypes) == 1 {
+			dts = v.dtypes[0].String()
 		}
 		fmt.Fprintf(a.stdout, "verify %s  device=%s dtype=%s seed=%d (reproduce with --seed %d)\n", path, job.Device, dts, job.Seed, job.Seed)
 	}
 	prog := newProgress(a.stderr)
-	rep, err := job.Run(ctx, prog.line)
+	line := prog.line
+	prefix := ""
+	if multi {
+		prefix = path + ": "
+		line = func(s string) { prog.line(prefix + s) }
+	}
+	rep, err := job.Run(ctx, line)
 	prog.done()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if fl.verbose {
-		printTiming(a.stderr, rep.Timing)
+		printTiming(a.stderr, prefix, rep.Timing)
 	}
-	if fl.json {
-		if err := writeJSON(a.stdout, rep); err != nil {
-			return err
+	switch {
+	case fl.json && multi:
+		if err := writeJSONLine(a.stdout, verifyLine{Bundle: path, Report: rep}); err != nil {
+			return false, err
 		}
-	} else {
+	case fl.json:
+		if err := writeJSON(a.stdout, rep); err != nil {
+			return false, err
+		}
+	default:
 		printVerify(a.stdout, rep)
 	}
 	switch {
 	case rep.Failed():
-		return silentExit{ExitFindings}
+		return true, silentExit{ExitFindings}
 	case rep.InfraFailed():
-		return silentExit{ExitInfra}
+		return true, silentExit{ExitInfra}
 	}
 	if ctx.Err() != nil {
-		return withCode(ExitInfra, ctx.Err())
+		return true, withCode(ExitInfra, ctx.Err())
 	}
 	if err := rep.NoneApplicableErr(); err != nil {
-		return err // a candidate failure: exit 2, "no variant applicable"
+		return true, err // a candidate failure: exit 2, "no variant applicable"
 	}
-	return nil
+	return true, nil
+}
+
+// printFindings writes the scan findings err carries to stderr, each
+// naming its bundle when there are several.
+func (v *verifyRun) printFindings(path string, err error) {
+	if len(v.paths) == 1 {
+		v.a.printFindings(err)
+		return
+	}
+	var fe *scan.FindingsError
+	if errors.As(err, &fe) {
+		for _, f := range fe.Findings {
+			fmt.Fprintf(v.a.stderr, "%s: %s\n", path, f)
+		}
+	}
 }
 
 func printVerify(w io.Writer, rep *verify.Report) {
@@ -218,11 +378,15 @@ func printVerify(w io.Writer, rep *verify.Report) {
 	fmt.Fprintf(w, "\n%d row(s) in %.1fs, %d worker(s) started\n", len(rep.Rows), rep.Seconds, rep.Workers)
 }
 
-// printTiming writes the run's phase breakdown as one line.
-func printTiming(w io.Writer, t verify.Timing) {
-	fmt.Fprintf(w, "timing: total %.2fs = prepare %.2fs (stage, scan, python); workers: start %.2fs, torch import %.2fs, device init %.2fs, group %.2fs, load %.2fs; "+
+// printTiming writes the run's phase breakdown as one line, after prefix.
+func printTiming(w io.Writer, prefix string, t verify.Timing) {
+	warm := ""
+	if t.Warm > 0 {
+		warm = fmt.Sprintf(", the job warmed %.2fs before", t.Warm)
+	}
+	fmt.Fprintf(w, "%stiming: total %.2fs = prepare %.2fs (stage, scan, python%s); workers: start %.2fs, torch import %.2fs, device init %.2fs, group %.2fs, load %.2fs; "+
 		"first case %.2fs, other cases %.2fs, close %.2fs; Go: inputs+references %.2fs, grading %.2fs (phases overlap; lanes add up)\n",
-		t.Total+t.Prepare, t.Prepare, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Close, t.Reference, t.Grading)
+		prefix, t.Total+t.Prepare, t.Prepare, warm, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Close, t.Reference, t.Grading)
 }
 
 func lastLines(s string, n int) string {

@@ -2,8 +2,6 @@ package verify
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +9,6 @@ import (
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
-	"cacheon/internal/sandbox"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -54,7 +51,9 @@ type Setup struct {
 
 // Job is a prepared verify run: the bundle staged into a private copy and
 // admitted by the scan, the interpreter, device and seed chosen, the
-// sandboxed launcher ready. Close removes its scratch directory.
+// sandboxed launcher ready. Close ends its workers and removes its scratch
+// directory. A job runs one bundle: its directory and workers are never
+// used for another.
 type Job struct {
 	Admitted *scan.Admitted
 	Device   string
@@ -64,7 +63,12 @@ type Job struct {
 	slots   *slot.Catalog
 	scratch string
 	opts    Options
-	// prepared is how long Prepare took (Timing.Prepare).
+	// Warmed is how long the job had been warming (NewWarm) before its
+	// bundle came (Timing.Warm); 0 when it was prepared cold.
+	Warmed time.Duration
+
+	// prepared is how long Prepare took, or for a warm job the time from
+	// taking it to the scan's admission (Timing.Prepare).
 	prepared time.Duration
 	// tritonHelpers is Report.TritonHelpers.
 	tritonHelpers string
@@ -74,173 +78,19 @@ type Job struct {
 
 // Prepare stages, loads and scans the bundle (a bundle with findings is not
 // run: the error is then a *scan.FindingsError), finds the interpreter and
-// the device, draws the seed and readies the sandbox. Errors are attributed
+// the device, draws the seed and readies the sandbox. It is a warm job
+// (NewWarm) taken at once: the scan runs while the workers start, and the
+// workers of the lanes the bundle has no row for are not started when the
+// bundle is staged before the warm-up reaches them. Errors are attributed
 // (package fault): the bundle's own failures to the candidate, missing
 // tools to the infrastructure, bad arguments to the user.
-func Prepare(ctx context.Context, s Setup) (_ *Job, err error) {
-	if s.Slots == nil {
-		return nil, fault.InfraErr(errors.New("verify: no slot catalog"))
-	}
+func Prepare(ctx context.Context, s Setup) (*Job, error) {
 	t0 := time.Now()
-	scratch, staged, err := StageJob(ctx, s.ScratchRoot, s.Bundle, s.Slots)
+	w, err := NewWarm(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{slots: s.Slots, scratch: scratch}
-	defer func() {
-		if err != nil {
-			j.Close()
-		}
-	}()
-	// The interpreter and where its installation lives, asked once (one
-	// interpreter start) for the scan's sandbox, the workers' and the
-	// bytecode cache's name.
-	var install sandbox.PythonInstall
-	if j.Python, install, err = worker.FindInstall(ctx, s.Python); err != nil {
-		return nil, fault.InfraErr(err)
-	}
-	// The bytecode cache is filled (once per installation) while the scan
-	// runs; without one, workers compile from source.
-	type cache struct {
-		dir string
-		err error
-	}
-	bytecode := make(chan cache, 1)
-	if s.NoBytecode {
-		bytecode <- cache{}
-	} else {
-		go func() {
-			dir, err := worker.PrepareBytecode(ctx, j.Python, install, s.BytecodeRoot)
-			bytecode <- cache{dir, err}
-		}()
-	}
-	// The scan runs while the workers start: they import torch and
-	// initialise the device, and load nothing of the candidate before
-	// the scan has admitted it and a row asks.
-	type admission struct {
-		a   *scan.Admitted
-		err error
-	}
-	admitted := make(chan admission, 1)
-	go func() {
-		a, err := scan.Admit(ctx, staged, scan.Config{Slots: s.Slots, Python: j.Python, Install: &install})
-		admitted <- admission{a, err}
-	}()
-	var got *admission // the scan's answer once received
-	scanned := func() error {
-		if got == nil {
-			ad := <-admitted
-			got = &ad
-		}
-		ad := *got
-		if ad.err != nil {
-			var fe *scan.FindingsError
-			if !errors.As(ad.err, &fe) {
-				return fault.InfraErr(ad.err)
-			}
-			return fault.CandidateErr(fmt.Errorf("%w: verify does not run a bundle that fails the scan (see cacheon scan %s)", ad.err, s.Bundle))
-		}
-		j.Admitted = ad.a
-		return nil
-	}
-	// refused reports a scan that has already refused the bundle, so that
-	// the slow steps below (a first bytecode fill, the Triton helpers) do
-	// not keep its findings waiting.
-	refused := func() bool {
-		if got == nil {
-			select {
-			case ad := <-admitted:
-				got = &ad
-			default:
-				return false
-			}
-		}
-		return got.err != nil
-	}
-	// Until the scan has answered, a return waits for it (its sandboxed
-	// parser must not outlive the job's scratch directory).
-	defer func() {
-		if got == nil {
-			<-admitted
-		}
-	}()
-	switch j.Device = s.Device; j.Device {
-	case "":
-		j.Device = worker.DetectDevice(ctx, j.Python)
-	case "cpu", "cuda":
-	default:
-		return nil, fmt.Errorf("--device %q: want cpu or cuda", s.Device)
-	}
-	if j.Seed = s.Seed; !s.SeedSet {
-		var buf [8]byte
-		if _, err := rand.Read(buf[:]); err != nil {
-			return nil, fault.InfraErr(fmt.Errorf("seed: %w", err))
-		}
-		j.Seed = binary.BigEndian.Uint64(buf[:]) >> 1
-	}
-	runtimeParent, err := worker.MaterializeRuntime(worker.JobRuntime(scratch))
-	if err != nil {
-		return nil, fault.InfraErr(err)
-	}
-	launcher := worker.NewSandboxLauncherFor(install, worker.JobBundles(scratch), runtimeParent, j.Device)
-	var bc cache
-	select {
-	case bc = <-bytecode:
-	case ad := <-admitted:
-		got = &ad
-		if ad.err != nil {
-			return nil, scanned()
-		}
-		bc = <-bytecode
-	}
-	if refused() {
-		return nil, scanned()
-	}
-	launcher.UseBytecode(bc.dir, bc.err)
-	// On cuda, the Triton host modules every worker would build with the
-	// C compiler are built once per installation, outside the sandbox.
-	var helpers string
-	j.tritonHelpers = "not used (cpu)"
-	if j.Device == "cuda" {
-		switch {
-		case s.NoBytecode:
-			j.tritonHelpers = "not used (no bytecode cache)"
-		case bc.err != nil:
-			j.tritonHelpers = "not used (no bytecode cache: " + bc.err.Error() + ")"
-		default:
-			if helpers, err = worker.PrepareTritonHelpers(ctx, j.Python, bc.dir); err != nil {
-				j.tritonHelpers = "not used (" + err.Error() + ")"
-			} else {
-				j.tritonHelpers = "seeded from " + helpers
-			}
-		}
-	}
-	// Collective ranks take the operator's NCCL_* settings from the
-	// validator's environment, as the engine's tensor-parallel ranks do
-	// (worker.CollectiveEnv(os.Environ())), also where the caller gave
-	// none (the referee's screen).
-	environ := s.Environ
-	if environ == nil {
-		environ = os.Environ()
-	}
-	j.opts = Options{
-		Device: j.Device, DTypes: s.DTypes, Seed: j.Seed, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
-		Python: j.Python, RuntimeParent: runtimeParent, WorkDir: scratch, CallTimeout: s.CallTimeout,
-		Launcher: launcher, Environ: environ, TritonHelpers: helpers,
-	}
-	if refused() {
-		return nil, scanned()
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	j.stopWorkers = cancel
-	if j.opts.pool, err = prestart(wctx, staged.Bundle, s.Slots, j.opts); err != nil {
-		return nil, err
-	}
-	if err := scanned(); err != nil {
-		return nil, err
-	}
-	j.prepared = time.Since(t0)
-	return j, nil
+	return w.take(ctx, s, t0, 0)
 }
 
 // StageJob makes a verify job's directory under root ("" = the system temp
@@ -257,19 +107,29 @@ func StageJob(ctx context.Context, root, src string, slots *slot.Catalog) (strin
 	if err != nil {
 		return "", nil, fault.InfraErr(err)
 	}
-	staged, err := worker.StageBundle(ctx, src, job, slots)
+	staged, err := stageInto(ctx, job, src, slots)
 	if err != nil {
 		os.RemoveAll(job)
+		return "", nil, err
+	}
+	return job, staged, nil
+}
+
+// stageInto stages the bundle at src into the job directory job
+// (worker.StageBundle), its errors attributed as StageJob says.
+func stageInto(ctx context.Context, job, src string, slots *slot.Catalog) (*bundle.Staged, error) {
+	staged, err := worker.StageBundle(ctx, src, job, slots)
+	if err != nil {
 		var se *bundle.StageError
 		switch {
 		case !errors.As(err, &se):
-			return "", nil, fault.InfraErr(err)
+			return nil, fault.InfraErr(err)
 		case se.Step == "open":
-			return "", nil, err
+			return nil, err
 		}
-		return "", nil, fault.CandidateErr(fmt.Errorf("bundle %s: %w", src, err))
+		return nil, fault.CandidateErr(fmt.Errorf("bundle %s: %w", src, err))
 	}
-	return job, staged, nil
+	return staged, nil
 }
 
 // Run verifies every row; progress (may be nil) receives one line a step.
@@ -281,6 +141,7 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	rep, err := Run(ctx, j.Admitted, j.slots, o)
 	if rep != nil {
 		rep.Timing.Prepare = j.prepared.Seconds()
+		rep.Timing.Warm = j.Warmed.Seconds()
 		rep.TritonHelpers = j.tritonHelpers
 	}
 	return rep, fault.InfraErr(err)

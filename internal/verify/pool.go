@@ -26,7 +26,9 @@ type pool struct {
 
 	mu    sync.Mutex
 	sets  map[setKey]*workerSet
-	facts workerFacts // of every set started
+	facts workerFacts // of the sets the run used (merged as they end)
+	// dropped counts the sets drop is ending in the background.
+	dropped sync.WaitGroup
 }
 
 // setKey names a worker set: the lane whose rows it serves, and 0 for the
@@ -50,22 +52,36 @@ type workerSet struct {
 	calls int
 	// modules maps a bundle source to the module id it was loaded as.
 	modules map[string]string
+	// cancel ends the context the set was started on: a worker still
+	// starting is killed.
+	cancel context.CancelFunc
+	// facts and launched are what the set's start said and took; launch
+	// writes them before ready is closed, and they count in the run's
+	// report once the set ends having served it (merge), not when it is
+	// dropped unused.
+	facts    workerFacts
+	launched clock
 }
 
 func newPool(o Options, c *clock) *pool {
 	return &pool{o: o, clock: c, sets: map[setKey]*workerSet{}}
 }
 
-// prestart makes a run's pool and begins starting, for every lane that
-// has a non-collective row that may apply on the run's context, the lane's
-// single worker: its interpreter imports torch and initialises the device
-// while the caller works on (Prepare: the scan). Nothing of the candidate
-// is loaded before a row asks for it.
-func prestart(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Options) (*pool, error) {
-	if err := o.settle(); err != nil {
-		return nil, err
+// allLanes is every lane of o's dtypes (o settled): the lanes a warm
+// job starts before it knows the bundle.
+func allLanes(o Options) map[int]bool {
+	lanes := map[int]bool{}
+	for di := range o.DTypes {
+		lanes[di%o.Lanes] = true
 	}
-	p := newPool(o, &clock{})
+	return lanes
+}
+
+// neededLanes is the lanes of b that have a non-collective row that may
+// apply on o's context (o settled): the lanes whose single worker a run
+// of b uses from its first row on. Nothing of the candidate is loaded
+// before a row asks for it.
+func neededLanes(b *bundle.Bundle, slots *slot.Catalog, o Options) map[int]bool {
 	lanes := map[int]bool{}
 	for _, op := range b.Manifest.Ops {
 		spec, ok := slots.Lookup(op.Slot)
@@ -78,13 +94,19 @@ func prestart(ctx context.Context, b *bundle.Bundle, slots *slot.Catalog, o Opti
 			}
 		}
 	}
+	return lanes
+}
+
+// startLanes begins starting the single worker of every lane in lanes:
+// its interpreter imports torch and initialises the device while the
+// caller works on.
+func (p *pool) startLanes(ctx context.Context, lanes map[int]bool) error {
 	for lane := range lanes {
 		if _, err := p.start(ctx, setKey{lane: lane}); err != nil {
-			p.close()
-			return nil, err
+			return err
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // start begins starting the set for key unless it exists, and returns
@@ -101,11 +123,12 @@ func (p *pool) start(ctx context.Context, key setKey) (root string, err error) {
 	if err != nil {
 		return "", err
 	}
-	s := &workerSet{ready: make(chan struct{}), modules: map[string]string{}, root: root}
+	sctx, cancel := context.WithCancel(ctx)
+	s := &workerSet{ready: make(chan struct{}), modules: map[string]string{}, root: root, cancel: cancel}
 	p.sets[key] = s
 	go func() {
 		defer close(s.ready)
-		s.reason, s.infra = p.launch(ctx, key, s)
+		s.reason, s.infra = p.launch(sctx, key, s)
 	}()
 	return root, nil
 }
@@ -127,8 +150,56 @@ func (p *pool) discard(key setKey) {
 	p.mu.Unlock()
 	if ok {
 		<-s.ready
+		p.merge(s)
 		s.kill()
 	}
+}
+
+// drop ends the set for key, which the run does not need (a warm job's
+// lane the bundle has no row for), without waiting for its start: a
+// worker still importing torch is killed. Nothing of it counts in the
+// report; close waits until it is gone.
+func (p *pool) drop(key setKey) {
+	p.mu.Lock()
+	s, ok := p.sets[key]
+	delete(p.sets, key)
+	p.mu.Unlock()
+	if ok {
+		s.cancel()
+		p.dropped.Go(func() {
+			<-s.ready
+			s.kill()
+		})
+	}
+}
+
+// keep drops (drop) every lane's single worker whose lane is not in
+// lanes: a warm job's lanes its bundle has no row for.
+func (p *pool) keep(lanes map[int]bool) {
+	p.mu.Lock()
+	var unused []setKey
+	for k := range p.sets {
+		if k.ws == 0 && !lanes[k.lane] {
+			unused = append(unused, k)
+		}
+	}
+	p.mu.Unlock()
+	for _, k := range unused {
+		p.drop(k)
+	}
+}
+
+// merge counts a set that served the run in its report: what its hellos
+// said and the time its start took.
+func (p *pool) merge(s *workerSet) {
+	p.mu.Lock()
+	if s.facts.started > 0 {
+		p.facts.torch = s.facts.torch
+	}
+	p.facts.started += s.facts.started
+	p.facts.auditHook += s.facts.auditHook
+	p.mu.Unlock()
+	p.clock.merge(s.launched.snapshot())
 }
 
 // close ends every set at once: workers are asked to exit, then killed.
@@ -142,6 +213,7 @@ func (p *pool) close() {
 	for _, s := range sets {
 		wg.Go(func() {
 			<-s.ready
+			p.merge(s)
 			var cw sync.WaitGroup
 			for _, c := range s.clients {
 				if c != nil {
@@ -156,6 +228,7 @@ func (p *pool) close() {
 	if len(sets) > 0 {
 		p.clock.add(phaseClose, t0)
 	}
+	p.dropped.Wait()
 }
 
 func (s *workerSet) kill() {
@@ -169,6 +242,9 @@ func (s *workerSet) kill() {
 	}
 	if s.root != "" {
 		os.RemoveAll(s.root)
+	}
+	if s.cancel != nil {
+		s.cancel()
 	}
 }
 
@@ -219,7 +295,7 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 		}
 		s.clients[r] = c
 	}
-	p.clock.add(phaseWorkerStart, t0)
+	s.launched.add(phaseWorkerStart, t0)
 	t0 = time.Now()
 	for _, c := range s.clients {
 		hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -228,13 +304,11 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 		if err != nil {
 			return fmt.Sprintf("worker did not start: %v%s", err, lastLine(c.Stderr())), true
 		}
-		p.mu.Lock()
-		p.facts.torch = h.Torch
-		p.facts.started++
+		s.facts.torch = h.Torch
+		s.facts.started++
 		if h.AuditHook {
-			p.facts.auditHook++
+			s.facts.auditHook++
 		}
-		p.mu.Unlock()
 		if o.Device == "cuda" && !h.CUDA {
 			return "--device cuda, but the worker's torch sees no CUDA device", true
 		}
@@ -242,7 +316,7 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 			return fmt.Sprintf("--world-size %d on cuda needs %d GPUs, the worker sees %d", ws, ws, h.DeviceCount), true
 		}
 	}
-	p.clock.add(phaseTorchImport, t0)
+	s.launched.add(phaseTorchImport, t0)
 	t0 = time.Now()
 	for _, c := range s.clients {
 		dctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -252,11 +326,11 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 			return fmt.Sprintf("worker could not initialise %s: %v%s", o.Device, err, lastLine(c.Stderr())), true
 		}
 	}
-	p.clock.add(phaseDeviceInit, t0)
+	s.launched.add(phaseDeviceInit, t0)
 	if group {
 		t0 = time.Now()
 		reason, infra := initGroup(ctx, s.clients, o)
-		p.clock.add(phaseGroup, t0)
+		s.launched.add(phaseGroup, t0)
 		if reason != "" {
 			return reason, infra
 		}

@@ -9,10 +9,20 @@ import (
 // measured on the validator's clock (the worker's own account is not
 // used). Phases of different workers add up, and some overlap: the Go
 // reference computation of a row runs while its worker starts, so the
-// phases may sum to more than Total.
+// phases may sum to more than Total. The start phases count the worker
+// sets that served the run, not a warm job's lanes its bundle did not
+// need.
 type Timing struct {
 	// Prepare: staging, the scan and the interpreter lookup (Job only).
+	// For a warm job (Warm) it is the time from taking the job to the
+	// scan's admission: the interpreter lookup, the runtime and the
+	// workers' start began before, during Warm.
 	Prepare float64 `json:"prepare_s"`
+	// Warm: how long the job had been warming (its workers starting)
+	// before the bundle came; 0 for a job prepared cold. The workers'
+	// phases below are what they measured whenever they ran, so
+	// torch_import_s may lie (wholly or in part) inside warm_s.
+	Warm float64 `json:"warm_s"`
 	// WorkerStart: sandbox set-up and process spawn of every worker.
 	WorkerStart float64 `json:"worker_start_s"`
 	// TorchImport: spawn to hello: interpreter start, the runtime and
@@ -51,6 +61,16 @@ func (c *clock) add(field func(*Timing) *float64, start time.Time) {
 	d := time.Since(start).Seconds()
 	c.mu.Lock()
 	*field(&c.t) += d
+	c.mu.Unlock()
+}
+
+// merge adds the phases of a worker set's start (u) to c.
+func (c *clock) merge(u Timing) {
+	c.mu.Lock()
+	c.t.WorkerStart += u.WorkerStart
+	c.t.TorchImport += u.TorchImport
+	c.t.DeviceInit += u.DeviceInit
+	c.t.Group += u.Group
 	c.mu.Unlock()
 }
 
