@@ -67,42 +67,53 @@ func newPool(o Options, c *clock) *pool {
 	return &pool{o: o, clock: c, sets: map[setKey]*workerSet{}}
 }
 
-// allLanes is every lane of o's dtypes (o settled): the lanes a warm
-// job starts before it knows the bundle.
-func allLanes(o Options) map[int]bool {
-	lanes := map[int]bool{}
+// allLanes is the single worker of every lane of o's dtypes (o
+// settled): the sets a warm job starts when it knows nothing of its
+// bundle.
+func allLanes(o Options) map[setKey]bool {
+	sets := map[setKey]bool{}
 	for di := range o.DTypes {
-		lanes[di%o.Lanes] = true
+		sets[setKey{lane: di % o.Lanes}] = true
 	}
-	return lanes
+	return sets
 }
 
-// neededLanes is the lanes of b that have a non-collective row that may
-// apply on o's context (o settled): the lanes whose single worker a run
-// of b uses from its first row on. Nothing of the candidate is loaded
-// before a row asks for it.
-func neededLanes(b *bundle.Bundle, slots *slot.Catalog, o Options) map[int]bool {
-	lanes := map[int]bool{}
+// neededSets is the worker sets a run of b uses (o settled): the single
+// worker of every lane with a non-collective row, and a group of ws ranks
+// for every lane and world size with a collective row, of the rows that
+// may apply on o's context. Nothing of the candidate is loaded before a
+// row asks for it; a group's ranks join their process group when they
+// start, before any load.
+func neededSets(b *bundle.Bundle, slots *slot.Catalog, o Options) map[setKey]bool {
+	sets := map[setKey]bool{}
 	for _, op := range b.Manifest.Ops {
 		spec, ok := slots.Lookup(op.Slot)
-		if !ok || spec.Kind == slot.Collective {
+		if !ok {
 			continue
 		}
 		for di, dt := range o.DTypes {
-			if eligible(op, spec, o, dt, 1) {
-				lanes[di%o.Lanes] = true
+			lane := di % o.Lanes
+			if spec.Kind != slot.Collective {
+				if eligible(op, spec, o, dt, 1) {
+					sets[setKey{lane: lane}] = true
+				}
+				continue
+			}
+			for _, ws := range o.WorldSizes {
+				if eligible(op, spec, o, dt, ws) {
+					sets[setKey{lane: lane, ws: ws}] = true
+				}
 			}
 		}
 	}
-	return lanes
+	return sets
 }
 
-// startLanes begins starting the single worker of every lane in lanes:
-// its interpreter imports torch and initialises the device while the
-// caller works on.
-func (p *pool) startLanes(ctx context.Context, lanes map[int]bool) error {
-	for lane := range lanes {
-		if _, err := p.start(ctx, setKey{lane: lane}); err != nil {
+// startSets begins starting every set in sets: their interpreters import
+// torch and initialise the device while the caller works on.
+func (p *pool) startSets(ctx context.Context, sets map[setKey]bool) error {
+	for key := range sets {
+		if _, err := p.start(ctx, key); err != nil {
 			return err
 		}
 	}
@@ -173,13 +184,13 @@ func (p *pool) drop(key setKey) {
 	}
 }
 
-// keep drops (drop) every lane's single worker whose lane is not in
-// lanes: a warm job's lanes its bundle has no row for.
-func (p *pool) keep(lanes map[int]bool) {
+// keep drops (drop) every set not in sets: a warm job's workers its
+// bundle has no row for.
+func (p *pool) keep(sets map[setKey]bool) {
 	p.mu.Lock()
 	var unused []setKey
 	for k := range p.sets {
-		if k.ws == 0 && !lanes[k.lane] {
+		if !sets[k] {
 			unused = append(unused, k)
 		}
 	}

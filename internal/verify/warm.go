@@ -20,18 +20,21 @@ import (
 	"cacheon/internal/worker"
 )
 
-// Warm is a verify job made ready before its bundle is known: a job
+// Warm is a verify job made ready before its bundle is given: a job
 // directory with its runtime, sandboxed launcher, bytecode cache and
-// Triton helpers, and the single worker of every lane of the Setup's
-// dtypes already starting (importing torch, initialising the device), none
-// of which depends on the bundle. A validator or miner verifying bundles
+// Triton helpers, and its workers already starting (importing torch,
+// initialising the device; a collective row's ranks joining their process
+// group), none of which depends on the bundle's code. Which workers start
+// follows the manifest of the bundle the Setup names, when it names a
+// directory (a queue knows its next bundle); else every lane's single
+// worker. A validator or miner verifying bundles
 // one after another warms the next job while the current bundle runs, so
 // that a bundle's time from given to report no longer holds the import.
 //
 // Prepare takes it for one bundle: stages the bundle into the job
 // directory (the sandbox exposes the whole bundles/ directory read-only, so
-// the workers started before see it), scans it, ends the lanes the bundle
-// has no row for and returns the *Job. Nothing of the candidate is loaded
+// the workers started before see it), scans it, ends the workers the
+// staged bundle has no row for and returns the *Job. Nothing of the candidate is loaded
 // before the scan admits it and a row asks. A warm job serves at most one
 // bundle (its workers never load a second candidate, its directory is
 // never reused); one no bundle takes must be closed.
@@ -106,8 +109,11 @@ func (k warmKey) equal(o warmKey) bool {
 // NewWarm makes a job directory under s.ScratchRoot and begins, in the
 // background, everything of a verify job that does not need the bundle:
 // the interpreter lookup, the bytecode cache, the device, the runtime, the
-// launcher, the Triton helpers, then one worker per lane of s's dtypes. It
-// returns at once. s.Bundle and the seed are ignored: Prepare takes them.
+// launcher, the Triton helpers, then the workers: those the manifest of
+// the bundle directory s.Bundle names asks for (its rows' lanes and
+// world sizes; nothing else of the bundle is read, and Prepare stages and
+// scans what it verifies), else one per lane of s's dtypes. It returns at
+// once. The seed is ignored: Prepare takes it.
 // The workers live on ctx (or until the job or the warm job is closed).
 func NewWarm(ctx context.Context, s Setup) (*Warm, error) {
 	if s.Slots == nil {
@@ -221,17 +227,24 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 		w.err = err
 		return
 	}
-	// The lanes' workers: every lane of the dtypes, or only those of the
-	// bundle when it has come already.
+	// The workers: those the bundle's rows need when it has come already;
+	// else those the manifest of the bundle the Setup names asks for (a
+	// queue knows its next bundle: its collective rows' groups start too);
+	// else every lane's single worker.
 	w.mu.Lock()
 	b := w.bundle
 	w.mu.Unlock()
-	lanes := allLanes(o)
-	if b != nil {
-		lanes = neededLanes(b, s.Slots, o)
+	sets := allLanes(o)
+	switch {
+	case b != nil:
+		sets = neededSets(b, s.Slots, o)
+	case s.Bundle != "":
+		if hint, err := bundle.Load(s.Bundle, s.Slots); err == nil {
+			sets = neededSets(hint, s.Slots, o)
+		}
 	}
 	w.pool = newPool(o, &clock{})
-	if err := w.pool.startLanes(w.ctx, lanes); err != nil {
+	if err := w.pool.startSets(w.ctx, sets); err != nil {
 		w.err = fault.InfraErr(err)
 	}
 }
@@ -373,7 +386,7 @@ func (w *Warm) take(ctx context.Context, s Setup, t0 time.Time, warmed time.Dura
 	}
 	// The lanes the bundle has no row for end now (a worker still
 	// importing torch is killed).
-	w.pool.keep(neededLanes(staged.Bundle, s.Slots, settled))
+	w.pool.keep(neededSets(staged.Bundle, s.Slots, settled))
 	if got == nil {
 		ad := <-admitted
 		got = &ad

@@ -270,3 +270,83 @@ func TestWarmScanRefused(t *testing.T) {
 	}
 	waitGone(t, root, "after a refused scan")
 }
+
+// TestWarmStartsWhatTheManifestAsks: a warm job whose Setup names the
+// bundle directory that will come starts the workers its manifest's rows
+// need before it is taken, the ranks of a collective row's group among
+// them, and those ranks serve the run; without a bundle named it starts
+// the lane's single worker only.
+func TestWarmStartsWhatTheManifestAsks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts python workers; skipped in -short mode")
+	}
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := filepath.Join("..", "..", "examples", "all_reduce_torch")
+	setup := func(root, bundleDir string) verify.Setup {
+		s := warmSetup(e, root, bundleDir)
+		s.WorldSizes = []int{2}
+		return s
+	}
+	// waitCount waits until n workers run under root, and a moment more
+	// for any that should not.
+	waitCount := func(root string, n int) map[string]bool {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for len(processesUnder(t, root)) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d workers started under %s", len(processesUnder(t, root)), n, root)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(500 * time.Millisecond)
+		ps := processesUnder(t, root)
+		if len(ps) != n {
+			t.Fatalf("%d workers under %s, want %d:\n%s", len(ps), root, n, strings.Join(ps, "\n"))
+		}
+		return pids(ps)
+	}
+
+	plain := t.TempDir()
+	w0, err := verify.NewWarm(ctx, setup(plain, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCount(plain, 1)
+	w0.Close()
+	waitGone(t, plain, "after Close")
+
+	root := t.TempDir()
+	w, err := verify.NewWarm(ctx, setup(root, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ranks := waitCount(root, 2)
+	job, err := w.Prepare(ctx, setup(root, dir))
+	if err != nil {
+		t.Fatalf("warm Prepare: %v", err)
+	}
+	defer job.Close()
+	// The ranks started before the bundle came are the run's (Prepare
+	// kept them; a row asks the pool for its set and gets them).
+	now := pids(processesUnder(t, root))
+	for pid := range ranks {
+		if !now[pid] {
+			t.Errorf("rank %s started before the bundle came was ended by Prepare", pid)
+		}
+	}
+	rep, err := job.Run(ctx, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, r := range rep.Rows {
+		if r.Outcome != verify.Pass && r.Outcome != verify.NumericalPass {
+			t.Errorf("row %s %s ws %d: %s %s", r.Slot, r.DType, r.WorldSize, r.Outcome, r.Reason)
+		}
+	}
+	if rep.Workers != 2 {
+		t.Errorf("workers started: %d, want the group's 2 ranks", rep.Workers)
+	}
+}
