@@ -8,12 +8,14 @@ scripts/ensure-torch
 scripts/ensure-postgres
 scripts/ensure-chromium
 go vet ./...
-go test -count=1 -skip '^TestDemo$' ./...
+# A package's tests may take longer than go test's default 10 minutes on a
+# loaded 2-core machine (verify's drive hundreds of sandboxed workers).
+go test -count=1 -timeout 40m -skip '^TestDemo$' ./...
 # The devnet demo measures speed on the CPU arena (a deliberately slow
 # incumbent against an honest kernel, docs/devnet.md): it runs after the
 # rest and alone, so that the suite's other packages do not load the
 # machine under its reads.
-go test -count=1 -run '^TestDemo$' ./internal/devnet
+go test -count=1 -timeout 20m -run '^TestDemo$' ./internal/devnet
 # The hostile side's own unit tests (CPU; CUDA cases skip without a GPU).
 /usr/bin/python3 -B -m unittest discover -s python/tests
 # Short fuzzing of every fuzz target in the module (their seed corpora
