@@ -292,6 +292,8 @@ func adversarialCases() []adversarialCase {
 		{name: "silu_pad_rows_tell", verify: servedTell},
 		{name: "rmsnorm_pad_rows_tell", verify: servedTell},
 		{name: "decode_pad_rows_tell", verify: servedTell},
+		// Red team, session 16: process state the kernel moves.
+		{name: "silu_global_rng_advance", verify: guardInCall + `torch's default CPU random generator advanced`},
 	}
 }
 

@@ -66,7 +66,7 @@ import os  # noqa: F401
 import sys
 from itertools import chain
 
-from . import abcstate, optables
+from . import abcstate, optables, rngstate
 
 # Owners and names whose identities are captured. Types are walked along
 # their MRO (the object found in the first class __dict__ that has it).
@@ -408,6 +408,7 @@ class Guard:
         self.seen_violations = 0
         self.abc_state = abcstate.AbcState()
         self.conditions = _conditions(torch)
+        self.rng = rngstate.RngState(torch)
         self.objects_at_start = _Objects()
         self.op_tables_at_start = optables.OpTables(torch)
 
@@ -512,9 +513,8 @@ class Guard:
         return self.modes() or self.tensors(groups) or self.violations()
 
     def full(self, *groups):
-        """quick, plus the whole dispatch key state, the conditions,
-        identities and dispatch tables."""
-        return (self.quick(*groups) or self.modes(True) or self.changed_conditions()
+        """quick, plus dispatch keys, conditions, random generators, identities, tables."""
+        return (self.quick(*groups) or self.modes(True) or self.changed_conditions() or self.rng.changed()
                 or self.identities() or self.dispatch_tables() or self.abc_registrations())
 
     def changed_conditions(self):

@@ -233,6 +233,26 @@ class GuardInProcessTest(unittest.TestCase):
         self.assertEqual(raw.read(x[0, 0, 0, :0]), b"")
 
 
+class RngStateTest(unittest.TestCase):
+    """A draw from torch's default generator is a finding of the full
+    check; a draw from a generator of one's own is not."""
+
+    def test_default_generator_draws(self):
+        out = child("""
+            out["start"] = g.full()
+            own = torch.Generator()
+            own.manual_seed(7)
+            torch.rand(5, generator=own)
+            torch.empty(3).normal_(generator=own)
+            out["own"] = g.full()
+            torch.randn(2)
+            out["default"] = g.full()
+            """)
+        self.assertEqual(out["start"], "")
+        self.assertEqual(out["own"], "")
+        self.assertIn("default CPU random generator advanced", out["default"])
+
+
 class AbcStateTest(unittest.TestCase):
     """abcstate.AbcState (through Guard.full): what an ABC answers and what
     typing's caches hold, changed without a store into a foreign object;
