@@ -292,6 +292,9 @@ func adversarialCases() []adversarialCase {
 		{name: "silu_pad_rows_tell", verify: servedTell},
 		{name: "rmsnorm_pad_rows_tell", verify: servedTell},
 		{name: "decode_pad_rows_tell", verify: servedTell},
+		// Red team, session 16: honest code in unusual styles.
+		{name: "control_callable_enum_entry", control: true},
+		{name: "control_match_sdpa", control: true},
 		// Red team, session 16: process state the kernel moves.
 		{name: "silu_global_rng_advance", verify: guardInCall + `torch's default CPU random generator advanced`},
 	}
