@@ -189,6 +189,7 @@ func sdpa() *Spec {
 			scalar("causal", "bool", "CAUSAL"),
 		},
 		GraphDynamic: []string{"q", "k", "v"},
+		Packed:       []string{"q", "k", "v"},
 		Shapes: []Shape{
 			{Name: "decode-like", Dims: Dims{"T": 1, "P": 36, "HQ": 8, "HKV": 8, "D": 64, "CAUSAL": 1}, Jitter: []string{"P"}},
 			{Name: "prefill-gqa", Dims: Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},

@@ -188,6 +188,10 @@ type Spec struct {
 	// (padrows.go); a paged slot's pad rows also take the engine's
 	// length and table row. Not part of the Contract projection.
 	PadRows []string
+	// Packed names the inputs serving hands as views of packed buffers
+	// at one row offset, later rows after them (packed.go). Not part of
+	// the Contract projection.
+	Packed []string
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding

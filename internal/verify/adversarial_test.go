@@ -295,6 +295,12 @@ func adversarialCases() []adversarialCase {
 		// Red team, session 16: honest code in unusual styles.
 		{name: "control_callable_enum_entry", control: true},
 		{name: "control_match_sdpa", control: true},
+		// Red team, session 16: the packed prefill's placement (sdpa's q,
+		// k and v views of one batch at one offset, later rows after them).
+		{name: "sdpa_offset_beyond_numel", verify: `output out: matched_ratio`},
+		{name: "sdpa_coherent_offsets", verify: `output out: matched_ratio`},
+		{name: "sdpa_tail_probe", verify: `output out: matched_ratio`},
+		{name: "sdpa_write_past_view", verify: `write outside the view: the candidate wrote to the rows (before|after) its view of input "[qkv]"`},
 		// Red team, session 16: process state the kernel moves.
 		{name: "silu_global_rng_advance", verify: guardInCall + `torch's default CPU random generator advanced`},
 	}

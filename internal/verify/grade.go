@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"cacheon/internal/grade"
 	"cacheon/internal/metric"
@@ -112,6 +113,10 @@ func gradeReason(where string, f *grade.Failure) string {
 	case grade.InputMissing:
 		return fmt.Sprintf("%s: the call dump lacks input %s", where, f.Name)
 	case grade.InputMutated:
+		if side, name, ok := strings.Cut(f.Name, "."); ok && strings.HasPrefix(side, "room_") {
+			return fmt.Sprintf("%s: write outside the view: the candidate wrote to the rows %s its view of input %q "+
+				"(in serving the packed batch's other sequences)", where, strings.TrimPrefix(side, "room_"), name)
+		}
 		return fmt.Sprintf("%s: input mutation: the candidate wrote to input %q (inputs are read-only)", where, f.Name)
 	case grade.OutputMissing:
 		return fmt.Sprintf("%s: the call dump lacks output %s", where, f.Name)

@@ -116,7 +116,13 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 	if err != nil {
 		return err
 	}
-	*u.target = plannedCall{phase: u.phase, label: u.label, dist: c.Dist, sent: snapshot(c.Ranks), expected: exp}
+	sent := snapshot(c.Ranks)
+	for r, rooms := range pc.rooms {
+		for k, v := range rooms {
+			sent[r][k] = v
+		}
+	}
+	*u.target = plannedCall{phase: u.phase, label: u.label, dist: c.Dist, sent: sent, expected: exp}
 	return nil
 }
 
@@ -193,13 +199,23 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
 			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
 	}
+	packing, packed := c.PackPlan()
 	for r := range c.Ranks {
-		pc.req = append(pc.req, worker.RunRequest{
+		req := worker.RunRequest{
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
 			Graph: graph, GraphReplays: graphFiles, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
-		})
+		}
+		if packed {
+			rooms, err := c.Rooms(r, packing)
+			if err != nil {
+				return nil, err
+			}
+			pc.rooms = append(pc.rooms, rooms)
+			req.Packed = &worker.Packing{Names: packing.Names, Before: packing.Before, After: packing.After}
+		}
+		pc.req = append(pc.req, req)
 	}
 	return units, nil
 }

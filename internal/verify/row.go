@@ -40,6 +40,9 @@ type plannedCase struct {
 	// firstOnly: the case runs its first call and no eager replay (the
 	// drawn wide case, drawnWideShape; CUDA-graph replays as any case's).
 	firstOnly bool
+	// rooms are, per rank, what the rooms around the packed inputs hold
+	// (slot.Case.Rooms), checked after every call as inputs are.
+	rooms []map[string]*tensor.Tensor
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}

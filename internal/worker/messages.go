@@ -174,15 +174,31 @@ type RunRequest struct {
 	// the worker draw. Go derives it from the run's secret seed, so a run
 	// is reproducible from its seed and a kernel learns nothing from it.
 	Place uint64 `json:"place"`
+	// Packed, when set, places the inputs it names as views of packed
+	// buffers (slot.Packing): rows [Before, Before+n) of Before+n+After
+	// rows, the rooms filled with the input's rows repeated and dumped
+	// after every call as in.room_before.NAME and in.room_after.NAME.
+	Packed *Packing `json:"packed,omitempty"`
+}
+
+// Packing is RunRequest.Packed.
+type Packing struct {
+	Names  []string `json:"names"`
+	Before int      `json:"before"`
+	After  int      `json:"after"`
 }
 
 func (r RunRequest) message() map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"op": "run", "module": r.Module, "device": r.Device, "entry": r.Entry, "prepare": r.Prepare,
 		"args": r.Args, "prepare_args": nonNil(r.PrepareArgs), "outputs": r.Outputs, "inputs": r.Inputs,
 		"replays": nonNil(r.Replays), "graph": r.Graph, "graph_replays": nonNil(r.GraphReplays), "dir": r.Dir,
 		"check_objects": r.CheckObjects, "place": r.Place,
 	}
+	if r.Packed != nil {
+		m["packed"] = r.Packed
+	}
+	return m
 }
 
 func nonNil(s []string) []string {

@@ -83,6 +83,7 @@ def run(worker, req):
     place = field(req, "place", int, 0, required=False)
     if place < 0:
         raise bad("place %d must not be negative" % place)
+    packed = field(req, "packed", dict, None, required=False)
     if not os.path.isabs(jobdir):
         raise bad("dir %r must be an absolute path" % jobdir)
     if graph and dev.type != "cuda":
@@ -114,6 +115,7 @@ def run(worker, req):
     pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
 
     case = _Case(worker, dev, jobdir)
+    case.pack = _packing(packed, host_in) if packed is not None else None
     case.check_objects = check_objects
     case.rng = random.Random(place) if place else _PLACE
     if dev.type == "cuda":
@@ -183,6 +185,28 @@ def _read_replay(worker, jobdir, rel, host_in):
             raise bad("replay %s: %r has %s%s, the input has %s%s"
                       % (rel, name, v.dtype, list(v.shape), ref.dtype, list(ref.shape)))
     return t
+
+
+# The most rows a packed input's rooms may hold (Go draws up to 512).
+MAX_PACK_ROOM = 1 << 16
+
+
+def _packing(packed, host_in):
+    """(names, before, after) of a request's "packed" object (see
+    _Case.packed_place), checked."""
+    names = packed.get("names")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise bad("packed.names must be a list of strings")
+    rooms = []
+    for key in ("before", "after"):
+        v = field(packed, key, int)
+        if not 0 <= v <= MAX_PACK_ROOM:
+            raise bad("packed.%s %d outside [0, %d]" % (key, v, MAX_PACK_ROOM))
+        rooms.append(v)
+    for n in names:
+        if n not in host_in:
+            raise bad("packed input %r is not in the inputs file" % n)
+    return frozenset(names), rooms[0], rooms[1]
 
 
 def _arg_plan(worker, args, host_in, out_names, has_prepare):
@@ -267,6 +291,8 @@ class _Case:
         self.vis_out = {}
         self.check_objects = True
         self.rng = _PLACE
+        self.pack = None  # (names, before, after) of packed inputs
+        self.rooms = {}  # dump name -> the room views around packed inputs
 
     def sync(self):
         if self.cuda:
@@ -276,6 +302,41 @@ class _Case:
         """Validator memory for an input shaped like t (host.placed_like:
         its own allocation or a view at a random offset in a larger one)."""
         return host.placed_like(self.ops, t, self.dev, self.rng)
+
+    def packed_place(self, name, t):
+        """The view of rows [before, before+n) of a buffer of before+n+after
+        rows (as serving hands a packed batch's sequences: one offset for
+        every packed input, later sequences after it), the buffer's other
+        rows holding t's rows repeated so that the view is t; the rooms are
+        kept for the dumps (room_before.NAME, room_after.NAME), which Go
+        checks unchanged."""
+        ops = self.ops
+        _names, before, after = self.pack
+        size = list(ops.size(t))
+        n, rest = size[0], size[1:]
+        row = 1
+        for d in rest:
+            row *= d
+        stride = []
+        acc = 1
+        for d in reversed(rest):
+            stride.insert(0, acc)
+            acc *= max(d, 1)
+        total = before + n + after
+        buf = ops.empty([total] + rest, dtype=ops.dtype_of(t), device=self.dev)
+
+        def rows(x, lo, hi):
+            return ops.as_strided(x, [hi - lo] + rest, [row] + stride, lo * row)
+        b = before - ((before + n - 1) // n) * n
+        while b < total:
+            lo, hi = max(b, 0), min(b + n, total)
+            self.raw.write(rows(buf, lo, hi), rows(t, lo - b, hi - b))
+            b += n
+        if before:
+            self.rooms["room_before." + name] = rows(buf, 0, before)
+        if after:
+            self.rooms["room_after." + name] = rows(buf, before + n, total)
+        return rows(buf, before, before + n)
 
     def watch(self, plan):
         """Weak references to the storages of the entry inputs and the
@@ -320,8 +381,11 @@ class _Case:
         # object (set_, as_strided_) does not move the memory the worker
         # refreshes, poisons and dumps, and the facts show the rebinding.
         for name, t in host_in.items():
-            d = self.placed(t)
-            self.raw.write(d, t)
+            if self.pack is not None and name in self.pack[0] and ops.size(t) and ops.size(t)[0] > 0:
+                d = self.packed_place(name, t)
+            else:
+                d = self.placed(t)
+                self.raw.write(d, t)
             self.own_in[name] = d
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
         for s in specs:
@@ -481,6 +545,7 @@ class _Case:
         problem = None
         items = [(n, o.contract) for n, o in self.outs.items()]
         items += [("in." + n, t) for n, t in self.own_in.items()]
+        items += [("in." + n, t) for n, t in self.rooms.items()]
         for name, t in items:
             try:
                 # read raw while the file is written, no candidate code in between
