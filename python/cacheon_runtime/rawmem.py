@@ -256,6 +256,24 @@ class RawMem:
         drv.check(drv.htod(daddr, saddr, n), "cuMemcpyHtoD_v2")
         drv.check(drv.ctx_sync(), "cuCtxSynchronize")
 
+    def write_bytes(self, dst, data):
+        """Copy data (bytes, exactly dst's size) into the contiguous tensor
+        dst (CPU or CUDA)."""
+        daddr, dsz, dst_st, des, dcuda, _dev = self.meta(dst)
+        n = _numel(dsz) * des
+        if not _contiguous(dsz, dst_st) or len(data) != n:
+            raise ValueError("raw write of %d bytes into a %s tensor of %d" % (
+                len(data), "contiguous" if _contiguous(dsz, dst_st) else "strided", n))
+        if n == 0:
+            return
+        if not dcuda:
+            ctypes.memmove(daddr, data, n)
+            return
+        drv = self._cuda_init()
+        drv.check(drv.ctx_sync(), "cuCtxSynchronize")
+        drv.check(drv.htod(daddr, data, n), "cuMemcpyHtoD_v2")
+        drv.check(drv.ctx_sync(), "cuCtxSynchronize")
+
     # -- read ----------------------------------------------------------------
 
     def read(self, t):

@@ -327,11 +327,12 @@ class _Case:
 
         def rows(x, lo, hi):
             return ops.as_strided(x, [hi - lo] + rest, [row] + stride, lo * row)
-        b = before - ((before + n - 1) // n) * n
-        while b < total:
-            lo, hi = max(b, 0), min(b + n, total)
-            self.raw.write(rows(buf, lo, hi), rows(t, lo - b, hi - b))
-            b += n
+        # The input's bytes tiled from the row buffer row 0 repeats, written
+        # in one copy.
+        tb = self.raw.read(t)
+        rb = len(tb) // n
+        start = ((-before) % n) * rb
+        self.raw.write_bytes(buf, (tb * ((start + total * rb) // len(tb) + 1))[start:start + total * rb])
         if before:
             self.rooms["room_before." + name] = rows(buf, 0, before)
         if after:

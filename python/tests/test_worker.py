@@ -71,6 +71,34 @@ class CpuWorkerTest(WorkerTestBase):
         self.assertEqual(fo["data_ptr"], fo["storage_ptr"] + 4 * fo["storage_offset"])
         self.assertNotEqual(fo["storage_ptr"], fx["storage_ptr"])
 
+    def test_packed_inputs_and_their_rooms(self):
+        # A packed input is the view of rows [before, before+n) of a buffer
+        # whose other rows repeat the input's (one offset for every packed
+        # input); the rooms are dumped after every call, unchanged by an
+        # honest kernel and by the replays' refresh of the view.
+        xs = [self.x(i) for i in range(2)]
+        n, before, after = 7, 10, 3
+        rep, d = self.run_case("silu_and_mul", {"x": xs[0]}, [self.out_spec()], replays=[{"x": xs[1]}],
+                               packed={"names": ["x"], "before": before, "after": after})
+        self.assertTrue(rep["ok"], rep)
+        tiled = torch.cat([xs[0]] * 4)  # row i of the buffer repeats input row (i - before) mod n
+        shift = (-before) % n
+        for c, x in zip(rep["calls"], xs):
+            self.assertIsNone(c["error"])
+            fx = c["before"]["x"]
+            self.assertEqual(fx["storage_offset"], before * 192)
+            t = self.call_file(d, c)
+            self.assertEqual(set(t), {"out", "in.x", "in.room_before.x", "in.room_after.x"})
+            self.assertTrue(torch.equal(t["in.x"], x))
+            self.assertTrue(torch.equal(t["in.room_before.x"], tiled[shift:shift + before]))
+            self.assertTrue(torch.equal(t["in.room_after.x"], tiled[:after]))
+        for bad_packed in ({"names": ["nope"], "before": 1, "after": 1},
+                           {"names": ["x"], "before": -1, "after": 1},
+                           {"names": "x", "before": 1, "after": 1}):
+            rep, _ = self.run_case("silu_and_mul", {"x": xs[0]}, [self.out_spec()], packed=bad_packed)
+            self.assertFalse(rep["ok"], bad_packed)
+            self.assertEqual(rep["error"]["class"], "bad_request", rep)
+
     def test_bfloat16(self):
         x = self.x(5, torch.bfloat16)
         rep, d = self.run_case("silu_and_mul", {"x": x}, [self.out_spec(dtype="bfloat16")])

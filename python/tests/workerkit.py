@@ -266,7 +266,7 @@ class WorkerTestBase(unittest.TestCase):
 
     def run_case(self, entry, inputs, outputs, args=None, replays=(), prepare="",
                  prepare_args=(), graph=False, graph_replays=(), device=None,
-                 source="kernels/cands.py"):
+                 source="kernels/cands.py", packed=None):
         """Write inputs/replays, send load + run; return (reply, case dir)."""
         module, rep = self.load(entry, prepare=prepare, source=source)
         self.assertTrue(rep["ok"], rep)
@@ -287,7 +287,7 @@ class WorkerTestBase(unittest.TestCase):
             "entry": entry, "prepare": prepare, "args": args,
             "prepare_args": list(prepare_args), "outputs": outputs,
             "inputs": "in.safetensors", "replays": names, "graph": graph,
-            "graph_replays": gnames, "dir": d})
+            "graph_replays": gnames, "dir": d, **({"packed": packed} if packed is not None else {})})
         return rep, d
 
     @staticmethod
