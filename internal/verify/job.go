@@ -86,7 +86,12 @@ type Job struct {
 // tools to the infrastructure, bad arguments to the user.
 func Prepare(ctx context.Context, s Setup) (*Job, error) {
 	t0 := time.Now()
-	w, err := NewWarm(ctx, s)
+	// The bundle comes at once: the warm-up starts what its staged rows
+	// need, never what its manifest only hints (a collective row's group
+	// starts when the row asks).
+	ws := s
+	ws.Bundle = ""
+	w, err := NewWarm(ctx, ws)
 	if err != nil {
 		return nil, err
 	}

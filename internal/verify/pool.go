@@ -79,12 +79,15 @@ func allLanes(o Options) map[setKey]bool {
 }
 
 // neededSets is the worker sets a run of b uses (o settled): the single
-// worker of every lane with a non-collective row, and a group of ws ranks
-// for every lane and world size with a collective row, of the rows that
-// may apply on o's context. Nothing of the candidate is loaded before a
-// row asks for it; a group's ranks join their process group when they
-// start, before any load.
-func neededSets(b *bundle.Bundle, slots *slot.Catalog, o Options) map[setKey]bool {
+// worker of every lane with a non-collective row and, with groups, a group
+// of ws ranks for every lane and world size with a collective row, of the
+// rows that may apply on o's context. Whether a collective row runs at
+// all is known only once its shapes are planned (a world size that splits
+// none makes it N/A), so a run starts groups when a row asks; a warm job
+// for a queue's next bundle starts them ahead. Nothing of the candidate is
+// loaded before a row asks for it; a group's ranks join their process
+// group when they start, before any load.
+func neededSets(b *bundle.Bundle, slots *slot.Catalog, o Options, groups bool) map[setKey]bool {
 	sets := map[setKey]bool{}
 	for _, op := range b.Manifest.Ops {
 		spec, ok := slots.Lookup(op.Slot)
@@ -100,7 +103,7 @@ func neededSets(b *bundle.Bundle, slots *slot.Catalog, o Options) map[setKey]boo
 				continue
 			}
 			for _, ws := range o.WorldSizes {
-				if eligible(op, spec, o, dt, ws) {
+				if groups && eligible(op, spec, o, dt, ws) {
 					sets[setKey{lane: lane, ws: ws}] = true
 				}
 			}

@@ -227,7 +227,8 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 		w.err = err
 		return
 	}
-	// The workers: those the bundle's rows need when it has come already;
+	// The workers: the single workers the bundle's rows need when it has
+	// come already (its collective rows start their groups when they ask);
 	// else those the manifest of the bundle the Setup names asks for (a
 	// queue knows its next bundle: its collective rows' groups start too);
 	// else every lane's single worker.
@@ -237,10 +238,10 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 	sets := allLanes(o)
 	switch {
 	case b != nil:
-		sets = neededSets(b, s.Slots, o)
+		sets = neededSets(b, s.Slots, o, false)
 	case s.Bundle != "":
 		if hint, err := bundle.Load(s.Bundle, s.Slots); err == nil {
-			sets = neededSets(hint, s.Slots, o)
+			sets = neededSets(hint, s.Slots, o, true)
 		}
 	}
 	w.pool = newPool(o, &clock{})
@@ -386,7 +387,7 @@ func (w *Warm) take(ctx context.Context, s Setup, t0 time.Time, warmed time.Dura
 	}
 	// The lanes the bundle has no row for end now (a worker still
 	// importing torch is killed).
-	w.pool.keep(neededSets(staged.Bundle, s.Slots, settled))
+	w.pool.keep(neededSets(staged.Bundle, s.Slots, settled, true))
 	if got == nil {
 		ad := <-admitted
 		got = &ad
