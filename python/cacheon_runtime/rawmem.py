@@ -246,15 +246,7 @@ class RawMem:
         n = _numel(ssz) * ses
         if n != _numel(dsz) * des:
             raise ValueError("raw write of %d bytes into %d" % (n, _numel(dsz) * des))
-        if n == 0:
-            return
-        if not dcuda:
-            ctypes.memmove(daddr, saddr, n)
-            return
-        drv = self._cuda_init()
-        drv.check(drv.ctx_sync(), "cuCtxSynchronize")
-        drv.check(drv.htod(daddr, saddr, n), "cuMemcpyHtoD_v2")
-        drv.check(drv.ctx_sync(), "cuCtxSynchronize")
+        self._put(daddr, dcuda, saddr, n)
 
     def write_bytes(self, dst, data):
         """Copy data (bytes, exactly dst's size) into the contiguous tensor
@@ -264,14 +256,19 @@ class RawMem:
         if not _contiguous(dsz, dst_st) or len(data) != n:
             raise ValueError("raw write of %d bytes into a %s tensor of %d" % (
                 len(data), "contiguous" if _contiguous(dsz, dst_st) else "strided", n))
+        self._put(daddr, dcuda, data, n)
+
+    def _put(self, daddr, cuda, src, n):
+        """Copy n bytes from host memory src (an address or bytes) to daddr,
+        CPU memory or, with cuda, device memory after the device is idle."""
         if n == 0:
             return
-        if not dcuda:
-            ctypes.memmove(daddr, data, n)
+        if not cuda:
+            ctypes.memmove(daddr, src, n)
             return
         drv = self._cuda_init()
         drv.check(drv.ctx_sync(), "cuCtxSynchronize")
-        drv.check(drv.htod(daddr, data, n), "cuMemcpyHtoD_v2")
+        drv.check(drv.htod(daddr, src, n), "cuMemcpyHtoD_v2")
         drv.check(drv.ctx_sync(), "cuCtxSynchronize")
 
     # -- read ----------------------------------------------------------------
