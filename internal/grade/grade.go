@@ -39,6 +39,9 @@ const (
 	OutputContract
 	// OutputMetric: an output failed the slot's metric.
 	OutputMetric
+	// OutputSystematic: an output passed an elementwise metric, but its
+	// errors lean one way as no honest rounding does (metric.Systematic).
+	OutputSystematic
 )
 
 // OfInput reports whether k is about an input (InputMissing, InputMutated):
@@ -68,6 +71,9 @@ type Failure struct {
 type Graded struct {
 	Name string
 	metric.Result
+	// SysMargin is the systematic check's margin (metric.SysResult.Margin;
+	// above 1 fails), 0 for metrics it does not apply to.
+	SysMargin float64
 }
 
 // Result is the grading of a call's outputs.
@@ -130,17 +136,28 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 			r.Failure = &Failure{Kind: OutputContract, Name: o.Name, Got: got, Want: o.Spec}
 			return r, nil
 		}
-		res, err := metric.Grade(pol, tol, expected[o.Name], got.Float64s(), o.Spec.Shape)
+		vals := got.Float64s()
+		res, err := metric.Grade(pol, tol, expected[o.Name], vals, o.Spec.Shape)
 		if err != nil {
 			return r, fmt.Errorf("grading %s: %w", o.Name, err)
 		}
 		g := Graded{Name: o.Name, Result: res}
+		var sys metric.SysResult
+		if res.Pass && (pol.Kind == metric.AllClose || pol.Kind == metric.MatchedRatio) {
+			sys = metric.Systematic(expected[o.Name], vals, tol, o.Spec.DType.Significand())
+			g.SysMargin = sys.Margin
+		}
 		r.Outputs = append(r.Outputs, g)
 		if r.Worst == nil || Worse(res, r.Worst.Result) {
 			r.Worst = &g
 		}
 		if !res.Pass {
 			r.Failure = &Failure{Kind: OutputMetric, Name: o.Name, Metric: res}
+			return r, nil
+		}
+		if !sys.Pass && sys.N > 0 {
+			r.Failure = &Failure{Kind: OutputSystematic, Name: o.Name, Metric: metric.Result{
+				Metric: res.Metric, Score: res.Score, Explain: sys.Explain, Worst: -1, Severity: res.Severity}}
 			return r, nil
 		}
 	}

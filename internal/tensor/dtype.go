@@ -96,6 +96,23 @@ func (d DType) IsFloat() bool {
 	return info.float
 }
 
+// Significand returns the bits of a floating-point dtype's significand,
+// the implicit bit included (bfloat16 8, float16 11, float32 24, float64
+// 53), or 0 for any other dtype.
+func (d DType) Significand() int {
+	switch d {
+	case BF16:
+		return 8
+	case F16:
+		return 11
+	case F32:
+		return 24
+	case F64:
+		return 53
+	}
+	return 0
+}
+
 // SafetensorsName returns the dtype string used in safetensors headers
 // ("BF16", "F16", "F32", "F64", "I32", "I64", "U8", "BOOL"), or "" for an
 // unknown dtype.

@@ -303,6 +303,14 @@ func adversarialCases() []adversarialCase {
 		{name: "sdpa_write_past_view", verify: `write outside the view: the candidate wrote to the rows (before|after) its view of input "[qkv]"`},
 		// Red team, session 16: process state the kernel moves.
 		{name: "silu_global_rng_advance", verify: guardInCall + `torch's default CPU random generator advanced`},
+		{name: "silu_device_rng_advance", verify: guardInCall + `torch's default (CPU|CUDA) random generator( of device [0-9]+)? advanced`},
+		// Red team, session 16: errors within the elementwise tolerance that
+		// lean one way (metric.Systematic), and session 17's variants.
+		{name: "silu_flush_below_atol", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in \[.*\) are off by -1 of their value`},
+		{name: "rmsnorm_constant_bias", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in .* lean \+`},
+		{name: "rmsnorm_shrink", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| ≥ atol/rtol are off by -[0-9.e-]+ of their value on average, scaled`},
+		{name: "sdpa_matched_ratio_slack", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
+		{name: "sdpa_outliers_both_ways", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
 	}
 }
 

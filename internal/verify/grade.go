@@ -81,6 +81,11 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 					st.row.Worst = &Worst{Metric: g.Metric, Score: g.Score, Severity: g.Severity, Explain: g.Explain, Where: where + ", output " + g.Name}
 				}
 			}
+			for _, g := range res.Outputs {
+				if s := st.row.Systematic; g.SysMargin > 0 && (s == nil || g.SysMargin > s.Margin) {
+					st.row.Systematic = &Systematic{Margin: g.SysMargin, Where: where + ", output " + g.Name}
+				}
+			}
 			if err != nil {
 				st.infra(fmt.Sprintf("%s: %v", where, err))
 				return

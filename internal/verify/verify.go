@@ -135,6 +135,12 @@ type Worst struct {
 	Where    string  `json:"where"` // shape, call, rank and output
 }
 
+// Systematic is a row's largest systematic-error margin.
+type Systematic struct {
+	Margin float64 `json:"margin"`
+	Where  string  `json:"where"`
+}
+
 // Row is one manifest row's result.
 type Row struct {
 	Slot    string `json:"slot"`
@@ -149,8 +155,11 @@ type Row struct {
 	NAShapes  []string `json:"na_shapes,omitempty"`
 	Calls     int      `json:"calls_graded"`
 	Worst     *Worst   `json:"worst,omitempty"`
-	Seconds   float64  `json:"seconds"`
-	Stderr    string   `json:"stderr_tail,omitempty"`
+	// Systematic is the graded call closest to the systematic-error bound
+	// (metric.Systematic): its margin (above 1 fails) and where it was.
+	Systematic *Systematic `json:"systematic,omitempty"`
+	Seconds    float64     `json:"seconds"`
+	Stderr     string      `json:"stderr_tail,omitempty"`
 }
 
 // Report is a whole verify run.

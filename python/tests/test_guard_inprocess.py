@@ -253,6 +253,64 @@ class RngStateTest(unittest.TestCase):
         self.assertIn("default CPU random generator advanced", out["default"])
 
 
+class _FakeGen:
+    def __init__(self, state):
+        self.state = state
+
+    def get_state(self):
+        return self.state
+
+
+class _FakeCuda:
+    def __init__(self, initialized, gens):
+        self.initialized, self.default_generators = initialized, gens
+
+    def is_initialized(self):
+        return self.initialized
+
+
+class _FakeTorch:
+    """Just what RngState reads: generators whose state is an int."""
+
+    def __init__(self, cuda):
+        self.default_generator = _FakeGen(1)
+        self.cuda = cuda
+
+    @staticmethod
+    def equal(a, b):
+        return a == b
+
+
+class CudaRngStateTest(unittest.TestCase):
+    """A CUDA device's default generator is watched like the CPU one:
+    from start when CUDA is initialised then, else from the first check
+    that finds it initialised."""
+
+    def test_initialised_at_start(self):
+        gens = [_FakeGen(10), _FakeGen(20)]
+        torch = _FakeTorch(_FakeCuda(True, gens))
+        from cacheon_runtime import rngstate
+        r = rngstate.RngState(torch)
+        self.assertEqual(r.changed(), "")
+        gens[1].state = 21
+        self.assertIn("CUDA random generator of device 1 advanced", r.changed())
+
+    def test_initialised_later(self):
+        cuda = _FakeCuda(False, [_FakeGen(10)])
+        from cacheon_runtime import rngstate
+        r = rngstate.RngState(_FakeTorch(cuda))
+        self.assertEqual(r.changed(), "")  # not initialised: nothing read
+        cuda.initialized = True
+        self.assertEqual(r.changed(), "")  # first sight: the baseline
+        cuda.default_generators[0].state = 11
+        self.assertIn("device 0 advanced", r.changed())
+
+    def test_no_cuda(self):
+        from cacheon_runtime import rngstate
+        r = rngstate.RngState(_FakeTorch(None))
+        self.assertEqual(r.changed(), "")
+
+
 class AbcStateTest(unittest.TestCase):
     """abcstate.AbcState (through Guard.full): what an ABC answers and what
     typing's caches hold, changed without a store into a foreign object;
