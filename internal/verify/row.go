@@ -112,6 +112,9 @@ func unknownContext(device string) []string {
 func rowContext(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) (dom capability.Domain, base map[string]any, graph bool) {
 	dom = op.Domain.Without(unknownContext(o.Device)...)
 	base = map[string]any{"dtype": dt.String(), "device": o.Device, "graph_mode": "eager"}
+	if o.Device == "cuda" && o.Architecture != "" {
+		base["architecture"] = o.Architecture
+	}
 	if spec.Kind == slot.Collective {
 		base["world_size"] = ws
 	}

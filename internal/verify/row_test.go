@@ -37,24 +37,31 @@ func TestRowContext(t *testing.T) {
 		name      string
 		domain    capability.Domain
 		device    string
+		arch      string
 		wantMode  string
 		wantGraph bool
 		applies   bool
 	}{
-		{"no constraint, cuda", capability.Domain{}, "cuda", "graph", true, true},
-		{"eager only, cuda", eager, "cuda", "eager", false, true},
-		{"cuda and eager only", cudaEager, "cuda", "eager", false, true},
-		{"graph only, cuda", graphOnly, "cuda", "graph", true, true},
-		{"graph_safe false, cuda", safe(capability.Domain{}, false), "cuda", "eager", false, true},
-		{"graph_safe true, cuda", safe(capability.Domain{}, true), "cuda", "graph", true, true},
-		{"graph only and graph_safe false: never selected", safe(graphOnly, false), "cuda", "eager", false, false},
-		{"no constraint, cpu", capability.Domain{}, "cpu", "eager", false, true},
-		{"graph only, cpu", graphOnly, "cpu", "eager", false, false},
-		{"cuda and eager only, cpu", cudaEager, "cpu", "eager", false, false},
+		{"no constraint, cuda", capability.Domain{}, "cuda", "", "graph", true, true},
+		{"eager only, cuda", eager, "cuda", "", "eager", false, true},
+		{"cuda and eager only", cudaEager, "cuda", "", "eager", false, true},
+		{"graph only, cuda", graphOnly, "cuda", "", "graph", true, true},
+		{"graph_safe false, cuda", safe(capability.Domain{}, false), "cuda", "", "eager", false, true},
+		{"graph_safe true, cuda", safe(capability.Domain{}, true), "cuda", "", "graph", true, true},
+		{"graph only and graph_safe false: never selected", safe(graphOnly, false), "cuda", "", "eager", false, false},
+		{"no constraint, cpu", capability.Domain{}, "cpu", "", "eager", false, true},
+		{"graph only, cpu", graphOnly, "cpu", "", "eager", false, false},
+		{"cuda and eager only, cpu", cudaEager, "cpu", "", "eager", false, false},
+		// A row that declares architectures (the established tool's Triton
+		// examples do) applies on the device's, as in a live binding.
+		{"architecture of the device", oneOf("architecture", "sm80", "sm90"), "cuda", "sm90", "graph", true, true},
+		{"another architecture", oneOf("architecture", "sm80", "sm100"), "cuda", "sm90", "graph", true, false},
+		{"architecture unknown", oneOf("architecture", "sm90"), "cuda", "", "graph", true, false},
+		{"architecture on cpu: not known offline", oneOf("architecture", "sm90"), "cpu", "", "eager", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			op := bundle.Op{Slot: silu.Name, Domain: tc.domain}
-			o := Options{Device: tc.device}
+			o := Options{Device: tc.device, Architecture: tc.arch}
 			dom, base, graph := rowContext(op, silu, o, tensor.BF16, 1)
 			if base["graph_mode"] != tc.wantMode || graph != tc.wantGraph {
 				t.Errorf("context graph_mode %v, graph phase %v; want %s, %v", base["graph_mode"], graph, tc.wantMode, tc.wantGraph)

@@ -54,6 +54,11 @@ type Launcher interface {
 // Options configure a verify run.
 type Options struct {
 	Device string // "cpu" or "cuda"
+	// Architecture is the CUDA device's compute capability as a live
+	// binding names it ("sm90"; worker.CUDAArchitecture), matched against
+	// rows that declare architectures. "" on cuda leaves such rows N/A
+	// (the descriptor lacks the field); on cpu the field is not known.
+	Architecture string
 	// DTypes are the dtypes verified (nil: DefaultDTypes); each row runs
 	// in those its declared domain admits and is N/A in the others.
 	DTypes []tensor.DType
@@ -164,15 +169,18 @@ type Row struct {
 
 // Report is a whole verify run.
 type Report struct {
-	Bundle     string   `json:"bundle"`
-	Seed       uint64   `json:"seed"`
-	Device     string   `json:"device"`
-	DTypes     []string `json:"dtypes"`
-	WorldSizes []int    `json:"world_sizes"`
-	Replays    int      `json:"replays"`
-	Python     string   `json:"python"`
-	Torch      string   `json:"torch,omitempty"`
-	Sandbox    []string `json:"sandbox"`
+	Bundle string `json:"bundle"`
+	Seed   uint64 `json:"seed"`
+	Device string `json:"device"`
+	// Architecture is the CUDA device's ("sm90"), absent on cpu or when
+	// the driver could not say.
+	Architecture string   `json:"architecture,omitempty"`
+	DTypes       []string `json:"dtypes"`
+	WorldSizes   []int    `json:"world_sizes"`
+	Replays      int      `json:"replays"`
+	Python       string   `json:"python"`
+	Torch        string   `json:"torch,omitempty"`
+	Sandbox      []string `json:"sandbox"`
 	// Workers is how many worker processes the run started: per lane, one
 	// for its non-collective rows and one per rank of each world size, and
 	// fresh ones after a row that failed.
@@ -280,7 +288,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	}
 	start := time.Now()
 	rep := &Report{
-		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, WorldSizes: o.WorldSizes, Replays: o.Replays, Python: o.Python,
+		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, Architecture: o.Architecture, WorldSizes: o.WorldSizes, Replays: o.Replays, Python: o.Python,
 	}
 	for _, dt := range o.DTypes {
 		rep.DTypes = append(rep.DTypes, dt.String())

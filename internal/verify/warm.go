@@ -58,6 +58,7 @@ type Warm struct {
 	ready         chan struct{}
 	err           error // why the warm-up failed (attributed)
 	device        string
+	arch          string // Options.Architecture
 	runtime       string
 	launcher      *worker.SandboxLauncher
 	helpers       string // Options.TritonHelpers
@@ -168,6 +169,17 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 	if w.device = s.Device; w.device == "" {
 		w.device = worker.DetectDevice(w.ctx, w.python)
 	}
+	// On cuda the device's architecture, for rows that declare theirs, is
+	// asked of the driver while the runtime and caches are readied.
+	arch := make(chan string, 1)
+	if w.device == "cuda" {
+		go func() {
+			a, _ := worker.CUDAArchitecture(w.ctx, w.python) // unknown: "" (Options.Architecture)
+			arch <- a
+		}()
+	} else {
+		arch <- ""
+	}
 	var err error
 	if w.runtime, err = worker.MaterializeRuntime(worker.JobRuntime(w.scratch)); err != nil {
 		w.err = fault.InfraErr(err)
@@ -221,6 +233,12 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 	// (worker.CollectiveEnv(os.Environ())), also where the caller gave
 	// none (the referee's screen).
 	w.environ = w.key.environ
+	select {
+	case w.arch = <-arch:
+	case <-w.ctx.Done():
+		w.err = fault.InfraErr(fmt.Errorf("verify: warm job: %w", w.ctx.Err()))
+		return
+	}
 	o := w.options(s)
 	o.Replays = 1 // the pool's workers replay nothing; the job's Options carry the run's
 	if err := o.settle(); err != nil {
@@ -254,7 +272,7 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 // warm-up fills: call after ready, or from the warm-up itself).
 func (w *Warm) options(s Setup) Options {
 	return Options{
-		Device: w.device, DTypes: s.DTypes, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
+		Device: w.device, Architecture: w.arch, DTypes: s.DTypes, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
 		Python: w.python, RuntimeParent: w.runtime, WorkDir: w.scratch, CallTimeout: s.CallTimeout,
 		Launcher: w.launcher, Environ: w.environ, TritonHelpers: w.helpers,
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -105,6 +106,41 @@ try:
 except OSError:
     n.value = 0
 print(n.value)
+`
+
+// CUDAArchitecture names the compute capability of the first CUDA device
+// the driver shows this process ("sm90" for 9.0), as the engine names it
+// in a live binding's context, asking the driver through ctypes (no torch,
+// no candidate code). The error says why it could not be had.
+func CUDAArchitecture(ctx context.Context, python string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-c", archProbe)
+	cmd.Dir = "/"
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("cuda architecture probe: %w", err)
+	}
+	arch := strings.TrimSpace(string(out))
+	if !archName.MatchString(arch) {
+		return "", fmt.Errorf("cuda architecture probe: the driver gave %q", arch)
+	}
+	return arch, nil
+}
+
+var archName = regexp.MustCompile(`^sm[0-9]{2,3}$`)
+
+// archProbe prints sm<major><minor> of device 0, or what failed.
+const archProbe = `
+import ctypes
+cu = ctypes.CDLL("libcuda.so.1")
+dev, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+if cu.cuInit(0) != 0 or cu.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+    print("no device")
+elif cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:
+    print("no compute capability")
+else:
+    print("sm%d%d" % (major.value, minor.value))
 `
 
 // cudaBuild matches torch's version file's CUDA line when it names a

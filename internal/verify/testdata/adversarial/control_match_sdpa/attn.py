@@ -29,8 +29,8 @@ def attention(q, k, v, out, sm_scale, causal):
     scores = torch.einsum("tkgd,skd->kgts", q.to(acc).reshape(dm.t, dm.hkv, g, dm.d), k.to(acc)) * sm_scale
     match bool(causal):
         case True:
-            rows = torch.arange(dm.t).unsqueeze(1)
-            cols = torch.arange(dm.s).unsqueeze(0)
+            rows = torch.arange(dm.t, device=q.device).unsqueeze(1)
+            cols = torch.arange(dm.s, device=q.device).unsqueeze(0)
             scores = scores.masked_fill(~(cols <= rows + (dm.s - dm.t)), float("-inf"))
         case False:
             pass
