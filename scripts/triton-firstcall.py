@@ -6,6 +6,13 @@ Run on the GPU machine, outside any sandbox:
 
 (FIRSTCALL_PROFILE=1 adds a cProfile of each child's first bf16 call.)
 
+FIRSTCALL_KEYWARM_AB=N instead runs N pairs of children in the state a
+verify worker is in (helper modules cached, kernels not), alternately
+without and with a thread started before ``import torch`` that imports
+Triton and computes ``triton_key()`` (joined after the import), and
+prints each child's phases and wall time: whether computing the key
+beside the torch import takes it off the first call's path.
+
 Three child processes share one fresh Triton cache directory: the first
 compiles examples/triton_silu's kernel for bf16, f16 and f32 with nothing
 cached; the second finds the driver's own helper modules cached but not
@@ -26,7 +33,25 @@ import time
 CHILD = r'''
 import json, os, sys, time
 t0 = time.perf_counter()
+warm = None
+if os.environ.get("KEYWARM") == "1":
+    import threading
+    def _key():
+        import importlib
+        for name in ("triton.runtime.cache", "triton.compiler.compiler"):
+            try:
+                f = getattr(importlib.import_module(name), "triton_key", None)
+            except ImportError:
+                continue
+            if callable(f):
+                f()
+                return
+    warm = threading.Thread(target=_key)
+    warm.start()
 import torch
+tj = time.perf_counter()
+if warm is not None:
+    warm.join()
 t1 = time.perf_counter()
 import triton, triton.language as tl
 t2 = time.perf_counter()
@@ -42,7 +67,7 @@ def k(x_ptr, out_ptr, d, sx, so, BLOCK: tl.constexpr):
     u = tl.load(x_ptr + row * sx + d + cols, mask=m, other=0.0).to(tl.float32)
     tl.store(out_ptr + row * so + cols, (g * tl.sigmoid(g) * u).to(out_ptr.dtype.element_ty), mask=m)
 
-phases = {"import_torch": t1 - t0, "import_triton": t2 - t1, "cuda_init": t3 - t2}
+phases = {"keywarm_join": t1 - tj, "import_torch": tj - t0, "import_triton": t2 - t1, "cuda_init": t3 - t2}
 prof = None
 if os.environ.get("FIRSTCALL_PROFILE"):
     import cProfile, io, pstats
@@ -66,8 +91,8 @@ print(json.dumps(phases))
 '''
 
 
-def run(cache, label):
-    env = dict(os.environ, TRITON_CACHE_DIR=cache)
+def run(cache, label, keywarm=False):
+    env = dict(os.environ, TRITON_CACHE_DIR=cache, KEYWARM="1" if keywarm else "0")
     # Triton reads a kernel's source from its file: the child is a file.
     child = os.path.join(os.path.dirname(cache.rstrip("/")), "triton_firstcall_child.py")
     with open(child, "w") as f:
@@ -92,20 +117,31 @@ def listing(cache):
         print("   %s  %6d bytes  %s" % (d[:16], size, " ".join(sorted(files))[:160]))
 
 
-def main():
-    cache = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="triton-firstcall-")
-    shutil.rmtree(cache, ignore_errors=True)
-    os.makedirs(cache)
-    run(cache, "cold (nothing cached)")
-    print("cache after the cold run:")
-    listing(cache)
-    # Keep only the driver's helper modules: entries holding a shared
-    # object and no kernel (.cubin) are the host-compiled helpers.
+def drop_kernels(cache):
+    """Keep only the driver's helper modules: entries holding a shared
+    object and no kernel (.cubin) are the host-compiled helpers."""
     for d in os.listdir(cache):
         files = os.listdir(os.path.join(cache, d))
         if any(f.endswith((".cubin", ".ptx", ".json")) and not f.endswith(".so") for f in files) and \
                 not any(f.endswith(".so") for f in files):
             shutil.rmtree(os.path.join(cache, d))
+
+
+def main():
+    cache = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="triton-firstcall-")
+    shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache)
+    run(cache, "cold (nothing cached)")
+    pairs = int(os.environ.get("FIRSTCALL_KEYWARM_AB", "0"))
+    if pairs:
+        for i in range(pairs):
+            for keywarm in (False, True):
+                drop_kernels(cache)
+                run(cache, "pair %d, key %s" % (i, "beside the import" if keywarm else "at first call"), keywarm)
+        return
+    print("cache after the cold run:")
+    listing(cache)
+    drop_kernels(cache)
     run(cache, "helpers cached, kernels not")
     run(cache, "everything cached")
     run(cache, "everything cached (again)")
