@@ -74,6 +74,8 @@ type Graded struct {
 	// SysMargin is the systematic check's margin (metric.SysResult.Margin;
 	// above 1 fails), 0 for metrics it does not apply to.
 	SysMargin float64
+	// SysClosest names the systematic test nearest its bound.
+	SysClosest string
 }
 
 // Result is the grading of a call's outputs.
@@ -144,8 +146,9 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 		g := Graded{Name: o.Name, Result: res}
 		var sys metric.SysResult
 		if res.Pass && (pol.Kind == metric.AllClose || pol.Kind == metric.MatchedRatio) {
-			sys = metric.Systematic(expected[o.Name], vals, tol, o.Spec.DType.Significand())
-			g.SysMargin = sys.Margin
+			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
+				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio})
+			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
 		}
 		r.Outputs = append(r.Outputs, g)
 		if r.Worst == nil || Worse(res, r.Worst.Result) {

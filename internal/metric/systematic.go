@@ -8,66 +8,103 @@ import (
 // Systematic errors. An elementwise tolerance (atol + rtol·|expected|)
 // bounds each element's error but not how the errors of many elements
 // relate: a kernel that adds a constant to every output, shrinks every
-// output by a fixed fraction, flushes every small output to zero or puts
-// several tolerances of error on a fixed share of its elements passes
-// allclose and matched_ratio, yet is wrong the same way in every call.
-// Honest arithmetic leans far less: rounding to the output's format is
-// off by at most an ulp, and its errors over thousands of elements mostly
-// cancel.
+// output by a fixed fraction, flushes small outputs to zero, computes in
+// fewer bits than its output holds, or puts several tolerances of error
+// on a fixed share of its elements passes allclose and matched_ratio, yet
+// is wrong the same way in every call. Honest arithmetic leans far less:
+// rounding to the output's format is off by at most an ulp or two, and
+// its errors over thousands of elements mostly cancel.
 //
-// Systematic tests three leans, each only when it is at least SysZ
-// standard errors from zero (so noise never fails a kernel) and beyond a
-// floor that no honest rounding reaches, the larger of a fixed share and
-// one ulp of the output's format on average (values drawn from few
-// distinct numbers round the same way every time):
+// Systematic tests, over the elements finite on both sides:
 //
-//   - additive: per band of |expected| (powers of 4 in units of atol),
-//     the mean error in tolerances, (got − expected) / tol, against
-//     SysMeanU: a constant bias, or outliers all pushed one way;
-//   - multiplicative: over the elements where the relative tolerance
-//     dominates (|expected| ≥ atol/rtol), the mean relative error against
-//     SysRelShare × rtol: a shrink or a stretch;
-//   - flush: per band below atol, the mean relative error against
-//     SysFlush: small values set to zero (−1) or inflated;
+//   - additive lean: per band of |expected| (powers of 4 in units of
+//     atol), the mean error in tolerances, u = (got − expected) / tol;
+//   - lean toward zero: per band, the mean of sign(expected)·u (a shrink
+//     whose signs balance, which the additive mean does not see); in a
+//     reduction only at or above atol, where terms that cancel no longer
+//     round to zero;
+//   - multiplicative lean: where the relative tolerance dominates
+//     (|expected| ≥ atol/rtol), the mean relative error;
+//   - flush (elementwise slots only: in a reduction an honest sum of terms
+//     that cancel rounds to zero): per band below atol, the mean relative
+//     error, −1 for a flush to zero;
+//   - precision (elementwise slots in half precision): per band, the share
+//     of elements off by more than SysNearUlps ulps of the output's format
+//     at each expected value, at most SysFarShare (a median: a few honest
+//     underflows to zero do not count, a kernel that drops bits does);
+//   - tail: how many elements are off by more than SysTailMult tolerances,
+//     at most a quarter of what the metric lets miss (matched_ratio) and
+//     at least SysTailMin;
+//   - rows: over the last dimension, a row of which more than half the
+//     elements are out of tolerance (matched_ratio's misses spent on
+//     whole rows: a token's or a head's output).
 //
-// and, over the whole call, the share of elements off by more than
-// SysTailMult tolerances (matched_ratio lets up to 1 % miss; an honest
-// reduction's misses are rare and only just over).
+// A mean counts only when its band holds SysMinN elements and it lies SysZ
+// standard errors from zero (noise never fails a kernel), and only beyond
+// its floor: the larger of a fixed share and SysUlps ulps of the output's
+// format on average (inputs drawn from few distinct numbers round the
+// same way every time, through an intermediate rounding too).
 
 // Floors and limits of the systematic check.
 const (
-	// SysMinN is the fewest elements a band (or group) must hold to be
-	// judged, and SysZ how many standard errors a mean must lie from zero.
 	SysMinN = 64
 	SysZ    = 6.0
-	// SysMeanU is the floor of a band's mean error in tolerances.
-	SysMeanU = 0.1
-	// SysRelShare is the floor of the multiplicative lean in units of rtol.
+	// SysUlps is how many ulps of the output's format on average a mean
+	// may lean by whatever its fixed floor: an intermediate rounding and
+	// the output's own.
+	SysUlps = 2.0
+	// SysMeanU is the fixed floor of a band's mean lean in tolerances;
+	// SysMeanUReduction in a reduction, whose honest errors are ulps of
+	// its terms, not of its result (an honest bf16 sum over three ranks
+	// leaned 0.09 tolerances where its terms cancelled).
+	SysMeanU          = 0.1
+	SysMeanUReduction = 0.2
+	// SysRelShare is the fixed floor of the multiplicative lean in rtol.
 	SysRelShare = 0.25
-	// SysFlush is the floor of a band's mean relative error below atol.
+	// SysFlush is the fixed floor of a band's mean relative error below
+	// atol.
 	SysFlush = 0.25
-	// SysTailMult, SysTailShare, SysTailMin: at most SysTailShare of a
-	// call's elements (and at least SysTailMin) may be off by more than
-	// SysTailMult tolerances.
-	SysTailMult  = 2.0
-	SysTailShare = 0.001
-	SysTailMin   = 4
+	// SysNearUlps and SysFarShare: see the precision test.
+	SysNearUlps = 1.5
+	SysFarShare = 0.5
+	// SysTailMult and SysTailMin: see the tail test.
+	SysTailMult = 2.0
+	SysTailMin  = 4
+	// SysRowMin is the shortest row the row test judges.
+	SysRowMin = 8
 )
 
 // sysEdges are the band edges in units of atol: [0, 1/64), [1/64, 1/16),
 // ..., [64, ∞). The lowest band (values near zero, where honest kernels
-// may underflow) takes no flush test.
+// may underflow) takes only the additive test.
 var sysEdges = [...]float64{1.0 / 64, 1.0 / 16, 1.0 / 4, 1, 4, 16, 64}
 
 const sysBands = len(sysEdges) + 1
+
+// SysParams is what the check needs beyond the values.
+type SysParams struct {
+	Tol Tolerance
+	// Sig is the output format's significand bits
+	// (tensor.DType.Significand), 0 for no format floor.
+	Sig int
+	// Elementwise: the output is graded by allclose (each element its own
+	// computation); false for matched_ratio (reductions).
+	Elementwise bool
+	// MinRatio is matched_ratio's threshold (the tail test's allowance is
+	// a quarter of 1 − MinRatio); ignored when Elementwise.
+	MinRatio float64
+}
 
 // SysResult is the systematic check of one output.
 type SysResult struct {
 	Pass bool
 	// Explain names the lean that failed, "" when Pass.
 	Explain string
-	// Margin is the largest ratio, over the tests, of a significant mean
-	// to its floor (and of the tail count to its limit): above 1 fails.
+	// Closest describes the test with the largest margin, failed or not
+	// ("" when none was judged).
+	Closest string
+	// Margin is the largest ratio, over the tests, of a measure to its
+	// bound: above 1 fails.
 	Margin float64
 	// Tail is how many elements are off by more than SysTailMult tolerances.
 	Tail int
@@ -75,7 +112,7 @@ type SysResult struct {
 	N int
 }
 
-// lean accumulates one mean: of a measure and of its floor's ulp part.
+// lean accumulates one mean and the ulp part of its floor.
 type lean struct {
 	n          int
 	s, s2, ulp float64
@@ -88,15 +125,15 @@ func (l *lean) add(v, ulp float64) {
 	l.ulp += ulp
 }
 
-// judge returns the lean's mean, its z score and its floor, the larger of
-// fixed and the mean ulp part.
+// judge returns the mean, its z score and the floor: the larger of fixed
+// and SysUlps times the mean ulp part.
 func (l *lean) judge(fixed float64) (mean, z, floor float64) {
 	if l.n == 0 {
 		return 0, 0, fixed
 	}
 	n := float64(l.n)
 	mean = l.s / n
-	floor = max(fixed, l.ulp/n)
+	floor = max(fixed, SysUlps*l.ulp/n)
 	if l.n < 2 {
 		return mean, 0, floor
 	}
@@ -120,44 +157,88 @@ func ulpOf(x float64, sig int) float64 {
 	return math.Ldexp(1, exp-sig)
 }
 
-// Systematic checks the errors of got against expected for a lean no
-// honest rounding has; sig is the output format's significand bits
-// (tensor.DType.Significand), 0 for none. Non-finite values are skipped
-// (the metric itself fails them); tol must be valid.
-func Systematic(expected, got []float64, tol Tolerance, sig int) SysResult {
-	var add [sysBands]lean   // error in tolerances, per band
-	var flush [sysBands]lean // relative error, per band below atol
-	var mult lean            // relative error where rtol dominates
+// sysAcc is the state of one check while the elements are read.
+type sysAcc struct {
+	add, toward, flush, prec [sysBands]lean
+	mult                     lean
+}
+
+// Systematic checks the errors of got against expected (shape: the
+// tensor's, for the row test) for a lean no honest rounding has.
+// Non-finite values are skipped (the metric itself fails them); p.Tol
+// must be valid.
+func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
+	var a sysAcc
+	tol := p.Tol
 	r := SysResult{Pass: true}
+	rowLen := 0
+	if len(shape) > 0 {
+		rowLen = shape[len(shape)-1]
+	}
+	worstRow, worstRowAt, rowMiss, rowN := 0.0, -1, 0, 0
 	for i, x := range expected {
+		if rowLen >= SysRowMin && i%rowLen == 0 {
+			rowMiss, rowN = 0, 0
+		}
 		g := got[i]
 		if math.IsNaN(g) || math.IsInf(g, 0) || math.IsNaN(x) || math.IsInf(x, 0) {
 			continue
 		}
 		r.N++
-		e, ax, ulp := g-x, math.Abs(x), ulpOf(x, sig)
+		e, ax, ulp := g-x, math.Abs(x), ulpOf(x, p.Sig)
 		b := 0
 		for b < len(sysEdges) && ax >= sysEdges[b]*tol.Atol {
 			b++
 		}
 		if t := tol.bound(x); t > 0 {
 			u := e / t
-			add[b].add(u, ulp/t)
+			a.add[b].add(u, ulp/t)
+			if x != 0 && b > 0 && (p.Elementwise || ax >= tol.Atol) {
+				v := u // sign(expected)·u: negative toward zero
+				if x < 0 {
+					v = -u
+				}
+				a.toward[b].add(v, ulp/t)
+			}
 			if math.Abs(u) > SysTailMult {
 				r.Tail++
 			}
+			if rowLen >= SysRowMin {
+				rowN++
+				if math.Abs(u) > 1 {
+					rowMiss++
+				}
+				if i%rowLen == rowLen-1 && rowN > 0 {
+					if share := float64(rowMiss) / float64(rowN); share > worstRow {
+						worstRow, worstRowAt = share, i/rowLen
+					}
+				}
+			}
 		}
-		if x == 0 {
+		if x == 0 || b == 0 {
 			continue
 		}
-		if b > 0 && ax < tol.Atol {
-			flush[b].add(e/x, ulp/ax)
+		rel := e / x
+		if p.Elementwise && ax < tol.Atol {
+			a.flush[b].add(rel, ulp/ax)
+		}
+		if p.Elementwise && p.Sig > 0 && p.Sig <= 11 && ulp > 0 {
+			far := 0.0
+			if math.Abs(e) > SysNearUlps*ulp {
+				far = 1
+			}
+			a.prec[b].add(far, 0)
 		}
 		if tol.Rtol > 0 && tol.Rtol*ax >= tol.Atol {
-			mult.add(e/x, ulp/ax)
+			a.mult.add(rel, ulp/ax)
 		}
 	}
 	worst := ""
+	note := func(m float64, why func() string) {
+		if m > r.Margin {
+			r.Margin, worst = m, why()
+		}
+	}
 	judge := func(l *lean, fixed float64, what func(mean, z, floor float64) string) {
 		if l.n < SysMinN {
 			return
@@ -166,35 +247,63 @@ func Systematic(expected, got []float64, tol Tolerance, sig int) SysResult {
 		if math.Abs(z) < SysZ || floor <= 0 {
 			return
 		}
-		if m := math.Abs(mean) / floor; m > r.Margin {
-			r.Margin, worst = m, what(mean, z, floor)
+		note(math.Abs(mean)/floor, func() string { return what(mean, z, floor) })
+	}
+	meanU := SysMeanU
+	if !p.Elementwise {
+		meanU = SysMeanUReduction
+	}
+	for b := range a.add {
+		band := bandName(bandEdges(b, tol.Atol))
+		n := a.add[b].n
+		judge(&a.add[b], meanU, func(mean, z, floor float64) string {
+			return fmt.Sprintf("the %d elements with |expected| in %s lean %+.3g tolerances on average (z %.1f; honest rounding less than %.3g)",
+				n, band, mean, z, floor)
+		})
+		nt := a.toward[b].n
+		judge(&a.toward[b], meanU, func(mean, z, floor float64) string {
+			dir := "away from"
+			if mean < 0 {
+				dir = "toward"
+			}
+			return fmt.Sprintf("the %d elements with |expected| in %s lean %.3g tolerances %s zero on average (z %.1f; honest rounding less than %.3g)",
+				nt, band, math.Abs(mean), dir, z, floor)
+		})
+		nf := a.flush[b].n
+		judge(&a.flush[b], SysFlush, func(mean, z, floor float64) string {
+			return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",
+				nf, band, mean, z, floor)
+		})
+		if l := &a.prec[b]; l.n >= SysMinN {
+			share := l.s / float64(l.n)
+			note(share/SysFarShare, func() string {
+				return fmt.Sprintf("%.0f %% of the %d elements with |expected| in %s are off by more than %g ulps of the output's format (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
+					100*share, l.n, band, SysNearUlps, 100*SysFarShare)
+			})
 		}
 	}
-	for b := range add {
-		lo, hi := bandEdges(b, tol.Atol)
-		n := add[b].n
-		judge(&add[b], SysMeanU, func(mean, z, floor float64) string {
-			return fmt.Sprintf("the %d elements with |expected| in %s lean %+.3g tolerances on average (z %.1f; honest rounding less than %.3g)",
-				n, bandName(lo, hi), mean, z, floor)
-		})
-		nf := flush[b].n
-		judge(&flush[b], SysFlush, func(mean, z, floor float64) string {
-			return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",
-				nf, bandName(lo, hi), mean, z, floor)
-		})
-	}
-	judge(&mult, SysRelShare*tol.Rtol, func(mean, z, floor float64) string {
+	judge(&a.mult, SysRelShare*tol.Rtol, func(mean, z, floor float64) string {
 		return fmt.Sprintf("the %d elements with |expected| ≥ atol/rtol are off by %+.3g of their value on average, scaled (z %.1f; honest rounding less than %.3g)",
-			mult.n, mean, z, floor)
+			a.mult.n, mean, z, floor)
 	})
 	if r.N > 0 {
-		limit := max(float64(SysTailMin), SysTailShare*float64(r.N))
-		if m := float64(r.Tail) / limit; m > r.Margin {
-			r.Margin = m
-			worst = fmt.Sprintf("%d of %d elements are off by more than %g tolerances (at most %.0f may be: honest misses are rare and only just over)",
-				r.Tail, r.N, SysTailMult, math.Floor(limit))
+		share := 0.001
+		if !p.Elementwise && p.MinRatio > 0 && p.MinRatio < 1 {
+			share = (1 - p.MinRatio) / 4
 		}
+		limit := max(float64(SysTailMin), share*float64(r.N))
+		note(float64(r.Tail)/limit, func() string {
+			return fmt.Sprintf("%d of %d elements are off by more than %g tolerances (at most %.0f may be: honest misses are rare and only just over)",
+				r.Tail, r.N, SysTailMult, math.Floor(limit))
+		})
 	}
+	if worstRowAt >= 0 {
+		note(2*worstRow, func() string {
+			return fmt.Sprintf("row %d (over the last dimension, %d elements) has %.0f %% of its elements out of tolerance: misses spent on whole rows",
+				worstRowAt, rowLen, 100*worstRow)
+		})
+	}
+	r.Closest = worst
 	if r.Margin > 1 {
 		r.Pass, r.Explain = false, "systematic error: "+worst
 	}

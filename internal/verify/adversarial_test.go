@@ -306,11 +306,22 @@ func adversarialCases() []adversarialCase {
 		{name: "silu_device_rng_advance", verify: guardInCall + `torch's default (CPU|CUDA) random generator( of device [0-9]+)? advanced`},
 		// Red team, session 16: errors within the elementwise tolerance that
 		// lean one way (metric.Systematic), and session 17's variants.
-		{name: "silu_flush_below_atol", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in \[.*\) are off by -1 of their value`},
+		{name: "silu_flush_below_atol", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in \[.*\) (are off by -1 of their value|lean [0-9.]+ tolerances toward zero)`},
 		{name: "rmsnorm_constant_bias", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in .* lean \+`},
-		{name: "rmsnorm_shrink", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| ≥ atol/rtol are off by -[0-9.e-]+ of their value on average, scaled`},
+		{name: "rmsnorm_shrink", allDTypes: true, verify: `systematic error: .*(≥ atol/rtol are off by -[0-9.e-]+ of their value on average, scaled|tolerances toward zero|ulps of the output's format)`},
 		{name: "sdpa_matched_ratio_slack", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
 		{name: "sdpa_outliers_both_ways", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
+		// Red team, session 17: leans the first check did not see, and
+		// honest half-precision styles it must keep passing.
+		{name: "silu_balanced_shrink", allDTypes: true, verify: `systematic error: .*(toward zero|ulps of the output's format)`},
+		{name: "sdpa_balanced_shrink", allDTypes: true, verify: `systematic error: .*toward zero`},
+		{name: "silu_fewer_bits", allDTypes: true, verify: `systematic error: .*(ulps of the output's format|away from zero)`},
+		{name: "rmsnorm_channel_factor", allDTypes: true, verify: `systematic error: .*(ulps of the output's format|toward zero)`},
+		{name: "sdpa_row_misses", verify: `systematic error: row [0-9]+ \(over the last dimension, [0-9]+ elements\) has [0-9]+ % of its elements out of tolerance`},
+		{name: "control_silu_native_half", control: true, allDTypes: true},
+		{name: "control_rmsnorm_native_half", control: true, allDTypes: true},
+		{name: "control_sdpa_exp2_online", control: true, allDTypes: true},
+		{name: "control_all_reduce_native_half", control: true, allDTypes: true},
 	}
 }
 

@@ -83,7 +83,7 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 			}
 			for _, g := range res.Outputs {
 				if s := st.row.Systematic; g.SysMargin > 0 && (s == nil || g.SysMargin > s.Margin) {
-					st.row.Systematic = &Systematic{Margin: g.SysMargin, Where: where + ", output " + g.Name}
+					st.row.Systematic = &Systematic{Margin: g.SysMargin, Where: where + ", output " + g.Name, Closest: g.SysClosest}
 				}
 			}
 			if err != nil {

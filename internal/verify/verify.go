@@ -144,6 +144,8 @@ type Worst struct {
 type Systematic struct {
 	Margin float64 `json:"margin"`
 	Where  string  `json:"where"`
+	// Closest describes the test nearest its bound there.
+	Closest string `json:"closest"`
 }
 
 // Row is one manifest row's result.
