@@ -64,11 +64,7 @@ func DetectDevice(ctx context.Context, python string) string {
 	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
 		return "cpu"
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-I", "-c", deviceProbe)
-	cmd.Dir = "/"
-	out, err := cmd.Output()
+	out, err := probe(ctx, python, deviceProbe)
 	if err != nil {
 		return "cpu"
 	}
@@ -108,16 +104,23 @@ except OSError:
 print(n.value)
 `
 
+// probe runs a short trusted script (no candidate code) in the
+// interpreter, isolated (-I), from /, for at most a minute, and returns
+// what it printed.
+func probe(ctx context.Context, python, script string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-c", script)
+	cmd.Dir = "/"
+	return cmd.Output()
+}
+
 // CUDAArchitecture names the compute capability of the first CUDA device
 // the driver shows this process ("sm90" for 9.0), as the engine names it
 // in a live binding's context, asking the driver through ctypes (no torch,
 // no candidate code). The error says why it could not be had.
 func CUDAArchitecture(ctx context.Context, python string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-I", "-c", archProbe)
-	cmd.Dir = "/"
-	out, err := cmd.Output()
+	out, err := probe(ctx, python, archProbe)
 	if err != nil {
 		return "", fmt.Errorf("cuda architecture probe: %w", err)
 	}

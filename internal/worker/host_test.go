@@ -1,6 +1,12 @@
 package worker
 
-import "testing"
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestTorchBuiltWithCUDA: torch's version file names a CUDA version in a
 // CUDA build (old and annotated forms) and None in a CPU build.
@@ -23,5 +29,33 @@ func TestTorchBuiltWithCUDA(t *testing.T) {
 				t.Errorf("torchBuiltWithCUDA = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCUDAArchitecture runs the probe through a stand-in interpreter that
+// prints what a driver would make it print: a compute capability is named
+// as the engine names it, anything else is an error naming the probe.
+func TestCUDAArchitecture(t *testing.T) {
+	for _, tc := range []struct {
+		printed, want string
+		ok            bool
+	}{
+		{"sm90", "sm90", true},
+		{"sm100\n", "sm100", true},
+		{"no device", "", false},
+		{"sm9", "", false},
+	} {
+		dir := t.TempDir()
+		fake := filepath.Join(dir, "python3")
+		if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf '"+strings.ReplaceAll(tc.printed, "\n", `\n`)+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		got, err := CUDAArchitecture(context.Background(), fake)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("printed %q: got %q, %v; want %q (ok %v)", tc.printed, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "cuda architecture probe") {
+			t.Errorf("error does not name the probe: %v", err)
+		}
 	}
 }
