@@ -4,8 +4,7 @@ worker (``worker``, ``runcase``) and the arena engine (``engine.main``,
 
 - the protocol's private stdio (``private_stdio``) and the answer to every
   request when torch cannot be imported (``serve_without_torch``); the CUDA
-  context created, and Triton's cache key computed, while torch imports
-  (``cuda_preinit``, ``triton_key``);
+  context created while torch imports (``cuda_preinit``);
 - the Triton version a ``hello`` reports (``triton_version``);
 - the candidate-module loader (``Loader``): imports a bundle's source under
   its module name, only from that bundle, and looks up its callables;
@@ -98,39 +97,10 @@ def cuda_preinit():
                 lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
         except Exception:  # noqa: BLE001 - torch initialises the device itself
             pass
-        triton_key()
 
     t = threading.Thread(target=create, name="cacheon-cuda-preinit", daemon=True)
     t.start()
     return t.join
-
-
-def triton_key():
-    """Compute Triton's cache key, where Triton is installed, so that the
-    first Triton call does not: ``triton_key()`` hashes Triton's sources
-    and its libtriton library (0.40 s of a kernel's first call on the
-    H200, session 16), once per process. Run on cuda_preinit's thread,
-    beside the torch import: the hashing releases the GIL, and in session
-    17's measurement the first call fell from 0.50–0.58 s to 0.12–0.19 s
-    while the import took about as long as before
-    (``FIRSTCALL_KEYWARM_AB``, scripts/triton-firstcall.py). Verify's
-    workers and the engine both do it, so candidate code finds the key
-    computed in either. Any failure leaves the work to Triton."""
-    try:
-        import importlib
-        import importlib.util
-        if importlib.util.find_spec("triton") is None:
-            return
-        for name in ("triton.runtime.cache", "triton.compiler.compiler"):
-            try:
-                f = getattr(importlib.import_module(name), "triton_key", None)
-            except ImportError:
-                continue
-            if callable(f):
-                f()
-                return
-    except Exception:  # noqa: BLE001 - Triton computes it at the first call
-        pass
 
 
 def serve_without_torch(proto_out, proto_in, exc, max_line=NO_TORCH_MAX_LINE):

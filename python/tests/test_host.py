@@ -55,37 +55,5 @@ class CudaPreinit(unittest.TestCase):
         self.assertEqual(preinit_threads(), [])
 
 
-class TritonKey(unittest.TestCase):
-    """host.triton_key computes Triton's cache key where Triton has one,
-    and is silent where there is no Triton or it fails."""
-
-    def _fake_triton(self, body):
-        import tempfile
-        root = tempfile.mkdtemp(prefix="fake-triton-")
-        os.makedirs(os.path.join(root, "triton", "runtime"))
-        for rel in ("triton/__init__.py", "triton/runtime/__init__.py"):
-            open(os.path.join(root, rel), "w").close()
-        with open(os.path.join(root, "triton", "runtime", "cache.py"), "w") as f:
-            f.write(body)
-        self.addCleanup(lambda: [sys.modules.pop(m) for m in list(sys.modules) if m.split(".")[0] == "triton"])
-        return root
-
-    def test_key_computed(self):
-        root = self._fake_triton("calls = []\ndef triton_key():\n    calls.append(1)\n    return 'k'\n")
-        with mock.patch.object(sys, "path", [root] + sys.path):
-            host.triton_key()
-            from triton.runtime import cache
-            self.assertEqual(cache.calls, [1])
-
-    def test_failure_is_left_to_triton(self):
-        root = self._fake_triton("def triton_key():\n    raise OSError('unreadable')\n")
-        with mock.patch.object(sys, "path", [root] + sys.path):
-            host.triton_key()  # must not raise
-
-    def test_no_triton(self):
-        with mock.patch("importlib.util.find_spec", return_value=None):
-            host.triton_key()
-
-
 if __name__ == "__main__":
     unittest.main()
