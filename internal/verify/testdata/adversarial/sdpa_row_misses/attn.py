@@ -12,8 +12,8 @@ def attention(q, k, v, out, sm_scale, causal):
     qf = q.to(f).reshape(t, hkv, g, d)
     scores = torch.einsum("tkgd,skd->kgts", qf, k.to(f)) * sm_scale
     if causal:
-        rows = torch.arange(t).unsqueeze(1)
-        cols = torch.arange(s).unsqueeze(0)
+        rows = torch.arange(t, device=q.device).unsqueeze(1)
+        cols = torch.arange(s, device=q.device).unsqueeze(0)
         scores = scores.masked_fill(cols > rows + (s - t), float("-inf"))
     o = torch.einsum("kgts,skd->tkgd", torch.softmax(scores, -1), v.to(f)).reshape(t * hq, d)
     atol, rtol = TOLS[q.dtype]
