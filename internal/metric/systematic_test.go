@@ -217,3 +217,28 @@ func TestSystematicHalfPrecisionBits(t *testing.T) {
 		t.Fatalf("8 bits of 11 passed: margin %.3f %q", res.Margin, res.Explain)
 	}
 }
+
+// BenchmarkSystematic: the check's cost per element of a bf16 silu-sized
+// output (verify grades every call's outputs through it).
+func BenchmarkSystematic(b *testing.B) {
+	exp := sysValues(9, 1<<20)
+	got := mapped(exp, func(_ int, x float64) float64 { return roundBF16(x) })
+	p := metric.SysParams{Tol: metric.Tolerance{Atol: 0.02, Rtol: 0.02}, Sig: 8, Elementwise: true}
+	shape := []int{1 << 8, 1 << 12}
+	b.SetBytes(int64(len(exp)))
+	for i := 0; i < b.N; i++ {
+		metric.Systematic(exp, got, shape, p)
+	}
+}
+
+// TestUlpOf: the spacing built from the exponent bits is Frexp's.
+func TestUlpOf(t *testing.T) {
+	for _, x := range []float64{1, -1, 0.75, 3, 1e-3, -2.5e-30, 65504, 1e300, 5e-324, 2.2250738585072014e-308, 1e-310} {
+		for _, sig := range []int{8, 11, 24, 53} {
+			_, e := math.Frexp(x)
+			if got, want := metric.UlpOf(x, sig), math.Ldexp(1, e-sig); got != want {
+				t.Errorf("ulp(%g, %d) = %g, want %g", x, sig, got, want)
+			}
+		}
+	}
+}
