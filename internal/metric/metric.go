@@ -1,5 +1,6 @@
 // Package metric implements the validator's correctness metrics: allclose,
-// matched_ratio, cosine (with a relative norm guard) and topk_overlap.
+// matched_ratio, cosine (with a relative norm guard) and topk_overlap, and
+// the systematic-error check beside the elementwise ones (Systematic).
 //
 // Every metric compares a candidate output `got` (widened to float64 from its
 // dtype) against a trusted float64 reference `expected` of the same length. The
