@@ -145,7 +145,8 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 		}
 		g := Graded{Name: o.Name, Result: res}
 		var sys metric.SysResult
-		if res.Pass && (pol.Kind == metric.AllClose || pol.Kind == metric.MatchedRatio) {
+		judged := res.Pass && (pol.Kind == metric.AllClose || pol.Kind == metric.MatchedRatio)
+		if judged {
 			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
 				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio})
 			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
@@ -158,7 +159,7 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 			r.Failure = &Failure{Kind: OutputMetric, Name: o.Name, Metric: res}
 			return r, nil
 		}
-		if !sys.Pass && sys.N > 0 {
+		if judged && !sys.Pass {
 			r.Failure = &Failure{Kind: OutputSystematic, Name: o.Name, Metric: metric.Result{
 				Metric: res.Metric, Score: res.Score, Explain: sys.Explain, Worst: -1, Severity: res.Severity}}
 			return r, nil

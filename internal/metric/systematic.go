@@ -66,8 +66,8 @@ const (
 	SysMeanUReduction = 0.2
 	// SysRelShare is the fixed floor of the multiplicative lean in rtol.
 	SysRelShare = 0.25
-	// SysFlush is the fixed floor of a band's mean relative error below
-	// atol.
+	// SysFlush is the fixed floor of the flush test's mean relative error
+	// (in [atol/4, atol)).
 	SysFlush = 0.25
 	// SysNearUlps and SysFarShare: see the precision test.
 	SysNearUlps = 2.0
@@ -171,8 +171,8 @@ func ulpOf(x float64, sig int) float64 {
 
 // sysAcc is the state of one check while the elements are read.
 type sysAcc struct {
-	add, toward, flush, prec [sysBands]lean
-	mult                     lean
+	add, toward, prec [sysBands]lean
+	flush, mult       lean
 }
 
 // Systematic checks the errors of got against expected (shape: the
@@ -191,10 +191,21 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	for i, e := range sysEdges {
 		edge[i] = e * tol.Atol
 	}
+	// The row test: each row's share of elements out of tolerance, judged
+	// when the row ends (a non-finite element counts as neither).
+	rows := rowLen >= SysRowMin
 	worstRow, worstRowAt, rowMiss, rowN := 0.0, -1, 0, 0
+	endRow := func(row int) {
+		if rowN > 0 {
+			if share := float64(rowMiss) / float64(rowN); share > worstRow {
+				worstRow, worstRowAt = share, row
+			}
+		}
+		rowMiss, rowN = 0, 0
+	}
 	for i, x := range expected {
-		if rowLen >= SysRowMin && i%rowLen == 0 {
-			rowMiss, rowN = 0, 0
+		if rows && i > 0 && i%rowLen == 0 {
+			endRow(i/rowLen - 1)
 		}
 		g := got[i]
 		if math.IsNaN(g) || math.IsInf(g, 0) || math.IsNaN(x) || math.IsInf(x, 0) {
@@ -219,15 +230,10 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			if math.Abs(u) > SysTailMult {
 				r.Tail++
 			}
-			if rowLen >= SysRowMin {
+			if rows {
 				rowN++
 				if math.Abs(u) > 1 {
 					rowMiss++
-				}
-				if i%rowLen == rowLen-1 && rowN > 0 {
-					if share := float64(rowMiss) / float64(rowN); share > worstRow {
-						worstRow, worstRowAt = share, i/rowLen
-					}
 				}
 			}
 		}
@@ -236,7 +242,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		}
 		rel := e / x
 		if p.Elementwise && ax < tol.Atol && ax >= tol.Atol/4 {
-			a.flush[b].add(rel, ulp/ax)
+			a.flush.add(rel, ulp/ax)
 		}
 		if p.Elementwise && p.Sig > 0 && p.Sig <= 11 && ulp > 0 && ax >= tol.Atol {
 			far := 0.0
@@ -248,6 +254,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		if tol.Rtol > 0 && tol.Rtol*ax >= tol.Atol {
 			a.mult.add(rel, ulp/ax)
 		}
+	}
+	if rows && len(expected) > 0 {
+		endRow((len(expected) - 1) / rowLen)
 	}
 	worst := ""
 	note := func(m float64, why func() string) {
@@ -285,11 +294,6 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			return fmt.Sprintf("the %d elements with |expected| in %s lean %.3g tolerances %s zero on average (z %.1f; honest rounding less than %.3g)",
 				nt, band, math.Abs(mean), dir, z, floor)
 		})
-		nf := a.flush[b].n
-		judge(&a.flush[b], SysFlush, func(mean, z, floor float64) string {
-			return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",
-				nf, band, mean, z, floor)
-		})
 		if l := &a.prec[b]; l.n >= SysMinN {
 			share := l.s / float64(l.n)
 			note(share/SysFarShare, func() string {
@@ -298,6 +302,10 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			})
 		}
 	}
+	judge(&a.flush, SysFlush, func(mean, z, floor float64) string {
+		return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",
+			a.flush.n, bandName(tol.Atol/4, tol.Atol), mean, z, floor)
+	})
 	judge(&a.mult, SysRelShare*tol.Rtol, func(mean, z, floor float64) string {
 		return fmt.Sprintf("the %d elements with |expected| ≥ atol/rtol are off by %+.3g of their value on average, scaled (z %.1f; honest rounding less than %.3g)",
 			a.mult.n, mean, z, floor)

@@ -176,6 +176,20 @@ func TestSystematicReductions(t *testing.T) {
 	if res := metric.Systematic(exp, rows, shape, p); res.Pass || !strings.Contains(res.Explain, "row 7") {
 		t.Fatalf("a whole row of misses passed: margin %.3f %q", res.Margin, res.Explain)
 	}
+	// A non-finite element (the metric's to fail) does not hide its row,
+	// the last one included.
+	last := mapped(exp, func(i int, x float64) float64 {
+		if i/128 == 63 {
+			if i == 64*128-1 {
+				return math.NaN()
+			}
+			return x + float64(1-2*(i%2))*1.7*(0.02+0.02*math.Abs(x))
+		}
+		return roundBF16(x)
+	})
+	if res := metric.Systematic(exp, last, shape, p); res.Pass || !strings.Contains(res.Explain, "row 63") {
+		t.Fatalf("the last row of misses, ending in NaN, passed: margin %.3f %q", res.Margin, res.Explain)
+	}
 }
 
 // A lean judged on few elements, or not significantly away from zero,

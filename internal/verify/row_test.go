@@ -73,3 +73,20 @@ func TestRowContext(t *testing.T) {
 		})
 	}
 }
+
+// TestReportArch: a report says when the CUDA device's architecture is
+// unknown, which is why rows declaring architectures are then N/A.
+func TestReportArch(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Device: "cuda", Architecture: "sm90"}, "sm90"},
+		{Options{Device: "cuda"}, "unknown"},
+		{Options{Device: "cpu"}, ""},
+	} {
+		if got := reportArch(tc.o); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
+		}
+	}
+}

@@ -174,8 +174,9 @@ type Report struct {
 	Bundle string `json:"bundle"`
 	Seed   uint64 `json:"seed"`
 	Device string `json:"device"`
-	// Architecture is the CUDA device's ("sm90"), absent on cpu or when
-	// the driver could not say.
+	// Architecture is the CUDA device's ("sm90"), "unknown" when the
+	// driver could not say (rows that declare architectures are then N/A:
+	// the descriptor lacks the field), absent on cpu.
 	Architecture string   `json:"architecture,omitempty"`
 	DTypes       []string `json:"dtypes"`
 	WorldSizes   []int    `json:"world_sizes"`
@@ -290,7 +291,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	}
 	start := time.Now()
 	rep := &Report{
-		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, Architecture: o.Architecture, WorldSizes: o.WorldSizes, Replays: o.Replays, Python: o.Python,
+		Bundle: reportDir(a), Seed: o.Seed, Device: o.Device, Architecture: reportArch(o), WorldSizes: o.WorldSizes, Replays: o.Replays, Python: o.Python,
 	}
 	for _, dt := range o.DTypes {
 		rep.DTypes = append(rep.DTypes, dt.String())
@@ -391,3 +392,11 @@ func (o Options) progress(format string, a ...any) {
 // collectiveEnv is the NCCL environment of collective ranks
 // (worker.CollectiveEnv, which the tensor-parallel engine's ranks get too).
 func collectiveEnv(environ []string) []string { return worker.CollectiveEnv(environ) }
+
+// reportArch is the architecture a report names (Report.Architecture).
+func reportArch(o Options) string {
+	if o.Device == "cuda" && o.Architecture == "" {
+		return "unknown"
+	}
+	return o.Architecture
+}

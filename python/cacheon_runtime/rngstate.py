@@ -20,7 +20,7 @@ Works with torch 1.13 and torch 2.x.
 
 
 class RngState:
-    """The default CPU generator's state at start, and the check."""
+    """The default generators' states at start, and the check."""
 
     def __init__(self, torch):
         self.torch = torch
@@ -42,17 +42,16 @@ class RngState:
             return None
 
     def changed(self):
-        """A reason when the default CPU generator's state differs from
-        start; '' otherwise."""
-        if self.cpu is None:
-            return ""
-        try:
-            now = self.torch.default_generator.get_state()
-        except Exception as e:  # noqa: BLE001
-            return "torch's default random generator cannot be read (%s)" % type(e).__name__
-        if not self.torch.equal(now, self.cpu):
-            return ("torch's default CPU random generator advanced: candidate code drew random numbers "
-                    "without a generator of its own, which changes every later draw of the process")
+        """A reason when the default CPU generator's or a CUDA device's
+        default generator's state differs from start; '' otherwise."""
+        if self.cpu is not None:
+            try:
+                now = self.torch.default_generator.get_state()
+            except Exception as e:  # noqa: BLE001
+                return "torch's default random generator cannot be read (%s)" % type(e).__name__
+            if not self.torch.equal(now, self.cpu):
+                return ("torch's default CPU random generator advanced: candidate code drew random numbers "
+                        "without a generator of its own, which changes every later draw of the process")
         return self._cuda_changed()
 
     def _cuda_changed(self):

@@ -305,6 +305,15 @@ class CudaRngStateTest(unittest.TestCase):
         cuda.default_generators[0].state = 11
         self.assertIn("device 0 advanced", r.changed())
 
+    def test_cuda_watched_without_a_cpu_generator(self):
+        gens = [_FakeGen(10)]
+        torch = _FakeTorch(_FakeCuda(True, gens))
+        del torch.default_generator  # a torch whose CPU generator cannot be read
+        from cacheon_runtime import rngstate
+        r = rngstate.RngState(torch)
+        gens[0].state = 11
+        self.assertIn("device 0 advanced", r.changed())
+
     def test_no_cuda(self):
         from cacheon_runtime import rngstate
         r = rngstate.RngState(_FakeTorch(None))
