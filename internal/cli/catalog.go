@@ -168,6 +168,9 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		if len(s.ServedShapes) > 0 {
 			extra += "; the shipped arenas' shapes " + shapeList(s.ServedShapes)
 		}
+		if len(s.ProbeShapes) > 0 {
+			extra += "; probe shapes " + shapeList(s.ProbeShapes)
+		}
 		if s.OutlierMax > 0 {
 			extra += fmt.Sprintf("; heavy-tailed outliers up to %g", s.OutlierMax)
 			if f16 := s.OutlierBound(tensor.F16); f16 < s.OutlierBound(tensor.F32) {

@@ -126,7 +126,7 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 			return nil, err
 		}
 	}
-	if err := c.pageLayout(0); err != nil {
+	if err := c.callLayout(0); err != nil {
 		return nil, err
 	}
 	return c, nil

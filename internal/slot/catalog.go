@@ -190,11 +190,19 @@ func sdpa() *Spec {
 		},
 		GraphDynamic: []string{"q", "k", "v"},
 		Packed:       []string{"q", "k", "v"},
+		Sinks:        &SinkSpec{Query: "q", Key: "k", Scale: "sm_scale"},
 		Shapes: []Shape{
 			{Name: "decode-like", Dims: Dims{"T": 1, "P": 36, "HQ": 8, "HKV": 8, "D": 64, "CAUSAL": 1}, Jitter: []string{"P"}},
 			{Name: "prefill-gqa", Dims: Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
 			{Name: "chunked-mqa", Dims: Dims{"T": 40, "P": 56, "HQ": 16, "HKV": 1, "D": 128, "CAUSAL": 1}, Jitter: []string{"T", "P"}},
 			{Name: "bidirectional", Dims: Dims{"T": 24, "P": 8, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 0}, Jitter: []string{"T"}},
+		},
+		// A long prefix (4096 keys): under an attention sink a tail of
+		// thousands of keys, each far below the row's maximum, carries a
+		// real share of the mass; a kernel that skips such keys is wrong
+		// only behind a long prefix (sdpa_tail_skip, sinks.go).
+		ProbeShapes: []Shape{
+			{Name: "long-prefix", Dims: Dims{"T": 16, "P": 4080, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
 		},
 		// the cpu arenas' head dimension
 		ServedShapes: []Shape{
@@ -247,6 +255,7 @@ func decode() *Spec {
 			{Name: "served-w512", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 24}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 256, PadRows: []string{"q"},
+		Sinks:        &SinkSpec{Query: "q", Key: "k_cache", Scale: "sm_scale"},
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
 		Correctness:  matched("0.99"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "num_kv_heads": "HKV",

@@ -169,6 +169,13 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// maximum passed (decode_seqlen_tell).
 		// The serving case's lengths fit the pages its tables give each
 		// sequence (servingTable).
+		//
+		// In lockstep (Case.lockstep) every row has one drawn length, as
+		// in a serving batch whose requests arrived together with prompts
+		// of one length (the H200 arenas' timed b64 workload: every decode
+		// step's rows are equal). Rows drawn independently were never
+		// equal, and a kernel that cheated when several rows were
+		// (decode_lockstep_tell) passed.
 		if bound < 1 {
 			return nil, fmt.Errorf("seq_lens bound %d < 1", bound)
 		}
@@ -176,6 +183,13 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 			bound = min(bound, st.chunk*st.pageSize)
 		}
 		v := make([]int64, n)
+		if c.lockstep(a) {
+			l := int64(1 + g.intn(bound))
+			for i := range v {
+				v[i] = l
+			}
+			return tensor.FromInt64(dt, shape, v)
+		}
 		for i := range v {
 			v[i] = int64(1 + g.intn(bound))
 		}
@@ -214,6 +228,17 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		return c.rowMapValues(g, dt, shape, n, bound)
 	}
 	return nil, fmt.Errorf("unknown generator %q", a.Gen)
+}
+
+// lockstep reports whether length argument a gives every row one length
+// in this case: the serving case, and half the others (a coin per case
+// from the stream of argument NAME+".lockstep" at replay 0, the same in
+// every call; graph pad rows still take length 1 after it).
+func (c *Case) lockstep(a Arg) bool {
+	if c.Serving {
+		return true
+	}
+	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".lockstep").uniform() < 0.5
 }
 
 // routerSorted reports whether router weight argument a is drawn in

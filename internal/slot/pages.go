@@ -49,6 +49,16 @@ func rankPages(rank map[string]*tensor.Tensor, table, lens Arg) (v, n []int64, w
 	return v, n, bt.Shape[1], true, nil
 }
 
+// callLayout gives a call's drawn inputs the structure serving gives them
+// (pageLayout), then plants the case's attention sinks (sinks.go), which
+// follow the final tables and pad rows.
+func (c *Case) callLayout(replay int) error {
+	if err := c.pageLayout(replay); err != nil {
+		return err
+	}
+	return c.sinks(replay)
+}
+
 // pageLayout gives a call's page tables and KV caches their layout once
 // every input of the call is drawn: serving's padding first (padTables),
 // then the graph's pad rows of every slot that has them (padRows), then

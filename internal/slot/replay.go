@@ -47,5 +47,5 @@ func (c *Case) RefreshAs(replay int, dist Distribution) error {
 			return err
 		}
 	}
-	return c.pageLayout(replay)
+	return c.callLayout(replay)
 }

@@ -75,9 +75,12 @@ func TestServedScalarOnLargeShapes(t *testing.T) {
 	}
 }
 
-// TestSeqLensEdgesMove: the maximum and 1 rows of seq_lens sit at
-// positions drawn from the seed, in some calls only; before session 14
-// row 0 was always the maximum and row 1 always 1 (decode_seqlen_tell).
+// TestSeqLensEdgesMove: outside lockstep (every row one length, below)
+// the maximum and 1 rows of seq_lens sit at positions drawn from the
+// seed, in some calls only; before session 14 row 0 was always the
+// maximum and row 1 always 1 (decode_seqlen_tell). In lockstep, half
+// the cases and every serving case, every call's rows share one length
+// (decode_lockstep_tell).
 func TestSeqLensEdgesMove(t *testing.T) {
 	c := catalog(t)
 	for _, name := range []string{"attention.decode", "attention.msa_block_score"} {
@@ -90,11 +93,38 @@ func TestSeqLensEdgesMove(t *testing.T) {
 				t.Fatal(err)
 			}
 			maxAt, oneAt := map[int]int{}, map[int]int{}
-			calls, withMax, firstIsMax := 0, 0, 0
-			for seed := uint64(1); seed <= 12; seed++ {
-				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: tensor.F32, Index: int(seed)})
+			calls, withMax, firstIsMax, lockstepCases := 0, 0, 0, 0
+			for seed := uint64(1); seed <= 24; seed++ {
+				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: tensor.F32, Index: int(seed), Serving: seed%12 == 0})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if cs.lockstep(arg) {
+					lockstepCases++
+					for replay := 0; replay < 6; replay++ {
+						if replay > 0 {
+							if err := cs.Refresh(replay); err != nil {
+								t.Fatal(err)
+							}
+						}
+						v, err := cs.Ranks[0]["seq_lens"].Int64s()
+						if err != nil {
+							t.Fatal(err)
+						}
+						end := len(v) // graph pad rows (padrows.go) end the rows at length 1
+						if p, _, ok := cs.padPlan(); ok {
+							end -= p
+						}
+						for i, l := range v {
+							if (i < end && l != v[0]) || (i >= end && l != 1) || l < 1 || l > int64(bound) {
+								t.Fatalf("seed %d call %d in lockstep: seq_lens %v (row %d), want one length in [1, %d], pad rows 1", seed, replay, v, i, bound)
+							}
+						}
+					}
+					continue
+				}
+				if cs.Serving {
+					t.Fatalf("seed %d: the serving case is not in lockstep", seed)
 				}
 				for replay := 0; replay < 6; replay++ {
 					if replay > 0 {
@@ -136,6 +166,9 @@ func TestSeqLensEdgesMove(t *testing.T) {
 			}
 			if firstIsMax > calls/4 {
 				t.Errorf("seq_lens[0] is the maximum in %d of %d calls", firstIsMax, calls)
+			}
+			if lockstepCases < 4 || lockstepCases > 20 {
+				t.Errorf("%d of 24 cases (2 serving) in lockstep, want about half", lockstepCases)
 			}
 		})
 	}

@@ -166,6 +166,11 @@ type Spec struct {
 	// at most the registered shapes' widths is wrong only there). Like
 	// ScalarRanges they are not part of the Contract projection.
 	ServedShapes []Shape
+	// ProbeShapes are further shapes verify runs every row on that
+	// neither the registered nor the served ones reach, where inputs the
+	// contract allows expose a kernel (sdpa's long prefix, under the
+	// attention sinks of sinks.go). Not part of the Contract projection.
+	ProbeShapes []Shape
 	// OutlierMax is the largest outlier magnitude of the heavy-tailed
 	// inputs (0: the generator's 96). The slots whose outputs depend on
 	// each input element through an elementwise or per-row function (the
@@ -192,6 +197,10 @@ type Spec struct {
 	// at one row offset, later rows after them (packed.go). Not part of
 	// the Contract projection.
 	Packed []string
+	// Sinks names the query, key and scale of an attention slot whose
+	// cases plant attention sinks (sinks.go). Not part of the Contract
+	// projection.
+	Sinks *SinkSpec
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding

@@ -20,8 +20,8 @@ const maxCaseElements = 4 << 20
 // variant's domain filters them:
 //
 //  1. every registered shape, then every served shape (the dimensions the
-//     shipped arenas serve the slot at, Spec.ServedShapes), its count
-//     dimensions jittered from the seed;
+//     shipped arenas serve the slot at, Spec.ServedShapes) and every probe
+//     shape (Spec.ProbeShapes), its count dimensions jittered from the seed;
 //  2. the smallest registered shape at count 1, at the slot's registered
 //     maximum (Spec.MaxCount) and at a count drawn over [1, MaxCount]
 //     (jitter alone keeps counts within ±25 % of the registered ones);
@@ -47,7 +47,7 @@ const maxCaseElements = 4 << 20
 // Shapes with the same dimensions as an earlier one are dropped.
 func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(slot.Dims) bool) []slot.Shape {
 	var out []slot.Shape
-	for i, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
+	for i, sh := range slices.Concat(spec.Shapes, spec.ServedShapes, spec.ProbeShapes) {
 		out = append(out, slot.JitterShape(spec.Name, sh, seed, i))
 	}
 	counts := spec.Count != "" && spec.MaxCount > 0
