@@ -322,6 +322,16 @@ func adversarialCases() []adversarialCase {
 		{name: "control_rmsnorm_native_half", control: true, allDTypes: true},
 		{name: "control_sdpa_exp2_online", control: true, allDTypes: true},
 		{name: "control_all_reduce_native_half", control: true, allDTypes: true},
+		// Red team, session 18: a skip of keys far below the row maximum,
+		// wrong only under attention sinks (slot/sinks.go); a tell of the
+		// lockstep lengths of the arenas' timed workload; honest styles.
+		{name: "decode_tail_skip", allDTypes: true, verify: `output out: matched_ratio`},
+		{name: "sdpa_tail_skip", allDTypes: true, verify: `output out: matched_ratio`},
+		{name: "decode_lockstep_tell", verify: `output out: matched_ratio`},
+		{name: "control_version_gate", control: true},
+		{name: "control_rmsnorm_dataclass_vecnorm", control: true},
+		{name: "control_silu_chunked_inplace", control: true},
+		{name: "control_all_gather_f64", control: true, allDTypes: true},
 	}
 }
 
