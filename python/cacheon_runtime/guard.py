@@ -66,7 +66,7 @@ import os  # noqa: F401
 import sys
 from itertools import chain
 
-from . import abcstate, optables, rngstate
+from . import abcstate, importstate, optables, rngstate
 
 # Owners and names whose identities are captured. Types are walked along
 # their MRO (the object found in the first class __dict__ that has it).
@@ -409,8 +409,8 @@ class Guard:
         self.abc_state = abcstate.AbcState()
         self.conditions = _conditions(torch)
         self.rng = rngstate.RngState(torch)
-        self.objects_at_start = _Objects()
-        self.op_tables_at_start = optables.OpTables(torch)
+        self.objects_at_start, self.op_tables_at_start = _Objects(), optables.OpTables(torch)
+        self.imports_at_start = importstate.ImportState()
 
     def _tls(self):
         try:
@@ -526,12 +526,12 @@ class Guard:
         return ""
 
     def objects(self):
-        """A reason when a class, function or module binding of torch,
-        Triton, the runtime or the allowed standard library changed since
-        start, or an operator's Python kernel tables did (about 10 ms on
-        the CPU machine: at load and after the cases verify asks for, not
-        per call)."""
-        return self.objects_at_start.changed() or self.op_tables_at_start.changed()
+        """A reason when a class, function or module binding of torch, Triton,
+        the runtime or the allowed standard library, an operator's Python kernel
+        tables or the import machinery (importstate) changed since start (about
+        10 ms on the CPU machine: at load and when verify asks, not per call)."""
+        return (self.objects_at_start.changed() or self.op_tables_at_start.changed()
+                or self.imports_at_start.changed())
 
 
 class Safety:

@@ -184,3 +184,48 @@ class ObjectsCostTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ImportStateTest(unittest.TestCase):
+    """The import machinery check: library finders (pkg_resources adds
+    some when torch 1.13's Version is first used) pass; a finder of no
+    library file, a removed entry or a replaced __import__ do not."""
+
+    def test_library_finder_passes(self):
+        from cacheon_runtime import importstate
+        st = importstate.ImportState()
+        torch.torch_version.Version("1.0")  # may import pkg_resources (torch 1.13)
+        self.assertEqual(st.changed(), "")
+
+    def test_candidate_finder_refused(self):
+        import builtins
+        from cacheon_runtime import importstate
+        st = importstate.ImportState()
+
+        class Finder:
+            def find_spec(self, *a):
+                return None
+        Finder.__module__ = "bundle_mod"
+        sys.meta_path.insert(0, Finder())
+        try:
+            self.assertIn("sys.meta_path gained", st.changed())
+        finally:
+            sys.meta_path.pop(0)
+        hooks = list(sys.path_hooks)
+        sys.path_hooks.append(lambda p: None)
+        try:
+            self.assertIn("sys.path_hooks gained", st.changed())
+        finally:
+            sys.path_hooks[:] = hooks
+        first = sys.meta_path.pop()
+        try:
+            self.assertIn("present at start was removed", st.changed())
+        finally:
+            sys.meta_path.append(first)
+        orig = builtins.__import__
+        builtins.__import__ = lambda *a, **k: orig(*a, **k)
+        try:
+            self.assertIn("__import__ was replaced", st.changed())
+        finally:
+            builtins.__import__ = orig
+        self.assertEqual(st.changed(), "")
