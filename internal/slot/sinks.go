@@ -20,26 +20,26 @@ import (
 //
 // In three calls of four outside the serving case (a coin per call, the
 // stream of argument "sinks"; a graph replay's sinks change only values),
-// a slot with Spec.Sinks gets sinks: per KV head a unit direction u drawn from the
-// call's stream; the sink keys (key row 0 of sdpa; every sequence's first
-// cached position in decode) set
-// to sqrt(D)·u; every other key row with its component along u removed;
-// and every query row given a component along its KV head's u so that
-// its sink scores a margin Δ above the tail (the scale the case's
-// sm_scale gives it), its heads' margins one from each of equal strata of
-// [sinkMin, sinkMax], and its other components scaled by a spread drawn
-// per row: a tail concentrated just below the skip's threshold is where
-// a skip drops the most. The margins cover every threshold a skip could use in every
-// format: a tail of N keys a margin Δ below carries about N·e^-Δ of the
-// mass. Decode's graph pad rows keep the Δ of the row they copy, so they
-// stay copies. The reference grades every element as before; an honest
-// kernel is exact at any margin.
+// a slot with Spec.Sinks gets sinks. Per KV head a unit direction u is
+// drawn from the call's stream. The sink keys (key row 0 of sdpa; every
+// sequence's first cached position in decode) are set along u at a drawn
+// norm; every other key keeps a drawn share of its component along u
+// (removing it all would be a tell: every key orthogonal to the first).
+// Every query row gets a component along its KV head's u so that its sink
+// scores a margin Δ above the tail (the scale the case's sm_scale gives
+// it), its heads' margins one from each of equal strata of [sinkMin,
+// sinkMaxFor(dtype)] in a drawn order, and its other components scaled by a spread
+// drawn per row: a tail concentrated just below a skip's threshold is
+// where a skip drops the most. A tail of N keys a margin Δ below carries
+// about N·e^-Δ of the mass, so the strata meet every threshold a skip
+// could use in every format. Decode's graph pad rows keep the margins of
+// the row they copy, so they stay copies. The reference grades every
+// element as before; an honest kernel is exact at any margin.
 
 // The range of a query's sink margin (score units), and the odds of a
 // call having sinks.
 const (
 	sinkMin  = 3.0
-	sinkMax  = 20.0
 	sinkOdds = 0.75
 	// A query row's component off its sink direction is scaled by a
 	// factor log-uniform over [sinkSpreadMin, sinkSpreadMax]: the spread
@@ -47,7 +47,28 @@ const (
 	// below carries (about N·e^(σ²/2 - Δ) for a spread σ).
 	sinkSpreadMin = 0.05
 	sinkSpreadMax = 2.5
+	// The sink key's norm is sqrt(D) times a factor log-uniform over
+	// [sinkNormMin, sinkNormMax]; the other keys keep a share of their
+	// component along the sink's direction log-uniform over
+	// [sinkKeepMin, sinkKeepMax] (a larger share spreads the tail's
+	// scores by up to Δ times it over the sink's norm).
+	sinkNormMin = 0.5
+	sinkNormMax = 2.0
+	sinkKeepMin = 0.05
+	sinkKeepMax = 0.5
 )
+
+// sinkMaxFor is the largest sink margin drawn for a query of dtype dt:
+// the margin up to which a tail of a few thousand keys still carries
+// more mass than the format's tolerance (about ln(N/tolerance): 13 for
+// bfloat16 and float16 at 4096 keys, 20 for float32), so that the strata
+// are as narrow as the thresholds a skip could use unseen.
+func sinkMaxFor(dt tensor.DType) float64 {
+	if dt == tensor.F32 || dt == tensor.F64 {
+		return 20
+	}
+	return 13
+}
 
 // SinkSpec names the inputs the sinks are planted in: Query shaped
 // [..., HQ, D] and Key shaped [..., HKV, D] (a paged cache [PAGES, PS,
@@ -91,27 +112,30 @@ func (c *Case) sinks(replay int) error {
 		if err != nil {
 			return err
 		}
-		// The keys: sinks along u, the rest with no component along it.
+		// The keys: sinks along u at a drawn norm, the rest keeping a
+		// drawn share of their component along it.
+		norm := math.Sqrt(float64(d)) * sinkNormMin * math.Exp(g.uniform()*math.Log(sinkNormMax/sinkNormMin))
+		keep := sinkKeepMin * math.Exp(g.uniform()*math.Log(sinkKeepMax/sinkKeepMin))
 		for row := range kRows {
 			for j := range hkv {
 				x := kv[(row*hkv+j)*d : (row*hkv+j+1)*d]
 				if sink[row] {
 					for e := range x {
-						x[e] = math.Sqrt(float64(d)) * u[j][e]
+						x[e] = norm * u[j][e]
 					}
 					continue
 				}
-				project(x, u[j])
+				project(x, u[j], 1-keep)
 			}
 		}
 		// The queries: a component along their KV head's u for margin Δ,
 		// the rest scaled by the row's spread. A row's heads take one
-		// margin from each of hq equal strata of [sinkMin, sinkMax], in a
+		// margin from each of hq equal strata of [sinkMin, max], in a
 		// drawn order, so that every long sequence meets every threshold
 		// a skip could use.
 		margin := make([]float64, qRows*hq)
 		spread := make([]float64, qRows*hq)
-		step := (sinkMax - sinkMin) / float64(hq)
+		step := (sinkMaxFor(q.DType) - sinkMin) / float64(hq)
 		for row := range qRows {
 			f := sinkSpreadMin * math.Exp(g.uniform()*math.Log(sinkSpreadMax/sinkSpreadMin))
 			for h, stratum := range g.perm(hq) {
@@ -126,12 +150,12 @@ func (c *Case) sinks(replay int) error {
 				copy(spread[row*hq:(row+1)*hq], spread[src*hq:(src+1)*hq])
 			}
 		}
-		a := 1 / (scale * math.Sqrt(float64(d)))
+		a := 1 / (scale * norm)
 		for row := range qRows {
 			for h := range hq {
 				x := qv[(row*hq+h)*d : (row*hq+h+1)*d]
 				dir := u[h/(hq/hkv)]
-				project(x, dir)
+				project(x, dir, 1)
 				for e := range x {
 					x[e] = spread[row*hq+h]*x[e] + margin[row*hq+h]*a*dir[e]
 				}
@@ -150,10 +174,10 @@ func (c *Case) sinks(replay int) error {
 	return nil
 }
 
-// sinkRows marks the key rows that are sinks: for a paged cache every
-// sequence's first position (a page another sequence reaches too shows
-// it more sinks); else key row 0. One sink a sequence: every further
-// sink would carry as much mass as the first and shrink the tail's share.
+// sinkRows marks the key rows that are sinks: for a paged cache the first
+// position of every sequence that reaches no earlier sequence's sink
+// (pages are shared); else key row 0. One sink a sequence: every further
+// one would carry as much mass as the first and shrink the tail's share.
 func (c *Case) sinkRows(rank map[string]*tensor.Tensor, kRows int) ([]bool, error) {
 	sink := make([]bool, kRows)
 	table, lens, ps, ok := c.pagedArgs()
@@ -165,19 +189,30 @@ func (c *Case) sinkRows(rank map[string]*tensor.Tensor, kRows int) ([]bool, erro
 	if err != nil || !ok {
 		return nil, fmt.Errorf("slot %s: sinks: page table: %v", c.Spec.Name, err)
 	}
-	mark := func(b, pos int) {
+	slotOf := func(b, pos int) int {
 		if pos/ps >= width {
-			return
+			return -1
 		}
 		if page := v[b*width+pos/ps]; page >= 0 && int(page)*ps+pos%ps < kRows {
-			sink[int(page)*ps+pos%ps] = true
+			return int(page)*ps + pos%ps
 		}
+		return -1
 	}
+	// A sequence whose positions already reach a sink (pages shared with
+	// an earlier sequence) takes no sink of its own.
 	for b, l := range n {
 		if b*width >= len(v) || l < 1 {
 			continue
 		}
-		mark(b, 0)
+		seen := false
+		for pos := 0; pos < int(l) && !seen; pos++ {
+			if s := slotOf(b, pos); s >= 0 && sink[s] {
+				seen = true
+			}
+		}
+		if s := slotOf(b, 0); !seen && s >= 0 {
+			sink[s] = true
+		}
 	}
 	return sink, nil
 }
@@ -201,13 +236,13 @@ func unitVector(g *rng, d int) []float64 {
 	}
 }
 
-// project removes x's component along the unit vector u.
-func project(x, u []float64) {
+// project removes the share f of x's component along the unit vector u.
+func project(x, u []float64, f float64) {
 	dot := 0.0
 	for i := range x {
 		dot += x[i] * u[i]
 	}
 	for i := range x {
-		x[i] -= dot * u[i]
+		x[i] -= f * dot * u[i]
 	}
 }
