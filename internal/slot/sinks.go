@@ -22,10 +22,10 @@ import (
 // stream of argument "sinks"; a graph replay's sinks change only values),
 // a slot with Spec.Sinks gets sinks. Per KV head a unit direction u is
 // drawn from the call's stream. The sink keys (key row 0 of sdpa; every
-// sequence's first cached position in decode) are set along u at a drawn
-// norm; every other key keeps a drawn share of its component along u
-// (removing it all would be a tell: every key orthogonal to the first).
-// Every query row gets a component along its KV head's u so that its sink
+// sequence's first cached position in decode) are set along u at a norm
+// drawn per KV head; the other keys stay as drawn (a version that removed
+// most of their component along u concentrated the tail, and a kernel
+// told verify's sinks by it). Every query row gets a component along its KV head's u so that its sink
 // scores a margin Δ above the tail (the scale the case's sm_scale gives
 // it), its heads' margins one from each of equal strata of [sinkMin,
 // sinkMaxFor(dtype)] in a drawn order, and its other components scaled by a spread
@@ -47,15 +47,11 @@ const (
 	// below carries (about N·e^(σ²/2 - Δ) for a spread σ).
 	sinkSpreadMin = 0.05
 	sinkSpreadMax = 2.5
-	// The sink key's norm is sqrt(D) times a factor log-uniform over
-	// [sinkNormMin, sinkNormMax]; the other keys keep a share of their
-	// component along the sink's direction log-uniform over
-	// [sinkKeepMin, sinkKeepMax] (a larger share spreads the tail's
-	// scores by up to Δ times it over the sink's norm).
+	// Per KV head, the sink key's norm is sqrt(D) times a factor
+	// log-uniform over [sinkNormMin, sinkNormMax] (one norm for every
+	// head would be a tell of verify's sinks).
 	sinkNormMin = 0.5
 	sinkNormMax = 2.0
-	sinkKeepMin = 0.05
-	sinkKeepMax = 0.5
 )
 
 // sinkMaxFor is the largest sink margin drawn for a query of dtype dt:
@@ -104,28 +100,26 @@ func (c *Case) sinks(replay int) error {
 		if qRows*hq*d != len(qv) || kRows*hkv*d != len(kv) || kRows == 0 {
 			return fmt.Errorf("slot %s: sinks: %s %v, %s %v do not end in heads and head dim", c.Spec.Name, ss.Query, q.Shape, ss.Key, k.Shape)
 		}
-		u := make([][]float64, hkv)
+		u, norm := make([][]float64, hkv), make([]float64, hkv)
 		for j := range u {
 			u[j] = unitVector(g, d)
+			norm[j] = math.Sqrt(float64(d)) * sinkNormMin * math.Exp(g.uniform()*math.Log(sinkNormMax/sinkNormMin))
 		}
 		sink, err := c.sinkRows(rank, kRows)
 		if err != nil {
 			return err
 		}
-		// The keys: sinks along u at a drawn norm, the rest keeping a
-		// drawn share of their component along it.
-		norm := math.Sqrt(float64(d)) * sinkNormMin * math.Exp(g.uniform()*math.Log(sinkNormMax/sinkNormMin))
-		keep := sinkKeepMin * math.Exp(g.uniform()*math.Log(sinkKeepMax/sinkKeepMin))
+		// The keys: each sink along its KV head's u at that head's norm;
+		// the others as drawn.
 		for row := range kRows {
+			if !sink[row] {
+				continue
+			}
 			for j := range hkv {
 				x := kv[(row*hkv+j)*d : (row*hkv+j+1)*d]
-				if sink[row] {
-					for e := range x {
-						x[e] = norm * u[j][e]
-					}
-					continue
+				for e := range x {
+					x[e] = norm[j] * u[j][e]
 				}
-				project(x, u[j], 1-keep)
 			}
 		}
 		// The queries: a component along their KV head's u for margin Δ,
@@ -150,14 +144,14 @@ func (c *Case) sinks(replay int) error {
 				copy(spread[row*hq:(row+1)*hq], spread[src*hq:(src+1)*hq])
 			}
 		}
-		a := 1 / (scale * norm)
 		for row := range qRows {
 			for h := range hq {
 				x := qv[(row*hq+h)*d : (row*hq+h+1)*d]
-				dir := u[h/(hq/hkv)]
-				project(x, dir, 1)
+				j := h / (hq / hkv)
+				project(x, u[j])
+				a := margin[row*hq+h] / (scale * norm[j])
 				for e := range x {
-					x[e] = spread[row*hq+h]*x[e] + margin[row*hq+h]*a*dir[e]
+					x[e] = spread[row*hq+h]*x[e] + a*u[j][e]
 				}
 			}
 		}
@@ -236,13 +230,13 @@ func unitVector(g *rng, d int) []float64 {
 	}
 }
 
-// project removes the share f of x's component along the unit vector u.
-func project(x, u []float64, f float64) {
+// project removes x's component along the unit vector u.
+func project(x, u []float64) {
 	dot := 0.0
 	for i := range x {
 		dot += x[i] * u[i]
 	}
 	for i := range x {
-		x[i] -= f * dot * u[i]
+		x[i] -= dot * u[i]
 	}
 }
