@@ -180,8 +180,11 @@ func (c *Case) sinkRows(rank map[string]*tensor.Tensor, kRows int) ([]bool, erro
 		return sink, nil
 	}
 	v, n, width, ok, err := rankPages(rank, table, lens)
-	if err != nil || !ok {
-		return nil, fmt.Errorf("slot %s: sinks: page table: %v", c.Spec.Name, err)
+	if err != nil {
+		return nil, fmt.Errorf("slot %s: sinks: page table: %w", c.Spec.Name, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("slot %s: sinks: the call has no page table %s and lengths %s", c.Spec.Name, table.Name, lens.Name)
 	}
 	slotOf := func(b, pos int) int {
 		if pos/ps >= width {

@@ -12,17 +12,25 @@ import (
 // carry an attention sink: the sink key (sdpa's key row 0, every decode
 // sequence's first cached position) scores each query head a margin in
 // [sinkMin, sinkMaxFor(dtype)], the margins of a row's heads spread over the
-// range's strata; decode's graph pad rows stay copies; the serving case
-// is drawn as before (TestServingCase).
+// range's strata; decode's graph pad rows stay copies; no other input
+// changes, and the serving case and the calls the coin spares are drawn
+// exactly as without sinks.
 func TestSinks(t *testing.T) {
 	c := catalog(t)
 	for _, name := range []string{"attention.sdpa", "attention.decode"} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := c.Lookup(name)
+			plain := *s // the same slot without sinks: every other input equal
+			plain.Sinks = nil
 			with, calls := 0, 0
 			for seed := uint64(1); seed <= 8; seed++ {
 				for _, serving := range []bool{false, true} {
-					cs, err := s.NewCase(CaseParams{Seed: seed, Shape: s.Shapes[1], DType: tensor.F32, Index: int(seed), Serving: serving})
+					p := CaseParams{Seed: seed, Shape: s.Shapes[1], DType: tensor.F32, Index: int(seed), Serving: serving}
+					cs, err := s.NewCase(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cp, err := plain.NewCase(p)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -31,8 +39,23 @@ func TestSinks(t *testing.T) {
 							if err := cs.Refresh(replay); err != nil {
 								t.Fatal(err)
 							}
+							if err := cp.Refresh(replay); err != nil {
+								t.Fatal(err)
+							}
+						}
+						ss := s.Sinks
+						planted := false
+						for arg, tt := range cs.Ranks[0] {
+							same := slices.Equal(tt.Data, cp.Ranks[0][arg].Data)
+							if arg != ss.Query && arg != ss.Key && !same {
+								t.Fatalf("seed %d call %d: %s changed by the sinks", seed, replay, arg)
+							}
+							planted = planted || !same
 						}
 						margins := sinkMargins(t, cs, replay)
+						if planted != (margins != nil) {
+							t.Fatalf("seed %d call %d (serving %v): inputs planted %v, the coin says %v", seed, replay, serving, planted, margins != nil)
+						}
 						if serving {
 							continue
 						}

@@ -91,6 +91,18 @@ def _library_dirs():
     return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs))
 
 
+def module_file(c):
+    """The file of the module that defined class c, read without running
+    candidate code (None where there is none: a builtin, a module
+    without a file, a class whose __module__ is not a loaded module)."""
+    try:
+        mod = type.__dict__["__module__"].__get__(c)
+    except Exception:  # noqa: BLE001
+        return None
+    f = getattr(sys.modules.get(mod), "__file__", None) if isinstance(mod, str) else None
+    return f if isinstance(f, str) else None
+
+
 class AbcState:
     """The ABCs and typing's caches as they were before any candidate
     import; changed() says what candidate code changed since."""
@@ -146,14 +158,7 @@ class AbcState:
     def _library_class(self, c):
         """True for a class that existed at start or that a library module
         (by its module's file) defined since."""
-        if id(c) in self.known:
-            return True
-        try:
-            mod = type.__dict__["__module__"].__get__(c)
-        except Exception:  # noqa: BLE001
-            return False
-        m = sys.modules.get(mod) if isinstance(mod, str) else None
-        return m is not None and self._library_file(getattr(m, "__file__", None))
+        return id(c) in self.known or self._library_file(module_file(c))
 
     @staticmethod
     def _name(c):

@@ -31,14 +31,8 @@ class ImportState:
         self.lib = abcstate._library_dirs()
 
     def _library(self, obj):
-        cls = obj if isinstance(obj, type) else type(obj)
-        try:
-            mod = type.__dict__["__module__"].__get__(cls)
-        except Exception:  # noqa: BLE001
-            return False
-        m = sys.modules.get(mod) if isinstance(mod, str) else None
-        f = getattr(m, "__file__", None)  # (builtins has none: a plain function is no library's)
-        return isinstance(f, str) and os.path.realpath(f).startswith(self.lib)
+        f = abcstate.module_file(obj if isinstance(obj, type) else type(obj))
+        return f is not None and os.path.realpath(f).startswith(self.lib)
 
     def changed(self):
         """'' when the import machinery holds only what it held at start
