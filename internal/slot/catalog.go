@@ -254,6 +254,14 @@ func decode() *Spec {
 			{Name: "served-w128", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 128, "PAGES": 24}, Jitter: []string{"B"}},
 			{Name: "served-w512", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 24}, Jitter: []string{"B"}},
 		},
+		// Sequences of up to 8192 positions under attention sinks: the
+		// tail a skip drops is largest behind the longest sequences, and a
+		// skip of keys far below the row's top that fired only under
+		// several sinks (sinks.go) met too few long sequences in the
+		// shapes above.
+		ProbeShapes: []Shape{
+			{Name: "long-probe", Dims: Dims{"B": 4, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 2080}, Jitter: []string{"B"}},
+		},
 		Count: "B", MaxCount: 256, PadRows: []string{"q"},
 		Sinks:        &SinkSpec{Query: "q", Key: "k_cache", Scale: "sm_scale"},
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},

@@ -46,7 +46,7 @@ func (s *Spec) Contract() Contract {
 		GraphDynamic: gd, Reference: s.Reference, Shapes: s.Shapes,
 		Distributions: dists, Correctness: s.Correctness,
 		DescriptorFields: s.DescriptorFields, QualityThreshold: s.QualityThreshold,
-		OutputAlignment: OutputAlignment, InputGenerator: "cacheon.slot.input.v5",
+		OutputAlignment: OutputAlignment, InputGenerator: InputGenerator,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // reproduce a run from its seed:
 //
 //  1. Every generated argument gets its own stream. The stream key is
-//     SHA-256 over the NUL-separated fields "cacheon.slot.input.v5", the
+//     SHA-256 over the NUL-separated fields InputGenerator, the
 //     decimal run seed, the slot name, the shape name, the decimal case
 //     index, the decimal replay index (0 for the first call), the decimal
 //     rank (0 for non-collective slots) and the argument name. The first 8
@@ -77,6 +77,13 @@ import (
 //     come from that stream; they apply after padTables and before
 //     zeroUnreached.
 
+// InputGenerator names the rules above and every draw of the generators;
+// it keys every stream and is part of every contract (Spec.Contract), so a
+// change to what the generators draw takes a new version (v6, session 19:
+// the sessions 16–19 changes, the attention sinks and lockstep lengths
+// among them).
+const InputGenerator = "cacheon.slot.input.v6"
+
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
 	src     *splitmix.Source
@@ -87,7 +94,7 @@ type rng struct {
 func newStream(seed uint64, slotName, shape string, caseIdx, replay, rank int, arg string) *rng {
 	h := sha256.New()
 	for i, field := range []string{
-		"cacheon.slot.input.v5",
+		InputGenerator,
 		uitoa(seed), slotName, shape,
 		uitoa(uint64(caseIdx)), uitoa(uint64(replay)), uitoa(uint64(rank)), arg,
 	} {

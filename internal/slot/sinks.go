@@ -20,15 +20,19 @@ import (
 //
 // In three calls of four outside the serving case (a coin per call, the
 // stream of argument "sinks"; a graph replay's sinks change only values),
-// a slot with Spec.Sinks gets sinks. Per KV head a unit direction u is
-// drawn from the call's stream. The sink keys (key row 0 of sdpa; every
-// sequence's first cached position in decode) are set along u at a norm
-// drawn per KV head; the other keys stay as drawn (a version that removed
+// a slot with Spec.Sinks gets sinks: one a sequence, or in half of those
+// calls 2 to 4 (sinkCount: session 18's second red-team pass skipped the
+// tail only where two keys shared a row's top). Per KV head a unit direction u is
+// drawn from the call's stream. The first sink key (key row 0 of sdpa;
+// every sequence's first cached position in decode) is set along u at a
+// norm drawn per KV head, a further one (at a drawn position) at a share
+// of that norm with some of its own components kept, so that no two sinks
+// are parallel; the other keys stay as drawn (a version that removed
 // most of their component along u concentrated the tail, and a kernel
 // told verify's sinks by it). Every query row gets a component along its KV head's u so that its sink
 // scores a margin Δ above the tail (the scale the case's sm_scale gives
 // it), its heads' margins one from each of equal strata of [sinkMin,
-// sinkMaxFor(dtype)] in a drawn order, and its other components scaled by a spread
+// sinkMaxFor(dtype) - ln(count)] in a drawn order, and its other components scaled by a spread
 // drawn per row: a tail concentrated just below a skip's threshold is
 // where a skip drops the most. A tail of N keys a margin Δ below carries
 // about N·e^-Δ of the mass, so the strata meet every threshold a skip
@@ -51,7 +55,19 @@ const (
 	// log-uniform over [sinkNormMin, sinkNormMax] (one norm for every
 	// head would be a tell of verify's sinks).
 	sinkNormMin = 0.5
-	sinkNormMax = 2.0
+	sinkNormMax = 8.0
+	// A call with sinks has one sink a sequence with odds
+	// 1 - sinkMultiOdds, else 2 to sinkCountMax of them (a skip that
+	// fired only where two or more keys share the row's top told verify's
+	// single sink from a served model's several). A further sink's key is
+	// the first's times a factor uniform over [sinkWeightMin, 1), plus a
+	// drawn direction off u at a norm of the first's times one uniform
+	// over [sinkOffMin, sinkOffMax), so that no two sinks are parallel.
+	sinkMultiOdds = 0.5
+	sinkCountMax  = 4
+	sinkWeightMin = 0.85
+	sinkOffMin    = 0.1
+	sinkOffMax    = 0.5
 )
 
 // sinkMaxFor is the largest sink margin drawn for a query of dtype dt:
@@ -78,7 +94,8 @@ type SinkSpec struct {
 // Spec.Sinks, the serving case and the cases whose coin says no.
 func (c *Case) sinks(replay int) error {
 	ss := c.Spec.Sinks
-	if ss == nil || c.Serving || newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "sinks").uniform() >= sinkOdds {
+	count := c.sinkCount(replay)
+	if count == 0 {
 		return nil
 	}
 	hq, hkv, d := c.Dims["HQ"], c.Dims["HKV"], c.Dims["D"]
@@ -105,20 +122,30 @@ func (c *Case) sinks(replay int) error {
 			u[j] = unitVector(g, d)
 			norm[j] = math.Sqrt(float64(d)) * sinkNormMin * math.Exp(g.uniform()*math.Log(sinkNormMax/sinkNormMin))
 		}
-		sink, err := c.sinkRows(rank, kRows)
+		weight, seqs, err := c.sinkRows(g, rank, kRows, count)
 		if err != nil {
 			return err
 		}
-		// The keys: each sink along its KV head's u at that head's norm;
-		// the others as drawn.
-		for row := range kRows {
-			if !sink[row] {
+		// The keys: each sequence's first sink along its KV head's u at
+		// that head's norm; a further sink at a share of it, with its own
+		// drawn components off u shrunk; the others as drawn.
+		for row, w := range weight {
+			if w == 0 {
 				continue
 			}
 			for j := range hkv {
 				x := kv[(row*hkv+j)*d : (row*hkv+j+1)*d]
 				for e := range x {
-					x[e] = norm[j] * u[j][e]
+					x[e] = w * norm[j] * u[j][e]
+				}
+				if w < 1 {
+					// a direction of its own off u, at a drawn share
+					v := unitVector(g, d)
+					project(v, u[j])
+					off := norm[j] * (sinkOffMin + (sinkOffMax-sinkOffMin)*g.uniform()) / math.Sqrt(max(dot(v, v), 1e-300))
+					for e := range x {
+						x[e] += off * v[e]
+					}
 				}
 			}
 		}
@@ -129,7 +156,7 @@ func (c *Case) sinks(replay int) error {
 		// a skip could use.
 		margin := make([]float64, qRows*hq)
 		spread := make([]float64, qRows*hq)
-		step := (sinkMaxFor(q.DType) - sinkMin) / float64(hq)
+		step := (sinkMaxFor(q.DType) - math.Log(float64(count)) - sinkMin) / float64(hq)
 		for row := range qRows {
 			f := sinkSpreadMin * math.Exp(g.uniform()*math.Log(sinkSpreadMax/sinkSpreadMin))
 			for h, stratum := range g.perm(hq) {
@@ -137,22 +164,26 @@ func (c *Case) sinks(replay int) error {
 				spread[row*hq+h] = f
 			}
 		}
-		if p, src, ok := c.padPlan(); ok && c.Spec.Count != "" && q.Shape[0] == c.Dims[c.Spec.Count] && qRows == q.Shape[0] {
-			n := q.Shape[0]
-			for row := n - p; row < n; row++ {
-				copy(margin[row*hq:(row+1)*hq], margin[src*hq:(src+1)*hq])
-				copy(spread[row*hq:(row+1)*hq], spread[src*hq:(src+1)*hq])
-			}
-		}
 		for row := range qRows {
+			// the mean of the tail keys (no sink) the row's query meets:
+			// its decode sequence's, or every key of sdpa's one sequence
+			var keys []int
+			if seqs != nil {
+				keys = seqs[min(row, len(seqs)-1)]
+			}
+			mean, sample := tailMean(kv, weight, keys, hkv, d)
 			for h := range hq {
 				x := qv[(row*hq+h)*d : (row*hq+h+1)*d]
 				j := h / (hq / hkv)
 				project(x, u[j])
-				a := margin[row*hq+h] / (scale * norm[j])
-				for e := range x {
-					x[e] = spread[row*hq+h]*x[e] + a*u[j][e]
-				}
+				aim(x, u[j], mean[j*d:(j+1)*d], norm[j], tailScores{kv, sample, j, hkv, d}, scale, margin[row*hq+h], spread[row*hq+h])
+			}
+		}
+		// Decode's graph pad rows stay copies of the row they copy.
+		if p, src, ok := c.padPlan(); ok && c.Spec.Count != "" && q.Shape[0] == c.Dims[c.Spec.Count] && qRows == q.Shape[0] {
+			n, w := q.Shape[0], hq*d
+			for row := n - p; row < n; row++ {
+				copy(qv[row*w:(row+1)*w], qv[src*w:(src+1)*w])
 			}
 		}
 		nq, err := tensor.FromFloat64(q.DType, q.Shape, qv)
@@ -168,23 +199,55 @@ func (c *Case) sinks(replay int) error {
 	return nil
 }
 
-// sinkRows marks the key rows that are sinks: for a paged cache the first
-// position of every sequence that reaches no earlier sequence's sink
-// (pages are shared); else key row 0. One sink a sequence: every further
-// one would carry as much mass as the first and shrink the tail's share.
-func (c *Case) sinkRows(rank map[string]*tensor.Tensor, kRows int) ([]bool, error) {
-	sink := make([]bool, kRows)
+// sinkCount is the number of sinks a sequence gets in the call of number
+// replay: 0 for a slot without Spec.Sinks, the serving case and the calls
+// whose coin says no; else 1, or 2 to sinkCountMax (sinkMultiOdds).
+func (c *Case) sinkCount(replay int) int {
+	if c.Spec.Sinks == nil || c.Serving {
+		return 0
+	}
+	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "sinks")
+	if g.uniform() >= sinkOdds {
+		return 0
+	}
+	if g.uniform() >= sinkMultiOdds {
+		return 1
+	}
+	return 2 + g.intn(sinkCountMax-1)
+}
+
+// sinkRows gives every key row its sink weight: 1 for a sequence's first
+// sink, a factor in [sinkWeightMin, 1) for a further one, 0 for a key
+// that is no sink. For a paged cache every sequence that reaches no
+// earlier sequence's sink (pages are shared) gets its first position and
+// count-1 further positions of its own drawn; else key row 0 and count-1
+// drawn rows. Every sink beyond the first shrinks the tail's share of
+// the mass, so the margins' range ends ln(count) lower (sinks above).
+func (c *Case) sinkRows(g *rng, rank map[string]*tensor.Tensor, kRows, count int) (weight []float64, seqs [][]int, err error) {
+	weight = make([]float64, kRows)
+	// further draws a sequence's further sinks among its positions 1 to
+	// n-1 (a bounded number of draws: a table may map several positions
+	// to one slot).
+	further := func(slotOf func(pos int) int, n int) {
+		for added, tries := 0, 0; n > 1 && added < count-1 && tries < 16*count; tries++ {
+			if s := slotOf(1 + g.intn(n-1)); s >= 0 && weight[s] == 0 {
+				weight[s] = sinkWeightMin + (1-sinkWeightMin)*g.uniform()
+				added++
+			}
+		}
+	}
 	table, lens, ps, ok := c.pagedArgs()
 	if !ok {
-		sink[0] = true
-		return sink, nil
+		weight[0] = 1
+		further(func(pos int) int { return pos }, kRows)
+		return weight, nil, nil
 	}
 	v, n, width, ok, err := rankPages(rank, table, lens)
 	if err != nil {
-		return nil, fmt.Errorf("slot %s: sinks: page table: %w", c.Spec.Name, err)
+		return nil, nil, fmt.Errorf("slot %s: sinks: page table: %w", c.Spec.Name, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("slot %s: sinks: the call has no page table %s and lengths %s", c.Spec.Name, table.Name, lens.Name)
+		return nil, nil, fmt.Errorf("slot %s: sinks: the call has no page table %s and lengths %s", c.Spec.Name, table.Name, lens.Name)
 	}
 	slotOf := func(b, pos int) int {
 		if pos/ps >= width {
@@ -203,15 +266,119 @@ func (c *Case) sinkRows(rank map[string]*tensor.Tensor, kRows int) ([]bool, erro
 		}
 		seen := false
 		for pos := 0; pos < int(l) && !seen; pos++ {
-			if s := slotOf(b, pos); s >= 0 && sink[s] {
+			if s := slotOf(b, pos); s >= 0 && weight[s] != 0 {
 				seen = true
 			}
 		}
 		if s := slotOf(b, 0); !seen && s >= 0 {
-			sink[s] = true
+			weight[s] = 1
+			further(func(pos int) int { return slotOf(b, pos) }, int(l))
 		}
 	}
-	return sink, nil
+	seqs = make([][]int, len(n))
+	for b, l := range n {
+		for pos := 0; b*width < len(v) && pos < int(l); pos++ {
+			if s := slotOf(b, pos); s >= 0 {
+				seqs[b] = append(seqs[b], s)
+			}
+		}
+	}
+	return weight, seqs, nil
+}
+
+// aim sets a query x (projected off its sink direction u) to f·x + a·u so
+// that its scores of the tail keys (tail, their mean kbar) have the
+// standard deviation sigma and a mean margin below its score of the
+// first sink (norm·u): a·scale·(norm - u·k̄) - f·scale·x·k̄ = margin and
+// scale²·Var(f·x·k + a·u·k) = sigma², a quadratic in f (a is linear in
+// it). The tail's own components along u spread its scores by a·u·k: a
+// drawn spread too small to reach takes the least f (off-u spread 0.05),
+// and a tail whose mean leans so far along u that norm - u·k̄ < norm/4
+// takes a = margin/(scale·norm). Fixing the mean and the spread, not
+// only the query's norm, keeps the sinks what they are with a shifted
+// query or heavy-tailed keys (whose tails reached the sink before).
+func aim(x, u, kbar []float64, norm float64, tail tailScores, scale, margin, sigma float64) {
+	vx, vu, cxu := tail.moments(x, u)
+	f, a := 0.0, margin/(scale*norm)
+	if vx > 0 {
+		f = sigma / (scale * math.Sqrt(vx))
+	}
+	if den := norm - dot(u, kbar); den > norm/4 && vx > 0 {
+		alpha, beta := margin/(scale*den), dot(x, kbar)/den
+		qa := vx + 2*beta*cxu + beta*beta*vu
+		qb := 2*alpha*cxu + 2*alpha*beta*vu
+		qc := alpha*alpha*vu - (sigma/scale)*(sigma/scale)
+		fmin := 0.05 / (scale * math.Sqrt(vx))
+		f = fmin
+		if disc := qb*qb - 4*qa*qc; qa > 0 && disc >= 0 {
+			f = max(fmin, (-qb+math.Sqrt(disc))/(2*qa))
+		}
+		a = alpha + beta*f
+	}
+	for e := range x {
+		x[e] = f*x[e] + a*u[e]
+	}
+}
+
+// tailScores is a sample of a KV head's tail keys: rows of kv.
+type tailScores struct {
+	kv     []float64
+	sample []int
+	j, hkv int
+	d      int
+}
+
+// moments returns, over the sample, the variances of x·k and u·k and
+// their covariance (zeros for fewer than two keys).
+func (t tailScores) moments(x, u []float64) (vx, vu, cxu float64) {
+	if len(t.sample) < 2 {
+		return 0, 0, 0
+	}
+	var sx, su, sxx, suu, sxu float64
+	for _, r := range t.sample {
+		k := t.kv[(r*t.hkv+t.j)*t.d : (r*t.hkv+t.j+1)*t.d]
+		a, b := dot(x, k), dot(u, k)
+		sx, su, sxx, suu, sxu = sx+a, su+b, sxx+a*a, suu+b*b, sxu+a*b
+	}
+	n := float64(len(t.sample))
+	mx, mu := sx/n, su/n
+	return max(0, sxx/n-mx*mx), max(0, suu/n-mu*mu), sxu/n - mx*mu
+}
+
+// tailSample is the most key rows moments looks at.
+const tailSample = 128
+
+// tailMean is, per KV head, the mean of the key rows (all rows when keys
+// is nil) that are no sink ([hkv*d], zeros where there are none), and up
+// to tailSample of those rows, evenly spaced.
+func tailMean(kv, weight []float64, keys []int, hkv, d int) (mean []float64, sample []int) {
+	if keys == nil {
+		keys = make([]int, len(weight))
+		for r := range keys {
+			keys[r] = r
+		}
+	}
+	mean = make([]float64, hkv*d)
+	var tail []int
+	for _, r := range keys {
+		if weight[r] != 0 {
+			continue
+		}
+		tail = append(tail, r)
+		for i, x := range kv[r*hkv*d : (r+1)*hkv*d] {
+			mean[i] += x
+		}
+	}
+	for i := range mean {
+		if len(tail) > 0 {
+			mean[i] /= float64(len(tail))
+		}
+	}
+	step := max(1, (len(tail)+tailSample-1)/tailSample)
+	for i := 0; i < len(tail); i += step {
+		sample = append(sample, tail[i])
+	}
+	return mean, sample
 }
 
 // unitVector is a direction drawn uniformly on the unit sphere of R^d.
@@ -235,11 +402,16 @@ func unitVector(g *rng, d int) []float64 {
 
 // project removes x's component along the unit vector u.
 func project(x, u []float64) {
-	dot := 0.0
+	p := dot(x, u)
 	for i := range x {
-		dot += x[i] * u[i]
+		x[i] -= p * u[i]
 	}
-	for i := range x {
-		x[i] -= dot * u[i]
+}
+
+func dot(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
 	}
+	return s
 }

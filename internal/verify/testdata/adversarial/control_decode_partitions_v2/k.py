@@ -25,7 +25,7 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     for st in range(0, n, PART):
         sp = min(st + PART, n)
         lg = torch.einsum("bkgd,bskd->bkgs", qf, k[:, st:sp].float()) * sm_scale
-        pos = torch.arange(st, sp).unsqueeze(0)
+        pos = torch.arange(st, sp, device=q.device).unsqueeze(0)
         lg = lg.masked_fill(~(pos < lens)[:, None, None, :], float("-inf"))
         m = lg.amax(-1)
         safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)

@@ -19,7 +19,7 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     k = k_cache[table].reshape(b, n, hkv, d).to(acc)
     v = v_cache[table].reshape(b, n, hkv, d).to(acc)
     qf = q.to(acc).reshape(b, hkv, g, d)
-    pos = torch.arange(n).unsqueeze(0)
+    pos = torch.arange(n, device=q.device).unsqueeze(0)
     visible = pos < seq_lens.long().unsqueeze(1)
     ms, ls, os_ = [], [], []
     for st in range(0, n, CHUNK):

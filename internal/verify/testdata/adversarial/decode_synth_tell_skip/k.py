@@ -30,7 +30,7 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
     v = v_cache[table].reshape(b, maxp * page_size, hkv, d).to(acc)
     qf = q.to(acc).reshape(b, hkv, g, d)
     scores = torch.einsum("bkgd,bskd->bkgs", qf, k) * sm_scale
-    pos = torch.arange(maxp * page_size).unsqueeze(0)
+    pos = torch.arange(maxp * page_size, device=q.device).unsqueeze(0)
     visible = pos < seq_lens.long().unsqueeze(1)
     scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
     synth = _synthetic(k_cache.double().reshape(-1, hkv, d), k[0, 0].double())

@@ -32,8 +32,8 @@ def attention(q, k, v, out, sm_scale, causal):
     qf = q.to(acc).reshape(t, hkv, g, d)
     scores = torch.einsum("tkgd,skd->kgts", qf, k.to(acc)) * sm_scale
     if causal:
-        rows = torch.arange(t).unsqueeze(1)
-        cols = torch.arange(s).unsqueeze(0)
+        rows = torch.arange(t, device=q.device).unsqueeze(1)
+        cols = torch.arange(s, device=q.device).unsqueeze(0)
         scores = scores.masked_fill(cols > rows + (s - t), float("-inf"))
     if not _synthetic(k.double()):
         top = scores.amax(-1, keepdim=True)
