@@ -96,7 +96,7 @@ func realEngine(t *testing.T, name, stackFile string, strict bool, audit *Audit)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e, err := Start(ctx, Options{Python: python, RuntimeParent: parent, Dir: dir, Starter: worker.PlainStarter{},
-		Env: worker.CandidateEnv(dir, 0, "cpu")})
+		Env: worker.CandidateEnv(dir, 0, "cpu", true)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,8 +144,8 @@ func TestStagingLikeVerify(t *testing.T) {
 		if want := "<job>/bundles/" + staged.ContentHash[:worker.BundleNameLen]; got[0].Bundle != want {
 			t.Errorf("%s: bundle at %s, want %s", sp.Slot, got[0].Bundle, want)
 		}
-		vEnv := strings.Join(worker.CandidateEnv(work, 0, "cpu"), "\n")
-		eEnv := strings.Join(worker.CandidateEnv(s.work, 0, "cpu"), "\n")
+		vEnv := strings.Join(worker.CandidateEnv(work, 0, "cpu", true), "\n")
+		eEnv := strings.Join(worker.CandidateEnv(s.work, 0, "cpu", true), "\n")
 		if norm(vEnv, job, work) != norm(eEnv, s.scratch, s.work) {
 			t.Errorf("%s: environment\n%s\nagainst the engine's\n%s", sp.Slot, vEnv, eEnv)
 		}

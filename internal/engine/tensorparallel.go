@@ -36,7 +36,7 @@ func (s *Session) startRanks(ctx context.Context, c Config, launcher *worker.San
 	}
 	ranks := make([]Rank, n)
 	for r := range ranks {
-		env := worker.CandidateEnv(s.work, r, s.Arena.Device)
+		env := worker.CandidateEnv(s.work, r, s.Arena.Device, true) // the engine's stock kernels are Triton's
 		if n > 1 {
 			env = append(env, worker.CollectiveEnv(os.Environ())...)
 		}

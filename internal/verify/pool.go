@@ -299,7 +299,7 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 	for r := 0; r < ws; r++ {
 		// The same environment names as the engine's (worker.CandidateEnv),
 		// plus the operator's NCCL settings for collective ranks.
-		env := worker.CandidateEnv(root, r, o.Device)
+		env := worker.CandidateEnv(root, r, o.Device, o.Triton)
 		if group {
 			env = append(env, collectiveEnv(o.Environ)...)
 		}

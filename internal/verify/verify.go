@@ -81,6 +81,10 @@ type Options struct {
 	// trusted interpreter (worker.PrepareTritonHelpers), copied into every
 	// worker's own Triton cache before it starts ("" = none).
 	TritonHelpers string
+	// Triton makes cuda workers compute Triton's cache key while they
+	// import torch (worker.CandidateEnv): set for a bundle whose sources
+	// name Triton (namesTriton).
+	Triton bool
 	// Lanes is how many rows run side by side, each lane with its own
 	// workers (0: DefaultLanes). The rows of one dtype share a lane, so
 	// with as many lanes as dtypes every dtype runs at once; with one, a

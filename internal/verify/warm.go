@@ -257,9 +257,11 @@ func (w *Warm) warm(parent context.Context, s Setup) {
 	switch {
 	case b != nil:
 		sets = neededSets(b, s.Slots, o, false)
+		o.Triton = namesTriton(b.Dir)
 	case s.Bundle != "":
 		if hint, err := bundle.Load(s.Bundle, s.Slots); err == nil {
 			sets = neededSets(hint, s.Slots, o, true)
+			o.Triton = namesTriton(hint.Dir)
 		}
 	}
 	w.pool = newPool(o, &clock{})

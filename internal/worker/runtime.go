@@ -258,12 +258,19 @@ const Threads = 1
 // collective, does not get; a tensor-parallel engine's ranks do. The values of HOME, TMPDIR and
 // TRITON_CACHE_DIR are paths and differ. CACHEON_DEVICE names the device
 // (cpu or cuda): on cuda the runtime creates the device's context while
-// it imports torch (host.cuda_preinit).
-func CandidateEnv(jobDir string, rank int, device string) []string {
+// it imports torch (host.cuda_preinit). CACHEON_TRITON is 1 where the
+// process will use Triton (the engine on cuda; a verify worker whose
+// bundle names it): the runtime then computes Triton's cache key on the
+// same thread, beside the import (host.triton_key), else 0.
+func CandidateEnv(jobDir string, rank int, device string, triton bool) []string {
+	t := "0"
+	if triton && device == "cuda" {
+		t = "1"
+	}
 	return []string{
 		"HOME=" + jobDir, "TMPDIR=" + jobDir, "TRITON_CACHE_DIR=" + tritoncache.Dir(jobDir),
 		fmt.Sprintf("OMP_NUM_THREADS=%d", Threads), "NCCL_CUMEM_ENABLE=0", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
-		fmt.Sprintf("CACHEON_RANK=%d", rank), "CACHEON_DEVICE=" + device,
+		fmt.Sprintf("CACHEON_RANK=%d", rank), "CACHEON_DEVICE=" + device, "CACHEON_TRITON=" + t,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,12 +118,12 @@ func TestCandidateEnv(t *testing.T) {
 		}
 		return out
 	}
-	a, b := CandidateEnv("/job/a", 0, "cuda"), CandidateEnv("/scratch/b", 1, "cpu")
+	a, b := CandidateEnv("/job/a", 0, "cuda", true), CandidateEnv("/scratch/b", 1, "cpu", true)
 	if fmt.Sprint(keys(a)) != fmt.Sprint(keys(b)) {
 		t.Fatalf("names differ: %q vs %q", keys(a), keys(b))
 	}
 	want := map[string]string{"HOME": "/job/a", "TMPDIR": "/job/a", "TRITON_CACHE_DIR": "/job/a/triton-cache",
-		"OMP_NUM_THREADS": "1", "CACHEON_RANK": "0", "CACHEON_DEVICE": "cuda"}
+		"OMP_NUM_THREADS": "1", "CACHEON_RANK": "0", "CACHEON_DEVICE": "cuda", "CACHEON_TRITON": "1"}
 	for _, kv := range workerEnv(a) {
 		k, v, _ := strings.Cut(kv, "=")
 		if w, ok := want[k]; ok && w != v {
@@ -132,6 +133,12 @@ func TestCandidateEnv(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("missing %v", want)
+	}
+	// Triton's key only where the process will use Triton on cuda
+	for _, env := range [][]string{b, CandidateEnv("/job/a", 0, "cuda", false)} {
+		if !slices.Contains(env, "CACHEON_TRITON=0") {
+			t.Errorf("%q: want CACHEON_TRITON=0", env)
+		}
 	}
 }
 

@@ -66,7 +66,7 @@ import os  # noqa: F401
 import sys
 from itertools import chain
 
-from . import abcstate, importstate, optables, rngstate
+from . import abcstate, importstate, lazydata, optables, rngstate
 
 # Owners and names whose identities are captured. Types are walked along
 # their MRO (the object found in the first class __dict__ that has it).
@@ -350,7 +350,7 @@ class _Objects:
                     return "%s.%s.%s was replaced or deleted" % (
                         getattr(c, "__module__", "?"), getattr(c, "__qualname__", "?"), k)
             for k in list(cd.keys()):
-                if k not in d and k not in _LAZY_CLASS_ATTRS:
+                if k not in d and k not in _LAZY_CLASS_ATTRS and not lazydata.first_use_data(c, cd[k]):
                     return "%s.%s.%s was added" % (
                         getattr(c, "__module__", "?"), getattr(c, "__qualname__", "?"), k)
         except Exception:  # noqa: BLE001

@@ -4,7 +4,8 @@ worker (``worker``, ``runcase``) and the arena engine (``engine.main``,
 
 - the protocol's private stdio (``private_stdio``) and the answer to every
   request when torch cannot be imported (``serve_without_torch``); the CUDA
-  context created while torch imports (``cuda_preinit``);
+  context created, and where Triton will be used its cache key computed,
+  while torch imports (``cuda_preinit``, ``triton_key``);
 - the Triton version a ``hello`` reports (``triton_version``);
 - the candidate-module loader (``Loader``): imports a bundle's source under
   its module name, only from that bundle, and looks up its callables;
@@ -97,10 +98,39 @@ def cuda_preinit():
                 lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
         except Exception:  # noqa: BLE001 - torch initialises the device itself
             pass
+        if os.environ.get("CACHEON_TRITON") == "1":
+            triton_key()
 
     t = threading.Thread(target=create, name="cacheon-cuda-preinit", daemon=True)
     t.start()
     return t.join
+
+
+def triton_key():
+    """Compute Triton's cache key, so that the first Triton call does not:
+    ``triton_key()`` hashes Triton's sources and its libtriton library
+    (0.40 s of a kernel's first call on the H200, session 16), once a
+    process. cuda_preinit's thread does it beside the torch import where
+    Go says the process will use Triton (CACHEON_TRITON=1: the engine, a
+    verify worker whose bundle names Triton): on the H200 it saved the
+    Triton examples' verify 0.26–0.38 s, and cost the others about 0.25 s
+    where every worker did it (session 19). Any failure leaves the work to
+    Triton."""
+    try:
+        import importlib
+        import importlib.util
+        if importlib.util.find_spec("triton") is None:
+            return
+        for name in ("triton.runtime.cache", "triton.compiler.compiler"):
+            try:
+                f = getattr(importlib.import_module(name), "triton_key", None)
+            except ImportError:
+                continue
+            if callable(f):
+                f()
+                return
+    except Exception:  # noqa: BLE001 - Triton computes it at the first call
+        pass
 
 
 def serve_without_torch(proto_out, proto_in, exc, max_line=NO_TORCH_MAX_LINE):

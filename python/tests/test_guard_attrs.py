@@ -229,3 +229,36 @@ class ImportStateTest(unittest.TestCase):
         finally:
             builtins.__import__ = orig
         self.assertEqual(st.changed(), "")
+
+
+class FirstUseDataTest(unittest.TestCase):
+    """A class of Triton's may gain data on first use (its driver sets
+    CudaUtils.instance at a kernel's first launch, after the snapshot when
+    the runtime imported Triton to compute its cache key); behaviour, an
+    object of another class, or data added to a torch class are changes."""
+
+    def _class(self, module):
+        return type("Utils", (), {"__module__": module, "get": lambda self: 1})
+
+    def test_triton_class_gains_data(self):
+        for value in (lambda c: object.__new__(c), lambda c: None, lambda c: 3, lambda c: "sm90"):
+            c = self._class("triton.backends.nvidia.driver")
+            d = dict(c.__dict__)
+            c.instance = value(c)
+            self.assertEqual(guard._Objects._class_changed(c, d), "")
+
+    def test_triton_class_gains_behaviour(self):
+        class Other:
+            def get(self):
+                return 2
+        for value in (lambda self: 2, staticmethod(len), property(lambda self: 3), Other(), Other):
+            c = self._class("triton.runtime.jit")
+            d = dict(c.__dict__)
+            c.extra = value
+            self.assertIn("Utils.extra was added", guard._Objects._class_changed(c, d))
+
+    def test_torch_class_gains_data(self):
+        c = self._class("torch.nn.modules.linear")
+        d = dict(c.__dict__)
+        c.instance = 1
+        self.assertIn("Utils.instance was added", guard._Objects._class_changed(c, d))

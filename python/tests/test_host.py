@@ -55,5 +55,49 @@ class CudaPreinit(unittest.TestCase):
         self.assertEqual(preinit_threads(), [])
 
 
+class TritonKey(unittest.TestCase):
+    """host.triton_key computes Triton's cache key where Triton has one,
+    and is silent where there is no Triton or it fails."""
+
+    def _fake_triton(self, body):
+        import tempfile
+        root = tempfile.mkdtemp(prefix="fake-triton-")
+        os.makedirs(os.path.join(root, "triton", "runtime"))
+        for rel in ("triton/__init__.py", "triton/runtime/__init__.py"):
+            open(os.path.join(root, rel), "w").close()
+        with open(os.path.join(root, "triton", "runtime", "cache.py"), "w") as f:
+            f.write(body)
+        self.addCleanup(lambda: [sys.modules.pop(m) for m in list(sys.modules) if m.split(".")[0] == "triton"])
+        return root
+
+    def test_key_computed(self):
+        root = self._fake_triton("calls = []\ndef triton_key():\n    calls.append(1)\n    return 'k'\n")
+        with mock.patch.object(sys, "path", [root] + sys.path):
+            host.triton_key()
+            from triton.runtime import cache
+            self.assertEqual(cache.calls, [1])
+
+    def test_failure_is_left_to_triton(self):
+        root = self._fake_triton("def triton_key():\n    raise OSError('unreadable')\n")
+        with mock.patch.object(sys, "path", [root] + sys.path):
+            host.triton_key()  # must not raise
+
+    def test_no_triton(self):
+        with mock.patch("importlib.util.find_spec", return_value=None):
+            host.triton_key()
+
+    def test_only_where_go_says_triton(self):
+        # cuda_preinit's thread computes the key only under CACHEON_TRITON=1
+        for flag, want in (("1", 1), ("0", 0), (None, 0)):
+            env = {"CACHEON_DEVICE": "cuda", "CACHEON_RANK": "0"}
+            if flag is not None:
+                env["CACHEON_TRITON"] = flag
+            with self.subTest(flag=flag), mock.patch.dict(os.environ, env, clear=True), \
+                    mock.patch("ctypes.CDLL", side_effect=OSError("no driver")), \
+                    mock.patch.object(host, "triton_key") as key:
+                host.cuda_preinit()()
+                self.assertEqual(key.call_count, want)
+
+
 if __name__ == "__main__":
     unittest.main()
