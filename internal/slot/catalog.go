@@ -260,7 +260,7 @@ func decode() *Spec {
 		// several sinks (sinks.go) met too few long sequences in the
 		// shapes above.
 		ProbeShapes: []Shape{
-			{Name: "long-probe", Dims: Dims{"B": 4, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 2080}, Jitter: []string{"B"}},
+			{Name: "long-probe", Dims: Dims{"B": 2, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 520}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 256, PadRows: []string{"q"},
 		Sinks:        &SinkSpec{Query: "q", Key: "k_cache", Scale: "sm_scale"},

@@ -79,7 +79,7 @@ func TestFinalizeServedLayout(t *testing.T) {
 		{"no padding", Shape{Name: "nopad", Dims: Dims{"T": 16, "PAD": 0, "K": 2, "H": 16}}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const seeds, perSeed = 12, 4
+			const seeds, perSeed = 24, 4
 			served, general, zeroGeneral := 0, 0, 0
 			byIndex := make([]map[bool]bool, perSeed)
 			bySeed := make([]map[bool]bool, seeds)
