@@ -294,12 +294,13 @@ func (c *Case) sinkRows(g *rng, rank map[string]*tensor.Tensor, kRows, count int
 // it). The tail's own components along u spread its scores by a·u·k: a
 // drawn spread too small to reach takes the least f (off-u spread 0.05),
 // and a tail whose mean leans so far along u that norm - u·k̄ < norm/4
-// takes a = margin/(scale·norm). Fixing the mean and the spread, not
+// takes a = margin/(scale·norm); a tail of fewer than two keys (nothing to
+// measure) takes f = sigma as well. Fixing the mean and the spread, not
 // only the query's norm, keeps the sinks what they are with a shifted
 // query or heavy-tailed keys (whose tails reached the sink before).
 func aim(x, u, kbar []float64, norm float64, tail tailScores, scale, margin, sigma float64) {
 	vx, vu, cxu := tail.moments(x, u)
-	f, a := 0.0, margin/(scale*norm)
+	f, a := sigma, margin/(scale*norm) // no tail to measure: session 18's rule
 	if vx > 0 {
 		f = sigma / (scale * math.Sqrt(vx))
 	}

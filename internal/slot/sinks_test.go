@@ -243,3 +243,85 @@ func sinkKeys(t *testing.T, cs, plain *Case, replay int) {
 		}
 	}
 }
+
+// TestAim: a query aimed at a tail meets the margin above the tail's mean
+// score and the drawn spread of its scores (on the sampled keys, shifted
+// and wide ones too), or, where the keys' own components along the sink
+// spread the scores more than drawn, the least spread it can; with no
+// tail to measure it keeps session 18's rule.
+func TestAim(t *testing.T) {
+	const d, hkv, scale = 16, 1, 0.25
+	g := newStream(1, "aim", "test", 0, 0, 0, "aim")
+	u := unitVector(g, d)
+	for _, tc := range []struct {
+		name          string
+		shift, spread float64
+		norm          float64
+		margin, sigma float64
+		reach         bool
+	}{
+		{"normal", 0, 1, 64, 8, 0.5, true},
+		{"shifted keys", 2.5, 1, 64, 11, 0.4, true},
+		{"wide keys", 0, 6, 64, 5, 2.0, true},
+		{"sink too weak for the spread", 0, 1, 8, 8, 0.5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 64
+			kv := make([]float64, n*d)
+			for i := range kv {
+				kv[i] = tc.shift + tc.spread*g.normal()
+			}
+			sample := make([]int, n)
+			for i := range sample {
+				sample[i] = i
+			}
+			mean, _ := tailMean(kv, make([]float64, n), nil, hkv, d)
+			x := make([]float64, d)
+			for i := range x {
+				x[i] = 1 + g.normal()
+			}
+			project(x, u)
+			x0 := slices.Clone(x)
+			aim(x, u, mean, tc.norm, tailScores{kv, sample, 0, hkv, d}, scale, tc.margin, tc.sigma)
+			var sum, sq float64
+			for r := range n {
+				v := scale * dot(x, kv[r*d:(r+1)*d])
+				sum, sq = sum+v, sq+v*v
+			}
+			mu := sum / float64(n)
+			sd := math.Sqrt(sq/float64(n) - mu*mu)
+			if gap := scale*tc.norm*dot(x, u) - mu; math.Abs(gap-tc.margin) > 1e-9 {
+				t.Errorf("sink scores %g above the tail's mean, want %g", gap, tc.margin)
+			}
+			if tc.reach && math.Abs(sd-tc.sigma) > 1e-9 {
+				t.Errorf("tail's scores spread %g, want %g", sd, tc.sigma)
+			}
+			if !tc.reach {
+				// the least off-u spread: 0.05 of the tail's scores by x alone
+				var s0, q0 float64
+				for r := range n {
+					v := dot(x0, kv[r*d:(r+1)*d])
+					s0, q0 = s0+v, q0+v*v
+				}
+				f := 0.05 / (scale * math.Sqrt(q0/float64(n)-(s0/float64(n))*(s0/float64(n))))
+				project(x, u)
+				for e := range x {
+					if math.Abs(x[e]-f*x0[e]) > 1e-9 {
+						t.Fatalf("off the sink, x = %v, want %g·x0", x, f)
+					}
+				}
+				if sd <= tc.sigma {
+					t.Errorf("tail's scores spread %g, below the drawn %g the sink's norm cannot reach", sd, tc.sigma)
+				}
+			}
+		})
+	}
+	t.Run("no tail", func(t *testing.T) {
+		x := []float64{1, 0, 0, 0}
+		v := []float64{0, 0, 0, 1}
+		aim(x, v, make([]float64, 4), 8, tailScores{nil, nil, 0, 1, 4}, scale, 6, 0.5)
+		if want := []float64{0.5, 0, 0, 6 / (scale * 8)}; !slices.Equal(x, want) {
+			t.Errorf("aimed at no tail: %v, want %v", x, want)
+		}
+	})
+}
