@@ -26,18 +26,21 @@ import (
 // drawn from the call's stream. The first sink key (key row 0 of sdpa;
 // every sequence's first cached position in decode) is set along u at a
 // norm drawn per KV head, a further one (at a drawn position) at a share
-// of that norm with some of its own components kept, so that no two sinks
-// are parallel; the other keys stay as drawn (a version that removed
-// most of their component along u concentrated the tail, and a kernel
-// told verify's sinks by it). Every query row gets a component along its KV head's u so that its sink
-// scores a margin Δ above the tail (the scale the case's sm_scale gives
-// it), its heads' margins one from each of equal strata of [sinkMin,
-// sinkMaxFor(dtype) - ln(count)] in a drawn order, and its other components scaled by a spread
-// drawn per row: a tail concentrated just below a skip's threshold is
-// where a skip drops the most. A tail of N keys a margin Δ below carries
-// about N·e^-Δ of the mass, so the strata meet every threshold a skip
-// could use in every format. Decode's graph pad rows keep the margins of
-// the row they copy, so they stay copies. The reference grades every
+// of that norm plus a drawn direction off u, so that no two sinks are
+// parallel; the other keys stay as drawn (a version that removed most of
+// their component along u concentrated the tail, and a kernel told
+// verify's sinks by it). Every query is aimed (aim): its component along
+// its KV head's u and the scale of the rest are solved for so that the
+// first sink scores a margin Δ above the mean score of the tail keys it
+// meets and those scores spread by a drawn standard deviation (both
+// measured on the keys as drawn, so shifted queries and heavy-tailed keys
+// do not move them). A row's heads take one margin from each of equal
+// strata of [sinkMin, sinkMaxFor(dtype) - ln(count)] in a drawn order,
+// and one spread drawn per row: a tail concentrated just below a skip's
+// threshold is where a skip drops the most. A tail of N keys a margin Δ
+// below carries about N·e^-Δ/count of the mass, so the strata meet every
+// threshold a skip could use in every format. Decode's graph pad rows
+// are copies of the query row they copy. The reference grades every
 // element as before; an honest kernel is exact at any margin.
 
 // The range of a query's sink margin (score units), and the odds of a
@@ -45,10 +48,10 @@ import (
 const (
 	sinkMin  = 3.0
 	sinkOdds = 0.75
-	// A query row's component off its sink direction is scaled by a
-	// factor log-uniform over [sinkSpreadMin, sinkSpreadMax]: the spread
-	// of the tail's scores, and so the mass a tail of N keys a margin Δ
-	// below carries (about N·e^(σ²/2 - Δ) for a spread σ).
+	// The standard deviation of a query row's tail scores is drawn
+	// log-uniform over [sinkSpreadMin, sinkSpreadMax] (aim): it sets the
+	// mass a tail of N keys a margin Δ below carries (about
+	// N·e^(σ²/2 - Δ) for a spread σ).
 	sinkSpreadMin = 0.05
 	sinkSpreadMax = 2.5
 	// Per KV head, the sink key's norm is sqrt(D) times a factor
@@ -127,8 +130,8 @@ func (c *Case) sinks(replay int) error {
 			return err
 		}
 		// The keys: each sequence's first sink along its KV head's u at
-		// that head's norm; a further sink at a share of it, with its own
-		// drawn components off u shrunk; the others as drawn.
+		// that head's norm; a further sink at a share of it plus a drawn
+		// direction off u; the others as drawn.
 		for row, w := range weight {
 			if w == 0 {
 				continue
@@ -149,11 +152,10 @@ func (c *Case) sinks(replay int) error {
 				}
 			}
 		}
-		// The queries: a component along their KV head's u for margin Δ,
-		// the rest scaled by the row's spread. A row's heads take one
-		// margin from each of hq equal strata of [sinkMin, max], in a
-		// drawn order, so that every long sequence meets every threshold
-		// a skip could use.
+		// The queries, aimed at margin Δ and the row's spread. A row's
+		// heads take one margin from each of hq equal strata of [sinkMin,
+		// max], in a drawn order, so that every long sequence meets every
+		// threshold a skip could use.
 		margin := make([]float64, qRows*hq)
 		spread := make([]float64, qRows*hq)
 		step := (sinkMaxFor(q.DType) - math.Log(float64(count)) - sinkMin) / float64(hq)
@@ -164,14 +166,21 @@ func (c *Case) sinks(replay int) error {
 				spread[row*hq+h] = f
 			}
 		}
+		// The tail keys (no sink) a query row meets: its decode
+		// sequence's, or every key of sdpa's one sequence (the same for
+		// every row: measured once).
+		var mean []float64
+		var sample []int
+		if seqs == nil {
+			mean, sample = tailMean(kv, weight, nil, hkv, d)
+		}
 		for row := range qRows {
-			// the mean of the tail keys (no sink) the row's query meets:
-			// its decode sequence's, or every key of sdpa's one sequence
-			var keys []int
 			if seqs != nil {
-				keys = seqs[min(row, len(seqs)-1)]
+				if row >= len(seqs) {
+					return fmt.Errorf("slot %s: sinks: %s has %d rows, the page table %d sequences", c.Spec.Name, ss.Query, qRows, len(seqs))
+				}
+				mean, sample = tailMean(kv, weight, seqs[row], hkv, d)
 			}
-			mean, sample := tailMean(kv, weight, keys, hkv, d)
 			for h := range hq {
 				x := qv[(row*hq+h)*d : (row*hq+h+1)*d]
 				j := h / (hq / hkv)
@@ -323,10 +332,9 @@ func aim(x, u, kbar []float64, norm float64, tail tailScores, scale, margin, sig
 
 // tailScores is a sample of a KV head's tail keys: rows of kv.
 type tailScores struct {
-	kv     []float64
-	sample []int
-	j, hkv int
-	d      int
+	kv        []float64
+	sample    []int
+	j, hkv, d int
 }
 
 // moments returns, over the sample, the variances of x·k and u·k and

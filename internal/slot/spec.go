@@ -168,8 +168,9 @@ type Spec struct {
 	ServedShapes []Shape
 	// ProbeShapes are further shapes verify runs every row on that
 	// neither the registered nor the served ones reach, where inputs the
-	// contract allows expose a kernel (sdpa's long prefix, under the
-	// attention sinks of sinks.go). Not part of the Contract projection.
+	// contract allows expose a kernel (sdpa's long prefix and decode's long
+	// sequences, under the attention sinks of sinks.go). Not part of the
+	// Contract projection.
 	ProbeShapes []Shape
 	// OutlierMax is the largest outlier magnitude of the heavy-tailed
 	// inputs (0: the generator's 96). The slots whose outputs depend on

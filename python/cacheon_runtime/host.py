@@ -112,9 +112,9 @@ def triton_key():
     (0.40 s of a kernel's first call on the H200, session 16), once a
     process. cuda_preinit's thread does it beside the torch import where
     Go says the process will use Triton (CACHEON_TRITON=1: the engine, a
-    verify worker whose bundle names Triton): on the H200 it saved the
-    Triton examples' verify 0.26–0.38 s, and cost the others about 0.25 s
-    where every worker did it (session 19). Any failure leaves the work to
+    verify worker whose bundle names Triton): done in every worker it
+    saved the Triton examples' verify 0.26–0.38 s on the H200 and cost the
+    others about 0.25 s (session 19). Any failure leaves the work to
     Triton."""
     try:
         import importlib
