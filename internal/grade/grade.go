@@ -139,7 +139,8 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 			return r, nil
 		}
 		vals := got.Float64s()
-		res, err := metric.Grade(pol, tol, expected[o.Name], vals, o.Spec.Shape)
+		scale := expected[slot.ScaleKey(o.Name)]
+		res, err := metric.GradeScaled(pol, tol, expected[o.Name], scale, vals, o.Spec.Shape)
 		if err != nil {
 			return r, fmt.Errorf("grading %s: %w", o.Name, err)
 		}
@@ -148,7 +149,8 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 		judged := res.Pass && (pol.Kind == metric.AllClose || pol.Kind == metric.MatchedRatio)
 		if judged {
 			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
-				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio})
+				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio,
+				Scale: scale})
 			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
 		}
 		r.Outputs = append(r.Outputs, g)

@@ -16,12 +16,13 @@ type elementScan struct {
 
 // scanElements compares expected and got element by element. Both must be
 // finite; the comparisons are written so that a NaN tolerance fails closed.
-func scanElements(expected, got []float64, tol Tolerance, mult float64) elementScan {
+// A non-nil scale applies the relative tolerance to max(|e|, scale[i]).
+func scanElements(expected, scale, got []float64, tol Tolerance, mult float64) elementScan {
 	s := elementScan{worst: -1, worstMul: math.Inf(-1)}
 	worstDiff := -1.0
 	for i, e := range expected {
 		diff := math.Abs(got[i] - e)
-		bound := tol.bound(e)
+		bound := tol.boundAt(e, scale, i)
 		if diff <= bound {
 			s.matched++
 		}
@@ -60,12 +61,17 @@ func describeElement(expected, got []float64, shape []int, i int) string {
 // largest diff/tolerance multiple. Any NaN or ±Inf in got fails. An empty
 // tensor passes vacuously with score 1.
 func AllCloseScore(expected, got []float64, shape []int, tol Tolerance) Result {
+	return allClose(expected, nil, got, shape, tol)
+}
+
+// allClose is AllCloseScore with an optional scale (GradeScaled).
+func allClose(expected, scale, got []float64, shape []int, tol Tolerance) Result {
 	const k = AllClose
-	if r, done := elementPrecheck(k, expected, got, shape, tol); done {
+	if r, done := elementPrecheck(k, expected, scale, got, shape, tol); done {
 		return r
 	}
 	n := len(expected)
-	s := scanElements(expected, got, tol, 1)
+	s := scanElements(expected, scale, got, tol, 1)
 	r := Result{Metric: k.String(), Score: float64(s.matched) / float64(n), Worst: s.worst, Severity: capSeverity(s.worstMul)}
 	r.Pass = s.matched == n
 	diff := math.Abs(got[s.worst] - expected[s.worst])
@@ -86,15 +92,20 @@ func AllCloseScore(expected, got []float64, shape []int, tol Tolerance) Result {
 // is high. An outlierMult that is not > 0 means DefaultOutlierMult. Any NaN
 // or ±Inf in got fails. An empty tensor passes vacuously with score 1.
 func MatchedRatioScore(expected, got []float64, shape []int, tol Tolerance, minRatio, outlierMult float64) Result {
+	return matchedRatio(expected, nil, got, shape, tol, minRatio, outlierMult)
+}
+
+// matchedRatio is MatchedRatioScore with an optional scale (GradeScaled).
+func matchedRatio(expected, scale, got []float64, shape []int, tol Tolerance, minRatio, outlierMult float64) Result {
 	const k = MatchedRatio
-	if r, done := elementPrecheck(k, expected, got, shape, tol); done {
+	if r, done := elementPrecheck(k, expected, scale, got, shape, tol); done {
 		return r
 	}
 	if !(outlierMult > 0) {
 		outlierMult = DefaultOutlierMult
 	}
 	n := len(expected)
-	s := scanElements(expected, got, tol, outlierMult)
+	s := scanElements(expected, scale, got, tol, outlierMult)
 	ratio := float64(s.matched) / float64(n)
 	r := Result{Metric: k.String(), Score: ratio, Worst: s.worst, Severity: capSeverity(s.worstMul)}
 	ratioOK := ratio >= minRatio
@@ -126,7 +137,7 @@ func MatchedRatioScore(expected, got []float64, shape []int, tol Tolerance, minR
 // elementPrecheck handles what allclose and matched_ratio share before
 // scanning: length mismatch, empty tensors, a bad reference and a non-finite
 // candidate. done reports that r is the final result.
-func elementPrecheck(k Kind, expected, got []float64, shape []int, tol Tolerance) (r Result, done bool) {
+func elementPrecheck(k Kind, expected, scale, got []float64, shape []int, tol Tolerance) (r Result, done bool) {
 	if len(expected) != len(got) {
 		return lengthMismatchResult(k, expected, got), true
 	}
@@ -137,7 +148,7 @@ func elementPrecheck(k Kind, expected, got []float64, shape []int, tol Tolerance
 		return badReferenceResult(k, expected, shape, i), true
 	}
 	if first, count := firstNonFinite(got); first >= 0 {
-		s := scanElements(expected, got, tol, 1) // non-finite elements never match
+		s := scanElements(expected, scale, got, tol, 1) // non-finite elements never match
 		return Result{
 			Metric:  k.String(),
 			Score:   float64(s.matched) / float64(len(expected)),

@@ -158,3 +158,65 @@ func allNaNLike(v []float64) []float64 {
 	}
 	return out
 }
+
+// TestGradeScaled checks that a scale applies the relative tolerance to
+// max(|expected|, scale) in both elementwise metrics and in the
+// systematic check, that a nil scale is Grade, and that a scale the
+// reference cannot have is a caller error.
+func TestGradeScaled(t *testing.T) {
+	exp := []float64{0.25, -0.5, 2, 0}
+	shape := []int{4}
+	tol := bf16()
+	matched := metric.Policy{Kind: metric.MatchedRatio, MinRatio: 1, OutlierMult: 10}
+	allclose := metric.Policy{Kind: metric.AllClose}
+	scale := []float64{10, 0, 1, 5}
+	// Element 0 is off by 0.1: outside 0.02+0.02·0.25, inside 0.02+0.02·10.
+	got := []float64{0.35, -0.5, 2, 0.1}
+	for _, pol := range []metric.Policy{matched, allclose} {
+		plain, err := metric.Grade(pol, tol, exp, got, shape)
+		if err != nil || plain.Pass {
+			t.Fatalf("%v without scale: pass=%v err=%v, want a failure", pol.Kind, plain.Pass, err)
+		}
+		nilScale, err := metric.GradeScaled(pol, tol, exp, nil, got, shape)
+		if err != nil || nilScale != plain {
+			t.Fatalf("%v with a nil scale: %+v, %v; want Grade's %+v", pol.Kind, nilScale, err, plain)
+		}
+		scaled, err := metric.GradeScaled(pol, tol, exp, scale, got, shape)
+		if err != nil || !scaled.Pass {
+			t.Fatalf("%v with scale: pass=%v err=%v (%s), want a pass", pol.Kind, scaled.Pass, err, scaled.Explain)
+		}
+		// The scale never lowers a tolerance: element 2 (scale 1 < |2|)
+		// off by 1.5 tolerances still fails.
+		off := []float64{0.25, -0.5, 2 + 1.5*(tol.Atol+tol.Rtol*2), 0}
+		if r, err := metric.GradeScaled(pol, tol, exp, scale, off, shape); err != nil || r.Pass {
+			t.Fatalf("%v: a scale below |expected| raised the tolerance: pass=%v err=%v", pol.Kind, r.Pass, err)
+		}
+	}
+	for _, bad := range [][]float64{{1, 1, 1}, {1, -1, 1, 1}, {1, math.NaN(), 1, 1}, {1, math.Inf(1), 1, 1}} {
+		if _, err := metric.GradeScaled(matched, tol, exp, bad, got, shape); err == nil {
+			t.Errorf("scale %v accepted", bad)
+		}
+	}
+	// The systematic check measures errors in the scaled tolerances: a
+	// miss of 5 plain tolerances on every element is a tail there, and
+	// none once the scale covers it.
+	n := 256
+	e, g, sc := make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range e {
+		e[i] = 0.01 * float64(i%7-3)
+		sign := 1.0
+		if i%2 == 1 {
+			sign = -1
+		}
+		g[i] = e[i] + sign*5*(tol.Atol+tol.Rtol*math.Abs(e[i]))
+		sc[i] = 20
+	}
+	p := metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.97}
+	if r := metric.Systematic(e, g, []int{n}, p); r.Pass || r.Tail != n {
+		t.Fatalf("unscaled: pass=%v tail=%d, want a failing tail of %d", r.Pass, r.Tail, n)
+	}
+	p.Scale = sc
+	if r := metric.Systematic(e, g, []int{n}, p); !r.Pass || r.Tail != 0 {
+		t.Fatalf("scaled: pass=%v tail=%d (%s), want a pass without tail", r.Pass, r.Tail, r.Explain)
+	}
+}

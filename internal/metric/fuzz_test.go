@@ -103,6 +103,25 @@ func FuzzGrade(f *testing.F) {
 			t.Fatalf("Grade returned %v for a valid reference and tolerance", err)
 		}
 
+		// A scale (here got's magnitudes) never lowers a tolerance: what
+		// passes without it passes with it.
+		if err == nil && p.Kind != metric.Cosine && p.Kind != metric.TopKOverlap {
+			scale := make([]float64, n)
+			for i, v := range got {
+				if a := math.Abs(v); !math.IsNaN(a) && !math.IsInf(a, 0) {
+					scale[i] = a
+				}
+			}
+			rs, err := metric.GradeScaled(p, tol, expected, scale, got, shape)
+			if err != nil {
+				t.Fatalf("GradeScaled refused a valid scale: %v", err)
+			}
+			checkResult(t, "GradeScaled", rs, got, n)
+			if r.Pass && !rs.Pass {
+				t.Fatalf("passes unscaled, fails scaled: %+v / %+v", r, rs)
+			}
+		}
+
 		// The scoring functions take arbitrary thresholds and references.
 		tol = metric.Tolerance{Atol: tolv, Rtol: param}
 		checkResult(t, "AllCloseScore", metric.AllCloseScore(expected, got, shape, tol), got, n)

@@ -125,6 +125,20 @@ func (t Tolerance) Validate() error {
 // bound returns the tolerance of one element with reference value e.
 func (t Tolerance) bound(e float64) float64 { return t.Atol + t.Rtol*math.Abs(e) }
 
+// boundAt returns the tolerance of element i with reference value e: the
+// relative part applies to max(|e|, scale[i]) when a scale is given (see
+// GradeScaled). A NaN scale makes the bound NaN, which fails closed.
+func (t Tolerance) boundAt(e float64, scale []float64, i int) float64 {
+	if scale == nil {
+		return t.bound(e)
+	}
+	m := math.Abs(e)
+	if s := scale[i]; s > m || math.IsNaN(s) {
+		m = s
+	}
+	return t.Atol + t.Rtol*m
+}
+
 // Result is the outcome of grading one output tensor.
 type Result struct {
 	// Metric is the catalog name of the metric that produced the result.
@@ -255,11 +269,26 @@ func (p Policy) Validate() error {
 // len(expected) elements. The tolerance is used only by allclose and
 // matched_ratio.
 func Grade(p Policy, tol Tolerance, expected, got []float64, shape []int) (Result, error) {
+	return GradeScaled(p, tol, expected, nil, got, shape)
+}
+
+// GradeScaled is Grade with a scale for each element of the reference: the
+// relative tolerance of element i applies to max(|expected[i]|, scale[i])
+// instead of |expected[i]| (allclose and matched_ratio; the other metrics
+// ignore it). A slot whose reference knows how far an honest kernel's
+// roundings of its intermediates can move an element (terms that cancel
+// leave the element far smaller than they are) gives it. A nil scale is
+// Grade; otherwise it must have expected's length and hold finite,
+// non-negative values.
+func GradeScaled(p Policy, tol Tolerance, expected, scale, got []float64, shape []int) (Result, error) {
 	if err := p.Validate(); err != nil {
 		return Result{}, err
 	}
 	if len(expected) != len(got) {
 		return Result{}, fmt.Errorf("%w: expected has %d elements, got has %d", ErrLength, len(expected), len(got))
+	}
+	if err := checkScale(scale, len(expected), shape); err != nil {
+		return Result{}, err
 	}
 	if err := checkShape(shape, len(expected)); err != nil {
 		return Result{}, err
@@ -272,7 +301,7 @@ func Grade(p Policy, tol Tolerance, expected, got []float64, shape []int) (Resul
 		if err := tol.Validate(); err != nil {
 			return Result{}, err
 		}
-		return AllCloseScore(expected, got, shape, tol), nil
+		return allClose(expected, scale, got, shape, tol), nil
 	case MatchedRatio:
 		if err := tol.Validate(); err != nil {
 			return Result{}, err
@@ -281,7 +310,7 @@ func Grade(p Policy, tol Tolerance, expected, got []float64, shape []int) (Resul
 		if mult == 0 {
 			mult = DefaultOutlierMult
 		}
-		return MatchedRatioScore(expected, got, shape, tol, p.MinRatio, mult), nil
+		return matchedRatio(expected, scale, got, shape, tol, p.MinRatio, mult), nil
 	case Cosine:
 		guard := DefaultNormGuard
 		if p.NormGuard != nil {
@@ -294,6 +323,23 @@ func Grade(p Policy, tol Tolerance, expected, got []float64, shape []int) (Resul
 		}
 		return TopKOverlapScoreTol(expected, got, shape, p.K, p.MinOverlap, tol), nil
 	}
+}
+
+// checkScale rejects a scale (GradeScaled) of another length than the
+// reference's n elements, or holding a negative or non-finite value.
+func checkScale(scale []float64, n int, shape []int) error {
+	if scale == nil {
+		return nil
+	}
+	if len(scale) != n {
+		return fmt.Errorf("%w: scale has %d elements, expected %d", ErrLength, len(scale), n)
+	}
+	for i, v := range scale {
+		if !finiteNonNeg(v) {
+			return fmt.Errorf("%w: scale element %s is %s (want finite, >= 0)", ErrReference, FormatIndex(i, shape), fmtVal(v))
+		}
+	}
+	return nil
 }
 
 // checkReference rejects a reference the metric does not allow.

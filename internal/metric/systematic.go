@@ -98,6 +98,9 @@ type SysParams struct {
 	// MinRatio is matched_ratio's threshold (the tail test's allowance is
 	// a quarter of 1 − MinRatio); ignored when Elementwise.
 	MinRatio float64
+	// Scale is the metric's scale (GradeScaled), nil for none: errors are
+	// measured in the same tolerances the metric graded by.
+	Scale []float64
 }
 
 // SysResult is the systematic check of one output.
@@ -217,7 +220,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		for b < len(edge) && ax >= edge[b] {
 			b++
 		}
-		if t := tol.bound(x); t > 0 {
+		if t := tol.boundAt(x, p.Scale, i); t > 0 {
 			u := e / t
 			a.add[b].add(u, ulp/t)
 			if x != 0 && b > 0 && (p.Elementwise || ax >= tol.Atol) {

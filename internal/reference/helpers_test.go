@@ -87,3 +87,12 @@ func withProcs(n int, fn func()) {
 	defer runtime.GOMAXPROCS(old)
 	fn()
 }
+
+// naiveScale returns c·v in a new slice.
+func naiveScale(v []float64, c float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = c * x
+	}
+	return out
+}

@@ -1,5 +1,7 @@
 package reference
 
+import "math"
+
 // MoEDims are the dimensions of a moe.fused_experts call: x is (M, H); w13
 // is (E, 2I, H) with rows [0, I) the gate and rows [I, 2I) the up
 // projection; w2 is (E, H, I); topk_ids and topk_weights are (M, K).
@@ -72,7 +74,59 @@ func FusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, 
 	if err := dm.checkWeights(fn, "w13", "w2", w13, w2, dm.I); err != nil {
 		return nil, err
 	}
-	return fusedExperts(x, w13, w2, topkIDs, topkWeights, dm), nil
+	out, _ := fusedExperts(x, w13, w2, topkIDs, topkWeights, dm, false)
+	return out, nil
+}
+
+// FusedExpertsSensitivity is FusedExperts plus, for every output element,
+// its sensitivity to the rounding of the intermediates an honest kernel
+// stores in the input's format (vLLM's and SGLang's fused MoE keep both
+// GEMMs' outputs in it): the root sum of squares of every term a relative
+// error of each intermediate moves the element by,
+//
+//	sens[m,j] = sqrt( Σ_k w[m,k]² · ( Σ_i (act[p,i]·w2_e[j,i])² + y[p,j]² ) ),  p = m·K+k
+//
+// the down projection's terms (a relative error of an activation, which a
+// rounding of either GEMM's output becomes) and each expert's output y
+// (its own rounding). Terms of random sign that cancel leave an element
+// far smaller than its sensitivity; the rounding errors of its terms do not
+// cancel with them.
+func FusedExpertsSensitivity(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, dm MoEDims) (out, sens []float64, err error) {
+	const fn = "FusedExpertsSensitivity"
+	if err := dm.validate(fn, x, topkIDs, topkWeights); err != nil {
+		return nil, nil, err
+	}
+	if err := dm.checkWeights(fn, "w13", "w2", w13, w2, dm.I); err != nil {
+		return nil, nil, err
+	}
+	out, sq := fusedExperts(x, w13, w2, topkIDs, topkWeights, dm, true)
+	return out, sqrtAll(sq), nil
+}
+
+// FusedExpertsPartialSensitivity is FusedExpertsPartial plus the sum of
+// squares of its elements' sensitivities (see FusedExpertsSensitivity),
+// to which a rank's partial itself adds its square (it is rounded before
+// the cross-rank sum). Summed over ranks, its square root is the
+// sensitivity of the reduced output.
+func FusedExpertsPartialSensitivity(x, w13Shard, w2Shard []float64, topkIDs []int32, topkWeights []float64, dm MoEDims, rank, worldSize int) (part, sq []float64, err error) {
+	const fn = "FusedExpertsPartialSensitivity"
+	shard, err := dm.shardOf(fn, x, w13Shard, w2Shard, topkIDs, topkWeights, rank, worldSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	part, sq = fusedExperts(x, w13Shard, w2Shard, topkIDs, topkWeights, shard, true)
+	for i, v := range part {
+		sq[i] += v * v
+	}
+	return part, sq, nil
+}
+
+// sqrtAll replaces every element by its square root and returns the slice.
+func sqrtAll(v []float64) []float64 {
+	for i, x := range v {
+		v[i] = math.Sqrt(x)
+	}
+	return v
 }
 
 // FusedExpertsPartial is rank's share of a tensor-parallel FusedExperts over
@@ -83,18 +137,26 @@ func FusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, 
 // up to rounding. I must be a multiple of worldSize.
 func FusedExpertsPartial(x, w13Shard, w2Shard []float64, topkIDs []int32, topkWeights []float64, dm MoEDims, rank, worldSize int) ([]float64, error) {
 	const fn = "FusedExpertsPartial"
-	if err := dm.validate(fn, x, topkIDs, topkWeights); err != nil {
+	shard, err := dm.shardOf(fn, x, w13Shard, w2Shard, topkIDs, topkWeights, rank, worldSize)
+	if err != nil {
 		return nil, err
 	}
+	out, _ := fusedExperts(x, w13Shard, w2Shard, topkIDs, topkWeights, shard, false)
+	return out, nil
+}
+
+// shardOf validates a tensor-parallel partial's arguments and returns the
+// dimensions of rank's shard.
+func (dm MoEDims) shardOf(fn string, x, w13Shard, w2Shard []float64, topkIDs []int32, topkWeights []float64, rank, worldSize int) (MoEDims, error) {
+	if err := dm.validate(fn, x, topkIDs, topkWeights); err != nil {
+		return dm, err
+	}
 	if err := dm.checkShard(fn, rank, worldSize); err != nil {
-		return nil, err
+		return dm, err
 	}
 	shard := dm
 	shard.I = dm.I / worldSize
-	if err := dm.checkWeights(fn, "w13Shard", "w2Shard", w13Shard, w2Shard, shard.I); err != nil {
-		return nil, err
-	}
-	return fusedExperts(x, w13Shard, w2Shard, topkIDs, topkWeights, shard), nil
+	return shard, dm.checkWeights(fn, "w13Shard", "w2Shard", w13Shard, w2Shard, shard.I)
 }
 
 // ShardMoEWeights cuts rank's tensor-parallel shard out of full weights w13
@@ -136,7 +198,10 @@ func ShardMoEWeights(w13, w2 []float64, dm MoEDims, rank, ws int) (w13Shard, w2S
 // (token, slot) pair p = m·K+k; phase 2 computes y[p] = act[p]·w2ᵀ; phase 3
 // combines out[m] = Σ_k w[m,k]·y[m·K+k]. Phases 1 and 2 visit the pairs
 // grouped by expert so that a block of weight rows is reused from cache.
-func fusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, dm MoEDims) []float64 {
+// With sens, it also returns every output element's squared sensitivity
+// (FusedExpertsSensitivity): phase 2 then also computes, for every pair,
+// act[p]²·(w2²)ᵀ + y[p]², and phase 3 combines those with w[m,k]².
+func fusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, dm MoEDims, sens bool) (out, sq []float64) {
 	M, H, I, E, K := dm.M, dm.H, dm.I, dm.E, dm.K
 	// Counting sort of the pairs by expert, stable in p.
 	start := make([]int, E+1)
@@ -177,6 +242,10 @@ func fusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, 
 	})
 
 	y := make([]float64, M*K*H)
+	var act2, w22, ysq []float64
+	if sens {
+		act2, w22, ysq = squares(act), squares(w2), make([]float64, M*K*H)
+	}
 	hBlocks := ceilDiv(H, moeRowBlock)
 	parallelFor(E*hBlocks, func(lo, hi int) {
 		for item := lo; item < hi; item++ {
@@ -185,16 +254,36 @@ func fusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, 
 			j1 := min(j0+moeRowBlock, H)
 			for _, p := range order[start[e]:start[e+1]] {
 				dotRows(y[p*H+j0:p*H+j1], act[p*I:(p+1)*I], w2, (e*H+j0)*I, I)
+				if sens {
+					q := ysq[p*H+j0 : p*H+j1]
+					dotRows(q, act2[p*I:(p+1)*I], w22, (e*H+j0)*I, I)
+					for j := range q {
+						q[j] += y[p*H+j0+j] * y[p*H+j0+j]
+					}
+				}
 			}
 		}
 	})
 
+	out = combineSlots(y, topkWeights, M, K, H, false)
+	if sens {
+		sq = combineSlots(ysq, topkWeights, M, K, H, true)
+	}
+	return out, sq
+}
+
+// combineSlots returns out[m] = Σ_k w[m,k]·y[m·K+k] for y (M·K, H), the
+// weights squared when squared, accumulated in increasing k.
+func combineSlots(y, topkWeights []float64, M, K, H int, squared bool) []float64 {
 	out := make([]float64, M*H)
 	parallelFor(M, func(lo, hi int) {
 		for m := lo; m < hi; m++ {
 			o := out[m*H : (m+1)*H]
 			for k := range K {
 				w := topkWeights[m*K+k]
+				if squared {
+					w *= w
+				}
 				yk := y[(m*K+k)*H : (m*K+k+1)*H]
 				for j := range o {
 					o[j] += float64(w * yk[j])
@@ -203,6 +292,15 @@ func fusedExperts(x, w13, w2 []float64, topkIDs []int32, topkWeights []float64, 
 		}
 	})
 	return out
+}
+
+// squares returns a new slice holding the square of every element of v.
+func squares(v []float64) []float64 {
+	s := make([]float64, len(v))
+	for i, x := range v {
+		s[i] = x * x
+	}
+	return s
 }
 
 // FusedExpertsFlops is the operation count FusedExperts is credited with:

@@ -169,8 +169,15 @@ func naiveMSAPrefill(q, kk []float64, dm MSAPrefillDims, scale float64) []float6
 // naiveFusedExperts loops token by token and slot by slot, materialising
 // the full gate, up and down vectors.
 func naiveFusedExperts(x, w13, w2 []float64, ids []int32, tw []float64, dm MoEDims) []float64 {
+	out, _ := naiveFusedExpertsSens(x, w13, w2, ids, tw, dm)
+	return out
+}
+
+// naiveFusedExpertsSens is naiveFusedExperts plus the sensitivity of
+// FusedExpertsSensitivity, written from its formula.
+func naiveFusedExpertsSens(x, w13, w2 []float64, ids []int32, tw []float64, dm MoEDims) (out, sens []float64) {
 	M, H, I, K := dm.M, dm.H, dm.I, dm.K
-	out := make([]float64, M*H)
+	out, sens = make([]float64, M*H), make([]float64, M*H)
 	for m := 0; m < M; m++ {
 		for k := 0; k < K; k++ {
 			e := int(ids[m*K+k])
@@ -184,15 +191,21 @@ func naiveFusedExperts(x, w13, w2 []float64, ids []int32, tw []float64, dm MoEDi
 				act[i] = naiveSilu(g) * u
 			}
 			for j := 0; j < H; j++ {
-				var acc float64
+				var acc, terms float64
 				for i := 0; i < I; i++ {
-					acc += act[i] * w2[(e*H+j)*I+i]
+					t := act[i] * w2[(e*H+j)*I+i]
+					acc += t
+					terms += t * t
 				}
 				out[m*H+j] += tw[m*K+k] * acc
+				sens[m*H+j] += tw[m*K+k] * tw[m*K+k] * (terms + acc*acc)
 			}
 		}
 	}
-	return out
+	for i, v := range sens {
+		sens[i] = math.Sqrt(v)
+	}
+	return out, sens
 }
 
 // naiveFinalize follows the slot description literally: finalize all TExp
@@ -352,7 +365,14 @@ func TestNaiveFusedExperts(t *testing.T) {
 		ids := randIDs(r, dm.M*dm.K, dm.E)
 		tw := randVec(r, dm.M*dm.K)
 		got := must(t)(FusedExperts(x, w13, w2, ids, tw, dm))
-		assertClose(t, fmt.Sprintf("moe %+v", dm), got, naiveFusedExperts(x, w13, w2, ids, tw, dm), naiveTol)
+		want, wantSens := naiveFusedExpertsSens(x, w13, w2, ids, tw, dm)
+		assertClose(t, fmt.Sprintf("moe %+v", dm), got, want, naiveTol)
+		out, sens, err := FusedExpertsSensitivity(x, w13, w2, ids, tw, dm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertIdentical(t, fmt.Sprintf("moe %+v with sensitivity", dm), out, got)
+		assertClose(t, fmt.Sprintf("moe %+v sensitivity", dm), sens, wantSens, naiveTol)
 	}
 }
 

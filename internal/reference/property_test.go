@@ -185,6 +185,54 @@ func TestFusedExpertsPartialSumsToFull(t *testing.T) {
 	}
 }
 
+// TestFusedExpertsSensitivity checks the sensitivity's defining
+// properties: it is at least every element's own magnitude over √K (by
+// Cauchy–Schwarz over the K slots, each holding its expert's y), it scales
+// with the down projection, and a single rank's partial sensitivity is the
+// full one's plus the partial's own rounding.
+func TestFusedExpertsSensitivity(t *testing.T) {
+	dm := MoEDims{M: 7, H: 12, I: 8, E: 3, K: 2}
+	x, w13, w2, ids, tw := randMoE(11, dm)
+	out, sens, err := FusedExpertsSensitivity(x, w13, w2, ids, tw, dm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range out {
+		if !(sens[i]*math.Sqrt(float64(dm.K)) >= math.Abs(out[i])*(1-1e-12)) || math.IsInf(sens[i], 0) {
+			t.Fatalf("sens[%d] = %v below |out|/√K = %v", i, sens[i], math.Abs(out[i])/math.Sqrt(float64(dm.K)))
+		}
+	}
+	w2x2 := naiveScale(w2, 2)
+	_, sens2, err := FusedExpertsSensitivity(x, w13, w2x2, ids, tw, dm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertClose(t, "2·w2", sens2, naiveScale(sens, 2), 1e-12)
+	for _, ws := range []int{1, 2} {
+		for rank := range ws {
+			a, b, err := ShardMoEWeights(w13, w2, dm, rank, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			part, sq, err := FusedExpertsPartialSensitivity(x, a, b, ids, tw, dm, rank, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone := must(t)(FusedExpertsPartial(x, a, b, ids, tw, dm, rank, ws))
+			assertIdentical(t, fmt.Sprintf("ws=%d rank %d partial", ws, rank), part, alone)
+			for i, v := range sq {
+				own := v - part[i]*part[i] // the partial's sensitivity without its own rounding
+				if !(own >= -1e-12*v) || math.IsInf(v, 0) {
+					t.Fatalf("ws=%d rank %d element %d: squared sensitivity %v below the partial's square %v", ws, rank, i, v, part[i]*part[i])
+				}
+				if ws == 1 && math.Abs(math.Sqrt(max(own, 0))-sens[i]) > 1e-12*(1+sens[i]) {
+					t.Fatalf("ws=1 element %d: partial sensitivity %v, full %v", i, math.Sqrt(own), sens[i])
+				}
+			}
+		}
+	}
+}
+
 func TestSumRanksIsTheSum(t *testing.T) {
 	r := newRand(10)
 	for _, ranks := range []int{1, 2, 5} {

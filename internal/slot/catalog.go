@@ -29,6 +29,22 @@ func matched(minRatio string) Correctness {
 	return Correctness{Metric: "matched_ratio", MinRatio: minRatio, OutlierMult: "10", Tolerances: reductionTolerances()}
 }
 
+// moeMatched is matched for the MoE expert slots, with the relative
+// tolerance applied to half the rounding sensitivity of intermediates
+// stored in the input's format where that exceeds |expected|. vLLM's fused
+// MoE stores both GEMMs' outputs in the format; on heavy-tailed tokens
+// (outliers up to 96) the first GEMM's outputs run large, their terms in
+// the down projection cancel, and that style's bfloat16 errors reached 28
+// tolerances of the small results. With half the sensitivity its worst
+// element lies near one tolerance, while intermediates of 4 significand
+// bits miss most elements and of 6 bits 3–18 % (docs/verify.md,
+// "Rounding sensitivity").
+func moeMatched() Correctness {
+	c := matched("0.97")
+	c.SensitivityShare = "0.5"
+	return c
+}
+
 func topk(k int, minOverlap string) Correctness {
 	return Correctness{Metric: "topk_overlap", K: k, MinOverlap: minOverlap, Tolerances: standardTolerances()}
 }
@@ -369,7 +385,7 @@ func fusedExperts() *Spec {
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
 		Count:        "M", MaxCount: 1024,
-		Correctness: matched("0.97"),
+		Correctness: moeMatched(),
 		fields:      moeFields(),
 		extraFields: []string{"quant"},
 		impl:        slotImpl{reference: refFusedExperts},
@@ -392,7 +408,7 @@ func fusedExpertsReduce() *Spec {
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
 		Count:        "M", MaxCount: 1024,
-		Correctness: matched("0.97"),
+		Correctness: moeMatched(),
 		fields:      fields,
 		extraFields: []string{"quant"},
 		impl:        slotImpl{reference: refFusedExpertsReduce},

@@ -2,6 +2,8 @@ package slot
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 
 	"cacheon/internal/reference"
 )
@@ -91,32 +93,68 @@ func moeDims(d Dims) reference.MoEDims {
 	return reference.MoEDims{M: d["M"], H: d["H"], I: d["I"], E: d["E"], K: d["K"]}
 }
 
+// ScaleKey names, in a reference's map, the scale of output's relative
+// tolerance (metric.GradeScaled): present only for slots whose
+// Correctness has a SensitivityShare, as that share of the rounding
+// sensitivity their reference computes beside the result.
+func ScaleKey(output string) string { return output + "@scale" }
+
+// sensitivityScale returns sens scaled in place by the slot's
+// SensitivityShare.
+func (c *Case) sensitivityScale(sens []float64) ([]float64, error) {
+	share, err := strconv.ParseFloat(c.Spec.Correctness.SensitivityShare, 64)
+	if err != nil || !(share > 0 && share <= 1) {
+		return nil, fmt.Errorf("sensitivity_share %q: want a decimal in (0, 1]", c.Spec.Correctness.SensitivityShare)
+	}
+	for i := range sens {
+		sens[i] *= share
+	}
+	return sens, nil
+}
+
 func refFusedExperts(c *Case) (map[string][]float64, error) {
 	ids, err := c.i32(0, "topk_ids")
 	if err != nil {
 		return nil, err
 	}
-	o, err := reference.FusedExperts(c.f64(0, "x"), c.f64(0, "w13"), c.f64(0, "w2"), ids, c.f64(0, "topk_weights"), moeDims(c.Dims))
-	return map[string][]float64{"out": o}, err
+	o, sens, err := reference.FusedExpertsSensitivity(c.f64(0, "x"), c.f64(0, "w13"), c.f64(0, "w2"), ids, c.f64(0, "topk_weights"), moeDims(c.Dims))
+	if err != nil {
+		return nil, err
+	}
+	scale, err := c.sensitivityScale(sens)
+	return map[string][]float64{"out": o, ScaleKey("out"): scale}, err
 }
 
 // refFusedExpertsReduce computes each rank's fp64 partial from that rank's
-// own weight shard, then the cross-rank sum.
+// own weight shard, then the cross-rank sum; the scale sums the ranks'
+// squared sensitivities.
 func refFusedExpertsReduce(c *Case) (map[string][]float64, error) {
 	ids, err := c.i32(0, "topk_ids")
 	if err != nil {
 		return nil, err
 	}
 	parts := make([][]float64, len(c.Ranks))
+	sq := make([][]float64, len(c.Ranks))
 	for r := range c.Ranks {
-		parts[r], err = reference.FusedExpertsPartial(c.f64(r, "x"), c.f64(r, "w13"), c.f64(r, "w2"), ids,
+		parts[r], sq[r], err = reference.FusedExpertsPartialSensitivity(c.f64(r, "x"), c.f64(r, "w13"), c.f64(r, "w2"), ids,
 			c.f64(r, "topk_weights"), moeDims(c.Dims), r, c.WorldSize)
 		if err != nil {
 			return nil, fmt.Errorf("rank %d partial: %w", r, err)
 		}
 	}
 	o, err := reference.SumRanks(parts)
-	return map[string][]float64{"out": o}, err
+	if err != nil {
+		return nil, err
+	}
+	sum, err := reference.SumRanks(sq)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range sum {
+		sum[i] = math.Sqrt(v)
+	}
+	scale, err := c.sensitivityScale(sum)
+	return map[string][]float64{"out": o, ScaleKey("out"): scale}, err
 }
 
 func refAllReduce(c *Case) (map[string][]float64, error) {

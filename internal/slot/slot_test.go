@@ -108,6 +108,21 @@ func TestEveryCaseResolves(t *testing.T) {
 							t.Fatalf("%s/%s/%s: reference %s[%d] = %v", s.Name, sh.Name, dist, o.Name, j, x)
 						}
 					}
+					scale, ok := ref[ScaleKey(o.Name)]
+					if want := s.Correctness.SensitivityShare != ""; ok != want {
+						t.Fatalf("%s: output %s: reference gives a scale: %v, slot has a sensitivity share: %v", s.Name, o.Name, ok, want)
+					}
+					if ok && len(scale) != len(v) {
+						t.Fatalf("%s: output %s: scale has %d values, the output %d", s.Name, o.Name, len(scale), len(v))
+					}
+					for j, x := range scale {
+						if !(x >= 0) || math.IsInf(x, 1) {
+							t.Fatalf("%s/%s/%s: scale of %s[%d] = %v", s.Name, sh.Name, dist, o.Name, j, x)
+						}
+					}
+				}
+				if len(ref) != len(outs)+countScales(ref) {
+					t.Fatalf("%s: reference has %d entries for %d outputs", s.Name, len(ref), len(outs))
 				}
 				if _, err := cs.Descriptor(); err != nil {
 					t.Fatal(err)
@@ -115,6 +130,17 @@ func TestEveryCaseResolves(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countScales counts the ScaleKey entries of a reference map.
+func countScales(ref map[string][]float64) int {
+	n := 0
+	for k := range ref {
+		if strings.HasSuffix(k, ScaleKey("")) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestGenerationDeterministic(t *testing.T) {

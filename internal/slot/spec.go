@@ -232,6 +232,11 @@ type Correctness struct {
 	K           int                  `json:"k,omitempty"`
 	MinOverlap  string               `json:"min_overlap,omitempty"`
 	Tolerances  map[string]Tolerance `json:"tolerances"` // by torch dtype name
+	// SensitivityShare (canonical decimal, "" for none) makes the relative
+	// tolerance of each element apply to max(|expected|, share × its
+	// rounding sensitivity), which the slot's reference computes beside
+	// the result (ScaleKey; docs/verify.md, "Rounding sensitivity").
+	SensitivityShare string `json:"sensitivity_share,omitempty"`
 }
 
 // Tolerance is an atol/rtol pair as canonical decimal strings.

@@ -342,6 +342,11 @@ func adversarialCases() []adversarialCase {
 		// sinks a sequence, aimed margins and spreads, decode's long probe).
 		{name: "decode_multisink_skip", allDTypes: true, verify: `output out: matched_ratio`},
 		{name: "sdpa_multisink_skip", allDTypes: true, verify: `output out: matched_ratio`},
+		// Session 20: the MoE slots' tolerance scaled by the rounding
+		// sensitivity of the format's intermediates (slot.ScaleKey): the
+		// fused-MoE precision of vLLM passes, four significand bits do not.
+		{name: "control_moe_intermediate_format", control: true, allDTypes: true},
+		{name: "moe_fp8_intermediates", allDTypes: true, verify: `output out: matched_ratio`},
 	}
 }
 
