@@ -152,8 +152,8 @@ func printSlot(w io.Writer, s *slot.Spec) {
 			tols = append(tols, fmt.Sprintf("%s atol=%s rtol=%s", dt, t.Atol, t.Rtol))
 		}
 	}
-	if c.SensitivityShare != "" {
-		tols = append(tols, fmt.Sprintf("rtol of max(|expected|, %s x rounding sensitivity)", c.SensitivityShare))
+	if c.SensitivityUnits != "" {
+		tols = append(tols, fmt.Sprintf("errors up to %s unit roundoffs x rounding sensitivity allowed", c.SensitivityUnits))
 	}
 	fmt.Fprintf(w, "  correctness: %s; %s\n", pol, strings.Join(tols, "; "))
 	fmt.Fprintf(w, "  shapes:   %s\n", shapeList(s.Shapes))

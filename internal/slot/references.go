@@ -95,19 +95,31 @@ func moeDims(d Dims) reference.MoEDims {
 
 // ScaleKey names, in a reference's map, the scale of output's relative
 // tolerance (metric.GradeScaled): present only for slots whose
-// Correctness has a SensitivityShare, as that share of the rounding
-// sensitivity their reference computes beside the result.
+// Correctness has SensitivityUnits, computed from the rounding sensitivity
+// their reference computes beside the result.
 func ScaleKey(output string) string { return output + "@scale" }
 
-// sensitivityScale returns sens scaled in place by the slot's
-// SensitivityShare.
+// sensitivityScale turns sens, in place, into the scale of the relative
+// tolerance that lets an element's error reach units × u × sens (u: the
+// unit roundoff of the case's dtype): units × u × sens / rtol.
 func (c *Case) sensitivityScale(sens []float64) ([]float64, error) {
-	share, err := strconv.ParseFloat(c.Spec.Correctness.SensitivityShare, 64)
-	if err != nil || !(share > 0 && share <= 1) {
-		return nil, fmt.Errorf("sensitivity_share %q: want a decimal in (0, 1]", c.Spec.Correctness.SensitivityShare)
+	cor := c.Spec.Correctness
+	units, err := strconv.ParseFloat(cor.SensitivityUnits, 64)
+	if err != nil || !(units > 0 && units <= 64) {
+		return nil, fmt.Errorf("sensitivity_units %q: want a decimal in (0, 64]", cor.SensitivityUnits)
 	}
+	sig := c.DType.Significand()
+	t, ok := cor.Tolerances[c.DType.String()]
+	if sig == 0 || !ok {
+		return nil, fmt.Errorf("sensitivity_units: no unit roundoff or tolerance for %s", c.DType)
+	}
+	rtol, err := strconv.ParseFloat(t.Rtol, 64)
+	if err != nil || !(rtol > 0) {
+		return nil, fmt.Errorf("sensitivity_units: rtol %q of %s", t.Rtol, c.DType)
+	}
+	f := units * math.Ldexp(1, -sig) / rtol
 	for i := range sens {
-		sens[i] *= share
+		sens[i] *= f
 	}
 	return sens, nil
 }

@@ -232,11 +232,14 @@ type Correctness struct {
 	K           int                  `json:"k,omitempty"`
 	MinOverlap  string               `json:"min_overlap,omitempty"`
 	Tolerances  map[string]Tolerance `json:"tolerances"` // by torch dtype name
-	// SensitivityShare (canonical decimal, "" for none) makes the relative
-	// tolerance of each element apply to max(|expected|, share × its
-	// rounding sensitivity), which the slot's reference computes beside
-	// the result (ScaleKey; docs/verify.md, "Rounding sensitivity").
-	SensitivityShare string `json:"sensitivity_share,omitempty"`
+	// SensitivityUnits (canonical decimal, "" for none) lets each
+	// element's error reach units × u × its rounding sensitivity, where u
+	// is the unit roundoff of the call's dtype (2⁻⁸ bfloat16, 2⁻¹¹
+	// float16, 2⁻²⁴ float32) and the sensitivity is computed by the slot's
+	// reference beside the result: the relative tolerance applies to
+	// max(|expected|, units × u × sensitivity / rtol) (ScaleKey;
+	// docs/verify.md, "Rounding sensitivity").
+	SensitivityUnits string `json:"sensitivity_units,omitempty"`
 }
 
 // Tolerance is an atol/rtol pair as canonical decimal strings.

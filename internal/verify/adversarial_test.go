@@ -342,11 +342,16 @@ func adversarialCases() []adversarialCase {
 		// sinks a sequence, aimed margins and spreads, decode's long probe).
 		{name: "decode_multisink_skip", allDTypes: true, verify: `output out: matched_ratio`},
 		{name: "sdpa_multisink_skip", allDTypes: true, verify: `output out: matched_ratio`},
-		// Session 20: the MoE slots' tolerance scaled by the rounding
-		// sensitivity of the format's intermediates (slot.ScaleKey): the
-		// fused-MoE precision of vLLM passes, four significand bits do not.
+		// Session 20: the MoE slots' allowance for the rounding sensitivity
+		// of intermediates, in unit roundoffs of each call's dtype
+		// (slot.ScaleKey): the fused-MoE precision of vLLM and split-K
+		// partials in the format pass; four significand bits, float16 at
+		// bfloat16's precision and float32 at 15 bits do not.
 		{name: "control_moe_intermediate_format", control: true, allDTypes: true},
+		{name: "control_moe_splitk_partials", control: true, allDTypes: true},
 		{name: "moe_fp8_intermediates", allDTypes: true, verify: `output out: matched_ratio`},
+		{name: "moe_f16_short_intermediates", allDTypes: true, verify: `/default float16: FAIL shape .*output out: matched_ratio`},
+		{name: "moe_f32_short_intermediates", allDTypes: true, verify: `/default float32: FAIL shape .*output out: matched_ratio`},
 	}
 }
 
