@@ -26,8 +26,8 @@ func (a *app) qualifyCommand() *cobra.Command {
 		Long: `qualify screens the candidate (scan and verify on the arena's device), then
 runs attempts of B (incumbent, timed), C (incumbent with the target replaced,
 timed; its engine exists only between B's and B′'s reads), B′ (incumbent
-again), A (audit of sampled candidate calls on a fresh eager engine, regraded
-in Go) and T (a pristine engine teacher-forces trajectories chosen after the
+again), A (audit of sampled candidate calls on a fresh engine run as C was,
+CUDA graphs included, regraded in Go) and T (a pristine engine teacher-forces trajectories chosen after the
 reads). Every read is timed by this process; every number of a verdict is
 sealed in the evidence store and re-derivable with cacheon evidence check.
 

@@ -56,6 +56,10 @@ type Audit struct {
 	Seed     int64  `json:"seed"`
 	Dir      string `json:"dir"` // absolute
 	MaxDumps int    `json:"max_dumps"`
+	// Graph dumps calls replayed from CUDA graphs too, through copies
+	// captured beside each candidate call (the runtime's auditsites); an
+	// engine loaded with graphs (GraphsOn) only.
+	Graph bool `json:"graph,omitempty"`
 }
 
 // LoadRequest builds the engine.

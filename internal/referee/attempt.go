@@ -365,7 +365,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	if speed.Verdict.Outcome != Pass && !r.Measure {
 		return speed.Verdict
 	}
-	// A: the audit, on a fresh eager candidate engine.
+	// A: the audit, on a fresh candidate engine run as C was (graphs included).
 	audit := r.audit(ctx, st, candCfg)
 	if audit.Outcome != "" && !r.Measure {
 		return audit

@@ -95,6 +95,9 @@ type AuditRecord struct {
 	// Selected is how often A's timed waves selected the candidate, per
 	// slot (C's timed waves, the same workload, drew the positions).
 	Selected map[string]int64 `json:"selected,omitempty"`
+	// Graphs says A ran CUDA graphs as C did, its replayed calls dumped
+	// through copies captured beside them (absent: eager).
+	Graphs bool `json:"graphs,omitempty"`
 }
 
 // AuditDump is one regraded dump.

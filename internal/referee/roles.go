@@ -9,23 +9,31 @@ import (
 	"slices"
 	"sort"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/engine"
 	"cacheon/internal/evidence"
 )
 
-// audit is role A: a fresh eager engine with the candidate dumps calls
-// sampled at positions drawn from the attempt's secret over the whole run;
-// Go regrades every dump with the grader verify uses. Any violation is a
-// FAIL; so is an audit that found fewer than MinAudited calls of the
-// target (the candidate must fire where it is graded, too).
+// audit is role A: a fresh engine with the candidate, run as C ran (CUDA
+// graphs where the arena captures them), dumps calls sampled at positions
+// drawn from the attempt's secret over the whole run; calls replayed from
+// a graph are dumped through copies captured beside them. Go regrades
+// every dump with the grader verify uses. Any violation is a FAIL; so is
+// an audit that found fewer than MinAudited calls of the target (the
+// candidate must fire where it is graded, too).
 func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Config) Verdict {
 	cfg := candCfg
+	graphs := auditGraphs(st.p.Arena)
 	cfg.Graphs = engine.GraphsOff
+	mode := "eager"
+	if graphs {
+		cfg.Graphs, mode = engine.GraphsOn, "graphs, replayed calls dumped"
+	}
 	// No share or every rule in the runtime: A dumps exactly the positions
 	// drawn below (auditPositions), so that every dump is one the record
 	// names and none is spent on the first calls of the load.
-	cfg.Audit = &engine.Audit{Share: "0", MaxDumps: r.AuditMax}
-	r.say("A: loading the audit engine (eager)")
+	cfg.Audit = &engine.Audit{Share: "0", MaxDumps: r.AuditMax, Graph: graphs}
+	r.say("A: loading the audit engine (%s)", mode)
 	s, err := r.Open(ctx, cfg)
 	if err != nil {
 		return Attribute(err, ReasonCandidateErr, "audit engine")
@@ -34,7 +42,7 @@ func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Co
 	// The calls to dump are drawn once the warm-up has run, over the timed
 	// waves about to run: as many as C's timed waves selected of each slot
 	// (the same workload), the last of them always among them.
-	var rec AuditRecord
+	rec := AuditRecord{Graphs: graphs}
 	positions := func(before map[string]engine.SlotCounters) (map[string][]int, error) {
 		p, err := auditPositions(st.secret, st.p.slots(), st.reads["C"].TimedSlots, before, r.AuditShare, r.AuditMax, r.MinAudited)
 		rec.Positions = p
@@ -62,6 +70,14 @@ func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Co
 	}
 	st.rec.Audit = &ref
 	return auditVerdict(rec, st.p.slots(), r.MinAudited)
+}
+
+// auditGraphs reports whether A runs CUDA graphs: where the arena's
+// engine captures them (C's timed reads replay them), so that a kernel
+// that behaves one way when captured and another when called eagerly
+// shows A what C ran.
+func auditGraphs(a *arena.Arena) bool {
+	return a.Engine.Graphs && a.Device == "cuda"
 }
 
 // auditVerdict decides A from its sealed record: every dump passes and

@@ -4,8 +4,9 @@ audit, and the dumping itself (a mixin of dispatch.Dispatch).
 The load's ``audit`` options set a share and an every-Nth rule, bounded by
 ``max_dumps``; an ``audit_calls`` request adds explicit positions (the
 selected-call numbers the referee draws over its timed waves), which no
-bound limits. Calls inside a graph capture or replay are never dumped:
-dumps are host work of eager calls. The dump's format is auditdump's.
+bound limits. Here only eager calls are dumped; calls replayed from a CUDA
+graph are dumped through the copies auditsites captures beside them. The
+dump's format is auditdump's.
 """
 
 import os
@@ -46,9 +47,10 @@ class AuditCalls:
         self.audit_calls = {}
 
     def set_audit_calls(self, calls):
-        """Dump exactly these selected calls of each slot (numbers as
-        selected_calls counts them, from the load on), besides any share or
-        every rule; replaces earlier positions (auditdump.parse_calls)."""
+        """Dump exactly these selected calls of each slot (numbered as the
+        engine counts them, counts[slot]["selected"] from the load on,
+        replayed calls included), besides any share or every rule;
+        replaces earlier positions (auditdump.parse_calls)."""
         self.audit_calls = auditdump.parse_calls(calls, self.counts, self.audit_dir)
         return sum(len(v) for v in self.audit_calls.values())
 

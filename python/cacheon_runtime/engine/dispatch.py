@@ -29,9 +29,11 @@ collective slots, collectives.py) dispatch
 6. counts per slot: selected, completed, fallback, ineligible, audited,
    stock; while a CUDA graph is being captured the counts go to a capture
    log that the runner adds once per replay;
-7. in audit mode (eager only) samples selected calls (every Nth and a seeded
-   random share) and writes their inputs (before and after the call) and
-   outputs as safetensors for Go to regrade, read as raw bytes;
+7. in audit mode samples selected calls (the referee's drawn positions,
+   every Nth, a seeded random share) and writes their inputs (before and
+   after the call) and outputs as safetensors for Go to regrade, read as
+   raw bytes; with ``audit.graph`` also calls replayed from CUDA graphs,
+   through copies captured beside them (auditsites);
 8. around every candidate call asks the runtime guard (guard.Guard.quick:
    modes, tensor types, audit-hook refusals) whether the candidate changed
    how torch runs, and after the load and every request the full check
@@ -52,7 +54,7 @@ import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditcalls, auditdump, bundlens, collectives, harness, msacalls, stock
+from . import auditcalls, auditdump, auditsites, bundlens, collectives, harness, msacalls, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -160,7 +162,7 @@ class Experts:
 # Dispatch
 
 
-class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditCalls):
+class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditCalls, auditsites.AuditSites):
     def __init__(self, device, dtype, context, stack, strict=True, audit=None, timer=None, safety=None, poison=(),
                  group=None, world_size=1, rank=0, kind="llama"):
         # The process's runtime guard (built by main before any candidate
@@ -207,7 +209,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         if self.poison and self.safety.hook is not None:
             self.safety.hook.arm()
         self._init_audit(audit)
-        self.selected_calls = dict.fromkeys(self.served, 0)
+        self._init_sites(audit)
 
     def _load_stack(self, stack):
         if not isinstance(stack, dict):
@@ -255,12 +257,17 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
 
     def begin_capture(self):
         self.capture_log = {s: dict.fromkeys(COUNTERS, 0) for s in self.served}
+        self.begin_sites()
 
     def end_capture(self):
         log, self.capture_log = self.capture_log, None
-        return log
+        return self.end_sites(log)
 
     def add_log(self, log, times=1):
+        """A graph was replayed (times times): dump the drawn positions its
+        replay covered (auditsites), then add its capture's counts."""
+        if times == 1:
+            self.replayed(log)
         for s, c in log.items():
             d = self.counts[s]
             for k, v in c.items():
@@ -469,9 +476,12 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
             prepared = experts.cand.get(var.index)
             if prepared is None:
                 return self._fail(slot, var, "prepare failed at load", "", shapes, dtype, stock_fn)
-        n_call = self.selected_calls[slot]
-        self.selected_calls[slot] = n_call + 1
-        audit = self._audit_pick(slot, desc, n_call)
+        # The call's number among the slot's selected calls as counted
+        # (audit_calls positions); calls being captured or not counted
+        # (warm-ups) have none, a captured one gets a site (auditsites).
+        capturing = self.capture_log is not None
+        n_call = self.counts[slot]["selected"] - 1 if self.counting and not capturing else -1
+        audit = n_call >= 0 and self._audit_pick(slot, desc, n_call)
         specs, outs = self._outputs(shapes, dtype)
         vis_in = {n: ops.detach(self._own_copy(t) if n in KEPT.get(slot, ()) else t) for n, t in inputs.items()}
         pages = auditdump.used_pages(self.raw, inputs) if audit and slot == DECODE else None
@@ -491,6 +501,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         before = {n: ops.fact(o.visible) for n, o in outs.items()}
         bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
         self._guarded(slot, var, vis_in, outs, "before the call")
+        site = self.site_before(slot, var, desc, inputs, scalars, experts, slot == DECODE) if capturing else None
         try:
             with guard_mod.no_grad(torch):
                 var.entry(*argv)
@@ -504,6 +515,8 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         if problem:
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
         self._count(slot, "completed")
+        if site is not None:
+            self.site_after(site, inputs, outs)
         if audit:
             self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts, slot == DECODE)
         return {n: o.contract for n, o in outs.items()}

@@ -1,0 +1,139 @@
+"""auditsites: the referee's audit of candidate calls replayed from CUDA
+graphs (a mixin of dispatch.Dispatch, beside auditcalls).
+
+A graph replays the kernels its capture recorded; the host never sees the
+calls again, and a kernel that behaves one way while it is being captured
+(or from its n-th capture on) and another when called eagerly would show
+an eager audit only its eager behaviour. With ``audit.graph`` the audit
+engine captures, at every candidate call of a graph, copies of the call's
+inputs before it, of its outputs and of its inputs after it into buffers
+of its own (a *site*). The copies run in every replay. A position the
+referee drew (audit_calls) that falls inside a replay is dumped from its
+site's buffers right after that replay, in the same format as an eager
+dump (auditdump.write), so Go regrades replayed calls exactly as eager
+ones.
+
+Positions number a slot's selected calls as the engine counts them
+(``counts[slot]["selected"]``): a replay adds its capture's selected calls
+in capture order, which is the order of the sites.
+
+What is not copied: the paged decode caches and the MoE weights, which
+the call only reads and nothing changes later in the same replay; the
+dump reads them live (the pages the block table references). A candidate
+that writes into a decode cache during a replayed call is therefore not
+seen by this audit (verify's graph replays check input mutation).
+"""
+
+import torch
+
+from . import auditdump
+
+# Inputs read live after the replay instead of copied (see above).
+_LIVE = ("k_cache", "v_cache")
+
+
+class _Out:
+    """An output as auditdump.write reads it (.contract)."""
+
+    def __init__(self, t):
+        self.contract = t
+
+
+class Site:
+    """One candidate call captured into a graph, with its copies."""
+
+    def __init__(self, slot, variant, desc, scalars, experts, decode):
+        self.slot, self.variant, self.desc = slot, variant, dict(desc)
+        self.scalars, self.experts, self.decode = dict(scalars), experts, decode
+        self.live, self.pre, self.post, self.outs = {}, {}, {}, {}
+
+
+class AuditSites:
+    """The graph audit state of a Dispatch: needs self.ops, self.raw,
+    self.counts, self.capture_log, self.audit_calls, self.audit_dir,
+    self.device and self._count."""
+
+    def _init_sites(self, audit):
+        a = audit or {}
+        self.graph_audit = a.get("graph", False) is True
+        self.capture_sites = None
+
+    def begin_sites(self):
+        """A capture begins: its sites are collected until end_sites."""
+        self.capture_sites = {} if self.graph_audit else None
+
+    def end_sites(self, log):
+        """The capture ended: its sites go with its log (log.sites)."""
+        log = CaptureLog(log)
+        log.sites, self.capture_sites = self.capture_sites or {}, None
+        return log
+
+    def site_before(self, slot, var, desc, inputs, scalars, experts, decode):
+        """At a candidate call being captured (graph audit only): a site
+        whose input copies are captured now, before the call; None when no
+        site is kept."""
+        if self.capture_sites is None:
+            return None
+        index = self.capture_log[slot]["selected"] - 1
+        s = Site(slot, var.name, desc, scalars, experts, decode)
+        for n, t in inputs.items():
+            if n in _LIVE:
+                s.live[n] = t
+            else:
+                s.pre[n] = self._site_copy(t)
+        self.capture_sites.setdefault(slot, {})[index] = s
+        return s
+
+    def site_after(self, site, inputs, outs):
+        """Right after the captured call: copies of its outputs and of its
+        inputs as they are then."""
+        for n, t in inputs.items():
+            if n not in _LIVE:
+                site.post[n] = self._site_copy(t)
+        for n, o in outs.items():
+            site.outs[n] = _Out(self._site_copy(o.contract))
+
+    def _site_copy(self, t):
+        ops = self.ops
+        c = ops.empty(list(ops.size(t)), dtype=ops.dtype_of(t), device=ops.device_of(t))
+        ops.copy(c, t)
+        return c
+
+    def replayed(self, log):
+        """After a replay of the graph whose capture produced log, before
+        its counts are added: dump the drawn positions it covered."""
+        sites = getattr(log, "sites", None)
+        if not sites or not self.audit_calls:
+            return
+        synced = False
+        for slot, by_index in sites.items():
+            base = self.counts[slot]["selected"]
+            n = log[slot]["selected"]
+            for pos in sorted(p for p in self.audit_calls.get(slot, ()) if base <= p < base + n):
+                site = by_index.get(pos - base)
+                if site is None:
+                    continue  # (not dumped: the referee's check names it)
+                if not synced and self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                    synced = True
+                self._dump_site(site, pos)
+
+    def _dump_site(self, site, n_call):
+        inputs = dict(site.post, **site.live)
+        before = dict(site.pre, **site.live)
+        pages = auditdump.used_pages(self.raw, inputs) if site.decode else None
+        before_in = auditdump.snapshot_inputs(self.raw, before, pages)
+        auditdump.write(self.raw, self.audit_dir, site.slot, site.variant, n_call, site.desc, inputs, before_in,
+                        pages, site.scalars, site.outs, site.experts, decode=site.decode,
+                        tp=(self.rank, self.world_size) if self.world_size > 1 else None)
+        self.counts[site.slot]["audited"] += 1
+
+
+class CaptureLog(dict):
+    """A capture's counts per slot (a dict, as the runner adds it per
+    replay) and its audit sites (.sites: slot -> capture index -> Site)."""
+
+    sites = None
+
+
+__all__ = ["AuditSites", "CaptureLog", "Site"]
