@@ -256,3 +256,38 @@ func TestUlpOf(t *testing.T) {
 		}
 	}
 }
+
+// TestSystematicRepeatedRows checks that rows repeating an earlier row bit
+// for bit (serving's pad rows) count once: one row's honest rounding
+// errors copied a thousand times are not a lean, while the same lean on
+// distinct rows still is one.
+func TestSystematicRepeatedRows(t *testing.T) {
+	const rowLen, distinct, copies = 64, 8, 1000
+	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
+	base := sysValues(7, distinct*rowLen)
+	// Every distinct row rounds honestly; the last one's errors happen to
+	// lean (its values nudged up by a third of a tolerance).
+	got := mapped(base, func(i int, x float64) float64 {
+		if i >= (distinct-1)*rowLen {
+			return x + (tol.Atol+tol.Rtol*math.Abs(x))/3
+		}
+		return roundBF16(x)
+	})
+	exp := append([]float64(nil), base...)
+	last := len(base) - rowLen
+	for range copies {
+		exp = append(exp, base[last:]...)
+		got = append(got, got[last:last+rowLen]...)
+	}
+	p := metric.SysParams{Tol: tol, Sig: 8, Elementwise: true}
+	r := metric.Systematic(exp, got, []int{len(exp) / rowLen, rowLen}, p)
+	if !r.Pass || r.N != distinct*rowLen {
+		t.Fatalf("copies of one row: pass=%v over %d elements (%s), want a pass over %d", r.Pass, r.N, r.Explain, distinct*rowLen)
+	}
+	// The same lean on every row, each row distinct, fails.
+	lean := mapped(sysValues(8, (distinct+copies)*rowLen), func(_ int, x float64) float64 { return x })
+	leaned := mapped(lean, func(_ int, x float64) float64 { return x + (tol.Atol+tol.Rtol*math.Abs(x))/3 })
+	if r := metric.Systematic(lean, leaned, []int{len(lean) / rowLen, rowLen}, p); r.Pass {
+		t.Fatalf("a lean of a third of a tolerance on %d distinct rows passed", distinct+copies)
+	}
+}

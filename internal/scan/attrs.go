@@ -169,7 +169,8 @@ func torchTable() []attrEntry {
 		"distributed": {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
 			"reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier",
 			"send", "recv", "isend", "irecv", "batch_isend_irecv", "P2POp", "ReduceOp", "get_rank",
-			"get_world_size", "is_available", "is_initialized", "get_backend", "ProcessGroup", "Work"},
+			"get_world_size", "get_global_rank", "get_group_rank", "get_process_group_ranks", "is_available",
+			"is_initialized", "get_backend", "ProcessGroup", "Work"},
 	}
 	for m, list := range listed {
 		for _, n := range list {

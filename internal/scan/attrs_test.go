@@ -70,6 +70,8 @@ func TestAttributeAllowList(t *testing.T) {
 		{"torch.cuda.list_gpu_processes", "differs between grading and serving"},
 		{"torch.distributed.is_initialized", ""}, // collective slots of established bundles use it
 		{"torch.distributed.get_world_size", ""},
+		{"torch.distributed.get_global_rank", ""}, // reduce(dst=)/broadcast(src=) take global ranks
+		{"torch.distributed.get_process_group_ranks", ""},
 		{"torch.cuda.jiterator", "allow-list of torch.cuda"},
 		{"torch.distributed.new_group", "allow-list of torch.distributed"},
 		{"torch.distributed.distributed_c10d._world", "allow-list of torch.distributed"},
