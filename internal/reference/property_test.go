@@ -408,3 +408,33 @@ func TestSDPAValuePathsAgree(t *testing.T) {
 		assertIdentical(t, fmt.Sprintf("%+v", tc.dm), a, b)
 	}
 }
+
+// TestResidualNormSensitivity checks the residual norms' sensitivity
+// against its formula written out: the sum's and the partials' squares,
+// and the norm's as the residual's through the weight over the row's RMS.
+func TestResidualNormSensitivity(t *testing.T) {
+	const n, h, eps = 3, 8, 1e-6
+	r := newRand(31)
+	parts := [][]float64{randVec(r, n*h), randVec(r, n*h)}
+	residual, weight := randVec(r, n*h), randVec(r, h)
+	_, res, err := ARResidualRMSNorm(parts, residual, weight, n, h, eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, sr := ResidualNormSensitivity(parts, res, weight, n, h, eps)
+	for i := range n {
+		var ms float64
+		for j := range h {
+			ms += res[i*h+j] * res[i*h+j]
+		}
+		rms := math.Sqrt(ms/h + eps)
+		for j := range h {
+			k := i*h + j
+			s := parts[0][k] + parts[1][k]
+			want := math.Sqrt(s*s + parts[0][k]*parts[0][k] + parts[1][k]*parts[1][k])
+			if math.Abs(sr[k]-want) > 1e-12*want || math.Abs(sn[k]-math.Abs(weight[j])*want/rms) > 1e-12*(1+sn[k]) {
+				t.Fatalf("element %d: sensitivities %v, %v; want %v, %v", k, sr[k], sn[k], want, math.Abs(weight[j])*want/rms)
+			}
+		}
+	}
+}

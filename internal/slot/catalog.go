@@ -46,6 +46,22 @@ func moeMatched() Correctness {
 	return c
 }
 
+// residualMatched is matched for the residual all-reduce norms, with an
+// allowance of one unit roundoff for the rounding sensitivity of the
+// all-reduced sum (reference.ResidualNormSensitivity): NCCL's all-reduce of
+// a bfloat16 tensor returns it in bfloat16, and vLLM's and SGLang's
+// unfused paths add the residual to that; where the residual cancels the
+// sum, that honest rounding was up to 22 tolerances of the result. One
+// rounding of the sum is off by at most one unit roundoff of it, so one
+// unit (not the MoE slots' 2.5 for their many roundings): with 2.5 a sum
+// kept at 6 significand bits in bfloat16 passed every seed, with one unit
+// it fails 5 of 6 (CPU, seeds 1–6), the honest unfused paths none.
+func residualMatched() Correctness {
+	c := matched("0.99")
+	c.SensitivityUnits = "1"
+	return c
+}
+
 func topk(k int, minOverlap string) Correctness {
 	return Correctness{Metric: "topk_overlap", K: k, MinOverlap: minOverlap, Tolerances: standardTolerances()}
 }
@@ -457,7 +473,7 @@ func arResidualRMSNorm() *Spec {
 		},
 		Count: "M", MaxCount: 4096, PadRows: []string{"x", "residual"},
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
-		Correctness:  matched("0.99"),
+		Correctness:  residualMatched(),
 		fields:       map[string]string{"num_tokens": "M", "hidden_dim": "H", "world_size": "WS"},
 		impl:         slotImpl{reference: refARResidualRMSNorm},
 	}
@@ -488,7 +504,7 @@ func moeFinalizeARRMSNorm() *Spec {
 		Count: "T", MaxCount: 1024, PadRows: []string{"residual"},
 		ServingPad:   &ServingPad{Dim: "PAD", Of: "T", Multiple: 8},
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
-		Correctness:  matched("0.99"),
+		Correctness:  residualMatched(),
 		fields:       map[string]string{"num_tokens": "T", "hidden_dim": "H", "top_k": "K", "world_size": "WS"},
 		impl:         slotImpl{reference: refMoEFinalize},
 	}

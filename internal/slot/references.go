@@ -175,8 +175,26 @@ func refAllReduce(c *Case) (map[string][]float64, error) {
 }
 
 func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
-	n, r, err := reference.ARResidualRMSNorm(c.perRank("x"), c.f64(0, "residual"), c.f64(0, "weight"), c.Dims["M"], c.Dims["H"], c.Scalars["eps"])
-	return map[string][]float64{"out_norm": n, "out_residual": r}, err
+	parts, weight, eps := c.perRank("x"), c.f64(0, "weight"), c.Scalars["eps"]
+	n, r, err := reference.ARResidualRMSNorm(parts, c.f64(0, "residual"), weight, c.Dims["M"], c.Dims["H"], eps)
+	if err != nil {
+		return nil, err
+	}
+	return c.withResidualScales(map[string][]float64{"out_norm": n, "out_residual": r}, parts, weight, c.Dims["M"], c.Dims["H"], eps)
+}
+
+// withResidualScales adds the scales of a residual all-reduce norm's two
+// outputs (reference.ResidualNormSensitivity) to its reference map.
+func (c *Case) withResidualScales(out map[string][]float64, parts [][]float64, weight []float64, n, h int, eps float64) (map[string][]float64, error) {
+	sn, sr := reference.ResidualNormSensitivity(parts, out["out_residual"], weight, n, h, eps)
+	var err error
+	if out[ScaleKey("out_norm")], err = c.sensitivityScale(sn); err != nil {
+		return nil, err
+	}
+	if out[ScaleKey("out_residual")], err = c.sensitivityScale(sr); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func refMoEFinalize(c *Case) (map[string][]float64, error) {
@@ -192,6 +210,11 @@ func refMoEFinalize(c *Case) (map[string][]float64, error) {
 		rowMaps[r] = rm
 		scales[r] = c.f64(r, "scales")
 	}
-	n, res, err := reference.MoEFinalizeARRMSNorm(c.perRank("gemm_out"), rowMaps, scales, c.f64(0, "residual"), c.f64(0, "weight"), dm, c.Scalars["eps"])
-	return map[string][]float64{"out_norm": n, "out_residual": res}, err
+	gemm, weight, eps := c.perRank("gemm_out"), c.f64(0, "weight"), c.Scalars["eps"]
+	n, res, err := reference.MoEFinalizeARRMSNorm(gemm, rowMaps, scales, c.f64(0, "residual"), weight, dm, eps)
+	if err != nil {
+		return nil, err
+	}
+	parts := reference.MoEFinalizePartials(gemm, rowMaps, scales, dm)
+	return c.withResidualScales(map[string][]float64{"out_norm": n, "out_residual": res}, parts, weight, dm.T, dm.H, eps)
 }
