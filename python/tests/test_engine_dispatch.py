@@ -480,52 +480,6 @@ class DispatchTests(unittest.TestCase):
         with self.assertRaises(Failure):
             off.d.set_audit_calls({"norm.rmsnorm": [1]})
 
-    def test_audit_graph_sites(self):
-        # A capture on the CPU (no CUDA graph: its copies run once, during
-        # the capture, as they would in every replay): the drawn positions
-        # a "replay" covers are dumped from the sites' copies, numbered as
-        # the engine counts selected calls, and only those; an engine
-        # without audit.graph keeps no site.
-        with tempfile.TemporaryDirectory() as d:
-            eng = self.engine("llama", self.b.stack("rms_good", "decode_good"), audit={"dir": d, "graph": True})
-            dd = eng.d
-            gen = torch.Generator().manual_seed(3)
-            x, w = torch.randn(3, 64, generator=gen), torch.randn(64, generator=gen)
-            b, hq, hkv, dim, ps, npages = 2, 4, 2, 16, 4, 6
-            q = torch.randn(b, hq, dim, generator=gen)
-            kc, vc = torch.randn(npages, ps, hkv, dim, generator=gen), torch.randn(npages, ps, hkv, dim, generator=gen)
-            bt = torch.tensor([[4, 1], [2, 0]], dtype=torch.int32)
-            sl = torch.tensor([7, 3], dtype=torch.int32)
-            dd.set_mode("decode", True)
-            dd.begin_capture()
-            for _ in range(3):
-                dd.rmsnorm(x, w, 1e-5)
-            dd.decode(q, kc, vc, bt, sl, 0.25)
-            log = dd.end_capture()
-            self.assertEqual(sorted(log.sites["norm.rmsnorm"]), [0, 1, 2])
-            self.assertEqual(sorted(log.sites["attention.decode"]), [0])
-            self.assertEqual(os.listdir(d), [])
-            base = dd.counts["norm.rmsnorm"]["selected"]
-            dbase = dd.counts["attention.decode"]["selected"]
-            dd.set_audit_calls({"norm.rmsnorm": [base + 1, base + 5], "attention.decode": [dbase + 1]})
-            dd.add_log(log)  # the first replay: rmsnorm base..base+2, decode dbase
-            self.assertEqual(os.listdir(d), ["norm.rmsnorm-%d.safetensors" % (base + 1)])
-            dd.add_log(log)  # the second: rmsnorm base+3..base+5, decode dbase+1
-            want = {"norm.rmsnorm-%d.safetensors" % (base + 1), "norm.rmsnorm-%d.safetensors" % (base + 5),
-                    "attention.decode-%d.safetensors" % (dbase + 1)}
-            self.assertEqual(set(os.listdir(d)), want)
-            for f in want:
-                t, meta = stio.load(os.path.join(d, f))
-                self.assertEqual(meta["graph_mode"], "graph")
-                check_dump(self, meta["slot"], t, meta)
-            self.assertEqual(dd.counts["norm.rmsnorm"]["selected"], base + 6)
-            self.assertEqual(dd.counts["norm.rmsnorm"]["audited"], 2)
-            plain = self.engine("llama", self.b.stack("rms_good"), audit={"dir": d})
-            plain.d.set_mode("decode", True)
-            plain.d.begin_capture()
-            plain.d.rmsnorm(x, w, 1e-5)
-            self.assertEqual(plain.d.end_capture().sites, {})
-
     def test_audit_moe_dump(self):
         with tempfile.TemporaryDirectory() as d:
             eng = self.engine("mixtral", self.b.stack("moe_good"), audit={"every": 5, "dir": d})
