@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 from cacheon_runtime import stio  # noqa: E402
+from cacheon_runtime.wire import Failure  # noqa: E402
 from test_engine_dispatch import Bundles, check_dump  # noqa: E402
 from test_engine_model import make, tiny_arena  # noqa: E402
 
@@ -74,6 +75,8 @@ class AuditSitesTests(unittest.TestCase):
             plain.d.begin_capture()
             plain.d.rmsnorm(x, w, 1e-5)
             self.assertEqual(plain.d.end_capture().sites, {})
+            with self.assertRaises(Failure):
+                make(tiny_arena("llama"), stack=self.b.stack("rms_good"), audit={"dir": d, "graph": "yes"})
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ seen by this audit (verify's graph replays check input mutation).
 
 import torch
 
+from .. import wire
 from . import auditdump
 
 # Inputs read live after the replay instead of copied (see above).
@@ -54,8 +55,9 @@ class AuditSites:
     self.device and self._count."""
 
     def _init_sites(self, audit):
-        a = audit or {}
-        self.graph_audit = a.get("graph", False) is True
+        """Parse the load's audit.graph (a bool; anything else is the
+        request's error)."""
+        self.graph_audit = wire.field(audit or {}, "graph", bool, False, required=False)
         self.capture_sites = None
 
     def begin_sites(self):
