@@ -17,8 +17,16 @@ import torch  # noqa: E402
 
 from cacheon_runtime import stio  # noqa: E402
 from cacheon_runtime.wire import Failure  # noqa: E402
-from test_engine_dispatch import Bundles, check_dump  # noqa: E402
+from test_engine_dispatch import SOURCES, Bundles, check_dump  # noqa: E402
 from test_engine_model import make, tiny_arena  # noqa: E402
+
+# decode_good's result, then a write into a page its first row reads.
+SOURCES.setdefault("decode_scribble", SOURCES["decode_good"] + """
+        _honest = attention_decode
+        def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
+            _honest(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out)
+            k_cache[int(block_table[0, 0])].add_(1.0)
+""")
 
 
 class AuditSitesTests(unittest.TestCase):
@@ -77,6 +85,103 @@ class AuditSitesTests(unittest.TestCase):
             self.assertEqual(plain.d.end_capture().sites, {})
             with self.assertRaises(Failure):
                 make(tiny_arena("llama"), stack=self.b.stack("rms_good"), audit={"dir": d, "graph": "yes"})
+
+    def test_audit_graph_cache_write(self):
+        # A write into a decode cache during a captured call: the dump's
+        # pages before the call come from the cache's shadow, after it from
+        # the cache, so Go's input check sees the write (a copy per site
+        # would be too large; reading the cache live twice saw nothing).
+        with tempfile.TemporaryDirectory() as d:
+            eng = make(tiny_arena("llama"), stack=self.b.stack("decode_scribble"), audit={"dir": d, "graph": True})
+            dd = eng.d
+            gen = torch.Generator().manual_seed(4)
+            b, hq, hkv, dim, ps, npages = 2, 4, 2, 16, 4, 6
+            q = torch.randn(b, hq, dim, generator=gen)
+            kc, vc = torch.randn(npages, ps, hkv, dim, generator=gen), torch.randn(npages, ps, hkv, dim, generator=gen)
+            kc0 = kc.clone()
+            bt = torch.tensor([[4, 1], [2, 0]], dtype=torch.int32)
+            sl = torch.tensor([7, 3], dtype=torch.int32)
+            dd.set_mode("decode", True)
+            dd.begin_capture()
+            dd.decode(q, kc, vc, bt, sl, 0.25)
+            dd.decode(q, kc, vc, bt, sl, 0.25)  # the same cache again: shadows of its own
+            log = dd.end_capture()
+            self.assertEqual(len(dd.cache_shadows), 4)  # k and v, twice
+            self.assertFalse(torch.equal(kc, kc0))
+            base = dd.counts["attention.decode"]["selected"]
+            dd.set_audit_calls({"attention.decode": [base, base + 1]})
+            dd.add_log(log)
+            dumps = [stio.load(os.path.join(d, "attention.decode-%d.safetensors" % (base + i)))[0] for i in (0, 1)]
+            for i, t in enumerate(dumps):
+                self.assertTrue(torch.equal(t["v_cache"], t["in.v_cache"]))
+                # the cache's page 4 is the dump's page 2 (the used pages 1, 2, 4 in order)
+                diff = (t["in.k_cache"].double() - t["k_cache"].double()).sum(dim=(1, 2, 3))
+                self.assertEqual([int(i) for i in torch.nonzero(diff).flatten()], [2])
+                # each call's before is its own (kc0, then kc0 + 1); after
+                # is the cache at the replay's end (kc0 + 2)
+                self.assertAlmostEqual(float(diff[2]) / (ps * hkv * dim), 2 - i, places=5)
+            self.assertTrue(torch.equal(dumps[0]["k_cache"][2], kc0[4]))
+
+
+# A decode whose every step is capturable (no host reads of the tables),
+# honest; with a write into a page its first row reads after it.
+_GRAPH_DECODE = """
+        import torch
+        def attention_decode(q, k_cache, v_cache, block_table, seq_lens, sm_scale, out):
+            b, hq, d = q.shape
+            hkv = k_cache.shape[2]
+            bt = block_table.long()
+            k = k_cache[bt].reshape(b, -1, hkv, d).repeat_interleave(hq // hkv, dim=2).float()
+            v = v_cache[bt].reshape(b, -1, hkv, d).repeat_interleave(hq // hkv, dim=2).float()
+            s = torch.einsum("bhd,bshd->bhs", q.float(), k) * sm_scale
+            pos = torch.arange(k.shape[1], device=q.device)
+            s = s.masked_fill(pos[None, None, :] >= seq_lens.long()[:, None, None], float("-inf"))
+            out.copy_(torch.einsum("bhs,bshd->bhd", s.softmax(-1), v))
+"""
+SOURCES.setdefault("decode_graphok", _GRAPH_DECODE)
+SOURCES.setdefault("decode_graphscribble", _GRAPH_DECODE + """
+            k_cache.index_add_(0, bt[:1, 0], torch.ones_like(k_cache[:1]))
+""")
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs CUDA")
+class AuditSitesCUDATests(unittest.TestCase):
+    """The graph audit over real CUDA graph replays."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.b = Bundles()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.b.tmp.cleanup()
+
+    def _dumps(self, name):
+        from test_engine_model import wave
+        arena = tiny_arena("llama")
+        arena["device"] = "cuda"
+        with tempfile.TemporaryDirectory() as d:
+            eng = make(arena, stack=self.b.stack(name), audit={"dir": d, "graph": True})
+            self.assertTrue(eng.graphs)
+            eng.generate({"requests": wave()})  # warm-up
+            base = eng.d.counts["attention.decode"]["selected"]
+            eng.d.set_audit_calls({"attention.decode": list(range(base, base + 64, 3))})
+            eng.generate({"requests": wave(seed=4)})
+            out = []
+            for f in sorted(os.listdir(d)):
+                t, meta = stio.load(os.path.join(d, f))
+                out.append((t, meta))
+            return out
+
+    def test_replayed_cache_write_seen(self):
+        honest = self._dumps("decode_graphok")
+        self.assertTrue(any(m["graph_mode"] == "graph" for _t, m in honest))
+        for t, meta in honest:
+            check_dump(self, meta["slot"], t, meta)
+        cheat = [(t, m) for t, m in self._dumps("decode_graphscribble") if m["graph_mode"] == "graph"]
+        self.assertTrue(cheat)
+        for t, meta in cheat:
+            self.assertFalse(torch.equal(t["k_cache"], t["in.k_cache"]), meta["call"])
 
 
 if __name__ == "__main__":

@@ -17,11 +17,18 @@ Positions number a slot's selected calls as the engine counts them
 (``counts[slot]["selected"]``): a replay adds its capture's selected calls
 in capture order, which is the order of the sites.
 
-What is not copied: the paged decode caches and the MoE weights, which
-the call only reads and nothing changes later in the same replay; the
-dump reads them live (the pages the block table references). A candidate
-that writes into a decode cache during a replayed call is therefore not
-seen by this audit (verify's graph replays check input mutation).
+The paged decode caches are too large for a copy per site. Each cache
+tensor has one *shadow* of its size instead, shared by the sites of every
+graph: a site copies the cache into it right before the call. A replay
+makes one call per layer (a capture that passes one cache to several
+calls gets a shadow per call), so a layer's shadow still holds what its
+call read when the replay ends, and the cache itself what the call left (the
+engine writes a layer's new keys and values before its call). The dump
+takes the referenced pages before the call from the shadow and after it
+from the cache, as an eager dump does, so a candidate that writes into a
+decode cache during a replayed call fails Go's input check. The MoE
+weights are not copied: a candidate gets copies of them at load and never
+the validator's own.
 """
 
 import torch
@@ -29,7 +36,8 @@ import torch
 from .. import wire
 from . import auditdump
 
-# Inputs read live after the replay instead of copied (see above).
+# Inputs read live after the replay, their state before it kept in a
+# shadow (see above).
 _LIVE = ("k_cache", "v_cache")
 
 
@@ -59,10 +67,12 @@ class AuditSites:
         request's error)."""
         self.graph_audit = wire.field(audit or {}, "graph", bool, False, required=False)
         self.capture_sites = None
+        self.cache_shadows, self.capture_shadow_uses = {}, {}
 
     def begin_sites(self):
         """A capture begins: its sites are collected until end_sites."""
         self.capture_sites = {} if self.graph_audit else None
+        self.capture_shadow_uses = {}
 
     def end_sites(self, log):
         """The capture ended: its sites go with its log (log.sites)."""
@@ -81,6 +91,7 @@ class AuditSites:
         for n, t in inputs.items():
             if n in _LIVE:
                 s.live[n] = t
+                s.pre[n] = self._shadow_copy(t)
             else:
                 s.pre[n] = self._site_copy(t)
         self.capture_sites.setdefault(slot, {})[index] = s
@@ -98,6 +109,21 @@ class AuditSites:
     def _site_copy(self, t):
         ops = self.ops
         c = ops.empty(list(ops.size(t)), dtype=ops.dtype_of(t), device=ops.device_of(t))
+        ops.copy(c, t)
+        return c
+
+    def _shadow_copy(self, t):
+        """Copy a decode cache into its shadow (made at its first site). A
+        capture that passes one cache to several calls gets a shadow per
+        call, so that each still holds its call's state after the replay."""
+        ops = self.ops
+        key = (ops.data_ptr(t), tuple(ops.size(t)), ops.dtype_of(t))
+        nth = self.capture_shadow_uses.get(key, 0)
+        self.capture_shadow_uses[key] = nth + 1
+        key += (nth,)
+        c = self.cache_shadows.get(key)
+        if c is None:
+            c = self.cache_shadows[key] = ops.empty(list(key[1]), dtype=key[2], device=ops.device_of(t))
         ops.copy(c, t)
         return c
 
@@ -122,7 +148,7 @@ class AuditSites:
 
     def _dump_site(self, site, n_call):
         inputs = dict(site.post, **site.live)
-        before = dict(site.pre, **site.live)
+        before = site.pre
         pages = auditdump.used_pages(self.raw, inputs) if site.decode else None
         before_in = auditdump.snapshot_inputs(self.raw, before, pages)
         auditdump.write(self.raw, self.audit_dir, site.slot, site.variant, n_call, site.desc, inputs, before_in,

@@ -145,6 +145,8 @@ class Engine(Scoring):
             return e.kv_pages
         per_page = (m.num_layers * e.page_size * (2 * (m.num_kv_heads // self.world) * m.head_dim + m.index_head_dim)
                     * torch.finfo(self.dtype).bits // 8)
+        if self.d.graph_audit:
+            per_page *= 2  # the graph audit's cache shadows (auditsites): a budget, the same count where `need` caps it
         if self.cuda:
             free, _total = torch.cuda.mem_get_info(self.device)
             budget = int(free * 0.85) - (4 << 30)
