@@ -202,6 +202,7 @@ func torchTable() []attrEntry {
 			t = append(t, attrEntry{pattern: "torch." + n, kind: attrDeny, why: d.why})
 		}
 	}
+	t = append(t, torchCoreEntries()...)
 	// set_* is denied; set_grad_enabled has a rule of its own at module level.
 	return append(t, attrEntry{pattern: "torch.set_grad_enabled"})
 }

@@ -182,6 +182,8 @@ func attributeRules() map[string]refRule {
 		"_new_shared", "_new_shared_filename_cpu", "_new_using_filename_cpu",
 		"_share_filename_cpu_", "_new_shared_fd_cpu", "_new_using_fd_cpu",
 		"_share_fd_cpu_", "share_memory_",
+		"share_memory", // nn.Module.share_memory: share_memory_ on every parameter
+		"dumps",        // numpy's ndarray.dumps pickles
 		"_dump_snapshot", "_save_segment_usage", "_save_memory_usage",
 		"export_chrome_trace", "export_stacks", "export_memory_timeline",
 		"dump", // numpy's ndarray.dump pickles to a file

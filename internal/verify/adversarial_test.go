@@ -331,6 +331,17 @@ func adversarialCases() []adversarialCase {
 		{name: "control_version_gate", control: true},
 		{name: "control_rmsnorm_dataclass_vecnorm", control: true},
 		{name: "control_silu_chunked_inplace", control: true},
+		// Red team, session 21: torch._C's classes and functions that
+		// torch re-exports at top level (the TorchScript compiler, zip
+		// archive readers and writers, dispatch-key guards), and a
+		// module's share_memory().
+		{name: "ts_compile_from_file", scan: `module-attribute-not-allowed use of "torch\.CompilationUnit": it is a binding of torch's C\+\+ core`},
+		{name: "pt_filewriter_memread", scan: `module-attribute-not-allowed use of "torch\.PyTorchFileWriter": it is a binding of torch's C\+\+ core`},
+		{name: "exclude_key_guard_left", scan: `module-attribute-not-allowed use of "torch\.ExcludeDispatchKeyGuard"`},
+		{name: "module_share_memory", scan: `file-access use of "_M\.share_memory"`},
+		// Honest, session 21: variants chosen by world size (a row outside
+		// its world_size domain is N/A).
+		{name: "control_all_reduce_ws_variants", control: true},
 		{name: "control_all_gather_f64", control: true, allDTypes: true},
 		// Its second pass: the skip, off where verify's first sinks told
 		// themselves apart (one norm in every head, shrunk other keys).

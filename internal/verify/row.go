@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,7 +127,7 @@ func rowContext(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws in
 	if op.Domain.GraphSafe != nil && !*op.Domain.GraphSafe {
 		return dom, base, false
 	}
-	context := dom.Without(spec.NumericFields()...)
+	context := dom.Without(shapeFields(spec)...)
 	if ok, _ := context.Match(graphed); ok {
 		return dom, graphed, true
 	}
@@ -141,8 +142,20 @@ func rowContext(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws in
 // (before any shape is generated).
 func eligible(op bundle.Op, spec *slot.Spec, o Options, dt tensor.DType, ws int) bool {
 	dom, base, _ := rowContext(op, spec, o, dt, ws)
-	ok, _ := dom.Without(spec.NumericFields()...).Match(base)
+	ok, _ := dom.Without(shapeFields(spec)...).Match(base)
 	return ok
+}
+
+// shapeFields are the descriptor fields a row's shapes decide, which its
+// run context (dtype, device, graph mode, world size) cannot: the slot's
+// numeric fields less a collective's world_size, which is the run's and
+// makes a row whose domain excludes it N/A like a dtype does.
+func shapeFields(spec *slot.Spec) []string {
+	out := spec.NumericFields()
+	if spec.Kind == slot.Collective {
+		out = slices.DeleteFunc(out, func(f string) bool { return f == "world_size" })
+	}
+	return out
 }
 
 // verifyRow verifies one manifest row in one dtype (and, for a
@@ -159,7 +172,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	dom, base, graph := rowContext(op, spec, o, dt, ws)
 	// Pre-selection eligibility on the run's context alone (dtype, device,
 	// world size): a row whose domain excludes it is N/A before any call.
-	if ok, reason := dom.Without(spec.NumericFields()...).Match(base); !ok {
+	if ok, reason := dom.Without(shapeFields(spec)...).Match(base); !ok {
 		row.Outcome, row.Reason = NotApplicable, reason
 		return row
 	}
