@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -55,11 +56,13 @@ func TestVerifiedCounts(t *testing.T) {
 }
 
 // TestShippedArenaDimsVerified: every width a shipped arena serves a slot
-// at (the MLP width per rank, the hidden size, the head dimension, an msa
-// indexer's width and block size, the decode page table's width) is one
-// of the shapes verify runs the slot on (registered or served): a kernel
-// tiled for narrower rows, or honest only in narrower tables, would
-// otherwise be wrong only where it is served.
+// at (the MLP width per rank, the hidden size, the heads per rank with the
+// head dimension, MoE's hidden and intermediate widths, an msa indexer's
+// width and block size, the decode page table's width and its cache's page
+// count) is one of the shapes verify runs the slot on (registered or
+// served): a kernel tiled for narrower rows, or honest only in narrower
+// tables, fewer heads or smaller caches, would otherwise be wrong only
+// where it is served. Each group of fields is matched by one shape.
 func TestShippedArenaDimsVerified(t *testing.T) {
 	cat, err := slot.NewCatalog()
 	if err != nil {
@@ -69,37 +72,60 @@ func TestShippedArenaDimsVerified(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("arenas: %v %v", files, err)
 	}
+	type group map[string]int
 	for _, f := range files {
 		a, err := arena.Load(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := a.Model
-		want := map[string]map[string]int{
-			"activation.silu_and_mul":           {"hidden_dim": m.IntermediateSize / a.Engine.Ranks()},
-			"norm.rmsnorm":                      {"hidden_dim": m.HiddenSize},
-			"attention.decode":                  {"head_dim": m.HeadDim, "seq_len": tableSeqLen(a)},
-			"attention.sdpa":                    {"head_dim": m.HeadDim},
-			"attention.msa_block_score":         {"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize},
-			"attention.msa_prefill_block_score": {"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize},
+		m, r := a.Model, a.Engine.Ranks()
+		heads := group{"num_heads": m.NumHeads / r, "num_kv_heads": m.NumKVHeads / r, "head_dim": m.HeadDim}
+		hidden := []group{{"hidden_dim": m.HiddenSize}}
+		want := map[string][]group{
+			"activation.silu_and_mul":            {{"hidden_dim": m.IntermediateSize / r}},
+			"norm.rmsnorm":                       hidden,
+			"attention.decode":                   {heads, {"seq_len": tableSeqLen(a)}, {"PAGES": a.Engine.KVPages}},
+			"attention.sdpa":                     {heads},
+			"attention.msa_block_score":          {{"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize}},
+			"attention.msa_prefill_block_score":  {{"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize}},
+			"moe.fused_experts":                  {{"hidden_dim": m.HiddenSize}, {"intermediate_dim": m.IntermediateSize}},
+			"moe.fused_experts_reduce":           hidden,
+			"collective.all_reduce":              hidden,
+			"collective.ar_residual_rmsnorm":     hidden,
+			"collective.moe_finalize_ar_rmsnorm": hidden,
 		}
 		for _, name := range ArenaSeams(a) {
-			fields, ok := want[name]
+			groups, ok := want[name]
 			if !ok {
+				t.Errorf("%s serves %s: the test names no widths for it", a.Name, name)
 				continue
 			}
 			spec, _ := cat.Lookup(name)
-			for field, v := range fields {
-				var seen []int
+			for _, g := range groups {
+				found := false
+				var seen []map[string]int
 				for _, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
-					d, err := spec.DescriptorOf(sh.Dims)
+					dims := maps.Clone(sh.Dims)
+					if spec.Kind == slot.Collective {
+						dims["WS"] = r
+					}
+					d, err := spec.DescriptorOf(dims)
 					if err != nil {
 						t.Fatal(err)
 					}
-					seen = append(seen, d[field])
+					got := map[string]int{}
+					for field := range g {
+						if v, ok := sh.Dims[field]; ok { // a dimension no descriptor field names (PAGES)
+							got[field] = v
+						} else {
+							got[field] = d[field]
+						}
+					}
+					seen = append(seen, got)
+					found = found || maps.Equal(got, map[string]int(g))
 				}
-				if !slices.Contains(seen, v) {
-					t.Errorf("%s serves %s at %s = %d; verify's shapes have %v (add a served shape)", a.Name, name, field, v, seen)
+				if !found {
+					t.Errorf("%s serves %s at %v; verify's shapes have %v (add a served shape)", a.Name, name, g, seen)
 				}
 			}
 		}

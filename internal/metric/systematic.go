@@ -33,8 +33,8 @@ import (
 //   - precision (elementwise slots in half precision): per band at or
 //     above atol, the share of elements off by more than SysNearUlps ulps
 //     of the output's format at each expected value, at most SysFarShare
-//     (a median: a few honest underflows do not count, a kernel that drops
-//     bits does; below atol an honest float16 kernel rounding each op
+//     (a few honest underflows and multiple roundings do not count, a
+//     kernel that drops bits in all or many of its elements does; below atol an honest float16 kernel rounding each op
 //     loses more to subnormal intermediates, sigmoid's of a large negative
 //     gate among them);
 //   - tail: how many elements are off by more than SysTailMult tolerances,
@@ -76,9 +76,15 @@ const (
 	// SysFlush is the fixed floor of the flush test's mean relative error
 	// (in [atol/4, atol)).
 	SysFlush = 0.25
-	// SysNearUlps and SysFarShare: see the precision test.
-	SysNearUlps = 2.0
-	SysFarShare = 0.5
+	// SysNearUlps and SysFarShare: see the precision test. An honest
+	// elementwise kernel rounds once to the output (errors under half an
+	// ulp) or a few times through the format (silu's sigmoid and product
+	// in bfloat16: 0.3 % of elements beyond 1.5 ulps); one computed two
+	// bits short of the format puts a quarter of its elements there, and
+	// one that drops three bits in half its channels 30 % (session 21:
+	// silu_column_lowbits passed the earlier 2 ulps over a median).
+	SysNearUlps = 1.5
+	SysFarShare = 0.1
 	// SysTailMult and SysTailMin: see the tail test.
 	SysTailMult = 2.0
 	SysTailMin  = 4

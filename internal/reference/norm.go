@@ -45,3 +45,37 @@ func rmsnormRow(dst, x, weight []float64, eps float64) {
 func RMSNormFlops(n, h int) float64 {
 	return 4 * float64(n) * float64(h)
 }
+
+// RMSNormAbsorbed is, per row of x (n rows of h), the share of the row's
+// sum of squares (eps·h included) held by squares that a float32 running
+// sum may absorb whole: those below 2^-23 of the sum, half an ulp of any
+// partial sum they are added to or less. An honest float32 accumulation
+// in any order (a BLAS dot product of squares whose partial sum met an
+// outlier early) loses at most that share, all of it one way; a pairwise
+// sum loses almost none. The norm's relative error is then half of it.
+func RMSNormAbsorbed(x []float64, n, h int, eps float64) ([]float64, error) {
+	const fn = "RMSNormAbsorbed"
+	if err := checkPositive(fn, dim{"n", n}, dim{"h", h}); err != nil {
+		return nil, err
+	}
+	if err := checkLen(fn, "x", len(x), n, h); err != nil {
+		return nil, err
+	}
+	out := make([]float64, n)
+	for i := range out {
+		row := x[i*h : (i+1)*h]
+		total := dot(row, row) + eps*float64(h)
+		if !(total > 0) || math.IsInf(total, 0) {
+			continue
+		}
+		limit := math.Ldexp(total, -23)
+		small := 0.0
+		for _, v := range row {
+			if sq := v * v; sq < limit {
+				small += sq
+			}
+		}
+		out[i] = small / total
+	}
+	return out, nil
+}

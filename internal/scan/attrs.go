@@ -146,7 +146,7 @@ func torchTable() []attrEntry {
 	t = append(t, attrEntry{pattern: "torch.signal", kind: attrModules})
 	for _, m := range []string{"cuda", "backends", "backends.cuda", "backends.cudnn", "backends.mps",
 		"backends.mkldnn", "backends.openmp", "backends.cpu", "distributed", "autograd",
-		"autograd.function", "ops", "jit"} {
+		"autograd.function", "ops", "jit", "compiler"} {
 		t = append(t, attrEntry{pattern: "torch." + m, kind: attrExact})
 	}
 	listed := map[string][]string{
@@ -165,6 +165,9 @@ func torchTable() []attrEntry {
 		"autograd":          {"Function", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled"},
 		"autograd.function": {"Function", "FunctionCtx", "once_differentiable"},
 		"jit":               {"is_scripting", "is_tracing"},
+		// Read-only queries (torch 2.x; honest code guards them with
+		// hasattr): the rest of torch.compiler compiles (compiler.*).
+		"compiler": {"is_compiling", "is_dynamo_compiling"},
 		// The collectives, on the group the validator passes.
 		"distributed": {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
 			"reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier",
@@ -183,7 +186,7 @@ func torchTable() []attrEntry {
 	}{
 		{whyLoader, []string{"load", "hub", "package", "serialization", "classes", "import_ir_module*", "get_file_path", "ops.load_library", "storage"}},
 		{whyFiles, []string{"save", "from_file", "onnx", "profiler", "autograd.profiler"}},
-		{whyCodegen, []string{"compile", "compiler", "export", "fx", "jit.*", "cond", "while_loop", "func", "_dynamo", "_inductor"}},
+		{whyCodegen, []string{"compile", "compiler.*", "export", "fx", "jit.*", "cond", "while_loop", "func", "_dynamo", "_inductor"}},
 		{whyUtils, []string{"utils"}},
 		{whyProcesses, []string{"multiprocessing", "futures", "nn.parallel", "jit.fork"}},
 		{whySetter, []string{"set_*", "use_deterministic_algorithms", "read_vitals", "backends.*.set_*", "backends.cuda.enable_*", "backends.cuda.preferred_*", "backends.cudnn.flags"}},

@@ -12,7 +12,7 @@ func TestAttributeAllowList(t *testing.T) {
 		"torch.backends": true, "torch.backends.cuda": true, "torch.distributed": true,
 		"torch.distributed.distributed_c10d": true, "torch.signal": true, "torch.signal.windows": true,
 		"triton.language": true, "triton.language.extra": true, "triton.language.extra.cuda": true,
-		"triton.testing": true, "torch._dynamo": true,
+		"triton.testing": true, "torch._dynamo": true, "torch.compiler": true, "torch.compiler.config": true,
 	}
 	p := newAttrPolicy(attrTables(), submodules)
 	tests := []struct {
@@ -39,6 +39,9 @@ func TestAttributeAllowList(t *testing.T) {
 		{"torch.Tensor.__name__", ""},
 		{"torch.set_grad_enabled", ""},
 		{"torch.jit.is_scripting", ""},
+		{"torch.compiler", ""}, // the module object: hasattr(torch.compiler, "is_compiling")
+		{"torch.compiler.is_compiling", ""},
+		{"torch.compiler.is_dynamo_compiling", ""},
 		{"triton.jit", ""},
 		{"triton.language.extra.cuda.libdevice", ""},
 		{"triton.runtime.driver.active.utils.get_device_properties", ""},
@@ -55,6 +58,13 @@ func TestAttributeAllowList(t *testing.T) {
 		{"torch.jit.load", "compiles and loads"},
 		{"torch.jit.fork", "starts processes"},
 		{"torch.compile", "compiles and loads"},
+		{"torch.compiler.compile", "compiles and loads"},
+		{"torch.compiler.disable", "compiles and loads"},
+		{"torch.compiler.allow_in_graph", "compiles and loads"},
+		{"torch.compiler.reset", "compiles and loads"},
+		{"torch.compiler.config.x", "compiles and loads"},
+		{"torch.compiler.is_compilingx", "compiles and loads"},
+		{"torch.compiler._cache", "compiles and loads"},
 		{"torch.hub.load", "loads programs"},
 		{"torch.load", "loads programs"},
 		{"torch.set_printoptions", "process-wide"},

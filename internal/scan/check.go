@@ -101,6 +101,7 @@ func (fc *fileCheck) limits() {
 
 func (fc *fileCheck) imports(imports []importFact) {
 	pkg, _ := packageOf(fc.rel)
+	typeChecking := fc.typeCheckingImports() // typefacts.go
 	for _, im := range imports {
 		abs, climbs := resolve(pkg, im)
 		if climbs {
@@ -108,7 +109,7 @@ func (fc *fileCheck) imports(imports []importFact) {
 				"relative import with %d dots climbs above the bundle root; import bundle modules from inside the bundle", im.Level)
 			continue
 		}
-		if im.Level == 0 && !fc.allowed[topLevel(abs)] && !fc.ix.isLocal(abs) {
+		if im.Level == 0 && !fc.allowed[topLevel(abs)] && !fc.ix.isLocal(abs) && !typeChecking[pos{im.Line, im.Col}] {
 			if msg := unsupportedImport(abs, topLevel(abs)); msg != "" { // unsupported.go
 				fc.add(im.Line, im.Col, RuleImportNotAllowed, "%s", msg)
 			} else {
@@ -275,7 +276,7 @@ func (fc *fileCheck) names(names []nameFact) {
 				"passing %s around hides what is accessed; write obj.attr at the call site", n.Name)
 		case isDunder(n.Name) && !harmlessDunder(n.Name) && !operatorDunder(n.Name):
 			fc.add(n.Line, n.Col, RuleDunderAccess, "use of %s reaches interpreter internals; remove it", n.Name)
-		case n.Name == "type" && builtin && n.Ctx == "load":
+		case n.Name == "type" && builtin && n.Ctx == "load" && !fc.typeIdentity(pos{n.Line, n.Col}):
 			fc.add(n.Line, n.Col, RuleDunderAccess,
 				"type used as a value (an alias, an argument, a base class) builds classes wherever it is called with a namespace: %s; call type(x) directly with one argument", namespaceWhy)
 		case n.Ctx == "load" && fc.resolvesTo(n.Name, "functools.wraps"):

@@ -38,6 +38,10 @@ type fileFacts struct {
 	Flows      []flowFact   `json:"flows"`
 	Classes    []classFact  `json:"classes"`
 	Methods    []methodFact `json:"methods"`
+	// The facts of python/cacheon_runtime/asttyping.py (typefacts.go).
+	TypeNames    []typeNameFact     `json:"type_names"`
+	TypeChecking []typeCheckingFact `json:"type_checking"`
+	Annotations  [][]int            `json:"annotations"`
 }
 
 // parseError is a source that ast.parse rejected.
@@ -314,7 +318,8 @@ func checkHeader(h *factsHeader) error {
 // names non-empty and bounded, no facts next to a parse error.
 func checkFile(f *fileFacts) error {
 	if f.Error != nil {
-		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows)+len(f.Classes)+len(f.Methods) != 0 {
+		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows)+len(f.Classes)+len(f.Methods)+
+			len(f.TypeNames)+len(f.TypeChecking)+len(f.Annotations) != 0 {
 			return errors.New("facts next to a parse error")
 		}
 		if len(f.Error.Msg) > maxMessage {
@@ -424,6 +429,9 @@ func checkFile(f *fileFacts) error {
 				return fmt.Errorf("flow: %w", err)
 			}
 		}
+	}
+	if err := checkTypeFacts(f); err != nil {
+		return err
 	}
 	return checkClasses(f)
 }

@@ -29,6 +29,12 @@ const (
 		`"aliases":[],"flows":[],` +
 		`"classes":[{"name":"C","bases":["torch.nn.Module",""],"keywords":false,"decorators":[],"refs":["m"],"top":true,"line":1,"col":1}],` +
 		`"methods":[{"class":1,"name":"m","decorators":[{"chain":"functools.lru_cache","call":true}],"line":2,"col":5}]}` + "\n"
+	// testTypes carries the facts of asttyping.py.
+	testTypes = `{"path":"a.py","error":null,"imports":[],"calls":[],"attributes":[],"stores":[],"names":[],"aliases":[],"flows":[],` +
+		`"type_names":[{"line":1,"col":9,"where":"annotation","place":"param","generics":["typing.Callable"]},` +
+		`{"line":2,"col":18,"where":"classinfo","callee":"isinstance","call_line":2,"call_col":1}],` +
+		`"type_checking":[{"test":"TYPE_CHECKING","line":3,"col":1,"imports":[[4,5]]}],` +
+		`"annotations":[[1,9,1,30]]}` + "\n"
 	testRichHeader = `{"python":"3.11.2","stdlib":["os"],"importable":["os","six"],"submodules":["torch.nn","torch.utils.data"]}` + "\n"
 )
 
@@ -84,6 +90,18 @@ func TestParseFacts(t *testing.T) {
 		{name: "bad root call", out: testHeader + strings.Replace(testClasses, `"root_call":"type"`, `"root_call":"ty pe"`, 1), wantErr: "bad character"},
 		{name: "bad submodule", out: strings.Replace(testRichHeader, `"torch.nn"`, `"torch..nn"`, 1), wantErr: "submodule name"},
 		{name: "bad importable name", out: strings.Replace(testRichHeader, `"six"`, `"six.moves"`, 1), wantErr: "importable name"},
+		{name: "typing facts", out: testHeader + testTypes, files: 1},
+		{name: "unknown type name place", out: testHeader + strings.Replace(testTypes, `"where":"annotation"`, `"where":"call"`, 1), wantErr: "unknown place"},
+		{name: "unknown annotation place", out: testHeader + strings.Replace(testTypes, `"place":"param"`, `"place":"lambda"`, 1), wantErr: "unknown place"},
+		{name: "unknown classinfo callee", out: testHeader + strings.Replace(testTypes, `"callee":"isinstance"`, `"callee":"f"`, 1), wantErr: "unknown callee"},
+		{name: "annotation with a call", out: testHeader + strings.Replace(testTypes, `"place":"param",`, `"place":"param","callee":"isinstance",`, 1), wantErr: "with a call"},
+		{name: "classinfo with generics", out: testHeader + strings.Replace(testTypes, `"callee":"isinstance",`, `"callee":"isinstance","generics":["x"],`, 1), wantErr: "annotation's fields"},
+		{name: "bad generic", out: testHeader + strings.Replace(testTypes, `"typing.Callable"`, `"typing..Callable"`, 1), wantErr: "bad character"},
+		{name: "bad type checking test", out: testHeader + strings.Replace(testTypes, `"test":"TYPE_CHECKING"`, `"test":""`, 1), wantErr: "type checking"},
+		{name: "short import position", out: testHeader + strings.Replace(testTypes, `[[4,5]]`, `[[4]]`, 1), wantErr: "not line, col"},
+		{name: "short span", out: testHeader + strings.Replace(testTypes, `[[1,9,1,30]]`, `[[1,9,1]]`, 1), wantErr: "not line, col, end line, end col"},
+		{name: "reversed span", out: testHeader + strings.Replace(testTypes, `[[1,9,1,30]]`, `[[1,9,1,3]]`, 1), wantErr: "ends before"},
+		{name: "facts next to error (types)", out: testHeader + testFile + strings.Replace(testError, `"names":[]`, `"names":[],"annotations":[[1,1,1,2]]`, 1), wantErr: "next to a parse error"},
 		{name: "facts next to error (alias)", out: testHeader + testFile + strings.Replace(testError, `"names":[]`, `"names":[],"aliases":[{"name":"x","chains":["y"],"line":1,"col":1}]`, 1), wantErr: "next to a parse error"},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,8 @@
 //
 // The rules live in Go. Python sources are parsed by the real Python
 // grammar: one interpreter start per bundle runs the embedded script
-// python/cacheon_runtime/astfacts.py, which receives the sources on stdin,
+// python/cacheon_runtime/astfacts.py (with asttyping.py beside it, whose
+// facts typefacts.go judges), which receives the sources on stdin,
 // calls ast.parse and reports raw syntax facts (imports, calls, attribute
 // chains, assignment targets, names, aliases, where module objects flow,
 // classes, methods and their receivers) as JSON lines, after a header that

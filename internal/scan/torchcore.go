@@ -11,10 +11,10 @@ package scan
 // refused by name, except the few a kernel uses (torchCoreAllowed).
 //
 // The list is the union of the re-exports of torch 1.13 (Debian's, CI's)
-// and torch 2.11 (the GPU machine's). TestTorchCoreReexportsClassified
-// asks the installed torch for its re-exports and fails on any that is
-// neither refused nor allowed here, so a torch that adds one does not get
-// it allowed by "torch.*" unnoticed.
+// and torch 2.11 (the GPU machine's), kept in testdata. The tests fail on
+// any of those, or of the installed torch's, that is neither refused nor
+// allowed here, so a torch that adds one does not get it allowed by
+// "torch.*" unnoticed.
 
 const whyCore = "it is a binding of torch's C++ core (torch._C) that torch re-exports: the TorchScript compiler and IR, serialization readers and writers, futures, benchmark runners and dispatch-key guards load code, reach files and memory or change how operators dispatch; a kernel needs none of them"
 
@@ -28,6 +28,9 @@ var torchCoreAllowed = []string{
 	"has_spectral", "get_num_threads", "get_num_interop_threads", "is_autocast_enabled",
 	"is_autocast_cpu_enabled", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype",
 	"is_autocast_cache_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+	// torch 2.11
+	"AcceleratorError", "OutOfMemoryError", "get_autocast_dtype", "get_autocast_ipu_dtype",
+	"get_autocast_xla_dtype", "is_autocast_ipu_enabled", "is_autocast_xla_enabled",
 }
 
 // torchCoreRefused are the other re-exports of torch._C, less those
@@ -56,6 +59,8 @@ var torchCoreRefused = []string{
 	"autocast_decrement_nesting", "autocast_increment_nesting", "clear_autocast_cache", "cpp",
 	"fork", "init_num_threads", "merge_type_from_type_comment", "parse_ir", "parse_schema",
 	"parse_type_comment", "unify_type_list", "vitals_enabled", "wait",
+	// torch 2.11
+	"AwaitType", "DisableTorchFunctionSubclass", "SymBoolType",
 }
 
 // torchCoreEntries are the deny entries of torchCoreRefused for torch's

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -22,6 +23,28 @@ func TestTorchCoreLists(t *testing.T) {
 	for _, n := range torchCoreRefused {
 		if v := p.check("torch." + n); v.ok || v.why != whyCore {
 			t.Errorf("torch.%s: %+v, want refused as torch._C's", n, v)
+		}
+	}
+}
+
+// TestTorchCoreReexportsListed: the re-exports of torch 1.13 and 2.11
+// (testdata, written by asking each: dir(torch._C) names that are torch's
+// own attributes) are each refused or allowed.
+func TestTorchCoreReexportsListed(t *testing.T) {
+	p := newAttrPolicy(attrTables(), nil)
+	for _, f := range []string{"testdata/torch_c_reexports_1.13.txt", "testdata/torch_c_reexports_2.11.txt"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := strings.Fields(string(data))
+		if len(names) < 100 {
+			t.Fatalf("%s: only %d names", f, len(names))
+		}
+		for _, n := range names {
+			if v := p.check("torch." + n); v.ok && !slices.Contains(torchCoreAllowed, n) {
+				t.Errorf("%s: torch.%s is allowed but on no list of torchcore.go", f, n)
+			}
 		}
 	}
 }

@@ -237,9 +237,17 @@ func sdpa() *Spec {
 		ProbeShapes: []Shape{
 			{Name: "long-prefix", Dims: Dims{"T": 16, "P": 4080, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
 		},
-		// the cpu arenas' head dimension
+		// the shipped arenas' heads per rank with their head dimension:
+		// the cpu arenas 4/2 of 32 (2/1 at two ranks), h200-dense-1b and
+		// h200-msa 32/8 of 64, the 8b and MoE arenas 32/8 of 128 (16/4 at
+		// two ranks); a kernel honest only at verify's head counts was
+		// wrong wherever it is served (sdpa_unserved_heads)
 		ServedShapes: []Shape{
 			{Name: "served-d32", Dims: Dims{"T": 12, "P": 0, "HQ": 4, "HKV": 2, "D": 32, "CAUSAL": 1}, Jitter: []string{"T"}},
+			{Name: "served-h2-d32", Dims: Dims{"T": 12, "P": 0, "HQ": 2, "HKV": 1, "D": 32, "CAUSAL": 1}, Jitter: []string{"T"}},
+			{Name: "served-h32-d64", Dims: Dims{"T": 12, "P": 116, "HQ": 32, "HKV": 8, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
+			{Name: "served-h32-d128", Dims: Dims{"T": 8, "P": 120, "HQ": 32, "HKV": 8, "D": 128, "CAUSAL": 1}, Jitter: []string{"T"}},
+			{Name: "served-h16-d128", Dims: Dims{"T": 8, "P": 120, "HQ": 16, "HKV": 4, "D": 128, "CAUSAL": 1}, Jitter: []string{"T"}},
 		},
 		Count: "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
@@ -281,9 +289,18 @@ func decode() *Spec {
 		// 64), 128 on h200-msa. A table's width is its columns, not its
 		// cache: 24 pages hold them all (pages repeat), so the widths
 		// cost little (decode_table_width_tell: verify's tables were at
-		// most 256 wide, a kernel honest only there passed).
+		// most 256 wide, a kernel honest only there passed). The heads
+		// per rank with their head dimension as sdpa's, and the caches'
+		// page counts (kv_pages: 40 and 64 on the cpu arenas, on the heads'
+		// shapes, 2048 and 4096 on the h200 ones; decode_many_pages was honest only in
+		// caches of at most 1000 pages), each on small heads.
 		ServedShapes: []Shape{
 			{Name: "served-d32", Dims: Dims{"B": 3, "HQ": 4, "HKV": 2, "D": 32, "PS": 16, "MAXP": 16, "PAGES": 24}, Jitter: []string{"B"}},
+			{Name: "served-h2-d32", Dims: Dims{"B": 3, "HQ": 2, "HKV": 1, "D": 32, "PS": 16, "MAXP": 16, "PAGES": 64}, Jitter: []string{"B"}},
+			{Name: "served-h32-d64", Dims: Dims{"B": 3, "HQ": 32, "HKV": 8, "D": 64, "PS": 16, "MAXP": 16, "PAGES": 40}, Jitter: []string{"B"}},
+			{Name: "served-h16-d128", Dims: Dims{"B": 3, "HQ": 16, "HKV": 4, "D": 128, "PS": 16, "MAXP": 16, "PAGES": 40}, Jitter: []string{"B"}},
+			{Name: "served-p2048", Dims: Dims{"B": 3, "HQ": 4, "HKV": 1, "D": 32, "PS": 16, "MAXP": 16, "PAGES": 2048}, Jitter: []string{"B"}},
+			{Name: "served-p4096", Dims: Dims{"B": 3, "HQ": 4, "HKV": 1, "D": 32, "PS": 16, "MAXP": 16, "PAGES": 4096}, Jitter: []string{"B"}},
 			{Name: "served-w128", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 128, "PAGES": 24}, Jitter: []string{"B"}},
 			{Name: "served-w512", Dims: Dims{"B": 3, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 24}, Jitter: []string{"B"}},
 		},
@@ -322,9 +339,10 @@ func msaBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"B": 2, "HQ": 4, "S": 256, "D": 64, "BS": 16}, Jitter: []string{"B"}},
 			{Name: "ragged", Dims: Dims{"B": 4, "HQ": 16, "S": 1000, "D": 128, "BS": 64}, Jitter: []string{"B"}},
 		},
-		// cpu-tiny-msa's indexer
+		// the msa arenas' indexers: cpu-tiny-msa's, h200-msa's
 		ServedShapes: []Shape{
 			{Name: "served-d32", Dims: Dims{"B": 2, "HQ": 2, "S": 128, "D": 32, "BS": 16}, Jitter: []string{"B"}},
+			{Name: "served-d64", Dims: Dims{"B": 2, "HQ": 4, "S": 640, "D": 64, "BS": 64}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 64,
 		Correctness: topk(8, "0.875"),
@@ -352,9 +370,10 @@ func msaPrefillBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"T": 16, "PREFIX": 40, "D": 64, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
 			{Name: "long-prefix", Dims: Dims{"T": 48, "PREFIX": 700, "D": 128, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
 		},
-		// cpu-tiny-msa's indexer
+		// the msa arenas' indexers: cpu-tiny-msa's, h200-msa's
 		ServedShapes: []Shape{
 			{Name: "served-d32", Dims: Dims{"T": 16, "PREFIX": 40, "D": 32, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
+			{Name: "served-d64", Dims: Dims{"T": 16, "PREFIX": 200, "D": 64, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
 		},
 		Count: "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},
@@ -387,6 +406,19 @@ func moeShapes() []Shape {
 	}
 }
 
+// moeServedShapes are the MoE arenas' widths: cpu-tiny-moe's hidden and
+// intermediate 128, the h200 MoE arenas' hidden 4096 and intermediate
+// 14336, each on few small experts (a served layer's weights, 8 experts of
+// 4096 × 2·14336, would not fit a verify); moe_unserved_width was honest
+// only at verify's hidden widths.
+func moeServedShapes() []Shape {
+	return []Shape{
+		{Name: "served-h128", Dims: Dims{"M": 6, "H": 128, "I": 128, "E": 4, "K": 2}, Jitter: []string{"M"}},
+		{Name: "served-h4096", Dims: Dims{"M": 3, "H": 4096, "I": 128, "E": 4, "K": 2}, Jitter: []string{"M"}},
+		{Name: "served-i14336", Dims: Dims{"M": 3, "H": 64, "I": 14336, "E": 2, "K": 2}, Jitter: []string{"M"}},
+	}
+}
+
 func moeFields() map[string]string {
 	return map[string]string{"num_tokens": "M", "hidden_dim": "H", "intermediate_dim": "I",
 		"num_experts": "E", "top_k": "K"}
@@ -401,7 +433,8 @@ func fusedExperts() *Spec {
 		Args:        args, PrepareArgs: prep,
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
-		Count:        "M", MaxCount: 1024,
+		ServedShapes: moeServedShapes(),
+		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"},
 		Correctness: moeMatched(),
 		fields:      moeFields(),
 		extraFields: []string{"quant"},
@@ -424,7 +457,8 @@ func fusedExpertsReduce() *Spec {
 		Args:        args, PrepareArgs: prep,
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
-		Count:        "M", MaxCount: 1024,
+		ServedShapes: moeServedShapes(),
+		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"},
 		Correctness: moeMatched(),
 		fields:      fields,
 		extraFields: []string{"quant"},
@@ -442,6 +476,13 @@ func allReduce() *Spec {
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
 			{Name: "hidden", Dims: Dims{"M": 96, "H": 2048}, Jitter: []string{"M"}},
+		},
+		// the shipped tensor-parallel arenas' hidden sizes: the cpu ones'
+		// 128, h200x2's 4096 (allreduce_unserved_width skipped the
+		// communication at any other width than verify's)
+		ServedShapes: []Shape{
+			{Name: "served-128", Dims: Dims{"M": 6, "H": 128}, Jitter: []string{"M"}},
+			{Name: "served-4096", Dims: Dims{"M": 3, "H": 4096}, Jitter: []string{"M"}},
 		},
 		Count: "M", MaxCount: 4096, PadRows: []string{"x"},
 		OutlierMax:  largeOutlierMax,
@@ -470,6 +511,13 @@ func arResidualRMSNorm() *Spec {
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
 			{Name: "hidden", Dims: Dims{"M": 64, "H": 2048}, Jitter: []string{"M"}},
+		},
+		// the shipped tensor-parallel arenas' hidden sizes: the cpu ones'
+		// 128, h200x2's 4096 (allreduce_unserved_width skipped the
+		// communication at any other width than verify's)
+		ServedShapes: []Shape{
+			{Name: "served-128", Dims: Dims{"M": 6, "H": 128}, Jitter: []string{"M"}},
+			{Name: "served-4096", Dims: Dims{"M": 3, "H": 4096}, Jitter: []string{"M"}},
 		},
 		Count: "M", MaxCount: 4096, PadRows: []string{"x", "residual"},
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
@@ -500,6 +548,10 @@ func moeFinalizeARRMSNorm() *Spec {
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"T": 5, "PAD": 3, "K": 2, "H": 64}, Jitter: []string{"T"}},
 			{Name: "deep", Dims: Dims{"T": 40, "PAD": 8, "K": 4, "H": 1024}, Jitter: []string{"T"}},
+		},
+		// cpu-tiny-moe-deep-tp2's hidden size
+		ServedShapes: []Shape{
+			{Name: "served-128", Dims: Dims{"T": 5, "PAD": 3, "K": 2, "H": 128}, Jitter: []string{"T"}},
 		},
 		Count: "T", MaxCount: 1024, PadRows: []string{"residual"},
 		ServingPad:   &ServingPad{Dim: "PAD", Of: "T", Multiple: 8},

@@ -32,6 +32,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's gemm_out (rowmap.go)
 			return nil, err
 		}
+		c.normRows(a, v, last) // the MoE experts' x (normed.go)
 		return tensor.FromFloat64(dt, shape, v)
 	case "norm_weight":
 		// Around one; in half the cases (a coin per case from the stream

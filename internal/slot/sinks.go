@@ -3,6 +3,7 @@ package slot
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"cacheon/internal/tensor"
 )
@@ -211,11 +212,20 @@ func (c *Case) sinks(replay int) error {
 // sinkCount is the number of sinks a sequence gets in the call of number
 // replay: 0 for a slot without Spec.Sinks, the serving case and the calls
 // whose coin says no; else 1, or 2 to sinkCountMax (sinkMultiOdds).
+//
+// A probe shape's calls (Spec.ProbeShapes: the long prefix and long
+// sequences the sinks are planted for) all have sinks, 1 to sinkCountMax
+// a sequence with equal odds: with session 18's odds a probe's four calls
+// had two or three sinks in none of them for about one seed in three, and
+// a skip that fired only there (sdpa_multisink_skip) passed such seeds.
 func (c *Case) sinkCount(replay int) int {
 	if c.Spec.Sinks == nil || c.Serving {
 		return 0
 	}
 	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "sinks")
+	if c.probe() {
+		return 1 + g.intn(sinkCountMax)
+	}
 	if g.uniform() >= sinkOdds {
 		return 0
 	}
@@ -223,6 +233,18 @@ func (c *Case) sinkCount(replay int) int {
 		return 1
 	}
 	return 2 + g.intn(sinkCountMax-1)
+}
+
+// probe reports whether the case's shape is one of the slot's probe
+// shapes (its name without the jitter's "~" or a count's "@n").
+func (c *Case) probe() bool {
+	base, _, _ := strings.Cut(strings.TrimSuffix(c.Shape, "~"), "@")
+	for _, sh := range c.Spec.ProbeShapes {
+		if sh.Name == base {
+			return true
+		}
+	}
+	return false
 }
 
 // sinkRows gives every key row its sink weight: 1 for a sequence's first

@@ -194,6 +194,10 @@ type Spec struct {
 	// (padrows.go); a paged slot's pad rows also take the engine's
 	// length and table row. Not part of the Contract projection.
 	PadRows []string
+	// NormedRows names the inputs serving hands as the rows of an RMS
+	// norm's output: every row of one root mean square (normed.go). Not
+	// part of the Contract projection.
+	NormedRows []string
 	// Packed names the inputs serving hands as views of packed buffers
 	// at one row offset, later rows after them (packed.go). Not part of
 	// the Contract projection.

@@ -45,6 +45,9 @@ type adversarialCase struct {
 	// alone: run with no other case beside it (bombs: a machine-wide limit
 	// they hit must not be blamed on a neighbour).
 	alone bool
+	// seed: the seed the case needs (0: the environment's), for a case
+	// whose inputs only some seeds draw.
+	seed uint64
 }
 
 // Reason patterns shared by several cases.
@@ -342,6 +345,25 @@ func adversarialCases() []adversarialCase {
 		// Honest, session 21: variants chosen by world size (a row outside
 		// its world_size domain is N/A).
 		{name: "control_all_reduce_ws_variants", control: true},
+		// A float32 dot product of squares that absorbs the small ones
+		// after an outlier's: seed 3 draws such a row (it failed there
+		// before each row's tolerance counted the absorbed share).
+		{name: "control_rmsnorm_bmm_sumsq", control: true, seed: 3},
+		// Honest, session 21: the builtin type in annotations and as
+		// isinstance's class argument; imports under TYPE_CHECKING and a
+		// hasattr-guarded torch.compiler.is_compiling().
+		{name: "control_type_annotations", control: true},
+		{name: "control_typecheck_imports", control: true},
+		// Red team, session 21: honest only at verify's widths, head
+		// layouts, cache sizes and row statistics; a precision cut the
+		// precision test's earlier bound missed.
+		{name: "moe_unserved_width", verify: `shape served-h(128|4096)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
+		{name: "sdpa_unserved_heads", verify: `shape served-h(32|16)-d(64|128)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
+		{name: "decode_many_pages", verify: `shape served-p(2048|4096)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
+		{name: "allreduce_unserved_width", verify: `shape served-(128|4096)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
+		{name: "ar_rmsnorm_unserved_width", verify: `shape served-(128|4096)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out_(norm|residual): matched_ratio`},
+		{name: "moe_unit_rms_tell", verify: `rank 0, output out: matched_ratio`},
+		{name: "silu_column_lowbits", dtype: tensor.BF16, verify: `are off by more than 1\.5 ulps of the output's format`},
 		{name: "control_all_gather_f64", control: true, allDTypes: true},
 		// Its second pass: the skip, off where verify's first sinks told
 		// themselves apart (one norm in every head, shrunk other keys).
@@ -460,7 +482,7 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 	// Never execute a case unconfined when only the scan is expected to
 	// stop it (a missed fork bomb would run), or when only the sandbox can.
 	scanOnly := !c.control && (c.verify == "" || (c.needsSandbox && !env.sandboxed))
-	res := env.runBundle(t, dir, runOptions{dtype: dt, allDTypes: c.allDTypes, callTimeout: timeout, scanOnly: scanOnly})
+	res := env.runBundle(t, dir, runOptions{dtype: dt, allDTypes: c.allDTypes, callTimeout: timeout, scanOnly: scanOnly, seed: c.seed})
 	t.Logf("%s (%s): stage %s in %.1fs\n%s", c.name, dt, res.stage, res.elapsed.Seconds(), res.reason)
 	gap := ""
 	if c.scanGap != "" {

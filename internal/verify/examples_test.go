@@ -14,6 +14,7 @@ package verify_test
 // adversarial_test.go.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,6 +138,7 @@ type runOptions struct {
 	callTimeout time.Duration // 0: 60s
 	scanOnly    bool          // stop after the scan (used for cases that must not run unconfined)
 	lanes       int           // 0: one lane (results must not depend on it: TestLanesAgree)
+	seed        uint64        // 0: the environment's (CACHEON_TEST_SEED, else 1)
 }
 
 // runBundle does what `cacheon verify` does, in process: stage (copy and
@@ -185,7 +187,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 		dtypes = nil
 	}
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
-		Device: "cpu", DTypes: dtypes, Seed: e.seed, WorldSizes: []int{2}, Replays: 3,
+		Device: "cpu", DTypes: dtypes, Seed: cmp.Or(o.seed, e.seed), WorldSizes: []int{2}, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: job,
 		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes),
 	})

@@ -137,7 +137,7 @@ func TestWideCountShapes(t *testing.T) {
 			map[string]int{"odd@64": 64, "served-128@512": 512, "served-4096@16": 16}, // rmsnorm_wide_prefill
 			[]string{"hidden@32"}, []string{"served-4096"}},
 		{"attention.sdpa",
-			map[string]int{"bidirectional@64": 64, "served-d32@256": 256},
+			map[string]int{"bidirectional@64": 64, "served-d32@256": 256, "served-h2-d32@512": 512},
 			[]string{"prefill-gqa@64", "chunked-mqa@16"}, []string{"bidirectional"}},
 		{"attention.decode",
 			// served-d32's table (16 pages of 2048 cache elements) reaches

@@ -43,6 +43,7 @@ from astflow import (  # noqa: E402
     _pos, _reachable, _roots, _target, _unchain,
 )
 from astscope import Scopes, _decorator  # noqa: E402
+import asttyping  # noqa: E402
 
 _MATCH_CLASS = getattr(ast, "MatchClass", None)
 # Builtin names whose uses the policy judges; for these a bare name says
@@ -354,6 +355,7 @@ def _facts(tree):
         "imports": imports, "calls": calls, "attributes": attributes,
         "stores": stores, "names": names, "aliases": aliases,
         "flows": flows, "classes": scopes.classes, "methods": scopes.methods,
+        **asttyping.facts(tree),
     }
 
 

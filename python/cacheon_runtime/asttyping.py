@@ -1,0 +1,152 @@
+"""asttyping: facts of the typing idioms honest kernels use, added to each
+file's facts by astfacts.py (the scan's parse script):
+
+- ``type_names``: each bare name ``type`` (load) that stands where only
+  its identity counts: inside an annotation (a parameter's, a return's or
+  an annotated assignment's), reached from the annotation's root through
+  nothing but subscript slices of name chains (``Callable[[type], type]``:
+  the chains are listed in ``generics``), list and tuple displays; or as
+  the class argument of a two-argument call of the bare name
+  ``isinstance``/``issubclass``, alone or inside tuple displays there
+  (``call`` is the call's position, to find its call fact). A ``type``
+  anywhere else (an argument of another call, an operand, a default, a
+  base) is not listed.
+- ``type_checking``: each ``if`` directly in the module body with no else
+  branch, whose test is a bare name or a name's attribute (``test``, the
+  dotted chain) and whose body holds only import statements, ``pass`` and
+  string constants; ``imports`` are the positions of those imports.
+- ``annotations``: the spans (line, col, end line, end col; columns
+  1-based, end exclusive) of every annotation.
+
+Like astfacts.py it only calls ``ast.parse`` and walks the tree; the Go
+side decides and treats this output as untrusted input.
+"""
+
+import ast
+
+from astflow import _pos
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_CLASSINFO = ("isinstance", "issubclass")
+
+
+def _plain_chain(node):
+    """Dotted name of a pure Name/Attribute chain, else ""."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    attrs.append(node.id)
+    return ".".join(reversed(attrs))
+
+
+def _is_type(node):
+    return isinstance(node, ast.Name) and node.id == "type" and isinstance(node.ctx, ast.Load)
+
+
+def _annotation_roots(tree):
+    """(annotation, place) for every annotation; place is "param",
+    "return", or for an annotated assignment the scope it sits in:
+    "module", "class" or "function"."""
+    out = []
+    stack = [(tree, "module")]
+    while stack:
+        node, scope = stack.pop()
+        if isinstance(node, _FUNCS):
+            a = node.args
+            params = list(getattr(a, "posonlyargs", [])) + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+            out.extend((p.annotation, "param") for p in params if p is not None and p.annotation is not None)
+            if node.returns is not None:
+                out.append((node.returns, "return"))
+        elif isinstance(node, ast.AnnAssign):
+            out.append((node.annotation, scope))
+        inner = scope
+        if isinstance(node, ast.ClassDef):
+            inner = "class"
+        elif isinstance(node, _FUNCS + (ast.Lambda,)):
+            inner = "function"
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, inner))
+    return out
+
+
+def _annotation_types(root, place, out):
+    stack = [(root, [])]
+    while stack:
+        node, generics = stack.pop()
+        if _is_type(node):
+            line, col = _pos(node)
+            out.append({"line": line, "col": col, "where": "annotation", "place": place,
+                        "generics": generics})
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            stack.extend((e, generics) for e in node.elts)
+        elif isinstance(node, ast.Subscript):
+            chain = _plain_chain(node.value)
+            inner = node.slice
+            if type(inner).__name__ == "Index":  # Python 3.8's wrapper
+                inner = inner.value
+            if chain:
+                stack.append((inner, generics + [chain]))
+
+
+def _classinfo_types(tree, out):
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in _CLASSINFO and len(node.args) == 2 and not node.keywords
+                and not any(isinstance(a, ast.Starred) for a in node.args)):
+            continue
+        cline, ccol = _pos(node)
+        stack = [node.args[1]]
+        while stack:
+            n = stack.pop()
+            if _is_type(n):
+                line, col = _pos(n)
+                out.append({"line": line, "col": col, "where": "classinfo", "callee": node.func.id,
+                            "call_line": cline, "call_col": ccol})
+            elif isinstance(n, ast.Tuple):
+                stack.extend(n.elts)
+
+
+def _import_only(stmt):
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
+        return True
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _type_checking(tree):
+    out = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.If) or stmt.orelse:
+            continue
+        test = stmt.test
+        if not (isinstance(test, ast.Name) or (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name))):
+            continue
+        if not all(_import_only(s) for s in stmt.body):
+            continue
+        line, col = _pos(stmt)
+        out.append({"test": _plain_chain(test), "line": line, "col": col,
+                    "imports": [list(_pos(s)) for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]})
+    return out
+
+
+def facts(tree):
+    """The typing facts of a parsed file (empty lists left out)."""
+    roots = _annotation_roots(tree)
+    types = []
+    for root, place in roots:
+        _annotation_types(root, place, types)
+    _classinfo_types(tree, types)
+    spans = []
+    for root, _ in roots:
+        line, col = _pos(root)
+        end_line = getattr(root, "end_lineno", None) or line
+        end_col = getattr(root, "end_col_offset", None)
+        spans.append([line, col, end_line, (end_col if end_col is not None else col) + 1])
+    out = {}
+    # Empty lists are left out (the Go side reads a missing list as empty).
+    for key, value in (("type_names", types), ("type_checking", _type_checking(tree)), ("annotations", spans)):
+        if value:
+            out[key] = value
+    return out
