@@ -25,21 +25,10 @@ side decides and treats this output as untrusted input.
 import ast
 
 from astflow import _pos
+from astscope import _chain as _plain_chain
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CLASSINFO = ("isinstance", "issubclass")
-
-
-def _plain_chain(node):
-    """Dotted name of a pure Name/Attribute chain, else ""."""
-    attrs = []
-    while isinstance(node, ast.Attribute):
-        attrs.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    attrs.append(node.id)
-    return ".".join(reversed(attrs))
 
 
 def _is_type(node):
