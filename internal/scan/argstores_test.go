@@ -28,7 +28,7 @@ func TestArgumentMutators(t *testing.T) {
 		{"called on a parameter, an item, a call result", map[string]string{"k.py": "import abc, functools, dataclasses, torch\n" +
 			"def f(fn):\n    abc.abstractmethod(fn)\nL = [torch.nn.Linear]\nfunctools.total_ordering(L[0])\n" +
 			"dataclasses.dataclass(type(torch.ones(1)))\n"},
-			"k.py:3 foreign-store|k.py:5 foreign-store|k.py:6 foreign-store"},
+			"k.py:3 foreign-store|k.py:5 foreign-store|k.py:6 foreign-store|k.py:6 dunder-access"},
 		{"handed on: alias, map, partial, list", map[string]string{"k.py": "import typing, functools, torch\n" +
 			"fin = typing.final\nfin(torch.add)\nlist(map(typing.no_type_check, [torch.mul]))\n" +
 			"p = functools.partial(typing.final, torch.sub)\nDECOS = [typing.runtime_checkable]\n"},

@@ -68,6 +68,7 @@ const (
 	whyRegister  = "it registers a virtual subclass process-wide (numbers.Real.register(torch.Tensor) makes every tensor a number to every isinstance check)"
 	whyContainer = "it mutates a container the module owns, which the engine shares"
 	whyGlobal    = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
+	whyStorage   = "a storage is a tensor's raw memory with descriptor I/O and sharing; a kernel computes on tensors"
 	whyState     = "it reads the state of the process or the device (memory in use, other processes, clocks), which differs between grading and serving: a kernel could tell the two apart"
 )
 
@@ -185,6 +186,8 @@ func torchTable() []attrEntry {
 		names []string
 	}{
 		{whyLoader, []string{"load", "hub", "package", "serialization", "classes", "import_ir_module*", "get_file_path", "ops.load_library", "storage"}},
+		// Storages: raw descriptor I/O and sharing (UntypedStorage._new_with_file reads any fileno()).
+		{whyStorage, []string{"*Storage", "StorageBase"}},
 		{whyFiles, []string{"save", "from_file", "onnx", "profiler", "autograd.profiler"}},
 		{whyCodegen, []string{"compile", "compiler.*", "export", "fx", "jit.*", "cond", "while_loop", "func", "_dynamo", "_inductor"}},
 		{whyUtils, []string{"utils"}},

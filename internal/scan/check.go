@@ -158,9 +158,15 @@ func (fc *fileCheck) calls(calls []callFact) {
 		if (c.NArgs != 1 || c.NKeywords != 0 || c.Starred || !c.Decorator) && fc.resolvesTo(c.Func, "functools.wraps") {
 			fc.wrapsArgs(c.Line, c.Col)
 		}
-		if c.Func == "type" && builtin && (c.NArgs != 1 || c.NKeywords != 0 || c.Starred) {
+		switch {
+		case c.Func != "type" || !builtin:
+		case c.OfResult: // type(x)(...): classBuildingCall, and the inner call below
+		case c.NArgs != 1 || c.NKeywords != 0 || c.Starred:
 			fc.add(c.Line, c.Col, RuleDunderAccess,
 				"type() with other than one argument builds a class from a namespace dict, whose keys may be any interpreter hook; write a class statement")
+		case !fc.typeCallIdentity(pos{c.Line, c.Col}):
+			fc.add(c.Line, c.Col, RuleDunderAccess,
+				"type(x)'s result used other than with is/is not, as isinstance's class or for its __name__: type(C) of a class C is type itself, which builds classes from a namespace wherever it flows (a tuple, a return, an attribute, =='s other operand); %s", namespaceWhy)
 		}
 		fc.referenceAll(fc.binds[c.Func], c.Line, c.Col, "call to", false, c.ModuleLevel)
 	}

@@ -42,6 +42,9 @@ type fileFacts struct {
 	TypeNames    []typeNameFact     `json:"type_names"`
 	TypeChecking []typeCheckingFact `json:"type_checking"`
 	Annotations  [][]int            `json:"annotations"`
+	// TypeCalls are the positions of the calls type(x) whose result is
+	// used for its identity alone (typefacts.go).
+	TypeCalls [][]int `json:"type_calls"`
 }
 
 // parseError is a source that ast.parse rejected.
@@ -319,7 +322,7 @@ func checkHeader(h *factsHeader) error {
 func checkFile(f *fileFacts) error {
 	if f.Error != nil {
 		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows)+len(f.Classes)+len(f.Methods)+
-			len(f.TypeNames)+len(f.TypeChecking)+len(f.Annotations) != 0 {
+			len(f.TypeNames)+len(f.TypeChecking)+len(f.Annotations)+len(f.TypeCalls) != 0 {
 			return errors.New("facts next to a parse error")
 		}
 		if len(f.Error.Msg) > maxMessage {

@@ -191,6 +191,8 @@ func attributeRules() map[string]refRule {
 		// on any descriptor number, CUDA IPC handles.
 		"_write_file", "_set_from_file", "_new_shared_cuda", "_share_cuda_",
 		"_get_shared_fd", "_release_ipc_counter", "_release_ipc_counter_cuda",
+		"_new_with_file", // read(2) from any object's fileno() (session 21's red team)
+		"_weak_ref", "_new_with_weak_ptr", "_free_weak_ref", "_expired",
 		"_shared_decref", "_shared_incref",
 	} {
 		out[name] = refRule{prefix: name, rule: RuleFileAccess, why: file}

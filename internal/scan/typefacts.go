@@ -105,6 +105,14 @@ func checkTypeFacts(f *fileFacts) error {
 			return fmt.Errorf("type name: unknown place %q", t.Where)
 		}
 	}
+	for _, tc := range f.TypeCalls {
+		if len(tc) != 2 {
+			return errors.New("type call: want a line and a column")
+		}
+		if err := checkPos(tc[0], tc[1]); err != nil {
+			return fmt.Errorf("type call: %w", err)
+		}
+	}
 	for _, tc := range f.TypeChecking {
 		if err := firstErr(checkChain(tc.Test), checkPos(tc.Line, tc.Col)); err != nil {
 			return fmt.Errorf("type checking: %w", err)
@@ -424,6 +432,17 @@ func (fc *fileCheck) usedOutsideAnnotations(name string) bool {
 	}
 	for _, fl := range fc.ff.Flows {
 		if r, _ := splitRoot(fl.Chain); r == name && outside(fl.Line, fl.Col) {
+			return true
+		}
+	}
+	return false
+}
+
+// typeCallIdentity reports whether the call type(x) at p has its result
+// used for its identity alone (asttyping.py's type_calls).
+func (fc *fileCheck) typeCallIdentity(p pos) bool {
+	for _, tc := range fc.ff.TypeCalls {
+		if tc[0] == p.line && tc[1] == p.col {
 			return true
 		}
 	}

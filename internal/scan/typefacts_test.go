@@ -36,6 +36,21 @@ func TestTypingIdioms(t *testing.T) {
 		{"type called in isinstance's neighbour", map[string]string{"k.py": "def f(x):\n    return isinstance(x, type) or type('A', (), {})\n"},
 			"k.py:2 dunder-access"},
 		{"alias", map[string]string{"k.py": "t = type\nC = t('A', (), {})\n"}, "k.py:1 dunder-access"},
+		// type(x) of a class x is type itself: its result only with
+		// is/is not, as isinstance's class or for its name (session 21's
+		// second red-team pass laundered type(int) through each of these).
+		{"type(x) for identity", map[string]string{"k.py": "import torch\ndef f(x, y):\n" +
+			"    a = type(x) is torch.Tensor or type(x) is not int\n" +
+			"    b = isinstance(y, type(x)) or isinstance(y, (int, type(None)))\n" +
+			"    return a, b, type(x).__name__\n"}, ""},
+		{"type(x) in a tuple", map[string]string{"k.py": "T = (type(int),)[0]\n"}, "k.py:1 dunder-access"},
+		{"type(x) returned", map[string]string{"k.py": "def tt():\n    return type(int)\n"}, "k.py:2 dunder-access"},
+		{"type(x) in a dict", map[string]string{"k.py": "d = {'t': type(int)}\n"}, "k.py:1 dunder-access"},
+		{"type(x) as an argument", map[string]string{"k.py": "def ident(v):\n    return v\nT = ident(type(int))\n"}, "k.py:3 dunder-access"},
+		{"type(x) stored on an attribute", map[string]string{"k.py": "class H:\n    pass\nh = H()\nh.t = type(int)\n"}, "k.py:4 dunder-access"},
+		{"type(x) compared with ==", map[string]string{"k.py": "class E:\n    def __eq__(self, o):\n        return o\nr = E() == type(int)\n"}, "k.py:4 dunder-access"},
+		{"type(x)'s mro", map[string]string{"k.py": "m = type(int).mro()\n"}, "k.py:1 dunder-access|k.py:1 introspection"},
+		{"type(x) called", map[string]string{"k.py": "k = type(int)(int)\n"}, "k.py:1 dunder-access"},
 		{"alias by annotated assignment", map[string]string{"k.py": "t: type = type\n"}, "k.py:1 dunder-access"},
 		{"base class", map[string]string{"k.py": "class M(type):\n    pass\n"}, "k.py:1 dunder-access"},
 		{"argument", map[string]string{"k.py": "def g(f):\n    return f('A', (), {})\ng(type)\n"}, "k.py:3 dunder-access"},

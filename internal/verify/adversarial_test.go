@@ -310,7 +310,7 @@ func adversarialCases() []adversarialCase {
 		// Red team, session 16: errors within the elementwise tolerance that
 		// lean one way (metric.Systematic), and session 17's variants.
 		{name: "silu_flush_below_atol", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in \[.*\) (are off by -1 of their value|lean [0-9.]+ tolerances toward zero)`},
-		{name: "rmsnorm_constant_bias", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in .* lean \+`},
+		{name: "rmsnorm_constant_bias", allDTypes: true, verify: `systematic error: (the [0-9]+ elements with \|expected\| in .* lean \+|[0-9]+ % of the [0-9]+ elements with \|expected\| in .* are off by more than 1\.5 ulps)`},
 		{name: "rmsnorm_shrink", allDTypes: true, verify: `systematic error: .*(≥ atol/rtol are off by -[0-9.e-]+ of their value on average, scaled|tolerances toward zero|ulps of the output's format)`},
 		{name: "sdpa_matched_ratio_slack", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
 		{name: "sdpa_outliers_both_ways", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
@@ -363,6 +363,12 @@ func adversarialCases() []adversarialCase {
 		{name: "allreduce_unserved_width", verify: `shape served-(128|4096)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
 		{name: "ar_rmsnorm_unserved_width", verify: `shape served-(128|4096)[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out_(norm|residual): matched_ratio`},
 		{name: "moe_unit_rms_tell", verify: `rank 0, output out: matched_ratio`},
+		// Red team of the session's own relaxations: type(int) carried
+		// through a tuple, TYPE_CHECKING forced with it, a storage's
+		// descriptor read.
+		{name: "type_result_laundered", scan: `dunder-access type\(x\)'s result used other than`},
+		{name: "typecheck_forced", scan: `dunder-access type\(x\)'s result used other than`},
+		{name: "storage_new_with_file", scan: `module-attribute-not-allowed use of "torch\.UntypedStorage"|file-access use of "[a-z_.]*_new_with_file"`},
 		{name: "silu_column_lowbits", dtype: tensor.BF16, verify: `are off by more than 1\.5 ulps of the output's format`},
 		{name: "control_all_gather_f64", control: true, allDTypes: true},
 		// Its second pass: the skip, off where verify's first sinks told

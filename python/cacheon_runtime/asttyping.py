@@ -15,6 +15,8 @@ file's facts by astfacts.py (the scan's parse script):
   branch, whose test is a bare name or a name's attribute (``test``, the
   dotted chain) and whose body holds only import statements, ``pass`` and
   string constants; ``imports`` are the positions of those imports.
+- ``type_calls``: the positions of the calls ``type(x)`` whose result is
+  used for its identity alone (``_type_calls``).
 - ``annotations``: the spans (line, col, end line, end col; columns
   1-based, end exclusive) of every annotation.
 
@@ -120,6 +122,42 @@ def _type_checking(tree):
     return out
 
 
+_NAME_ATTRS = ("__name__", "__qualname__", "__module__")
+
+
+def _type_calls(tree):
+    """Positions of the calls type(x) (one positional argument) whose
+    result is used for its identity alone: an operand of ``is``/``is not``
+    only, the class argument of a two-argument isinstance/issubclass
+    (alone or in a tuple display there), or read for its name. type(C) of
+    a class C is its metaclass, type itself for most, so its result
+    anywhere else (bound, passed, stored, returned, compared with ==,
+    which calls the other operand's __eq__ with it) may build classes."""
+    parents = {}
+    for p in ast.walk(tree):
+        for ch in ast.iter_child_nodes(p):
+            parents[ch] = p
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+                and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)
+                and _identity_only(node, parents)):
+            out.append(list(_pos(node)))
+    return out
+
+
+def _identity_only(node, parents):
+    p = parents.get(node)
+    if isinstance(p, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in p.ops)
+    if isinstance(p, ast.Attribute) and p.value is node:
+        return p.attr in _NAME_ATTRS
+    if isinstance(p, ast.Tuple):
+        node, p = p, parents.get(p)
+    return (isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in _CLASSINFO
+            and len(p.args) == 2 and not p.keywords and p.args[1] is node)
+
+
 def facts(tree):
     """The typing facts of a parsed file (empty lists left out)."""
     roots = _annotation_roots(tree)
@@ -135,7 +173,8 @@ def facts(tree):
         spans.append([line, col, end_line, (end_col if end_col is not None else col) + 1])
     out = {}
     # Empty lists are left out (the Go side reads a missing list as empty).
-    for key, value in (("type_names", types), ("type_checking", _type_checking(tree)), ("annotations", spans)):
+    for key, value in (("type_names", types), ("type_checking", _type_checking(tree)), ("annotations", spans),
+                       ("type_calls", _type_calls(tree))):
         if value:
             out[key] = value
     return out
