@@ -174,6 +174,9 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		if len(s.ProbeShapes) > 0 {
 			extra += "; probe shapes " + shapeList(s.ProbeShapes)
 		}
+		if len(s.NormedRows) > 0 {
+			extra += "; rows of one RMS in " + strings.Join(s.NormedRows, ", ") + " (an RMS norm's output, as served)"
+		}
 		if s.OutlierMax > 0 {
 			extra += fmt.Sprintf("; heavy-tailed outliers up to %g", s.OutlierMax)
 			if f16 := s.OutlierBound(tensor.F16); f16 < s.OutlierBound(tensor.F32) {

@@ -42,9 +42,9 @@ type fileFacts struct {
 	TypeNames    []typeNameFact     `json:"type_names"`
 	TypeChecking []typeCheckingFact `json:"type_checking"`
 	Annotations  [][]int            `json:"annotations"`
-	// TypeCalls are the positions of the calls type(x) whose result is
-	// used for its identity alone (typefacts.go).
-	TypeCalls [][]int `json:"type_calls"`
+	// TypeCalls are the calls type(x) whose result is used for its
+	// identity alone (typefacts.go).
+	TypeCalls []typeNameFact `json:"type_calls"`
 }
 
 // parseError is a source that ast.parse rejected.

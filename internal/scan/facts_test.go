@@ -34,7 +34,8 @@ const (
 		`"type_names":[{"line":1,"col":9,"where":"annotation","place":"param","generics":["typing.Callable"]},` +
 		`{"line":2,"col":18,"where":"classinfo","callee":"isinstance","call_line":2,"call_col":1}],` +
 		`"type_checking":[{"test":"TYPE_CHECKING","line":3,"col":1,"imports":[[4,5]]}],` +
-		`"annotations":[[1,9,1,30]]}` + "\n"
+		`"annotations":[[1,9,1,30]],` +
+		`"type_calls":[{"line":5,"col":5,"where":"identity"},{"line":6,"col":20,"where":"classinfo","callee":"isinstance","call_line":6,"call_col":1}]}` + "\n"
 	testRichHeader = `{"python":"3.11.2","stdlib":["os"],"importable":["os","six"],"submodules":["torch.nn","torch.utils.data"]}` + "\n"
 )
 
@@ -97,6 +98,10 @@ func TestParseFacts(t *testing.T) {
 		{name: "annotation with a call", out: testHeader + strings.Replace(testTypes, `"place":"param",`, `"place":"param","callee":"isinstance",`, 1), wantErr: "with a call"},
 		{name: "classinfo with generics", out: testHeader + strings.Replace(testTypes, `"callee":"isinstance",`, `"callee":"isinstance","generics":["x"],`, 1), wantErr: "annotation's fields"},
 		{name: "bad generic", out: testHeader + strings.Replace(testTypes, `"typing.Callable"`, `"typing..Callable"`, 1), wantErr: "bad character"},
+		{name: "identity type call with a callee", out: testHeader + strings.Replace(testTypes, `"where":"identity"`, `"where":"identity","callee":"isinstance"`, 1), wantErr: "type call: an identity use with other fields"},
+		{name: "type call in an annotation", out: testHeader + strings.Replace(testTypes, `"where":"identity"`, `"where":"annotation","place":"param"`, 1), wantErr: "type call: in an annotation"},
+		{name: "type call with a bad position", out: testHeader + strings.Replace(testTypes, `"line":5,"col":5`, `"line":-1,"col":5`, 1), wantErr: "type call: position"},
+		{name: "identity use as a type name", out: testHeader + strings.Replace(testTypes, `"where":"annotation","place":"param","generics":["typing.Callable"]`, `"where":"identity"`, 1), wantErr: "type name: an identity use"},
 		{name: "bad type checking test", out: testHeader + strings.Replace(testTypes, `"test":"TYPE_CHECKING"`, `"test":""`, 1), wantErr: "type checking"},
 		{name: "short import position", out: testHeader + strings.Replace(testTypes, `[[4,5]]`, `[[4]]`, 1), wantErr: "not line, col"},
 		{name: "short span", out: testHeader + strings.Replace(testTypes, `[[1,9,1,30]]`, `[[1,9,1]]`, 1), wantErr: "not line, col, end line, end col"},

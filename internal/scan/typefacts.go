@@ -41,9 +41,18 @@ import (
 //     pkg's TYPE_CHECKING to a module) and no name the if imports is used
 //     in the file outside annotations (strings included). Every other
 //     rule still applies to those imports.
+//   - type(x) of a class x is its metaclass, type itself for most, so a
+//     one-argument call of the builtin type is allowed only where its
+//     result is used for its identity (TypeCalls): an operand of is/is
+//     not, read for __name__, __qualname__ or __module__, or the class
+//     argument of the builtin isinstance/issubclass. Anywhere else (a
+//     tuple, a return, an argument, an attribute, =='s other operand,
+//     called) it would hand type to code that calls it with a namespace
+//     (check.go; session 21's type_result_laundered).
 
 // typeNameFact is a bare name type (a load) standing where only its
-// identity counts: Where "annotation", in an annotation of Place
+// identity counts, or a call type(x) whose result does (TypeCalls, whose
+// Where may also be "identity": with is/is not or for its name): Where "annotation", in an annotation of Place
 // ("param", "return", or the scope of an annotated assignment: "module",
 // "class", "function"), inside the slices of the subscripts named by
 // Generics (outermost first); or Where "classinfo", the class argument of
@@ -73,43 +82,18 @@ type typeCheckingFact struct {
 // checkTypeFacts validates the facts of asttyping.py.
 func checkTypeFacts(f *fileFacts) error {
 	for _, t := range f.TypeNames {
-		if err := checkPos(t.Line, t.Col); err != nil {
+		if t.Where == "identity" {
+			return errors.New("type name: an identity use (a type call's form)")
+		}
+		if err := checkTypeName(t); err != nil {
 			return fmt.Errorf("type name: %w", err)
 		}
-		switch t.Where {
-		case "annotation":
-			switch t.Place {
-			case "param", "return", "module", "class", "function":
-			default:
-				return fmt.Errorf("type name: unknown place %q", t.Place)
-			}
-			if t.Callee != "" || t.CallLine != 0 || t.CallCol != 0 {
-				return errors.New("type name: an annotation with a call")
-			}
-			for _, g := range t.Generics {
-				if err := checkChain(g); err != nil {
-					return fmt.Errorf("type name: %w", err)
-				}
-			}
-		case "classinfo":
-			if t.Callee != "isinstance" && t.Callee != "issubclass" {
-				return fmt.Errorf("type name: unknown callee %q", t.Callee)
-			}
-			if t.Place != "" || len(t.Generics) != 0 {
-				return errors.New("type name: a class argument with an annotation's fields")
-			}
-			if err := checkPos(t.CallLine, t.CallCol); err != nil {
-				return fmt.Errorf("type name: %w", err)
-			}
-		default:
-			return fmt.Errorf("type name: unknown place %q", t.Where)
-		}
 	}
-	for _, tc := range f.TypeCalls {
-		if len(tc) != 2 {
-			return errors.New("type call: want a line and a column")
+	for _, t := range f.TypeCalls {
+		if t.Where == "annotation" {
+			return errors.New("type call: in an annotation")
 		}
-		if err := checkPos(tc[0], tc[1]); err != nil {
+		if err := checkTypeName(t); err != nil {
 			return fmt.Errorf("type call: %w", err)
 		}
 	}
@@ -136,6 +120,47 @@ func checkTypeFacts(f *fileFacts) error {
 		if (pos{s[2], s[3]}).before(pos{s[0], s[1]}) {
 			return errors.New("annotation: a span ends before it starts")
 		}
+	}
+	return nil
+}
+
+// checkTypeName validates one type name fact, or a type call's (whose
+// Where may also be "identity": no call, no annotation fields).
+func checkTypeName(t typeNameFact) error {
+	if err := checkPos(t.Line, t.Col); err != nil {
+		return err
+	}
+	switch t.Where {
+	case "annotation":
+		switch t.Place {
+		case "param", "return", "module", "class", "function":
+		default:
+			return fmt.Errorf("unknown place %q", t.Place)
+		}
+		if t.Callee != "" || t.CallLine != 0 || t.CallCol != 0 {
+			return errors.New("an annotation with a call")
+		}
+		for _, g := range t.Generics {
+			if err := checkChain(g); err != nil {
+				return err
+			}
+		}
+	case "identity":
+		if t.Place != "" || len(t.Generics) != 0 || t.Callee != "" || t.CallLine != 0 || t.CallCol != 0 {
+			return errors.New("an identity use with other fields")
+		}
+	case "classinfo":
+		if t.Callee != "isinstance" && t.Callee != "issubclass" {
+			return fmt.Errorf("unknown callee %q", t.Callee)
+		}
+		if t.Place != "" || len(t.Generics) != 0 {
+			return errors.New("a class argument with an annotation's fields")
+		}
+		if err := checkPos(t.CallLine, t.CallCol); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown place %q", t.Where)
 	}
 	return nil
 }
@@ -439,11 +464,19 @@ func (fc *fileCheck) usedOutsideAnnotations(name string) bool {
 }
 
 // typeCallIdentity reports whether the call type(x) at p has its result
-// used for its identity alone (asttyping.py's type_calls).
+// used for its identity alone (asttyping.py's type_calls): with is/is not
+// or for its name, or as the class argument of the builtin isinstance or
+// issubclass (a bundle's own isinstance would receive it).
 func (fc *fileCheck) typeCallIdentity(p pos) bool {
-	for _, tc := range fc.ff.TypeCalls {
-		if tc[0] == p.line && tc[1] == p.col {
+	for _, t := range fc.ff.TypeCalls {
+		if t.Line != p.line || t.Col != p.col {
+			continue
+		}
+		switch t.Where {
+		case "identity":
 			return true
+		case "classinfo":
+			return fc.classinfoCall(t)
 		}
 	}
 	return false

@@ -51,6 +51,8 @@ func TestTypingIdioms(t *testing.T) {
 		{"type(x) compared with ==", map[string]string{"k.py": "class E:\n    def __eq__(self, o):\n        return o\nr = E() == type(int)\n"}, "k.py:4 dunder-access"},
 		{"type(x)'s mro", map[string]string{"k.py": "m = type(int).mro()\n"}, "k.py:1 dunder-access|k.py:1 introspection"},
 		{"type(x) called", map[string]string{"k.py": "k = type(int)(int)\n"}, "k.py:1 dunder-access"},
+		{"type(x) handed to a bundle's isinstance", map[string]string{"k.py": "S = []\ndef isinstance(a, b):\n    S.append(b)\n" +
+			"isinstance(0, type(int))\n"}, "k.py:4 dunder-access"},
 		{"alias by annotated assignment", map[string]string{"k.py": "t: type = type\n"}, "k.py:1 dunder-access"},
 		{"base class", map[string]string{"k.py": "class M(type):\n    pass\n"}, "k.py:1 dunder-access"},
 		{"argument", map[string]string{"k.py": "def g(f):\n    return f('A', (), {})\ng(type)\n"}, "k.py:3 dunder-access"},

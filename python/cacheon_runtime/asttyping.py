@@ -15,8 +15,8 @@ file's facts by astfacts.py (the scan's parse script):
   branch, whose test is a bare name or a name's attribute (``test``, the
   dotted chain) and whose body holds only import statements, ``pass`` and
   string constants; ``imports`` are the positions of those imports.
-- ``type_calls``: the positions of the calls ``type(x)`` whose result is
-  used for its identity alone (``_type_calls``).
+- ``type_calls``: the calls ``type(x)`` whose result is used for its
+  identity alone (``_type_calls``), in the form of ``type_names``.
 - ``annotations``: the spans (line, col, end line, end col; columns
   1-based, end exclusive) of every annotation.
 
@@ -126,11 +126,13 @@ _NAME_ATTRS = ("__name__", "__qualname__", "__module__")
 
 
 def _type_calls(tree):
-    """Positions of the calls type(x) (one positional argument) whose
-    result is used for its identity alone: an operand of ``is``/``is not``
-    only, the class argument of a two-argument isinstance/issubclass
-    (alone or in a tuple display there), or read for its name. type(C) of
-    a class C is its metaclass, type itself for most, so its result
+    """The calls type(x) (one positional argument) whose result is used
+    for its identity alone: an operand of ``is``/``is not`` only, or read
+    for its name (``where`` "identity"); or the class argument of a
+    two-argument isinstance/issubclass call, alone or in a tuple display
+    there (``where`` "classinfo", with the call's name and position: Go
+    checks that the callee is the builtin, as for a bare ``type``). type(C)
+    of a class C is its metaclass, type itself for most, so its result
     anywhere else (bound, passed, stored, returned, compared with ==,
     which calls the other operand's __eq__ with it) may build classes."""
     parents = {}
@@ -139,23 +141,28 @@ def _type_calls(tree):
             parents[ch] = p
     out = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
-                and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)
-                and _identity_only(node, parents)):
-            out.append(list(_pos(node)))
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+                and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)):
+            continue
+        line, col = _pos(node)
+        p = parents.get(node)
+        if isinstance(p, ast.Compare):
+            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in p.ops):
+                out.append({"line": line, "col": col, "where": "identity"})
+            continue
+        if isinstance(p, ast.Attribute) and p.value is node:
+            if p.attr in _NAME_ATTRS:
+                out.append({"line": line, "col": col, "where": "identity"})
+            continue
+        arg = node
+        if isinstance(p, ast.Tuple):
+            arg, p = p, parents.get(p)
+        if (isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in _CLASSINFO
+                and len(p.args) == 2 and not p.keywords and p.args[1] is arg):
+            cline, ccol = _pos(p)
+            out.append({"line": line, "col": col, "where": "classinfo", "callee": p.func.id,
+                        "call_line": cline, "call_col": ccol})
     return out
-
-
-def _identity_only(node, parents):
-    p = parents.get(node)
-    if isinstance(p, ast.Compare):
-        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in p.ops)
-    if isinstance(p, ast.Attribute) and p.value is node:
-        return p.attr in _NAME_ATTRS
-    if isinstance(p, ast.Tuple):
-        node, p = p, parents.get(p)
-    return (isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in _CLASSINFO
-            and len(p.args) == 2 and not p.keywords and p.args[1] is node)
 
 
 def facts(tree):
