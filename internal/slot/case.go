@@ -3,6 +3,7 @@ package slot
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -108,17 +109,19 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 		c.Ranks = append(c.Ranks, map[string]*tensor.Tensor{})
 	}
 	for _, a := range s.Args {
-		switch a.Kind {
-		case ArgInput:
-			if err := c.generate(a, 0); err != nil {
-				return nil, err
-			}
-		case ArgScalar:
+		if a.Kind == ArgScalar {
 			v, err := s.scalarValue(a, dims, p)
 			if err != nil {
 				return nil, fmt.Errorf("slot %s: scalar %s: %w", s.Name, a.Name, err)
 			}
 			c.Scalars[a.Name] = v
+		}
+	}
+	for _, a := range c.drawOrder(s.Args) {
+		if a.Kind == ArgInput {
+			if err := c.generate(a, 0); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, a := range s.PrepareArgs {
@@ -181,6 +184,21 @@ func (s *Spec) scalarValue(a Arg, dims Dims, p CaseParams) (float64, error) {
 // world size: a per-rank dimension (an expression over WS) is not whole.
 // Such a shape does not apply at that world size; it is not a failure.
 var ErrWorldSize = errors.New("the shape does not split across the world size")
+
+// Splits reports whether a case of the slot on dims splits across ws
+// ranks (an error wrapping ErrWorldSize if not), as NewCase would find
+// before drawing any input; every non-collective shape splits.
+func (s *Spec) Splits(dims Dims, ws int) error {
+	if s.Kind != Collective {
+		return nil
+	}
+	if ws < 1 {
+		return fmt.Errorf("slot %s: world size %d must be >= 1", s.Name, ws)
+	}
+	d := maps.Clone(dims)
+	d["WS"] = ws
+	return s.checkShards(d)
+}
 
 // checkShards evaluates every dimension that depends on the world size.
 func (s *Spec) checkShards(dims Dims) error {
@@ -251,6 +269,19 @@ func (c *Case) generate(a Arg, replay int) error {
 	if err != nil {
 		return fmt.Errorf("slot %s: %w", s.Name, err)
 	}
+	// A KV cache is drawn in the pages its table names (pagedValues),
+	// after the table (drawOrder).
+	paged := c.pagedCache(a)
+	var named []int
+	if paged {
+		var drawn bool
+		if named, drawn, err = c.namedPages(shape[0]); err != nil {
+			return fmt.Errorf("slot %s: argument %s: %w", s.Name, a.Name, err)
+		}
+		if !drawn {
+			return fmt.Errorf("slot %s: KV cache %s drawn before its page table", s.Name, a.Name)
+		}
+	}
 	var shared *tensor.Tensor
 	for r := range c.Ranks {
 		if shared != nil {
@@ -262,7 +293,12 @@ func (c *Case) generate(a Arg, replay int) error {
 			streamRank = r
 		}
 		g := newStream(c.Seed, s.Name, c.Shape, c.Index, replay, streamRank, a.Name)
-		t, err := c.values(g, a, dt, shape)
+		var t *tensor.Tensor
+		if paged {
+			t, err = c.pagedValues(g, dt, shape, named)
+		} else {
+			t, err = c.values(g, a, dt, shape)
+		}
 		if err != nil {
 			return fmt.Errorf("slot %s: argument %s: %w", s.Name, a.Name, err)
 		}
@@ -272,6 +308,21 @@ func (c *Case) generate(a Arg, replay int) error {
 		}
 	}
 	return nil
+}
+
+// drawOrder returns args with the KV caches a page table pages last: a
+// cache is drawn in the pages its table names (pagedValues).
+func (c *Case) drawOrder(args []Arg) []Arg {
+	out := make([]Arg, 0, len(args))
+	var caches []Arg
+	for _, a := range args {
+		if c.pagedCache(a) {
+			caches = append(caches, a)
+		} else {
+			out = append(out, a)
+		}
+	}
+	return append(out, caches...)
 }
 
 // generateShards builds the full tensor (the shape with WS=1) once and

@@ -32,6 +32,69 @@ func (c *Case) pagedArgs() (table, lens Arg, ps int, ok bool) {
 	return table, lens, ps, true
 }
 
+// pagedCache reports whether argument a is one of the KV caches the
+// case's page table pages: an input whose shape starts with the table's
+// range and PS.
+func (c *Case) pagedCache(a Arg) bool {
+	table, _, _, ok := c.pagedArgs()
+	return ok && a.Kind == ArgInput && len(a.Shape) >= 2 && a.Shape[0] == table.Range && a.Shape[1] == "PS"
+}
+
+// namedPages lists, ascending, page 0 (serving's scratch page, which its
+// graph pad rows read: padRows) and every page of [0, pages) that an
+// entry of some rank's page table names (a table's whole width, the
+// entries past a sequence's last page included); ok is false while no
+// rank holds a table.
+func (c *Case) namedPages(pages int) (named []int, ok bool, err error) {
+	table, lens, _, _ := c.pagedArgs()
+	seen := make([]bool, pages)
+	if pages > 0 {
+		seen[0] = true
+	}
+	for _, rank := range c.Ranks {
+		v, _, _, has, err := rankPages(rank, table, lens)
+		if err != nil {
+			return nil, false, err
+		}
+		if !has {
+			continue
+		}
+		ok = true
+		for _, p := range v {
+			if p >= 0 && p < int64(pages) {
+				seen[p] = true
+			}
+		}
+	}
+	for p, s := range seen {
+		if s {
+			named = append(named, p)
+		}
+	}
+	return named, ok, nil
+}
+
+// pagedValues draws a KV cache (shape PAGES, PS, ...) in the pages named:
+// their values are the distribution's, drawn as one tensor of those pages
+// in ascending page order, and every page no table entry names is zero,
+// as a fresh engine's pages are. A cache of thousands of pages that a few
+// sequences page into (the served page counts) then costs its named
+// pages, not its size; an honest kernel reads no other page.
+func (c *Case) pagedValues(g *rng, dt tensor.DType, shape []int, named []int) (*tensor.Tensor, error) {
+	per := numel(shape[1:])
+	v := g.fill(c.Dist, len(named)*per, shape[len(shape)-1], c.Spec.OutlierBound(dt))
+	compact, err := tensor.FromFloat64(dt, append([]int{len(named)}, shape[1:]...), v)
+	if err != nil {
+		return nil, err
+	}
+	stride := per * dt.Size()
+	data := make([]byte, numel(shape)*dt.Size())
+	for i, p := range named {
+		copy(data[p*stride:(p+1)*stride], compact.Data[i*stride:(i+1)*stride])
+	}
+	return &tensor.Tensor{DType: dt, Shape: shape, Data: data}, nil
+}
+
 // rankPages reads a rank's page table and sequence lengths: the table's
 // entries and width and the lengths, as int64s; ok is false where the
 // rank lacks either or the table is not a matrix.
@@ -149,7 +212,7 @@ func (c *Case) zeroUnreached() error {
 	}
 	var caches []Arg
 	for _, a := range c.Spec.Args {
-		if a.Kind == ArgInput && len(a.Shape) >= 2 && a.Shape[0] == table.Range && a.Shape[1] == "PS" {
+		if c.pagedCache(a) {
 			caches = append(caches, a)
 		}
 	}

@@ -38,11 +38,15 @@ func (c *Case) RefreshAs(replay int, dist Distribution) error {
 		return fmt.Errorf("slot %s: replay %d must be >= 1", c.Spec.Name, replay)
 	}
 	c.Replay = replay
+	var dynamic []Arg
 	for _, name := range c.Spec.GraphDynamic {
 		a, ok := c.Spec.arg(name)
 		if !ok {
 			return fmt.Errorf("slot %s: graph-dynamic input %q is not an argument", c.Spec.Name, name)
 		}
+		dynamic = append(dynamic, a)
+	}
+	for _, a := range c.drawOrder(dynamic) {
 		if err := c.generate(a, replay); err != nil {
 			return err
 		}

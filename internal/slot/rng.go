@@ -76,13 +76,18 @@ import (
 //     the serving case, P = 1 + intn(N−1) and the copied row intn(N−P+1)
 //     come from that stream; they apply after padTables and before
 //     zeroUnreached.
+//  8. Since v7 (session 22): a case's KV caches are drawn after every
+//     other input of the call (Case.drawOrder), in page 0 and the pages
+//     some entry of the drawn page table names (before padTables), as one tensor of
+//     those pages in ascending page order drawn as in step 3; every
+//     other page is zero (Case.pagedValues, pages.go).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
 // change to what the generators draw takes a new version (v6, session 19:
 // the sessions 16–19 changes, the attention sinks and lockstep lengths
-// among them).
-const InputGenerator = "cacheon.slot.input.v6"
+// among them; v7, session 22: KV caches drawn in their named pages).
+const InputGenerator = "cacheon.slot.input.v7"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -276,6 +281,17 @@ const fillBlock = 1 << 15
 // shape fills v with normals of z shaped by dist, shift being the
 // tensor's own (Scaled's row scales are applied by fill).
 func (r *rng) shape(z *ziggurat, dist Distribution, shift, outlierMax float64, v []float64) {
+	switch dist {
+	case Normal, Scaled:
+		z.normals(r, v)
+		return
+	case Shifted:
+		z.normals(r, v)
+		for i := range v {
+			v[i] += shift
+		}
+		return
+	}
 	for i := range v {
 		x := z.normal(r)
 		switch dist {

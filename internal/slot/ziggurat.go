@@ -49,8 +49,12 @@ func newZiggurat() *ziggurat {
 
 // normal draws one standard normal from r's generator.
 func (z *ziggurat) normal(r *rng) float64 {
+	return z.from(r, r.src.Uint64())
+}
+
+// from is normal's draw whose first output, u, is already taken.
+func (z *ziggurat) from(r *rng, u uint64) float64 {
 	for {
-		u := r.src.Uint64()
 		i := u & (zigLayers - 1)
 		neg := u&zigLayers != 0
 		x := float64(u>>11) / (1 << 53) * z.w[i]
@@ -60,12 +64,33 @@ func (z *ziggurat) normal(r *rng) float64 {
 			x = z.tail(r)
 		case z.f[i]+r.uniform()*(z.f[i+1]-z.f[i]) < gauss(x):
 		default:
+			u = r.src.Uint64()
 			continue
 		}
 		if neg {
 			return -x
 		}
 		return x
+	}
+}
+
+// normals fills v with normal's draws, in order: the same values as a
+// loop of normal, with the common case (x inside the next layer's width)
+// taken in the loop itself.
+func (z *ziggurat) normals(r *rng, v []float64) {
+	src := r.src
+	for k := range v {
+		u := src.Uint64()
+		i := u & (zigLayers - 1)
+		x := float64(u>>11) / (1 << 53) * z.w[i]
+		if x >= z.w[i+1] {
+			v[k] = z.from(r, u)
+			continue
+		}
+		if u&zigLayers != 0 {
+			x = -x
+		}
+		v[k] = x
 	}
 }
 

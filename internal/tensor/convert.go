@@ -204,26 +204,20 @@ func Float64ToF32(f float64) uint32 {
 // time.
 func roundNormal(f float64, expBits, bias, mantBits uint) (uint32, bool) {
 	b := math.Float64bits(f)
-	e := int(b>>52&0x7ff) - 1023 + int(bias)
-	if e < 1 || e >= 1<<expBits-1 {
+	sign := uint32(b >> 63)
+	b &^= 1 << 63
+	// Round to nearest even on the exponent and fraction together: add
+	// half an ulp of the target less one, plus the kept part's lowest bit
+	// (a tie rounds up from odd only), and truncate; a carry out of the
+	// fraction moves into the exponent, as it should. No branch on the
+	// data: half the draws round up, which a branch mispredicts.
+	shift := 52 - mantBits
+	r := (b + (1<<(shift-1) - 1) + (b>>shift)&1) >> shift
+	e := int(r>>mantBits) - 1023 + int(bias)
+	if int(b>>52)-1023+int(bias) < 1 || e < 1 || e >= 1<<expBits-1 {
 		return 0, false
 	}
-	shift := 52 - mantBits
-	frac := b & (1<<52 - 1)
-	q := frac >> shift
-	rem := frac & (1<<shift - 1)
-	half := uint64(1) << (shift - 1)
-	if rem > half || rem == half && q&1 == 1 {
-		q++
-		if q == 1<<mantBits {
-			q = 0
-			e++
-			if e >= 1<<expBits-1 {
-				return 0, false
-			}
-		}
-	}
-	return uint32(b>>63)<<(expBits+mantBits) | uint32(e)<<mantBits | uint32(q), true
+	return sign<<(expBits+mantBits) | uint32(e)<<mantBits | uint32(r&(1<<mantBits-1)), true
 }
 
 // Round returns the value obtained by storing x as dt and reading it back.

@@ -245,14 +245,26 @@ func (t *Tensor) Float64s() []float64 {
 // decode reads elements lo to hi-1 into out (Float64s' loop).
 func (t *Tensor) decode(out []float64, lo, hi int) {
 	d := t.Data
+	// The float formats verify draws in, each in a loop of its own.
+	switch t.DType {
+	case BF16:
+		for i := lo; i < hi; i++ {
+			out[i] = float64(BF16ToFloat32(binary.LittleEndian.Uint16(d[2*i:])))
+		}
+		return
+	case F16:
+		for i := lo; i < hi; i++ {
+			out[i] = F16ToFloat64(binary.LittleEndian.Uint16(d[2*i:]))
+		}
+		return
+	case F32:
+		for i := lo; i < hi; i++ {
+			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
+		}
+		return
+	}
 	for i := lo; i < hi; i++ {
 		switch t.DType {
-		case BF16:
-			out[i] = float64(BF16ToFloat32(binary.LittleEndian.Uint16(d[2*i:])))
-		case F16:
-			out[i] = F16ToFloat64(binary.LittleEndian.Uint16(d[2*i:]))
-		case F32:
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
 		case F64:
 			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(d[8*i:]))
 		case I32:

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -20,58 +19,84 @@ import (
 )
 
 // planCases plans every call of every case of a row in the background, on
-// as many cores as there are, starting them in order: a call's inputs,
-// files and references are its own (the case's seed, the replay number,
-// its file), so the calls are independent and their plans do not depend
-// on the order they are computed in (slot.TestReplaysIndependent). Each
-// case's ready channel closes when all its calls are planned (its err set
-// if one failed, or if ctx ended first); done runs once every case is
-// planned, and the returned channel closes after it.
+// the run's planner (planner.go: the cores it shares among the lanes, the
+// earliest case first): a call's inputs, files and references are its own
+// (the case's seed, the replay number, its file), so the calls are
+// independent and their plans do not depend on the order they are
+// computed in (slot.TestReplaysIndependent). Each case's ready channel
+// closes when all its calls are planned (its err set if one failed, or if
+// ctx ended first); done runs once every case is planned, and the
+// returned channel closes after it.
 func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string, done func()) <-chan struct{} {
 	for _, pc := range cases {
 		pc.ready = make(chan struct{})
 	}
+	pl := o.planner
+	if pl == nil {
+		pl = newPlanner(planSlots(1))
+	}
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 		var all sync.WaitGroup
 		for ci, pc := range cases {
-			if ctx.Err() != nil {
-				pc.err = fmt.Errorf("prepare %s: %w", pc.label, ctx.Err())
-				close(pc.ready)
-				continue
-			}
-			units, err := prepareCase(pc, spec, op, o, rowDir, ci)
-			if err != nil {
-				pc.err = fmt.Errorf("prepare %s: %w", pc.label, err)
-				close(pc.ready)
-				continue
-			}
-			errs := make([]error, len(units))
-			var wg sync.WaitGroup
-			for k, u := range units {
-				sem <- struct{}{}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					errs[k] = u.plan(pc, spec)
-				})
-			}
 			all.Go(func() {
-				wg.Wait()
-				for _, err := range errs {
-					if err != nil {
-						pc.err = fmt.Errorf("prepare %s: %w", pc.label, err)
-						break
-					}
+				defer close(pc.ready)
+				pc.err = planCase(ctx, pl, ci, pc, spec, op, o, rowDir)
+				if pc.err != nil {
+					pc.err = fmt.Errorf("prepare %s: %w", pc.label, pc.err)
 				}
-				close(pc.ready)
 			})
 		}
 		all.Wait()
 		done()
 	}()
 	return finished
+}
+
+// planCase plans case ci on the planner's slots: it draws the case (its
+// first call's inputs) where it is not drawn yet and makes its requests
+// (call -1, before the case's calls), then plans its calls side by side.
+func planCase(ctx context.Context, pl *planner, ci int, pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string) error {
+	if err := pl.acquire(ctx, ci, -1); err != nil {
+		return err
+	}
+	var units []callUnit
+	err := func() error {
+		defer pl.release()
+		if pc.c == nil {
+			c, err := spec.NewCase(pc.params)
+			if err != nil {
+				return fmt.Errorf("generate: %w", err)
+			}
+			pc.c = c
+		}
+		var err error
+		units, err = prepareCase(pc, spec, op, o, rowDir, ci)
+		return err
+	}()
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for k, u := range units {
+		wg.Go(func() {
+			if err := pl.acquire(ctx, ci, k); err != nil {
+				errs[k] = err
+				return
+			}
+			defer pl.release()
+			errs[k] = u.plan(pc, spec)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // callUnit is one call of a case to plan: the replay it draws (0: the

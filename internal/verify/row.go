@@ -30,6 +30,9 @@ type plannedCall struct {
 // plannedCase is one case: its slot.Case, the files written for each rank
 // and the calls Go expects.
 type plannedCase struct {
+	// params select the case; c is the case drawn from them, by the
+	// planner (planCases) unless set when the case is made.
+	params  slot.CaseParams
 	c       *slot.Case
 	label   string // "shape NAME" (progress, failures of no one call)
 	outputs []slot.Output
@@ -212,17 +215,12 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		if ok, _ := match(js.Dims); !ok {
 			continue
 		}
-		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal,
-			Index: len(shapes), WorldSize: ws, Serving: true})
-		if errors.Is(err, slot.ErrWorldSize) {
+		if err := spec.Splits(js.Dims, ws); err != nil {
 			continue
 		}
-		if err != nil {
-			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
-			return row
-		}
 		inDomain++
-		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name, graph: graph})
+		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal,
+			Index: len(shapes), WorldSize: ws, Serving: true}, label: "shape " + js.Name, graph: graph})
 		servingDims = js.Dims
 		break
 	}
@@ -241,17 +239,13 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		// serving forms too (drawnWideShape).
 		point := max(0, len(cases)-1)
 		isDrawn := hasDrawn && js.Name == drawn.Name && maps.Equal(js.Dims, drawn.Dims)
-		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
-			Index: i, WorldSize: ws, ScalarPoint: point, Serving: len(cases) == 0 || isDrawn})
-		if errors.Is(err, slot.ErrWorldSize) {
+		if err := spec.Splits(js.Dims, ws); err != nil {
 			row.NAShapes = append(row.NAShapes, js.Name+": "+err.Error())
 			continue
 		}
-		if err != nil {
-			st.infra(fmt.Sprintf("generate %s: %v", js.Name, err))
-			return row
-		}
-		cases = append(cases, &plannedCase{c: c, label: "shape " + js.Name, graph: graph, firstOnly: isDrawn})
+		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
+			Index: i, WorldSize: ws, ScalarPoint: point, Serving: len(cases) == 0 || isDrawn},
+			label: "shape " + js.Name, graph: graph, firstOnly: isDrawn})
 	}
 	if len(cases) == 0 {
 		if inDomain > 0 {
@@ -283,7 +277,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		return row
 	}
 	for _, pc := range cases {
-		row.Shapes = append(row.Shapes, pc.c.Shape)
+		row.Shapes = append(row.Shapes, pc.params.Shape.Name)
 	}
 	// The cases are planned in the background, in order, and each runs as
 	// soon as it is planned; planning stops with the row.
@@ -342,15 +336,15 @@ func burstCases(spec *slot.Spec, o Options, dt tensor.DType, ws int) ([]*planned
 			d[count] = 1
 		}
 		js := slot.Shape{Name: fmt.Sprintf("%s/burst-%d", sh.Name, k), Dims: d}
-		c, err := spec.NewCase(slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal, Index: 100 + k, WorldSize: ws})
-		if err != nil {
+		if err := spec.Splits(d, ws); err != nil {
 			return nil, fmt.Errorf("burst case %d: %w", k, err)
 		}
 		label := "large"
 		if scale == 0 {
 			label = "small"
 		}
-		out = append(out, &plannedCase{c: c, label: fmt.Sprintf("burst %d (%s, %s=%d)", k, label, count, d[count])})
+		out = append(out, &plannedCase{params: slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal, Index: 100 + k, WorldSize: ws},
+			label: fmt.Sprintf("burst %d (%s, %s=%d)", k, label, count, d[count])})
 	}
 	return out, nil
 }

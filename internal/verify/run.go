@@ -51,7 +51,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 	// back to back to every rank before any reply is read.
 	var batches [][]*plannedCase
 	for _, pc := range cases {
-		if strings.Contains(pc.c.Shape, "/burst-") && len(batches) > 0 && strings.Contains(batches[len(batches)-1][0].c.Shape, "/burst-") {
+		if strings.Contains(pc.params.Shape.Name, "/burst-") && len(batches) > 0 && strings.Contains(batches[len(batches)-1][0].params.Shape.Name, "/burst-") {
 			batches[len(batches)-1] = append(batches[len(batches)-1], pc)
 			continue
 		}
@@ -81,7 +81,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				return
 			}
 		}
-		o.progress("  %s/%s %s: %s", op.Slot, op.Variant, batch[0].c.DType, batch[0].label)
+		o.progress("  %s/%s %s: %s", op.Slot, op.Variant, batch[0].params.DType, batch[0].label)
 		phase := phaseCalls
 		if set.calls == 0 {
 			phase = phaseFirstCall

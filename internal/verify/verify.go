@@ -96,6 +96,8 @@ type Options struct {
 	// pool, when set, holds workers started before Run (Prepare starts
 	// them while the scan runs); Run serves its rows on it.
 	pool *pool
+	// planner plans the calls of every lane of a run (Run makes it).
+	planner *planner
 }
 
 // settle fills the defaults of o and checks what it cannot run.
@@ -306,6 +308,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	}
 	clk := p.clock
 	defer p.close()
+	o.planner = newPlanner(planSlots(min(o.Lanes, len(o.DTypes))))
 	// Every row (manifest row × dtype × world size), in report order; the
 	// rows of dtype i run in lane i mod lanes, lanes side by side, the
 	// rows of a lane in order.
