@@ -25,7 +25,7 @@ import (
 // than a number of u·sens (SysSensNear and SysSensFarShare; in float32
 // SysSensNearWide and SysSensFarShareWide).
 //
-// The constants separate what verify measured (CPU, seeds 1–3, every
+// The constants separate what verify measured (CPU, seeds 1 and 2, every
 // distribution and shape, attention sinks included; the largest share of
 // any call of the honest styles, and the attack's share per call):
 //
@@ -33,13 +33,13 @@ import (
 //     flash-style online softmaxes with probabilities rounded to the
 //     format before PV and float32 accumulators, split-K decodes with
 //     partials in the format (vLLM's v2): at most 0.2 % beyond 2 u·sens.
-//     Outputs rounded to 6 of bfloat16's 8 bits: 1–34 % per call, median
+//     Outputs rounded to 6 of bfloat16's 8 bits: 1–36 % per call, median
 //     21 %; 8 of float16's 11 bits: 30–70 %, median 59 %.
 //   - float32: an honest float32 kernel rounds its scores in float32, and
 //     a score s off by u·|s| moves the output by u·|s| times the spread
 //     of the values, with |s| up to tens in verify's shifted
 //     distribution and under its sinks: up to 25 % of a call's elements
-//     beyond 128 u·sens (median 34 u·sens, the 4096-key prefix). 14 of
+//     beyond 128 u·sens (a call's median up to 56 u·sens, long keys). 14 of
 //     float32's 24 bits: 65–88 % beyond 128 per call.
 //
 // One bit short in bfloat16 (errors up to 2 u·|o|) passes, as in the
