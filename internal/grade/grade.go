@@ -148,9 +148,13 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 		var sys metric.SysResult
 		judged := res.Pass && (pol.Kind == metric.AllClose || pol.Kind == metric.MatchedRatio)
 		if judged {
+			sens := expected[slot.SensKey(o.Name)]
+			if sens != nil && len(sens) != len(vals) {
+				return r, fmt.Errorf("grading %s: the reference's sensitivity has %d values for %d elements", o.Name, len(sens), len(vals))
+			}
 			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
 				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio,
-				Scale: scale})
+				Scale: scale, Sens: sens})
 			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
 		}
 		r.Outputs = append(r.Outputs, g)

@@ -2,6 +2,7 @@ package grade
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -169,5 +170,33 @@ func TestKindOfInput(t *testing.T) {
 		if k.OfInput() != want {
 			t.Errorf("%d.OfInput() = %v", k, !want)
 		}
+	}
+}
+
+// TestOutputsSensitivity: the reference's sensitivity (slot.SensKey)
+// reaches the systematic check, which refuses an output rounded to 14 of
+// float32's 24 bits by it (and not without it); a sensitivity of another
+// length is an infrastructure error.
+func TestOutputsSensitivity(t *testing.T) {
+	const n = 512
+	outputs := []slot.Output{{Name: "out", Spec: tensor.Contiguous(tensor.F32, n)}}
+	exp, short := make([]float64, n), make([]float64, n)
+	for i := range exp {
+		exp[i] = 1 + float64(i*37%n)/n + 1e-3*float64(i%7)
+		m, e := math.Frexp(exp[i])
+		short[i] = math.Ldexp(math.Round(math.Ldexp(m, 14)), e-14)
+	}
+	dump := map[string]*tensor.Tensor{"out": f32(t, []int{n}, short...)}
+	pol, tol := metric.Policy{Kind: metric.MatchedRatio, MinRatio: 0.99}, metric.Tolerance{Atol: 1e-4, Rtol: 1e-4}
+	res, err := Outputs(pol, tol, outputs, map[string][]float64{"out": exp}, dump)
+	if err != nil || res.Failure != nil {
+		t.Fatalf("without a sensitivity: %v %+v", err, res.Failure)
+	}
+	res, err = Outputs(pol, tol, outputs, map[string][]float64{"out": exp, slot.SensKey("out"): exp}, dump)
+	if err != nil || res.Failure == nil || res.Failure.Kind != OutputSystematic || !strings.Contains(res.Failure.Metric.Explain, "rounding sensitivity") {
+		t.Fatalf("14 bits of 24 with a sensitivity: %v %+v", err, res.Failure)
+	}
+	if _, err := Outputs(pol, tol, outputs, map[string][]float64{"out": exp, slot.SensKey("out"): exp[:3]}, dump); err == nil || !strings.Contains(err.Error(), "sensitivity has 3 values") {
+		t.Fatalf("a short sensitivity: %v", err)
 	}
 }

@@ -37,6 +37,10 @@ import (
 //     kernel that drops bits in all or many of its elements does; below atol an honest float16 kernel rounding each op
 //     loses more to subnormal intermediates, sigmoid's of a large negative
 //     gate among them);
+//   - sensitivity precision (where the reference gives each element's
+//     rounding sensitivity, SysParams.Sens: attention): the share of the
+//     elements that do not cancel off by more than a few unit roundoffs of
+//     their sensitivity (sensprec.go);
 //   - tail: how many elements are off by more than SysTailMult tolerances,
 //     at most a quarter of what the metric lets miss (matched_ratio) and
 //     at least SysTailMin;
@@ -114,6 +118,10 @@ type SysParams struct {
 	// Scale is the metric's scale (GradeScaled), nil for none: errors are
 	// measured in the same tolerances the metric graded by.
 	Scale []float64
+	// Sens is each element's rounding sensitivity in the output's units
+	// (slot.SensKey: attention's Σ_j p_j·|v_j|), nil for none: the
+	// attention precision test measures errors in unit roundoffs of it.
+	Sens []float64
 }
 
 // SysResult is the systematic check of one output.
@@ -189,6 +197,7 @@ func ulpOf(x float64, sig int) float64 {
 type sysAcc struct {
 	add, toward, prec [sysBands]lean
 	flush, mult       lean
+	sens              sensPrec
 }
 
 // Systematic checks the errors of got against expected (shape: the
@@ -220,6 +229,10 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		rowMiss, rowN = 0, 0
 	}
 	dup := repeatedRows(expected, got, rowLen)
+	sensU, sensNear, sensShare := sensBounds(p.Sig)
+	if len(p.Sens) != len(expected) {
+		sensU = 0
+	}
 	for i, x := range expected {
 		if rows && i > 0 && i%rowLen == 0 {
 			endRow(i/rowLen - 1)
@@ -259,6 +272,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		}
 		if x == 0 || b == 0 {
 			continue
+		}
+		if sensU > 0 {
+			a.sens.add(e, x, p.Sens[i], sensU, sensNear)
 		}
 		rel := e / x
 		if p.Elementwise && ax < tol.Atol && ax >= tol.Atol/4 {
@@ -321,6 +337,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 					100*share, l.n, band, SysNearUlps, 100*SysFarShare)
 			})
 		}
+	}
+	if m, why, ok := a.sens.judge(sensNear, sensShare); ok {
+		note(m, why)
 	}
 	judge(&a.flush, SysFlush, func(mean, z, floor float64) string {
 		return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",

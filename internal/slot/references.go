@@ -76,8 +76,8 @@ func refRMSNorm(c *Case) (map[string][]float64, error) {
 func refSDPA(c *Case) (map[string][]float64, error) {
 	d := c.Dims
 	dm := reference.AttnDims{T: d["T"], S: d["T"] + d["P"], Hq: d["HQ"], Hkv: d["HKV"], D: d["D"]}
-	o, err := reference.SDPA(c.f64(0, "q"), c.f64(0, "k"), c.f64(0, "v"), dm, c.Scalars["sm_scale"], c.Scalars["causal"] != 0)
-	return map[string][]float64{"out": o}, err
+	o, sens, err := reference.SDPASensitivity(c.f64(0, "q"), c.f64(0, "k"), c.f64(0, "v"), dm, c.Scalars["sm_scale"], c.Scalars["causal"] != 0)
+	return map[string][]float64{"out": o, SensKey("out"): sens}, err
 }
 
 func refDecode(c *Case) (map[string][]float64, error) {
@@ -91,8 +91,8 @@ func refDecode(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	dm := reference.DecodeDims{B: d["B"], Hq: d["HQ"], Hkv: d["HKV"], D: d["D"], Pages: d["PAGES"], PageSize: d["PS"], MaxPages: d["MAXP"]}
-	o, err := reference.PagedDecode(c.f64(0, "q"), c.f64(0, "k_cache"), c.f64(0, "v_cache"), bt, sl, dm, c.Scalars["sm_scale"])
-	return map[string][]float64{"out": o}, err
+	o, sens, err := reference.PagedDecodeSensitivity(c.f64(0, "q"), c.f64(0, "k_cache"), c.f64(0, "v_cache"), bt, sl, dm, c.Scalars["sm_scale"])
+	return map[string][]float64{"out": o, SensKey("out"): sens}, err
 }
 
 func refMSABlockScore(c *Case) (map[string][]float64, error) {
@@ -122,6 +122,13 @@ func moeDims(d Dims) reference.MoEDims {
 // Correctness has SensitivityUnits, computed from the rounding sensitivity
 // their reference computes beside the result.
 func ScaleKey(output string) string { return output + "@scale" }
+
+// SensKey names, in a reference's map, each element's rounding
+// sensitivity in the output's own units (attention: Σ_j p_j·|v_j|,
+// reference.SDPASensitivity), which the systematic check's attention
+// precision test measures errors against (metric.SysParams.Sens). It
+// leaves the metric's tolerances as they are.
+func SensKey(output string) string { return output + "@sens" }
 
 // sensitivityScale turns sens, in place, into the scale of the relative
 // tolerance that lets an element's error reach units × u × sens (u: the

@@ -122,6 +122,21 @@ func TestEveryCaseResolves(t *testing.T) {
 							t.Fatalf("%s/%s/%s: scale of %s[%d] = %v", s.Name, sh.Name, dist, o.Name, j, x)
 						}
 					}
+					// The attention slots give each element's rounding
+					// sensitivity (the systematic check's attention
+					// precision test), at least |expected|.
+					sens, ok := ref[SensKey(o.Name)]
+					if want := s.Name == "attention.sdpa" || s.Name == "attention.decode"; ok != want {
+						t.Fatalf("%s: output %s: reference gives a sensitivity: %v, want %v", s.Name, o.Name, ok, want)
+					}
+					if ok && len(sens) != len(v) {
+						t.Fatalf("%s: output %s: sensitivity has %d values, the output %d", s.Name, o.Name, len(sens), len(v))
+					}
+					for j, x := range sens {
+						if !(x >= 0) || math.IsInf(x, 1) || x < math.Abs(v[j])*(1-1e-12) {
+							t.Fatalf("%s/%s/%s: sensitivity of %s[%d] = %v, the output %v", s.Name, sh.Name, dist, o.Name, j, x, v[j])
+						}
+					}
 				}
 				if len(ref) != len(outs)+countScales(ref) {
 					t.Fatalf("%s: reference has %d entries for %d outputs", s.Name, len(ref), len(outs))
@@ -134,11 +149,11 @@ func TestEveryCaseResolves(t *testing.T) {
 	}
 }
 
-// countScales counts the ScaleKey entries of a reference map.
+// countScales counts the ScaleKey and SensKey entries of a reference map.
 func countScales(ref map[string][]float64) int {
 	n := 0
 	for k := range ref {
-		if strings.HasSuffix(k, ScaleKey("")) {
+		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) {
 			n++
 		}
 	}

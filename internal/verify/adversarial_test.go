@@ -66,6 +66,8 @@ const (
 	// The runtime guard's finding (class tamper) at load and after a call.
 	guardAtLoad = `the runtime guard refused the candidate: importing kernel\.py: `
 	guardInCall = firstCall + `: the runtime guard refused the candidate: during the call: `
+	// The attention precision test, failing every dtype's row.
+	shortOutputBits = `(?s)/default bfloat16: FAIL .*of their rounding sensitivity.*/default float16: FAIL .*of their rounding sensitivity.*/default float32: FAIL .*of their rounding sensitivity`
 )
 
 func adversarialCases() []adversarialCase {
@@ -395,6 +397,13 @@ func adversarialCases() []adversarialCase {
 		// honest-style pass): SGLang's unfused finalize, all-reduce and
 		// norm, the sum rounded to the dtype before the residual cancels it.
 		{name: "control_finalize_unfused_half", control: true, allDTypes: true},
+		// Session 22: the attention precision test (metric.SysParams.Sens:
+		// errors in unit roundoffs of each output's Σ p·|v|). Outputs a
+		// few bits short of the format fail in every dtype; float32
+		// attention whose scores round in float32 passes.
+		{name: "sdpa_short_output_bits", allDTypes: true, verify: shortOutputBits},
+		{name: "decode_short_output_bits", allDTypes: true, verify: shortOutputBits},
+		{name: "control_sdpa_f32_scores", control: true, allDTypes: true},
 	}
 }
 

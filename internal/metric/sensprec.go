@@ -1,0 +1,104 @@
+package metric
+
+import (
+	"fmt"
+	"math"
+)
+
+// The sensitivity precision test (attention, session 22). The precision
+// test of the elementwise slots measures errors in ulps of each output;
+// an honest attention kernel is not bounded there: it rounds its
+// probabilities to the format before the product with V, so its error in
+// an output element is up to a unit roundoff u of Σ_j p_j·|v_j| (the
+// element's rounding sensitivity, computed by the reference beside the
+// result: reference.SDPASensitivity), which is many ulps of the output
+// where the values cancel. Measured in units of u·sens, honest errors are
+// bounded; a kernel whose output holds fewer significand bits than its
+// format is off by up to 2^(bits dropped) of them wherever the output does
+// not cancel.
+//
+// The test judges the elements whose |expected| is at least SysSensRho of
+// their sensitivity (there the output does not cancel and a short output
+// shows) and at least atol/64 (below, half-precision outputs are
+// subnormal: float16's honest rounding of outputs near 3e-6 was 14
+// u·sens off), and fails when more than a share of them are off by more
+// than a number of u·sens (SysSensNear and SysSensFarShare; in float32
+// SysSensNearWide and SysSensFarShareWide).
+//
+// The constants separate what verify measured (CPU, seeds 1 and 2, every
+// distribution and shape, attention sinks included; the largest share of
+// any call of the honest styles, and the attack's share per call):
+//
+//   - bfloat16 and float16: honest kernels rounding once to the output,
+//     flash-style online softmaxes with probabilities rounded to the
+//     format before PV and float32 accumulators, split-K decodes with
+//     partials in the format (vLLM's v2): at most 0.2 % beyond 2 u·sens.
+//     Outputs rounded to 6 of bfloat16's 8 bits: 1–36 % per call, median
+//     21 %; 8 of float16's 11 bits: 30–70 %, median 59 %.
+//   - float32: an honest float32 kernel rounds its scores in float32, and
+//     a score s off by u·|s| moves the output by u·|s| times the spread
+//     of the values, with |s| up to tens in verify's shifted
+//     distribution and under its sinks: up to 25 % of a call's elements
+//     beyond 128 u·sens (a call's median up to 56 u·sens, long keys). 14 of
+//     float32's 24 bits: 65–88 % beyond 128 per call.
+//
+// One bit short in bfloat16 (errors up to 2 u·|o|) passes, as in the
+// elementwise slots; in float32 a kernel 16 bits short of the format or
+// less is as far off as an honest float32 one.
+const (
+	// SysSensRho: an element is judged where |expected| ≥ SysSensRho ×
+	// its sensitivity.
+	SysSensRho = 0.5
+	// SysSensNear and SysSensFarShare (half precision): the share of
+	// judged elements off by more than SysSensNear u·sens may be at most
+	// SysSensFarShare.
+	SysSensNear     = 2.0
+	SysSensFarShare = 0.1
+	// SysSensNearWide and SysSensFarShareWide: the same in formats of
+	// SysWideSig significand bits or more (float32).
+	SysSensNearWide     = 128.0
+	SysSensFarShareWide = 0.5
+)
+
+// sensPrec accumulates the sensitivity precision test.
+type sensPrec struct {
+	n, far int
+}
+
+// add counts element e = got − x of sensitivity sens (u: the format's unit
+// roundoff, near: the bound in u·sens); x is nonzero and at least atol/64.
+func (s *sensPrec) add(e, x, sens, u, near float64) {
+	if !(sens > 0) || math.IsInf(sens, 1) || math.Abs(x) < SysSensRho*sens {
+		return
+	}
+	s.n++
+	if math.Abs(e) > near*u*sens {
+		s.far++
+	}
+}
+
+// sensBounds returns the unit roundoff of a format of sig significand bits
+// and the test's bound and share (0, 0, 0 when sig is 0: no format).
+func sensBounds(sig int) (u, near, share float64) {
+	if sig <= 0 {
+		return 0, 0, 0
+	}
+	u = math.Ldexp(1, -sig)
+	if sig >= SysWideSig {
+		return u, SysSensNearWide, SysSensFarShareWide
+	}
+	return u, SysSensNear, SysSensFarShare
+}
+
+// judge returns the test's margin (share over its bound) and what it
+// measured, or false when too few elements were judged.
+func (s *sensPrec) judge(near, share float64) (margin float64, why func() string, ok bool) {
+	if s.n < SysMinN || share <= 0 {
+		return 0, nil, false
+	}
+	got := float64(s.far) / float64(s.n)
+	return got / share, func() string {
+		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity (Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
+			100*got, s.n, SysSensRho, near, 100*share)
+	}, true
+}

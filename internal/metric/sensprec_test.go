@@ -1,0 +1,184 @@
+package metric_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"cacheon/internal/metric"
+	"cacheon/internal/tensor"
+)
+
+// toyAttention is a small attention of rows query rows over keys keys
+// each, d channels: its float64 output, each element's sensitivity
+// Σ p·|v|, and what an honest or dishonest kernel returns for it.
+type toyAttention struct {
+	rows, keys, d int
+	s, v          [][]float64 // per row: scores (keys); values (keys·d)
+	exp, sens     []float64
+}
+
+// newToyAttention draws scores of spread 2 around shift and values whose
+// rows are normal, or (every other row) shifted by ±2 so that the output
+// does not cancel.
+func newToyAttention(seed uint64, rows, keys, d int, shift float64) *toyAttention {
+	r := rand.New(rand.NewPCG(seed, 3))
+	a := &toyAttention{rows: rows, keys: keys, d: d, s: make([][]float64, rows), v: make([][]float64, rows)}
+	for i := range rows {
+		a.s[i] = make([]float64, keys)
+		a.v[i] = make([]float64, keys*d)
+		m := 0.0
+		if i%2 == 1 {
+			m = float64(2 - 4*(i/2%2))
+		}
+		for j := range keys {
+			a.s[i][j] = shift + 2*r.NormFloat64()
+			for c := range d {
+				a.v[i][j*d+c] = m + r.NormFloat64()
+			}
+		}
+	}
+	a.exp = a.run(func(p float64) float64 { return p }, func(s float64) float64 { return s })
+	a.sens = make([]float64, rows*d)
+	for i := range rows {
+		p := softmax(a.s[i])
+		l := 0.0
+		for _, x := range p {
+			l += x
+		}
+		for j, pj := range p {
+			for c := range d {
+				a.sens[i*d+c] += pj / l * math.Abs(a.v[i][j*d+c])
+			}
+		}
+	}
+	return a
+}
+
+// softmax returns exp(s − max s), unnormalised.
+func softmax(s []float64) []float64 {
+	m := math.Inf(-1)
+	for _, x := range s {
+		m = max(m, x)
+	}
+	p := make([]float64, len(s))
+	for j, x := range s {
+		p[j] = math.Exp(x - m)
+	}
+	return p
+}
+
+// run computes the attention with each score passed through score and
+// each unnormalised probability through prob before the product with V
+// (the denominator sums the probabilities as they were).
+func (a *toyAttention) run(prob, score func(float64) float64) []float64 {
+	out := make([]float64, a.rows*a.d)
+	for i := range a.rows {
+		s := make([]float64, a.keys)
+		for j, x := range a.s[i] {
+			s[j] = score(x)
+		}
+		p := softmax(s)
+		l := 0.0
+		for _, x := range p {
+			l += x
+		}
+		for j, pj := range p {
+			q := prob(pj)
+			for c := range a.d {
+				out[i*a.d+c] += q * a.v[i][j*a.d+c]
+			}
+		}
+		for c := range a.d {
+			out[i*a.d+c] /= l
+		}
+	}
+	return out
+}
+
+func toF16(x float64) float64 { return tensor.F16ToFloat64(tensor.Float64ToF16(x)) }
+func toF32(x float64) float64 { return float64(float32(x)) }
+
+// TestSystematicSensitivityPrecision: the attention precision test
+// (metric.SysParams.Sens) passes honest attention in each format,
+// probabilities rounded to the format before PV and float32 scores
+// included, and fails outputs rounded to fewer bits than the format
+// holds; without the sensitivity those pass, so the test is what catches
+// them.
+func TestSystematicSensitivityPrecision(t *testing.T) {
+	half := newToyAttention(1, 96, 200, 64, 0)
+	// Scores near 40 (verify's shifted distribution and sinks), whose
+	// float32 rounding moves the softmax.
+	wide := newToyAttention(2, 96, 200, 64, 40)
+	r := rand.New(rand.NewPCG(9, 9))
+	each := func(v []float64, f func(float64) float64) []float64 {
+		return mapped(v, func(_ int, x float64) float64 { return f(x) })
+	}
+	id := func(x float64) float64 { return x }
+	cases := []struct {
+		name string
+		a    *toyAttention
+		sig  int
+		tol  metric.Tolerance
+		got  []float64
+		fail bool
+	}{
+		{"bf16 rounded once", half, 8, metric.Tolerance{Atol: 0.02, Rtol: 0.02}, each(half.exp, roundBF16), false},
+		{"bf16 flash, P in the format", half, 8, metric.Tolerance{Atol: 0.02, Rtol: 0.02}, each(half.run(roundBF16, id), roundBF16), false},
+		{"bf16 at 7 bits", half, 8, metric.Tolerance{Atol: 0.02, Rtol: 0.02}, each(half.exp, func(x float64) float64 { return roundBits(x, 7) }), false},
+		{"bf16 at 6 bits", half, 8, metric.Tolerance{Atol: 0.02, Rtol: 0.02}, each(half.exp, func(x float64) float64 { return roundBits(x, 6) }), true},
+		{"f16 flash, P in the format", half, 11, metric.Tolerance{Atol: 0.01, Rtol: 0.01}, each(half.run(toF16, id), toF16), false},
+		{"f16 at 8 bits", half, 11, metric.Tolerance{Atol: 0.01, Rtol: 0.01}, each(half.exp, func(x float64) float64 { return roundBits(x, 8) }), true},
+		{"f32 scores in float32", wide, 24, metric.Tolerance{Atol: 1e-4, Rtol: 1e-4},
+			each(wide.run(toF32, func(s float64) float64 { return toF32(s * (1 + 4e-7*r.NormFloat64())) }), toF32), false},
+		{"f32 at 14 bits", wide, 24, metric.Tolerance{Atol: 1e-4, Rtol: 1e-4}, each(wide.exp, func(x float64) float64 { return roundBits(x, 14) }), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			shape := []int{c.a.rows, c.a.d}
+			p := metric.SysParams{Tol: c.tol, Sig: c.sig, MinRatio: 0.99, Sens: c.a.sens}
+			res := metric.Systematic(c.a.exp, c.got, shape, p)
+			caught := !res.Pass && strings.Contains(res.Explain, "of their rounding sensitivity")
+			if caught != c.fail || (!c.fail && !res.Pass) {
+				t.Fatalf("want fail %v by the sensitivity test; margin %.3f: %q (closest %q)", c.fail, res.Margin, res.Explain, res.Closest)
+			}
+			t.Logf("margin %.3f: %s", res.Margin, res.Closest)
+			if !c.fail {
+				return
+			}
+			// The attack passes the other tests: disabled, the
+			// sensitivity test would let it through.
+			p.Sens = nil
+			if res := metric.Systematic(c.a.exp, c.got, shape, p); !res.Pass {
+				t.Fatalf("caught without the sensitivity: %q", res.Explain)
+			}
+		})
+	}
+}
+
+// The sensitivity test judges only elements that do not cancel and only
+// with enough of them: an honest flash kernel's error on outputs far
+// below Σ p·|v| is many u·sens of nothing, and a few elements are no
+// evidence.
+func TestSystematicSensitivityJudged(t *testing.T) {
+	a := newToyAttention(3, 96, 200, 64, 0)
+	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
+	shape := []int{a.rows, a.d}
+	// Errors of 3 u·sens on every element whose |expected| is under a
+	// quarter of its sensitivity (values that cancel).
+	cancel := mapped(a.exp, func(i int, x float64) float64 {
+		if math.Abs(x) < a.sens[i]/4 {
+			return x + 3*math.Ldexp(1, -8)*a.sens[i]*float64(1-2*(i%2))
+		}
+		return roundBF16(x)
+	})
+	if res := metric.Systematic(a.exp, cancel, shape, metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.99, Sens: a.sens}); !res.Pass {
+		t.Fatalf("errors on cancelling outputs judged: %q", res.Explain)
+	}
+	few, fs := a.exp[:40], a.sens[:40]
+	short := mapped(few, func(_ int, x float64) float64 { return roundBits(x, 5) })
+	if res := metric.Systematic(few, short, []int{40}, metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.99, Sens: fs}); !res.Pass {
+		t.Fatalf("40 elements judged: %q", res.Explain)
+	}
+}
