@@ -215,17 +215,24 @@ func (c *Case) sinks(replay int) error {
 //
 // A probe shape's calls (Spec.ProbeShapes: the long prefix and long
 // sequences the sinks are planted for) all have sinks, 1 to sinkCountMax
-// a sequence with equal odds: with session 18's odds a probe's four calls
-// had two or three sinks in none of them for about one seed in three, and
-// a skip that fired only there (sdpa_multisink_skip) passed such seeds.
+// a sequence in turn from a count drawn per case (the stream of argument
+// "sinks.probe" at replay 0; since session 22), so that any four calls of
+// a probe case meet every count: with session 18's odds a probe's four
+// calls had two or three sinks in none of them for about one seed in
+// three, and a skip that fired only there (sdpa_multisink_skip) passed
+// such seeds; with session 21's equal odds per call, one in sixteen.
 func (c *Case) sinkCount(replay int) int {
 	if c.Spec.Sinks == nil || c.Serving {
 		return 0
 	}
-	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "sinks")
 	if c.probe() {
-		return 1 + g.intn(sinkCountMax)
+		// The counts in turn from a drawn one, so that every four calls
+		// of a probe case meet each count (a skip that fires only under
+		// two or three sinks met them in some seeds only).
+		off := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "sinks.probe").intn(sinkCountMax)
+		return 1 + (off+replay)%sinkCountMax
 	}
+	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "sinks")
 	if g.uniform() >= sinkOdds {
 		return 0
 	}

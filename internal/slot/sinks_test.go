@@ -325,3 +325,32 @@ func TestAim(t *testing.T) {
 		}
 	})
 }
+
+// TestProbeSinkCounts: any four consecutive calls of a probe case meet
+// every sink count from 1 to sinkCountMax, and the first call's count
+// varies with the seed.
+func TestProbeSinkCounts(t *testing.T) {
+	s, _ := catalog(t).Lookup("attention.decode")
+	firsts := map[int]bool{}
+	for seed := uint64(1); seed <= 12; seed++ {
+		c := &Case{Spec: s, Shape: s.ProbeShapes[0].Name + "~", Seed: seed, Index: 3}
+		if !c.probe() {
+			t.Fatalf("shape %s is not a probe shape", c.Shape)
+		}
+		firsts[c.sinkCount(0)] = true
+		for start := 0; start < 6; start++ {
+			seen := map[int]bool{}
+			for call := start; call < start+sinkCountMax; call++ {
+				seen[c.sinkCount(call)] = true
+			}
+			for n := 1; n <= sinkCountMax; n++ {
+				if !seen[n] {
+					t.Fatalf("seed %d: calls %d to %d never have %d sinks", seed, start, start+sinkCountMax-1, n)
+				}
+			}
+		}
+	}
+	if len(firsts) < 2 {
+		t.Fatalf("the first call's count is %v in every seed", firsts)
+	}
+}
