@@ -32,23 +32,27 @@ func (dm AttnDims) validate(fn string, causal bool) error {
 // (query row, kv head) pairs, each covering the Hq/Hkv query heads that read
 // that kv head.
 func SDPA(q, k, v []float64, dm AttnDims, scale float64, causal bool) ([]float64, error) {
-	const fn = "SDPA"
-	if err := dm.validate(fn, causal); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "q", len(q), dm.T, dm.Hq, dm.D); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "k", len(k), dm.S, dm.Hkv, dm.D); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "v", len(v), dm.S, dm.Hkv, dm.D); err != nil {
-		return nil, err
-	}
-	if err := checkFinite(fn, "scale", scale); err != nil {
+	if err := checkSDPA("SDPA", q, k, v, dm, scale, causal); err != nil {
 		return nil, err
 	}
 	return sdpa(q, k, v, dm, scale, causal, dm.T >= transposeMinRows), nil
+}
+
+// checkSDPA validates SDPA's arguments for fn.
+func checkSDPA(fn string, q, k, v []float64, dm AttnDims, scale float64, causal bool) error {
+	if err := dm.validate(fn, causal); err != nil {
+		return err
+	}
+	if err := checkLen(fn, "q", len(q), dm.T, dm.Hq, dm.D); err != nil {
+		return err
+	}
+	if err := checkLen(fn, "k", len(k), dm.S, dm.Hkv, dm.D); err != nil {
+		return err
+	}
+	if err := checkLen(fn, "v", len(v), dm.S, dm.Hkv, dm.D); err != nil {
+		return err
+	}
+	return checkFinite(fn, "scale", scale)
 }
 
 // transposeMinRows is the number of query rows from which SDPA transposes
@@ -60,13 +64,27 @@ const transposeMinRows = 64
 // values are transposed once and read through dotMany; otherwise value rows
 // are streamed (headScratch.valuesRun).
 func sdpa(q, k, v []float64, dm AttnDims, scale float64, causal, transposed bool) []float64 {
+	out, _ := sdpaWith(q, k, v, nil, dm, scale, causal, transposed)
+	return out
+}
+
+// sdpaWith is sdpa that, given other values va (S, Hkv, D), also applies
+// each row's softmax weights to them (outA, nil without va), from the
+// same scores: the sensitivity's Σ p·|v| (attnsens.go).
+func sdpaWith(q, k, v, va []float64, dm AttnDims, scale float64, causal, transposed bool) (out, outA []float64) {
 	T, S, Hq, Hkv, D := dm.T, dm.S, dm.Hq, dm.Hkv, dm.D
 	group := Hq / Hkv
-	var vt []float64
+	var vt, vat []float64
 	if transposed {
 		vt = transposeKV(v, S, Hkv, D)
+		if va != nil {
+			vat = transposeKV(va, S, Hkv, D)
+		}
 	}
-	out := make([]float64, T*Hq*D)
+	out = make([]float64, T*Hq*D)
+	if va != nil {
+		outA = make([]float64, T*Hq*D)
+	}
 	// One item is one query row t and one kv head g: the group of query
 	// heads g·group .. (g+1)·group-1 that read it. Items run kv-head major so
 	// that consecutive items reuse one kv head's keys and values from cache.
@@ -78,18 +96,26 @@ func sdpa(q, k, v []float64, dm AttnDims, scale float64, causal, transposed bool
 			if causal {
 				n = t + S - T + 1
 			}
-			hs.bind(q, out, (t*Hq+g*group)*D, n)
+			off := (t*Hq + g*group) * D
+			hs.bind(q, out, off, n)
 			dotMany(hs.sc, hs.q, k, g*D, Hkv*D, n, 0)
 			hs.softmax(scale)
-			if transposed {
-				hs.valuesTransposed(vt, g*D*S, S)
-			} else {
-				hs.valuesRun(v, g*D, Hkv*D, n, 0)
-				hs.finishRuns()
+			values := func(v, vt []float64) {
+				if transposed {
+					hs.valuesTransposed(vt, g*D*S, S)
+				} else {
+					hs.valuesRun(v, g*D, Hkv*D, n, 0)
+					hs.finishRuns()
+				}
+			}
+			values(v, vt)
+			if va != nil {
+				hs.rebind(outA, off)
+				values(va, vat)
 			}
 		}
 	})
-	return out
+	return out, outA
 }
 
 // SDPAFlops is the operation count SDPA is credited with: 4·D per visible

@@ -20,22 +20,21 @@ import "math"
 // SDPASensitivity is SDPA and, per output element, its rounding
 // sensitivity Σ_j p_j·|v_j| (same shape as the output).
 func SDPASensitivity(q, k, v []float64, dm AttnDims, scale float64, causal bool) (out, sens []float64, err error) {
-	if out, err = SDPA(q, k, v, dm, scale, causal); err != nil {
+	if err := checkSDPA("SDPASensitivity", q, k, v, dm, scale, causal); err != nil {
 		return nil, nil, err
 	}
-	return out, sdpa(q, k, absAll(v), dm, scale, causal, dm.T >= transposeMinRows), nil
+	out, sens = sdpaWith(q, k, v, absAll(v), dm, scale, causal, dm.T >= transposeMinRows)
+	return out, sens, nil
 }
 
 // PagedDecodeSensitivity is PagedDecode and, per output element, its
 // rounding sensitivity Σ_j p_j·|v_j| (same shape as the output).
 func PagedDecodeSensitivity(q, kCache, vCache []float64, blockTable, seqLens []int32, dm DecodeDims, scale float64) (out, sens []float64, err error) {
-	if out, err = PagedDecode(q, kCache, vCache, blockTable, seqLens, dm, scale); err != nil {
+	maxLen, err := checkDecode("PagedDecodeSensitivity", q, kCache, vCache, blockTable, seqLens, dm, scale)
+	if err != nil {
 		return nil, nil, err
 	}
-	// The arguments were validated by the first call: it cannot fail.
-	if sens, err = PagedDecode(q, kCache, absAll(vCache), blockTable, seqLens, dm, scale); err != nil {
-		return nil, nil, err
-	}
+	out, sens = pagedDecode(q, kCache, vCache, absAll(vCache), blockTable, seqLens, dm, scale, maxLen)
 	return out, sens, nil
 }
 

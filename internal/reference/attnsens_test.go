@@ -28,6 +28,8 @@ func TestAttentionSensitivity(t *testing.T) {
 		name := fmt.Sprintf("%+v", dm)
 		assertIdentical(t, name+" out", out, must(t)(SDPA(q, k, v, dm, 0.3, true)))
 		assertClose(t, name+" sens", sens, naiveSDPA(q, k, absVec(v), dm, 0.3, true), 1e-12)
+		// One pass's weights applied to |v| are SDPA's over |v|, bit for bit.
+		assertIdentical(t, name+" sens, one pass", sens, must(t)(SDPA(q, k, absVec(v), dm, 0.3, true)))
 		for j, s := range sens {
 			if s < math.Abs(out[j])*(1-1e-12) {
 				t.Fatalf("%s: sens[%d] = %v below |out| %v", name, j, s, math.Abs(out[j]))
@@ -47,6 +49,7 @@ func TestAttentionSensitivity(t *testing.T) {
 	}
 	assertIdentical(t, "decode out", out, must(t)(PagedDecode(q, kc, vc, table, lens, dm, 0.4)))
 	assertClose(t, "decode sens", sens, naivePagedDecode(q, kc, absVec(vc), table, lens, dm, 0.4), 1e-12)
+	assertIdentical(t, "decode sens, one pass", sens, must(t)(PagedDecode(q, kc, absVec(vc), table, lens, dm, 0.4)))
 	if _, _, err := PagedDecodeSensitivity(q, kc, vc, table, lens, DecodeDims{}, 0.4); err == nil {
 		t.Fatal("invalid dimensions accepted")
 	}

@@ -20,51 +20,68 @@ type DecodeDims struct{ B, Hq, Hkv, D, Pages, PageSize, MaxPages int }
 // bit. Work is split over sequences (and, when there are fewer sequences
 // than workers need, over ranges of kv heads within a sequence).
 func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm DecodeDims, scale float64) ([]float64, error) {
-	const fn = "PagedDecode"
-	if err := checkPositive(fn, dim{"dm.B", dm.B}, dim{"dm.Hq", dm.Hq}, dim{"dm.Hkv", dm.Hkv},
-		dim{"dm.D", dm.D}, dim{"dm.Pages", dm.Pages}, dim{"dm.PageSize", dm.PageSize},
-		dim{"dm.MaxPages", dm.MaxPages}); err != nil {
-		return nil, err
-	}
-	if dm.Hq%dm.Hkv != 0 {
-		return nil, argErr(fn, "dm.Hkv", "Hq=%d is not a multiple of Hkv=%d", dm.Hq, dm.Hkv)
-	}
-	if err := checkLen(fn, "q", len(q), dm.B, dm.Hq, dm.D); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "kCache", len(kCache), dm.Pages, dm.PageSize, dm.Hkv, dm.D); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "vCache", len(vCache), dm.Pages, dm.PageSize, dm.Hkv, dm.D); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "blockTable", len(blockTable), dm.B, dm.MaxPages); err != nil {
-		return nil, err
-	}
-	if err := checkLen(fn, "seqLens", len(seqLens), dm.B); err != nil {
-		return nil, err
-	}
-	if err := checkFinite(fn, "scale", scale); err != nil {
-		return nil, err
-	}
-	capacity, err := shapeLen(fn, "dm.MaxPages", dm.MaxPages, dm.PageSize)
+	maxLen, err := checkDecode("PagedDecode", q, kCache, vCache, blockTable, seqLens, dm, scale)
 	if err != nil {
 		return nil, err
 	}
-	maxLen := 0
+	out, _ := pagedDecode(q, kCache, vCache, nil, blockTable, seqLens, dm, scale, maxLen)
+	return out, nil
+}
+
+// checkDecode validates PagedDecode's arguments for fn and returns the
+// longest sequence.
+func checkDecode(fn string, q, kCache, vCache []float64, blockTable, seqLens []int32, dm DecodeDims, scale float64) (maxLen int, err error) {
+	if err := checkPositive(fn, dim{"dm.B", dm.B}, dim{"dm.Hq", dm.Hq}, dim{"dm.Hkv", dm.Hkv},
+		dim{"dm.D", dm.D}, dim{"dm.Pages", dm.Pages}, dim{"dm.PageSize", dm.PageSize},
+		dim{"dm.MaxPages", dm.MaxPages}); err != nil {
+		return 0, err
+	}
+	if dm.Hq%dm.Hkv != 0 {
+		return 0, argErr(fn, "dm.Hkv", "Hq=%d is not a multiple of Hkv=%d", dm.Hq, dm.Hkv)
+	}
+	if err := checkLen(fn, "q", len(q), dm.B, dm.Hq, dm.D); err != nil {
+		return 0, err
+	}
+	if err := checkLen(fn, "kCache", len(kCache), dm.Pages, dm.PageSize, dm.Hkv, dm.D); err != nil {
+		return 0, err
+	}
+	if err := checkLen(fn, "vCache", len(vCache), dm.Pages, dm.PageSize, dm.Hkv, dm.D); err != nil {
+		return 0, err
+	}
+	if err := checkLen(fn, "blockTable", len(blockTable), dm.B, dm.MaxPages); err != nil {
+		return 0, err
+	}
+	if err := checkLen(fn, "seqLens", len(seqLens), dm.B); err != nil {
+		return 0, err
+	}
+	if err := checkFinite(fn, "scale", scale); err != nil {
+		return 0, err
+	}
+	capacity, err := shapeLen(fn, "dm.MaxPages", dm.MaxPages, dm.PageSize)
+	if err != nil {
+		return 0, err
+	}
 	for b, l := range seqLens {
 		if l < 1 || int64(l) > int64(capacity) {
-			return nil, argErr(fn, "seqLens", "seqLens[%d]=%d outside [1, MaxPages*PageSize=%d]", b, l, capacity)
+			return 0, argErr(fn, "seqLens", "seqLens[%d]=%d outside [1, MaxPages*PageSize=%d]", b, l, capacity)
 		}
 		maxLen = max(maxLen, int(l))
 		used := ceilDiv(int(l), dm.PageSize)
 		for j, page := range blockTable[b*dm.MaxPages : b*dm.MaxPages+used] {
 			if page < 0 || int64(page) >= int64(dm.Pages) {
-				return nil, argErr(fn, "blockTable", "blockTable[%d][%d]=%d outside [0, Pages=%d)", b, j, page, dm.Pages)
+				return 0, argErr(fn, "blockTable", "blockTable[%d][%d]=%d outside [0, Pages=%d)", b, j, page, dm.Pages)
 			}
 		}
 	}
 
+	return maxLen, nil
+}
+
+// pagedDecode is PagedDecode on validated arguments (maxLen the longest
+// sequence); given other values vaCache (shaped as vCache) it also
+// applies each row's softmax weights to them (outA, nil without), from
+// the same scores: the sensitivity's Σ p·|v| (attnsens.go).
+func pagedDecode(q, kCache, vCache, vaCache []float64, blockTable, seqLens []int32, dm DecodeDims, scale float64, maxLen int) (out, outA []float64) {
 	Hq, Hkv, D, ps := dm.Hq, dm.Hkv, dm.D, dm.PageSize
 	group := Hq / Hkv
 	rowStride := Hkv * D // distance between consecutive slots of one page
@@ -77,7 +94,10 @@ func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm De
 	split := min(Hkv, ceilDiv(2*runtime.GOMAXPROCS(0), dm.B))
 	perItem := ceilDiv(Hkv, split)
 	split = ceilDiv(Hkv, perItem)
-	out := make([]float64, dm.B*Hq*D)
+	out = make([]float64, dm.B*Hq*D)
+	if vaCache != nil {
+		outA = make([]float64, dm.B*Hq*D)
+	}
 	parallelFor(dm.B*split, func(lo, hi int) {
 		hs := make([]*headScratch, perItem)
 		for i := range hs {
@@ -111,15 +131,24 @@ func PagedDecode(q, kCache, vCache []float64, blockTable, seqLens []int32, dm De
 			for _, h := range heads {
 				h.softmax(scale)
 			}
-			visit(func(h *headScratch, off, count, s0 int) {
-				h.valuesRun(vCache, off, rowStride, count, s0)
-			})
-			for _, h := range heads {
-				h.finishRuns()
+			values := func(v []float64) {
+				visit(func(h *headScratch, off, count, s0 int) {
+					h.valuesRun(v, off, rowStride, count, s0)
+				})
+				for _, h := range heads {
+					h.finishRuns()
+				}
+			}
+			values(vCache)
+			if vaCache != nil {
+				for i, h := range heads {
+					h.rebind(outA, (b*Hq+(g0+i)*group)*D)
+				}
+				values(vaCache)
 			}
 		}
 	})
-	return out, nil
+	return out, outA
 }
 
 // PagedDecodeFlops is the operation count PagedDecode is credited with:

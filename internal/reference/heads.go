@@ -54,6 +54,18 @@ func (hs *headScratch) bind(q, out []float64, off, n int) {
 	}
 }
 
+// rebind points each head's output row at out (offset off, as bind) and
+// clears its odd accumulators, keeping the weights: the same softmax is
+// then applied to other values (the sensitivity's |v|, attnsens.go).
+func (hs *headScratch) rebind(out []float64, off int) {
+	D := len(hs.odd[0])
+	for i := range hs.out {
+		a := off + i*D
+		hs.out[i] = out[a : a+D]
+		clear(hs.odd[i])
+	}
+}
+
 // softmax turns each head's raw dot products into the max-subtracted
 // numerators exp(scale·s - max) and records their sum.
 func (hs *headScratch) softmax(scale float64) {
