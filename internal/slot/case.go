@@ -80,22 +80,17 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 	if !p.DType.IsFloat() || p.DType == tensor.F64 {
 		return nil, fmt.Errorf("slot %s: verify dtype %s is not one of bfloat16, float16, float32", s.Name, p.DType)
 	}
+	if err := s.Splits(p.Shape.Dims, p.WorldSize); err != nil {
+		return nil, err
+	}
 	ws := 1
+	dims := maps.Clone(p.Shape.Dims)
+	if dims == nil {
+		dims = Dims{}
+	}
 	if s.Kind == Collective {
-		if p.WorldSize < 1 {
-			return nil, fmt.Errorf("slot %s: world size %d must be >= 1", s.Name, p.WorldSize)
-		}
 		ws = p.WorldSize
-	}
-	dims := Dims{}
-	for k, v := range p.Shape.Dims {
-		dims[k] = v
-	}
-	if s.Kind == Collective {
 		dims["WS"] = ws
-		if err := s.checkShards(dims); err != nil {
-			return nil, err
-		}
 	}
 	c := &Case{
 		Spec: s, Shape: p.Shape.Name, Dims: dims, DType: p.DType, Dist: p.Dist,
