@@ -1,9 +1,12 @@
 package slot
 
 import (
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
+	"cacheon/internal/reference"
 	"cacheon/internal/tensor"
 )
 
@@ -70,5 +73,82 @@ func checkNamedPages(t *testing.T, c *Case, shape string, seed uint64, call int)
 				}
 			}
 		}
+	}
+}
+
+// TestDecodeReferenceReadsPages: the decode reference, which widens only
+// the pages its sequences read, gives bit for bit what the reference over
+// the whole caches gives, at every registered and served shape, with
+// pages shared between rows, and it leaves a table entry outside the
+// cache to the reference's own check.
+func TestDecodeReferenceReadsPages(t *testing.T) {
+	s, _ := catalog(t).Lookup("attention.decode")
+	whole := func(c *Case) ([]float64, []float64, error) {
+		d := c.Dims
+		bt, _ := c.i32(0, "block_table")
+		sl, _ := c.i32(0, "seq_lens")
+		dm := reference.DecodeDims{B: d["B"], Hq: d["HQ"], Hkv: d["HKV"], D: d["D"], Pages: d["PAGES"], PageSize: d["PS"], MaxPages: d["MAXP"]}
+		return reference.PagedDecodeSensitivity(c.f64(0, "q"), c.f64(0, "k_cache"), c.f64(0, "v_cache"), bt, sl, dm, c.Scalars["sm_scale"])
+	}
+	same := func(t *testing.T, c *Case) {
+		t.Helper()
+		got, err := refDecode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, sens, err := whole(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string][]float64{"out": o, SensKey("out"): sens} {
+			g := got[name]
+			if len(g) != len(want) {
+				t.Fatalf("%s: %d elements, want %d", name, len(g), len(want))
+			}
+			for i := range g {
+				if math.Float64bits(g[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%s[%d] = %v, want %v", name, i, g[i], want[i])
+				}
+			}
+		}
+	}
+	for _, sh := range append(slices.Clone(s.Shapes), s.ServedShapes...) {
+		t.Run(sh.Name, func(t *testing.T) {
+			c, err := s.NewCase(CaseParams{Seed: 3, Shape: sh, DType: tensor.F16, Dist: Shifted, Index: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, c)
+		})
+	}
+	c, err := s.NewCase(CaseParams{Seed: 5, Shape: s.Shapes[0], DType: tensor.BF16, Dist: Normal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := c.Ranks[0]["block_table"]
+	sl, _ := c.i32(0, "seq_lens")
+	maxp := c.Dims["MAXP"]
+	if len(sl) < 2 {
+		t.Fatalf("shape %s has %d rows, want 2 or more", s.Shapes[0].Name, len(sl))
+	}
+	// Row 1 reads row 0's pages: each read once, both rows from them.
+	tbl, _ := bt.Int64s()
+	for j := range maxp {
+		tbl[maxp+j] = tbl[j]
+	}
+	shared, err := tensor.FromInt64(bt.DType, bt.Shape, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Ranks[0]["block_table"] = shared
+	same(t, c)
+	tbl[0] = int64(c.Dims["PAGES"])
+	outside, err := tensor.FromInt64(bt.DType, bt.Shape, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Ranks[0]["block_table"] = outside
+	if _, err := refDecode(c); err == nil || !strings.Contains(err.Error(), "blockTable") {
+		t.Fatalf("a table entry outside the cache: err %v, want the reference's blockTable error", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"cacheon/internal/reference"
+	"cacheon/internal/tensor"
 )
 
 // These adapters widen a case's stored (already dtype-rounded) inputs to
@@ -91,8 +92,53 @@ func refDecode(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	dm := reference.DecodeDims{B: d["B"], Hq: d["HQ"], Hkv: d["HKV"], D: d["D"], Pages: d["PAGES"], PageSize: d["PS"], MaxPages: d["MAXP"]}
-	o, sens, err := reference.PagedDecodeSensitivity(c.f64(0, "q"), c.f64(0, "k_cache"), c.f64(0, "v_cache"), bt, sl, dm, c.Scalars["sm_scale"])
+	kc, vc := c.Ranks[0]["k_cache"], c.Ranks[0]["v_cache"]
+	var kv, vv []float64
+	if spans, table, pages, ok := readPages(bt, sl, dm); ok {
+		// Only the pages the sequences read, in the order they are
+		// first read: the same values, so the same arithmetic.
+		bt, dm.Pages = table, pages
+		kv, vv = kc.Float64sOf(spans), vc.Float64sOf(spans)
+	} else {
+		kv, vv = kc.Float64s(), vc.Float64s()
+	}
+	o, sens, err := reference.PagedDecodeSensitivity(c.f64(0, "q"), kv, vv, bt, sl, dm, c.Scalars["sm_scale"])
 	return map[string][]float64{"out": o, SensKey("out"): sens}, err
+}
+
+// readPages lists the cache pages a paged decode's sequences read (the
+// table's first ceil(seq_len/PS) entries of each row), each once in the
+// order first read, as element spans of a (PAGES, PS, HKV, D) cache, with
+// the table renumbered to index them. ok is false where a read entry or
+// length is outside the contract: the reference then sees the whole
+// cache and reports it.
+func readPages(table, lens []int32, dm reference.DecodeDims) (spans []tensor.Span, renum []int32, pages int, ok bool) {
+	if len(table) != dm.B*dm.MaxPages || len(lens) != dm.B || dm.PageSize < 1 {
+		return nil, nil, 0, false
+	}
+	per := dm.PageSize * dm.Hkv * dm.D
+	index := map[int32]int32{}
+	renum = make([]int32, len(table))
+	for b, l := range lens {
+		used := (int(l) + dm.PageSize - 1) / dm.PageSize
+		if l < 1 || used > dm.MaxPages {
+			return nil, nil, 0, false
+		}
+		for j := range used {
+			p := table[b*dm.MaxPages+j]
+			if p < 0 || int(p) >= dm.Pages {
+				return nil, nil, 0, false
+			}
+			at, seen := index[p]
+			if !seen {
+				at = int32(len(spans))
+				index[p] = at
+				spans = append(spans, tensor.Span{Lo: int(p) * per, N: per})
+			}
+			renum[b*dm.MaxPages+j] = at
+		}
+	}
+	return spans, renum, len(spans), true
 }
 
 func refMSABlockScore(c *Case) (map[string][]float64, error) {

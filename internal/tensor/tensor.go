@@ -238,44 +238,94 @@ func (t *Tensor) Float64s() []float64 {
 	}
 	n := t.NumElements()
 	out := make([]float64, n)
-	parallelBlocks(n, func(lo, hi int) { t.decode(out, lo, hi) })
+	parallelBlocks(n, func(lo, hi int) { t.decode(out[lo:hi], lo, hi) })
 	return out
 }
 
-// decode reads elements lo to hi-1 into out (Float64s' loop).
+// Float64sOf decodes the element ranges [lo, lo+n) of each span, one
+// after another, into one slice (Float64s' widening): a part of a large
+// tensor without decoding the rest. A tensor that fails Validate, or a
+// span outside it, yields nil.
+func (t *Tensor) Float64sOf(spans []Span) []float64 {
+	if t.Validate() != nil {
+		return nil
+	}
+	n, total := t.NumElements(), 0
+	for _, s := range spans {
+		if s.Lo < 0 || s.N < 0 || s.Lo > n-s.N {
+			return nil
+		}
+		total += s.N
+	}
+	out := make([]float64, total)
+	if total == 0 {
+		return out
+	}
+	starts := make([]int, len(spans))
+	at := 0
+	for i, s := range spans {
+		starts[i] = at
+		at += s.N
+	}
+	parallelBlocks(total, func(lo, hi int) {
+		// The spans that overlap [lo, hi) of out, each decoded in place.
+		i, _ := slices.BinarySearch(starts, lo)
+		if i == len(starts) || starts[i] > lo {
+			i--
+		}
+		for ; i < len(spans) && starts[i] < hi; i++ {
+			a, b := max(lo, starts[i]), min(hi, starts[i]+spans[i].N)
+			if a < b {
+				src := spans[i].Lo + a - starts[i]
+				t.decode(out[a:b], src, src+b-a)
+			}
+		}
+	})
+	return out
+}
+
+// Span is a range of a tensor's elements: N elements from Lo.
+type Span struct{ Lo, N int }
+
+// decode reads elements lo to hi-1 into out[0 : hi-lo] (Float64s' loop).
 func (t *Tensor) decode(out []float64, lo, hi int) {
 	d := t.Data
+	out = out[:hi-lo]
 	// The float formats verify draws in, each in a loop of its own.
 	switch t.DType {
 	case BF16:
-		for i := lo; i < hi; i++ {
-			out[i] = float64(BF16ToFloat32(binary.LittleEndian.Uint16(d[2*i:])))
+		d = d[2*lo : 2*hi]
+		for j := range out {
+			out[j] = float64(BF16ToFloat32(binary.LittleEndian.Uint16(d[2*j:])))
 		}
 		return
 	case F16:
-		for i := lo; i < hi; i++ {
-			out[i] = F16ToFloat64(binary.LittleEndian.Uint16(d[2*i:]))
+		d = d[2*lo : 2*hi]
+		for j := range out {
+			out[j] = F16ToFloat64(binary.LittleEndian.Uint16(d[2*j:]))
 		}
 		return
 	case F32:
-		for i := lo; i < hi; i++ {
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
+		d = d[4*lo : 4*hi]
+		for j := range out {
+			out[j] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*j:])))
 		}
 		return
 	}
-	for i := lo; i < hi; i++ {
+	for j := range out {
+		i := lo + j
 		switch t.DType {
 		case F64:
-			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(d[8*i:]))
+			out[j] = math.Float64frombits(binary.LittleEndian.Uint64(d[8*i:]))
 		case I32:
-			out[i] = float64(int32(binary.LittleEndian.Uint32(d[4*i:])))
+			out[j] = float64(int32(binary.LittleEndian.Uint32(d[4*i:])))
 		case I64:
-			out[i] = float64(int64(binary.LittleEndian.Uint64(d[8*i:])))
+			out[j] = float64(int64(binary.LittleEndian.Uint64(d[8*i:])))
 		case U8:
-			out[i] = float64(d[i])
+			out[j] = float64(d[i])
 		case Bool:
 			if d[i] != 0 {
-				out[i] = 1
+				out[j] = 1
 			}
 		}
 	}

@@ -195,3 +195,57 @@ func TestTensorValidate(t *testing.T) {
 		t.Errorf("empty tensor: %v", err)
 	}
 }
+
+// TestFloat64sOf: spans of a tensor decode to exactly those elements of
+// Float64s, in span order, across parallel blocks and in every dtype;
+// a span outside the tensor gives nil.
+func TestFloat64sOf(t *testing.T) {
+	n := 3*parallelBlock + 17
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = float64(i%251) - 125.5
+	}
+	for _, dt := range []DType{BF16, F16, F32, F64, I32} {
+		src := v
+		if !dt.IsFloat() {
+			src = make([]float64, n)
+			for i := range src {
+				src[i] = float64(i - n/2)
+			}
+		}
+		x, err := FromFloat64(dt, []int{n}, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := x.Float64s()
+		for _, tc := range []struct {
+			name  string
+			spans []Span
+		}{
+			{"none", nil},
+			{"whole", []Span{{0, n}}},
+			{"one element", []Span{{5, 1}}},
+			{"out of order, across blocks", []Span{{2 * parallelBlock, parallelBlock + 17}, {0, 3}, {parallelBlock - 2, 4}}},
+			{"repeated and empty", []Span{{7, 9}, {7, 0}, {7, 9}, {n - 1, 1}}},
+		} {
+			var want []float64
+			for _, s := range tc.spans {
+				want = append(want, all[s.Lo:s.Lo+s.N]...)
+			}
+			got := x.Float64sOf(tc.spans)
+			if len(got) != len(want) {
+				t.Fatalf("%s %s: %d elements, want %d", dt, tc.name, len(got), len(want))
+			}
+			for i := range got {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%s %s: [%d] = %v, want %v", dt, tc.name, i, got[i], want[i])
+				}
+			}
+		}
+		for _, bad := range [][]Span{{{n, 1}}, {{-1, 2}}, {{0, n + 1}}, {{1, -1}}} {
+			if got := x.Float64sOf(bad); got != nil {
+				t.Errorf("%s: spans %v gave %d elements, want nil", dt, bad, len(got))
+			}
+		}
+	}
+}
