@@ -139,6 +139,9 @@ type runOptions struct {
 	scanOnly    bool          // stop after the scan (used for cases that must not run unconfined)
 	lanes       int           // 0: one lane (results must not depend on it: TestLanesAgree)
 	seed        uint64        // 0: the environment's (CACHEON_TEST_SEED, else 1)
+	// defaultSizes runs collectives at verify's default world sizes (on
+	// cpu 2, 3, 4 and each variant's declared bounds) instead of 2 alone.
+	defaultSizes bool
 }
 
 // runBundle does what `cacheon verify` does, in process: stage (copy and
@@ -186,8 +189,12 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	if o.allDTypes {
 		dtypes = nil
 	}
+	sizes := []int{2}
+	if o.defaultSizes {
+		sizes = nil
+	}
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
-		Device: "cpu", DTypes: dtypes, Seed: cmp.Or(o.seed, e.seed), WorldSizes: []int{2}, Replays: 3,
+		Device: "cpu", DTypes: dtypes, Seed: cmp.Or(o.seed, e.seed), WorldSizes: sizes, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: job,
 		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes),
 	})

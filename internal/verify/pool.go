@@ -102,7 +102,7 @@ func neededSets(b *bundle.Bundle, slots *slot.Catalog, o Options, groups bool) m
 				}
 				continue
 			}
-			for _, ws := range o.WorldSizes {
+			for _, ws := range o.rowWorldSizes(op) {
 				if groups && eligible(op, spec, o, dt, ws) {
 					sets[setKey{lane: lane, ws: ws}] = true
 				}

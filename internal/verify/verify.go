@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +65,8 @@ type Options struct {
 	DTypes []tensor.DType
 	Seed   uint64
 	// WorldSizes are the collectives' world sizes (nil:
-	// DefaultWorldSizes of the device).
+	// DefaultWorldSizes of the device, and on cpu each collective
+	// variant's declared world_size bounds besides: rowWorldSizes).
 	WorldSizes    []int
 	Replays       int // eager in-place replays after the first call (>= 1)
 	GraphReplays  int // CUDA graph replays (0 = same as Replays)
@@ -98,6 +100,9 @@ type Options struct {
 	pool *pool
 	// planner plans the calls of every lane of a run (Run makes it).
 	planner *planner
+	// variantSizes adds each collective variant's declared world_size
+	// bounds to WorldSizes (settle: the defaults on cpu).
+	variantSizes bool
 }
 
 // settle fills the defaults of o and checks what it cannot run.
@@ -113,6 +118,7 @@ func (o *Options) settle() error {
 	}
 	if len(o.WorldSizes) == 0 {
 		o.WorldSizes = DefaultWorldSizes(o.Device, worker.VisibleGPUs())
+		o.variantSizes = o.Device != "cuda"
 	}
 	for _, ws := range o.WorldSizes {
 		if ws < 1 {
@@ -209,22 +215,52 @@ type Report struct {
 // compute dtypes, on cpu as on cuda.
 func DefaultDTypes() []tensor.DType { return []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} }
 
-// DefaultWorldSizes are the collectives' world sizes unless told one: 2
-// and 3 over gloo on cpu (an odd size catches a kernel that assumes pairs
-// of ranks); on cuda one GPU per rank, so 2 and 3 as far as gpus (the
-// visible devices) reach, and 1 on a single GPU (NCCL's own path: the
-// process group, graph capture of the collective, stream order).
+// DefaultWorldSizes are the collectives' world sizes unless told one: 2,
+// 3 and 4 over gloo on cpu (an odd size catches a kernel that assumes
+// pairs of ranks, 4 one that changes at the tensor-parallel degrees
+// serving uses most); on cuda one GPU per rank, so those as far as gpus
+// (the visible devices) reach, and 1 on a single GPU (NCCL's own path:
+// the process group, graph capture of the collective, stream order).
 func DefaultWorldSizes(device string, gpus int) []int {
+	all := []int{2, 3, 4}
 	if device != "cuda" {
-		return []int{2, 3}
+		return all
 	}
-	switch {
-	case gpus >= 3:
-		return []int{2, 3}
-	case gpus == 2:
-		return []int{2}
+	if gpus < 2 {
+		return []int{1}
 	}
-	return []int{1}
+	return slices.DeleteFunc(all, func(ws int) bool { return ws > gpus })
+}
+
+// MaxGlooWorldSize is the most ranks verify starts for one collective row
+// on cpu: a variant whose declared world_size bound lies beyond it is not
+// run there (rowWorldSizes).
+const MaxGlooWorldSize = 8
+
+// rowWorldSizes are the world sizes a collective manifest row runs at:
+// o.WorldSizes, and where o asks for it (the cpu defaults) each bound of
+// the row's declared world_size domain up to MaxGlooWorldSize, so that a
+// variant declared for 4 ranks and up, or for exactly 6, is graded and
+// not N/A at every default size (class 8: a declared domain exercised).
+func (o Options) rowWorldSizes(op bundle.Op) []int {
+	sizes := slices.Clone(o.WorldSizes)
+	if !o.variantSizes {
+		return sizes
+	}
+	lo, hi, hasLo, hasHi, ok := op.Domain.Bounds("world_size")
+	if !ok {
+		return sizes
+	}
+	for _, b := range []struct {
+		v   int64
+		has bool
+	}{{lo, hasLo}, {hi, hasHi}} {
+		if b.has && b.v >= 2 && b.v <= MaxGlooWorldSize && !slices.Contains(sizes, int(b.v)) {
+			sizes = append(sizes, int(b.v))
+		}
+	}
+	slices.Sort(sizes)
+	return sizes
 }
 
 // Failed reports whether any row failed; Infra whether any row could not be
@@ -328,7 +364,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 		}
 		sizes := []int{1}
 		if spec.Kind == slot.Collective {
-			sizes = o.WorldSizes
+			sizes = o.rowWorldSizes(op)
 		}
 		for di, dt := range o.DTypes {
 			for _, ws := range sizes {
