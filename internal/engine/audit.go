@@ -71,12 +71,12 @@ func AuditScalars(a *arena.Arena) (map[string]map[string]float64, error) {
 // the block-score slots are graded at the width the runtime selects (its
 // msa_topk blocks per query) instead of the catalog's K, and every
 // selected block must be a hit (overlap 1; a block within the dtype's
-// tolerance of the K-th best counts as one). The catalog's K says nothing
-// about the blocks the runtime reads when it is larger than a row's blocks
-// (a sheet of at most K blocks passes in any order) and too little when it
-// is larger than msa_topk (the top K set may be right while the top
-// msa_topk is not); its overlap of 0.875 lets a sheet drop any one block
-// of 8, the best one included.
+// tolerance of the K-th best counts as one). The catalog's K says too
+// little when it is larger than msa_topk (the top K set may be right while
+// the top msa_topk is not); its overlap of 0.875 lets a sheet drop any one
+// block of 8, the best one included. A row of at most K blocks, whose set
+// any order met, is graded by its ranking since session 23
+// (metric.TopKOverlapScore), in verify as here.
 func AuditSlots(slots SlotLookup, a *arena.Arena) SlotLookup {
 	if a.Model.Kind != arena.KindMSA {
 		return slots

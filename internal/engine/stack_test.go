@@ -58,8 +58,9 @@ func TestVerifiedCounts(t *testing.T) {
 // TestShippedArenaDimsVerified: every width a shipped arena serves a slot
 // at (the MLP width per rank, the hidden size, the heads per rank with the
 // head dimension, MoE's hidden and intermediate widths, an msa indexer's
-// width and block size, the decode page table's width and its cache's page
-// count) is one of the shapes verify runs the slot on (registered or
+// heads, width and block size over its widest sheet (the decode table's
+// keys, a prefill chunk ending at max_position), the decode page table's
+// width and its cache's page count) is one of the shapes verify runs the slot on (registered or
 // served): a kernel tiled for narrower rows, or honest only in narrower
 // tables, fewer heads or smaller caches, would otherwise be wrong only
 // where it is served. Each group of fields is matched by one shape.
@@ -82,12 +83,14 @@ func TestShippedArenaDimsVerified(t *testing.T) {
 		heads := group{"num_heads": m.NumHeads / r, "num_kv_heads": m.NumKVHeads / r, "head_dim": m.HeadDim}
 		hidden := []group{{"hidden_dim": m.HiddenSize}}
 		want := map[string][]group{
-			"activation.silu_and_mul":            {{"hidden_dim": m.IntermediateSize / r}},
-			"norm.rmsnorm":                       hidden,
-			"attention.decode":                   {heads, {"seq_len": tableSeqLen(a)}, {"PAGES": a.Engine.KVPages}},
-			"attention.sdpa":                     {heads},
-			"attention.msa_block_score":          {{"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize}},
-			"attention.msa_prefill_block_score":  {{"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize}},
+			"activation.silu_and_mul": {{"hidden_dim": m.IntermediateSize / r}},
+			"norm.rmsnorm":            hidden,
+			"attention.decode":        {heads, {"seq_len": tableSeqLen(a)}, {"PAGES": a.Engine.KVPages}},
+			"attention.sdpa":          {heads},
+			"attention.msa_block_score": {{"num_heads": m.IndexHeads, "head_dim": m.IndexHeadDim,
+				"block_size": m.MSABlockSize, "seq_len": tableSeqLen(a)}},
+			"attention.msa_prefill_block_score": {{"head_dim": m.IndexHeadDim, "block_size": m.MSABlockSize,
+				"seq_len": m.MaxPosition}},
 			"moe.fused_experts":                  {{"hidden_dim": m.HiddenSize}, {"intermediate_dim": m.IntermediateSize}},
 			"moe.fused_experts_reduce":           hidden,
 			"collective.all_reduce":              hidden,

@@ -18,7 +18,13 @@ const maxListed = 8
 // with score 0 and Worst set to the offending row (likewise, failing closed,
 // for NaN or +Inf in the reference). In each row K is clipped
 // to the number of finite reference cells; a row with none is vacuous and
-// scores 1. The reference's top-K threshold T is its K-th largest value, and
+// scores 1. A row of at most K finite reference cells is graded by its
+// ranking too: its set is every finite cell, which a candidate meets in any
+// order, while the engine reads its best msa_topk − 1 blocks beside its
+// own (msa_short_rows_any_order, session 23); so for every width j below
+// its cell count the candidate's top-j meets the reference's top-j (hits
+// as below, at the reference's j-th value), and the row's overlap is the
+// least of them. The reference's top-K threshold T is its K-th largest value, and
 // a candidate top-K index is a hit iff its reference value is >= T (so the
 // order in which an honest kernel breaks ties cannot fail it) and its
 // candidate value is not −Inf (a candidate that masks a cell the reference
@@ -159,15 +165,32 @@ func (s *topkSelector) rowOverlap(expRow, gotRow []float64, k int) rowResult {
 	}
 	s.expBuf = s.topIndices(expRow, k, s.expBuf)
 	s.gotBuf = s.topIndices(gotRow, k, s.gotBuf)
-	threshold := expRow[s.expBuf[k-1]] // finite: k <= number of finite cells
+	worst := s.prefixOverlap(expRow, gotRow, k)
+	if k < finite {
+		return worst
+	}
+	// a short row: its set is every finite cell; grade each ranking prefix
+	for j := 1; j < k; j++ {
+		if o := s.prefixOverlap(expRow, gotRow, j); o.hits*worst.k < worst.hits*o.k {
+			worst = o
+		}
+	}
+	return worst
+}
+
+// prefixOverlap grades the first j of the selector's top lists (best
+// first): a candidate index is a hit iff it is not masked and its
+// reference value reaches the reference's j-th, less the tolerance.
+func (s *topkSelector) prefixOverlap(expRow, gotRow []float64, j int) rowResult {
+	threshold := expRow[s.expBuf[j-1]] // finite: j <= number of finite cells
 	threshold -= s.tol.Atol + s.tol.Rtol*math.Abs(threshold)
 	hits := 0
-	for _, i := range s.gotBuf {
+	for _, i := range s.gotBuf[:j] {
 		if !math.IsInf(gotRow[i], -1) && expRow[i] >= threshold {
 			hits++
 		}
 	}
-	return rowResult{k: k, hits: hits, expTop: s.expBuf, gotTop: s.gotBuf}
+	return rowResult{k: j, hits: hits, expTop: s.expBuf[:j], gotTop: s.gotBuf[:j]}
 }
 
 // topIndices writes into dst the k indices of the largest values of row,

@@ -339,12 +339,15 @@ func msaBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"B": 2, "HQ": 4, "S": 256, "D": 64, "BS": 16}, Jitter: []string{"B"}},
 			{Name: "ragged", Dims: Dims{"B": 4, "HQ": 16, "S": 1000, "D": 128, "BS": 64}, Jitter: []string{"B"}},
 		},
-		// the msa arenas' indexers: cpu-tiny-msa's, h200-msa's
+		// the msa arenas' indexers whole: cpu-tiny-msa's (2 heads of 32,
+		// blocks of 16) and h200-msa's (8 heads of 64, blocks of 64), each
+		// over its widest sheet, the engine's table width (max_position
+		// in pages: 16 and 32 blocks; session 23)
 		ServedShapes: []Shape{
-			{Name: "served-d32", Dims: Dims{"B": 2, "HQ": 2, "S": 128, "D": 32, "BS": 16}, Jitter: []string{"B"}},
-			{Name: "served-d64", Dims: Dims{"B": 2, "HQ": 4, "S": 640, "D": 64, "BS": 64}, Jitter: []string{"B"}},
+			{Name: "served-d32", Dims: Dims{"B": 2, "HQ": 2, "S": 256, "D": 32, "BS": 16}, Jitter: []string{"B"}},
+			{Name: "served-h8-d64", Dims: Dims{"B": 3, "HQ": 8, "S": 2048, "D": 64, "BS": 64}, Jitter: []string{"B"}},
 		},
-		Count: "B", MaxCount: 64,
+		Count: "B", MaxCount: 64, PadRows: []string{"q", "index_k"},
 		Correctness: topk(8, "0.875"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
 			"head_dim": "D", "block_size": "BS"},
@@ -370,10 +373,12 @@ func msaPrefillBlockScore() *Spec {
 			{Name: "small", Dims: Dims{"T": 16, "PREFIX": 40, "D": 64, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
 			{Name: "long-prefix", Dims: Dims{"T": 48, "PREFIX": 700, "D": 128, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
 		},
-		// the msa arenas' indexers: cpu-tiny-msa's, h200-msa's
+		// the msa arenas' indexers: cpu-tiny-msa's, h200-msa's, each at a
+		// chunk ending at the arena's max_position (a chunked prefill's
+		// prefix reaches it; session 23)
 		ServedShapes: []Shape{
-			{Name: "served-d32", Dims: Dims{"T": 16, "PREFIX": 40, "D": 32, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
-			{Name: "served-d64", Dims: Dims{"T": 16, "PREFIX": 200, "D": 64, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
+			{Name: "served-d32", Dims: Dims{"T": 16, "PREFIX": 240, "D": 32, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
+			{Name: "served-d64", Dims: Dims{"T": 16, "PREFIX": 2032, "D": 64, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
 		},
 		Count: "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},

@@ -1,6 +1,7 @@
 package slot
 
 import (
+	"fmt"
 	"slices"
 
 	"cacheon/internal/tensor"
@@ -17,10 +18,15 @@ import (
 // decode attention sees them at length 1 on page 0. Verify never drew two
 // equal rows, and kernels that cheated only when the last two rows were
 // equal (silu_pad_rows_tell, rmsnorm_pad_rows_tell) or when two rows were
-// at length 1 on page 0 (decode_pad_rows_tell) passed. The MoE slots
-// (a pad row's routing would have to repeat too), sdpa (graph prefill pads
-// a prompt with later positions, not copies) and the MSA score sheets take
-// no pad rows.
+// at length 1 on page 0 (decode_pad_rows_tell) passed. The MSA decode
+// sheet (attention.msa_block_score) is called inside the same graph: its
+// pad rows' index queries repeat and their seq_lens are 1, and their
+// index keys are the scratch page's, the same for every pad row; verify
+// gave it none and msa_decode_pad_rows_tell passed (session 23), so its q
+// and index_k rows are copied and its seq_lens set to 1. The MoE slots (a
+// pad row's routing would have to repeat too), sdpa (graph prefill pads
+// a prompt with later positions, not copies) and the MSA prefill sheet
+// take no pad rows.
 
 // padRows gives a call's inputs serving's pad rows: in the serving case
 // and in half the others (a coin per case, the first uniform of the
@@ -66,11 +72,12 @@ func (c *Case) padRows() error {
 }
 
 // padPages gives rows n-p to n-1 of a paged slot's rank seq_len 1 and a
-// page-table row of page 0 only, as the engine's pad rows.
+// page-table row of page 0 only, as the engine's pad rows; a slot with
+// sequence lengths and no table (the MSA decode sheet) gets seq_len 1.
 func (c *Case) padPages(rank map[string]*tensor.Tensor, n, p int) error {
 	table, lens, _, ok := c.pagedArgs()
 	if !ok {
-		return nil
+		return c.padLens(rank, n, p)
 	}
 	bt, sl := rank[table.Name], rank[lens.Name]
 	v, l, w, ok, err := rankPages(rank, table, lens)
@@ -83,6 +90,25 @@ func (c *Case) padPages(rank map[string]*tensor.Tensor, n, p int) error {
 	}
 	if rank[table.Name], err = tensor.FromInt64(bt.DType, bt.Shape, v); err != nil {
 		return err
+	}
+	rank[lens.Name], err = tensor.FromInt64(sl.DType, sl.Shape, l)
+	return err
+}
+
+// padLens gives rows n-p to n-1 of the rank's sequence lengths (an
+// argument "seq_lens" of generator seq_lens, one per row) length 1.
+func (c *Case) padLens(rank map[string]*tensor.Tensor, n, p int) error {
+	lens, ok := c.Spec.arg("seq_lens")
+	sl := rank[lens.Name]
+	if !ok || lens.Gen != "seq_lens" || sl == nil || len(sl.Shape) != 1 || sl.Shape[0] != n {
+		return nil
+	}
+	l, err := sl.Int64s()
+	if err != nil {
+		return fmt.Errorf("slot %s: pad rows' seq_lens: %w", c.Spec.Name, err)
+	}
+	for r := n - p; r < n; r++ {
+		l[r] = 1
 	}
 	rank[lens.Name], err = tensor.FromInt64(sl.DType, sl.Shape, l)
 	return err

@@ -412,6 +412,15 @@ func adversarialCases() []adversarialCase {
 		{name: "sdpa_short_output_bits", allDTypes: true, verify: shortOutputBits},
 		{name: "decode_short_output_bits", allDTypes: true, verify: shortOutputBits},
 		{name: "control_sdpa_f32_scores", control: true, allDTypes: true},
+		// Red team, session 23: the MSA sheets honest only below the msa
+		// arenas' index heads, sheet widths and prefixes, or without
+		// serving's graph pad rows.
+		{name: "msa_decode_unserved_heads", verify: `shape served-h8-d64[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: topk_overlap`},
+		{name: "msa_decode_wide_sheet_window", verify: `shape served-h8-d64[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: topk_overlap`},
+		{name: "msa_prefill_long_prefix_window", verify: `shape served-d64[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: topk_overlap`},
+		{name: "msa_decode_pad_rows_tell", verify: `rank 0, output out: topk_overlap`},
+		// rows of at most 8 blocks in any order: graded by their ranking
+		{name: "msa_short_rows_any_order", verify: `rank 0, output out: topk_overlap [0-9]+/[0-9]+ rows below min overlap 0\.875; worst row \[[0-9]+\]: overlap [0-9]+/[1-7];`},
 	}
 }
 
