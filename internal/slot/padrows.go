@@ -17,10 +17,12 @@ import (
 // decode attention sees them at length 1 on page 0. Verify never drew two
 // equal rows, and kernels that cheated only when the last two rows were
 // equal (silu_pad_rows_tell, rmsnorm_pad_rows_tell) or when two rows were
-// at length 1 on page 0 (decode_pad_rows_tell) passed. The MoE slots
-// (a pad row's routing would have to repeat too), sdpa (graph prefill pads
-// a prompt with later positions, not copies) and the MSA score sheets take
-// no pad rows.
+// at length 1 on page 0 (decode_pad_rows_tell) passed. Since session 23
+// the MoE slots take them too, in x, topk_ids and topk_weights together
+// (the router sees the pad rows' equal hidden states, so their routing
+// repeats; moe_reduce_pad_rows_tell ran only the top expert then). sdpa
+// (graph prefill pads a prompt with later positions, not copies) and the
+// MSA score sheets take no pad rows.
 
 // padRows gives a call's inputs serving's pad rows: in the serving case
 // and in half the others (a coin per case, the first uniform of the
