@@ -404,6 +404,12 @@ func adversarialCases() []adversarialCase {
 		{name: "sdpa_short_output_bits", allDTypes: true, verify: shortOutputBits},
 		{name: "decode_short_output_bits", allDTypes: true, verify: shortOutputBits},
 		{name: "control_sdpa_f32_scores", control: true, allDTypes: true},
+		// Red team, session 23: a prepare that leaves its result in module
+		// state (decoy prepared states around each case's, slot.Decoy); a
+		// reduce that runs only the top expert on serving's pad rows (the
+		// MoE slots take pad rows, padrows.go).
+		{name: "moe_shared_prepare_workspace", verify: `first call, rank 0, output out: matched_ratio`},
+		{name: "moe_reduce_pad_rows_tell", verify: `, rank 0, output out: matched_ratio`},
 	}
 }
 
