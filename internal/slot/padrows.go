@@ -23,10 +23,12 @@ import (
 // pad rows' index queries repeat and their seq_lens are 1, and their
 // index keys are the scratch page's, the same for every pad row; verify
 // gave it none and msa_decode_pad_rows_tell passed (session 23), so its q
-// and index_k rows are copied and its seq_lens set to 1. The MoE slots (a
-// pad row's routing would have to repeat too), sdpa (graph prefill pads
-// a prompt with later positions, not copies) and the MSA prefill sheet
-// take no pad rows.
+// and index_k rows are copied and its seq_lens set to 1. Since session 23
+// the MoE slots take them too, in x, topk_ids and topk_weights together
+// (the router sees the pad rows' equal hidden states, so their routing
+// repeats; moe_reduce_pad_rows_tell ran only the top expert then). sdpa
+// (graph prefill pads a prompt with later positions, not copies) and the
+// MSA prefill sheet take no pad rows.
 
 // padRows gives a call's inputs serving's pad rows: in the serving case
 // and in half the others (a coin per case, the first uniform of the

@@ -81,13 +81,18 @@ import (
 //     some entry of the drawn page table names (before padTables), as one tensor of
 //     those pages in ascending page order drawn as in step 3; every
 //     other page is zero (Case.pagedValues, pages.go).
+//  9. Since v8 (session 23): the MoE slots take graph pad rows (step 7)
+//     in x, topk_ids and topk_weights; a slot with prepare inputs draws
+//     Decoys more sets of them, decoy j's as at replay −j (Case.Decoy,
+//     decoy.go).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
 // change to what the generators draw takes a new version (v6, session 19:
 // the sessions 16–19 changes, the attention sinks and lockstep lengths
-// among them; v7, session 22: KV caches drawn in their named pages).
-const InputGenerator = "cacheon.slot.input.v7"
+// among them; v7, session 22: KV caches drawn in their named pages; v8,
+// session 23: MoE pad rows and prepare decoys).
+const InputGenerator = "cacheon.slot.input.v8"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -421,6 +421,12 @@ func adversarialCases() []adversarialCase {
 		{name: "msa_decode_pad_rows_tell", verify: `rank 0, output out: topk_overlap`},
 		// rows of at most 8 blocks in any order: graded by their ranking
 		{name: "msa_short_rows_any_order", verify: `rank 0, output out: topk_overlap [0-9]+/[0-9]+ rows below min overlap 0\.875; worst row \[[0-9]+\]: overlap [0-9]+/[1-7];`},
+		// Red team, session 23: a prepare that leaves its result in module
+		// state (decoy prepared states around each case's, slot.Decoy); a
+		// reduce that runs only the top expert on serving's pad rows (the
+		// MoE slots take pad rows, padrows.go).
+		{name: "moe_shared_prepare_workspace", verify: `first call, rank 0, output out: matched_ratio`},
+		{name: "moe_reduce_pad_rows_tell", verify: `, rank 0, output out: matched_ratio`},
 	}
 }
 

@@ -219,6 +219,10 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	for _, a := range spec.PrepareArgs {
 		prepArgs = append(prepArgs, a.Name)
 	}
+	decoys, err := writeDecoys(c, pc.dirs)
+	if err != nil {
+		return nil, err
+	}
 	var specs []worker.OutputSpec
 	for _, out := range outs {
 		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
@@ -229,7 +233,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		req := worker.RunRequest{
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
-			Graph: graph, GraphReplays: graphFiles, Dir: pc.dirs[r],
+			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
 		}
 		if packed {
@@ -243,6 +247,32 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		pc.req = append(pc.req, req)
 	}
 	return units, nil
+}
+
+// writeDecoys writes the prepare inputs of the case's decoys
+// (slot.Case.Decoy: other layers' weights the worker prepares around the
+// case's own and calls ungraded before the graded calls) into every
+// rank's directory and returns their file names; none for a slot without
+// prepare inputs.
+func writeDecoys(c *slot.Case, dirs []string) ([]string, error) {
+	if len(c.Spec.PrepareArgs) == 0 {
+		return nil, nil
+	}
+	var files []string
+	for j := 1; j <= slot.Decoys; j++ {
+		ranks, err := c.Decoy(j)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("decoy%d.safetensors", j)
+		for r, m := range ranks {
+			if err := safetensors.WriteScratch(filepath.Join(dirs[r], name), m); err != nil {
+				return nil, fmt.Errorf("write %s for rank %d: %w", name, r, err)
+			}
+		}
+		files = append(files, name)
+	}
+	return files, nil
 }
 
 // placeSeed is the seed of a case's input placement on one rank (see

@@ -163,7 +163,13 @@ type RunRequest struct {
 	Replays      []string     `json:"replays"`
 	Graph        bool         `json:"graph"`
 	GraphReplays []string     `json:"graph_replays"`
-	Dir          string       `json:"dir"`
+	// Decoys are files (in Dir) of other prepare inputs of the same
+	// shapes (slot.Case.Decoy): the worker prepares the first before the
+	// case's own state and the rest after it, keeps every state alive and
+	// calls the entry once with the first and once with the last, ungraded,
+	// before the first call and before the first replay.
+	Decoys []string `json:"decoys,omitempty"`
+	Dir    string   `json:"dir"`
 	// CheckObjects asks the worker to compare torch's classes, functions
 	// and module bindings with its start after the case (guard.objects:
 	// tens of milliseconds, so verify asks on a row's first and last case;
@@ -197,6 +203,9 @@ func (r RunRequest) message() map[string]any {
 	}
 	if r.Packed != nil {
 		m["packed"] = r.Packed
+	}
+	if len(r.Decoys) > 0 {
+		m["decoys"] = r.Decoys
 	}
 	return m
 }

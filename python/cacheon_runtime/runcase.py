@@ -1,7 +1,9 @@
 """runcase: the worker's ``run`` request (one verify case).
 
-prepare (once, if named) -> eager call -> eager replays -> on CUDA with
-``graph: true``: side-stream warm-up, CUDA graph capture, graph replays.
+prepare (once, if named; with ``decoys``, other prepare inputs prepared
+before and after it, see prepstates) -> eager call -> eager replays
+-> on CUDA with ``graph: true``: side-stream warm-up, CUDA graph capture,
+graph replays.
 
 Before every call every output's whole allocation is poisoned (NaN, or the
 integer dtype's minimum); identity facts are recorded for every input and
@@ -34,7 +36,7 @@ import os
 import random
 import time
 
-from . import guard, host, rawmem, wire
+from . import guard, host, prepstates, rawmem, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -74,6 +76,7 @@ def run(worker, req):
     replays = wire.str_list(req, "replays")
     graph = field(req, "graph", bool, False, required=False)
     graph_replays = wire.str_list(req, "graph_replays")
+    decoys = wire.str_list(req, "decoys")
     jobdir = field(req, "dir", str)
     # Compare torch's classes and functions after this case (guard.objects,
     # tens of ms): Go asks for it on the first and last case of each row.
@@ -92,6 +95,8 @@ def run(worker, req):
         raise bad("graph_replays given without graph")
     if prepare_args and not prepare:
         raise bad("prepare_args given without prepare")
+    if decoys and not prepare_args:
+        raise bad("decoys given without prepare_args")
 
     ops = worker.ops
     specs = [host.output_spec(ops, o) for o in outputs]
@@ -110,6 +115,10 @@ def run(worker, req):
             raise bad("prepare input %r is not in %s" % (n, inputs_file))
     replay_data = [_read_replay(worker, jobdir, r, host_in) for r in replays]
     graph_data = [_read_replay(worker, jobdir, r, host_in) for r in graph_replays]
+    decoy_data = [_read_replay(worker, jobdir, r, host_in) for r in decoys]
+    for r, d in zip(decoys, decoy_data):
+        if sorted(d) != sorted(prepare_args):
+            raise bad("decoy %s must hold the prepare inputs %s" % (r, sorted(prepare_args)))
 
     fn = loader.lookup(mod, entry, "entry")
     pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
@@ -121,12 +130,12 @@ def run(worker, req):
     if dev.type == "cuda":
         with torch.cuda.device(dev):
             calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
-                                 replay_data, graph, graph_data)
+                                 replay_data, graph, graph_data, decoy_data)
     else:
         calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
-                             replay_data, graph, graph_data)
+                             replay_data, graph, graph_data, decoy_data)
     watch = case.watch(plan)
-    del case, host_in, replay_data, graph_data
+    del case, host_in, replay_data, graph_data, decoy_data
     kept = _retained(watch)
     if kept and calls and calls[-1].get("error") is None:
         calls[-1]["error"] = host.tamper_error(
@@ -374,7 +383,7 @@ class _Case:
         return (g.full if full else g.quick)(self.vis_in, self.vis_out)
 
     def execute(self, fn, pfn, plan, prepare_args, specs, host_in,
-                replay_data, graph, graph_data):
+                replay_data, graph, graph_data, decoy_data=()):
         ops = self.ops
         # Validator-owned memory (own_in, Output.contract) and the tensor
         # objects the candidate sees (vis_in, Output.visible) are separate
@@ -394,25 +403,11 @@ class _Case:
         self.vis_out = {n: o.visible for n, o in self.outs.items()}
         self.sync()
 
-        prepared = None
+        prepared, others = None, []
         if pfn is not None:
-            problem = self.checked(False)
-            if problem:
-                raise Failure(host.tamper_error(problem, "before prepare: "))
-            try:
-                with guard.no_grad(self.torch):
-                    prepared = pfn(*[self.vis_in[n] for n in prepare_args])
-                self.sync()
-            except BaseException as e:  # noqa: B902 - candidate code
-                problem = self.checked(True)
-                if problem:
-                    raise Failure(host.tamper_error(problem, "in prepare: "))
-                raise Failure(wire.exc_error("prepare_error", e))
-            problem = self.checked(True)
-            if problem:
-                raise Failure(host.tamper_error(problem, "in prepare: "))
+            prepared, others = prepstates.prepare_all(self, pfn, prepare_args, decoy_data)
 
-        def arguments():
+        def arguments(state=None):
             argv = []
             for kind, v in plan:
                 if kind == "input":
@@ -422,7 +417,7 @@ class _Case:
                 elif kind == "scalar":
                     argv.append(v)
                 elif kind == "prepared":
-                    argv.append(prepared)
+                    argv.append(prepared if state is None else state)
                 else:
                     argv.append(self.w.group)
             return argv
@@ -435,10 +430,15 @@ class _Case:
             with guard.no_grad(torch):
                 fn(*argv)
 
+        # Another layer's call before the graded ones (prepstates).
+        if others:
+            prepstates.decoy_call(self, fn, lambda: arguments(others[0]))
         ok = self.call(PHASE_EAGER, entry_call)
-        for new in replay_data:
+        for i, new in enumerate(replay_data):
             if not ok:
                 break
+            if i == 0 and others:
+                prepstates.decoy_call(self, fn, lambda: arguments(others[-1]))
             ok = self.call(PHASE_REPLAY, entry_call, new)
         if ok and graph:
             self.renew()

@@ -1,0 +1,81 @@
+"""prepstates: a run case's prepared states as serving holds them.
+
+The engine prepares every layer's weights at load (model.py,
+``dispatch.prepare_experts`` per layer) and then calls the layers in turn:
+several prepared states are alive at once and each layer is called after
+the others were prepared. A case with ``decoys`` (other prepare inputs of
+the same shapes, Go's slot.Case.Decoy) is run the same way: the first
+decoy is prepared before the case's own state and the others after it,
+every state stays alive until the case ends, and the entry is called once
+with the first decoy's state before the first call and once with the
+last's before the first replay, ungraded (the graded call poisons the
+outputs first). A prepare that leaves its result in module state for the
+entry to read, ignoring its prepared argument, or an entry that keeps the
+first state it is called with, fails the graded calls.
+"""
+
+from . import guard, host, wire
+from .wire import Failure
+
+
+def prepare_all(case, pfn, prepare_args, decoy_data):
+    """(the case's prepared state, the decoys' states in decoy order)."""
+    own = [case.vis_in[n] for n in prepare_args]
+    inputs = [_inputs(case, d, prepare_args) for d in decoy_data]
+    states = [_prepare(case, pfn, argv) for argv in inputs[:1] + [own] + inputs[1:]]
+    k = 1 if inputs else 0
+    return states[k], states[:k] + states[k + 1:]
+
+
+def _inputs(case, data, prepare_args):
+    """Validator memory holding one decoy's prepare inputs, placed as the
+    case's inputs are; the objects prepare sees."""
+    out = []
+    for n in prepare_args:
+        d = case.placed(data[n])
+        case.raw.write(d, data[n])
+        out.append(case.ops.detach(d))
+    return out
+
+
+def _prepare(case, pfn, argv):
+    problem = case.checked(False)
+    if problem:
+        raise Failure(host.tamper_error(problem, "before prepare: "))
+    try:
+        with guard.no_grad(case.torch):
+            state = pfn(*argv)
+        case.sync()
+    except BaseException as e:  # noqa: B902 - candidate code
+        problem = case.checked(True)
+        if problem:
+            raise Failure(host.tamper_error(problem, "in prepare: "))
+        raise Failure(wire.exc_error("prepare_error", e))
+    problem = case.checked(True)
+    if problem:
+        raise Failure(host.tamper_error(problem, "in prepare: "))
+    return state
+
+
+def decoy_call(case, fn, arguments):
+    """One ungraded entry call with another layer's prepared state on the
+    case's inputs and outputs (arguments() makes the argument list after
+    the tensor objects are renewed); the guard checks it as any call."""
+    what = "a call with another layer's prepared state: "
+    case.renew()
+    argv = arguments()
+    problem = case.checked(False)
+    if problem:
+        raise Failure(host.tamper_error(problem, "before " + what))
+    try:
+        with guard.no_grad(case.torch):
+            fn(*argv)
+        case.sync()
+    except BaseException as e:  # noqa: B902 - candidate code
+        problem = case.checked(True)
+        if problem:
+            raise Failure(host.tamper_error(problem, "in " + what))
+        raise Failure(wire.exc_error("exception", e, what))
+    problem = case.checked(True)
+    if problem:
+        raise Failure(host.tamper_error(problem, "in " + what))
