@@ -3,6 +3,7 @@ package slot
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,5 +151,66 @@ func TestDecodeReferenceReadsPages(t *testing.T) {
 	c.Ranks[0]["block_table"] = outside
 	if _, err := refDecode(c); err == nil || !strings.Contains(err.Error(), "blockTable") {
 		t.Fatalf("a table entry outside the cache: err %v, want the reference's blockTable error", err)
+	}
+}
+
+// TestAttentionFloat32Scale: in float32 calls the attention references
+// return the relative tolerance's scale max(|o|, n·u·sens/rtol), n the
+// keys each row sums over (decode: its sequence's length; sdpa: every
+// key, or t+S−T+1 under the causal mask), so a float32 sum's error over
+// long contexts is admitted; half precision returns no scale.
+func TestAttentionFloat32Scale(t *testing.T) {
+	cat := catalog(t)
+	u := math.Ldexp(1, -24)
+	for _, name := range []string{"attention.decode", "attention.sdpa"} {
+		s, _ := cat.Lookup(name)
+		rtol, err := strconv.ParseFloat(s.Correctness.Tolerances["float32"].Rtol, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+			c, err := s.NewCase(CaseParams{Seed: 4, Shape: s.Shapes[len(s.Shapes)-1], DType: dt, Dist: Normal, Index: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := c.Reference()
+			if err != nil {
+				t.Fatal(err)
+			}
+			scale, has := ref[ScaleKey("out")]
+			if dt != tensor.F32 {
+				if has {
+					t.Fatalf("%s %s: a tolerance scale in half precision", name, dt)
+				}
+				continue
+			}
+			o, sens := ref["out"], ref[SensKey("out")]
+			d := c.Dims
+			rowLen := d["HQ"] * d["D"]
+			keys := func(i int) int {
+				if name == "attention.decode" {
+					sl, _ := c.i32(0, "seq_lens")
+					return int(sl[i/rowLen])
+				}
+				S, T := d["T"]+d["P"], d["T"]
+				if c.Scalars["causal"] != 0 {
+					return i/rowLen + S - T + 1
+				}
+				return S
+			}
+			widened := 0
+			for i := range o {
+				want := max(math.Abs(o[i]), float64(keys(i))*u*sens[i]/rtol)
+				if scale[i] != want {
+					t.Fatalf("%s: scale[%d] = %v, want %v", name, i, scale[i], want)
+				}
+				if want > math.Abs(o[i]) {
+					widened++
+				}
+			}
+			if widened == 0 {
+				t.Errorf("%s: no element's scale exceeds |o|: the allowance is never exercised", name)
+			}
+		}
 	}
 }

@@ -412,6 +412,9 @@ func adversarialCases() []adversarialCase {
 		{name: "sdpa_short_output_bits", allDTypes: true, verify: shortOutputBits},
 		{name: "decode_short_output_bits", allDTypes: true, verify: shortOutputBits},
 		{name: "control_sdpa_f32_scores", control: true, allDTypes: true},
+		// Session 23: float32 attention summed in float32 at the 8192-key
+		// probe (refused at seed 2 before slot.attentionRef's allowance).
+		{name: "control_decode_f32_compute", control: true, seed: 2},
 		// Red team, session 23: the MSA sheets honest only below the msa
 		// arenas' index heads, sheet widths and prefixes, or without
 		// serving's graph pad rows.
