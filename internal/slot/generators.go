@@ -195,10 +195,17 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 			v[i] = int64(1 + g.intn(bound))
 		}
 		if n > 0 && g.uniform() < 0.5 {
-			i := g.intn(n)
+			// The edges go in rows serving does not pad: the last p
+			// rows of a case with pad rows become length 1 (padrows.go),
+			// which would overwrite a maximum drawn there.
+			m := n
+			if p, _, ok := c.padPlan(); ok && p < n {
+				m = n - p
+			}
+			i := g.intn(m)
 			v[i] = int64(bound)
-			if n > 1 {
-				j := g.intn(n - 1)
+			if m > 1 {
+				j := g.intn(m - 1)
 				if j >= i {
 					j++
 				}

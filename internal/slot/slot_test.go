@@ -109,9 +109,11 @@ func TestEveryCaseResolves(t *testing.T) {
 						}
 					}
 					scale, ok := ref[ScaleKey(o.Name)]
-					// A scale comes with sensitivity units, or from rmsnorm's
-					// absorbed squares (reference.RMSNormAbsorbed).
-					if want := s.Correctness.SensitivityUnits != "" || s.Name == "norm.rmsnorm"; ok != want {
+					// A scale comes with sensitivity units, from rmsnorm's
+					// absorbed squares (reference.RMSNormAbsorbed), or from
+					// a float32 attention's sum over its keys (attentionRef).
+					attn32 := dt == tensor.F32 && (s.Name == "attention.sdpa" || s.Name == "attention.decode")
+					if want := s.Correctness.SensitivityUnits != "" || s.Name == "norm.rmsnorm" || attn32; ok != want {
 						t.Fatalf("%s: output %s: reference gives a scale: %v, want %v", s.Name, o.Name, ok, want)
 					}
 					if ok && len(scale) != len(v) {
