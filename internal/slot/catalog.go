@@ -411,6 +411,18 @@ func moeShapes() []Shape {
 	}
 }
 
+// moeProbeShapes are the routing widths of the large MoE models the
+// contract allows and no registered or served shape reaches: 256 experts,
+// each token routed to 8 (DeepSeek-V3's; Qwen3-MoE's 128 top-8 lies
+// between), on small widths. moe_wide_routing_truncate was exact up to 16
+// experts and top-4 and kept two experts a token beyond (session 23).
+// I = 48 splits across 2, 3 and 4 ranks (moe.fused_experts_reduce).
+func moeProbeShapes() []Shape {
+	return []Shape{
+		{Name: "wide-routing", Dims: Dims{"M": 40, "H": 64, "I": 48, "E": 256, "K": 8}, Jitter: []string{"M"}},
+	}
+}
+
 // moeServedShapes are the MoE arenas' widths: cpu-tiny-moe's hidden and
 // intermediate 128, the h200 MoE arenas' hidden 4096 and intermediate
 // 14336, each on few small experts (a served layer's weights, 8 experts of
@@ -439,6 +451,7 @@ func fusedExperts() *Spec {
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
 		ServedShapes: moeServedShapes(),
+		ProbeShapes:  moeProbeShapes(),
 		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"},
 		PadRows:     []string{"x", "topk_ids", "topk_weights"},
 		Correctness: moeMatched(),
@@ -464,6 +477,7 @@ func fusedExpertsReduce() *Spec {
 		GraphDynamic: []string{"x", "topk_ids", "topk_weights"},
 		Shapes:       moeShapes(),
 		ServedShapes: moeServedShapes(),
+		ProbeShapes:  moeProbeShapes(),
 		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"},
 		PadRows:     []string{"x", "topk_ids", "topk_weights"},
 		Correctness: moeMatched(),

@@ -430,6 +430,9 @@ func adversarialCases() []adversarialCase {
 		// MoE slots take pad rows, padrows.go).
 		{name: "moe_shared_prepare_workspace", verify: `first call, rank 0, output out: matched_ratio`},
 		{name: "moe_reduce_pad_rows_tell", verify: `, rank 0, output out: matched_ratio`},
+		// more than 16 experts or top-k above 4: the MoE slots' probe
+		// shape (256 experts, top-8; slot.moeProbeShapes)
+		{name: "moe_wide_routing_truncate", verify: `shape wide-routing[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
 	}
 }
 

@@ -2,7 +2,11 @@ package verify
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
 )
 
 // TestDefaultWorldSizes: gloo on cpu gets an even and an odd world size
@@ -28,5 +32,37 @@ func TestDefaultWorldSizes(t *testing.T) {
 		if got := fmt.Sprint(DefaultWorldSizes(tc.device, tc.gpus)); got != tc.want {
 			t.Errorf("DefaultWorldSizes(%s, %d) = %s, want %s", tc.device, tc.gpus, got, tc.want)
 		}
+	}
+}
+
+// TestBurstShapeSplits: a collective's burst takes the last registered
+// shape that splits across the world size, else a served or probe shape
+// that does (moe.fused_experts_reduce at 3 ranks: only its probe shape's
+// intermediate width divides), and fails where none does.
+func TestBurstShapeSplits(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := cat.Lookup("moe.fused_experts_reduce")
+	for _, tc := range []struct {
+		ws   int
+		want string
+	}{{2, spec.Shapes[len(spec.Shapes)-1].Name}, {3, "wide-routing"}, {4, spec.Shapes[len(spec.Shapes)-1].Name}} {
+		cases, err := burstCases(spec, Options{Seed: 1}, tensor.BF16, tc.ws)
+		if err != nil {
+			t.Fatalf("ws %d: %v", tc.ws, err)
+		}
+		if len(cases) != 3 {
+			t.Fatalf("ws %d: %d burst cases, want 3", tc.ws, len(cases))
+		}
+		for _, c := range cases {
+			if got, _, _ := strings.Cut(c.params.Shape.Name, "/burst-"); got != tc.want {
+				t.Errorf("ws %d: burst on %s, want %s", tc.ws, got, tc.want)
+			}
+		}
+	}
+	if _, err := burstCases(spec, Options{Seed: 1}, tensor.BF16, 5); err == nil {
+		t.Error("ws 5: a burst on a shape that does not split")
 	}
 }

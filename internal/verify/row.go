@@ -321,7 +321,16 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 // on the largest registered shape whose token count goes large → small →
 // large.
 func burstCases(spec *slot.Spec, o Options, dt tensor.DType, ws int) ([]*plannedCase, error) {
-	sh := spec.Shapes[len(spec.Shapes)-1]
+	// The last registered shape that splits across the world size, else
+	// the first served or probe shape that does (moe.fused_experts_reduce
+	// at 3 ranks splits only its probe shape).
+	all := slices.Concat(slices.Clone(spec.Shapes), spec.ServedShapes, spec.ProbeShapes)
+	slices.Reverse(all[:len(spec.Shapes)])
+	at := slices.IndexFunc(all, func(sh slot.Shape) bool { return spec.Splits(sh.Dims, ws) == nil })
+	if at < 0 {
+		return nil, fmt.Errorf("burst: no shape of %s splits across world size %d", spec.Name, ws)
+	}
+	sh := all[at]
 	count := ""
 	if len(sh.Jitter) > 0 {
 		count = sh.Jitter[0]
