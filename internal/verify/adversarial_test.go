@@ -48,9 +48,13 @@ type adversarialCase struct {
 	// seed: the seed the case needs (0: the environment's), for a case
 	// whose inputs only some seeds draw.
 	seed uint64
-	// defaultSizes: collectives at verify's default world sizes (2, 3, 4
-	// and the variants' declared bounds) instead of the suite's 2.
+	// defaultSizes: collectives at verify's default world sizes (2, 3, 4,
+	// 8 and the variants' declared bounds) instead of the suite's 2.
 	defaultSizes bool
+	// worldSizes: collectives at these world sizes instead of the suite's
+	// 2, for a case that changes only at one of verify's defaults (the
+	// defaults themselves: TestDefaultWorldSizes).
+	worldSizes []int
 }
 
 // Reason patterns shared by several cases.
@@ -352,9 +356,12 @@ func adversarialCases() []adversarialCase {
 		{name: "control_all_reduce_ws_variants", control: true, defaultSizes: true},
 		// Session 23: world sizes beyond 3, and a variant declared only
 		// beyond the defaults (docs/verify.md, "World sizes").
-		{name: "allreduce_ws4_drop_rank", verify: `ws 4: .*(matched_ratio|allclose)|rank [0-3], output out: (matched_ratio|allclose)`, defaultSizes: true},
+		{name: "allreduce_ws4_drop_rank", verify: `rank [0-3], output out: (matched_ratio|allclose)`, worldSizes: []int{4}},
 		{name: "allreduce_ws_variant_ungraded", verify: `large_tp .*(matched_ratio|allclose)|rank [0-3], output out: (matched_ratio|allclose)`, defaultSizes: true},
-		{name: "ar_rmsnorm_ws4_residual_twice", verify: `rank [0-3], output out_(norm|residual): (matched_ratio|allclose)`, defaultSizes: true},
+		{name: "ar_rmsnorm_ws4_residual_twice", verify: `rank [0-3], output out_(norm|residual): (matched_ratio|allclose)`, worldSizes: []int{4}},
+		// Session 24: a kernel that changes only at 8 ranks, the other
+		// tensor-parallel degree serving uses most.
+		{name: "allreduce_ws8_only", verify: `rank [0-7], output out: (matched_ratio|allclose)`, worldSizes: []int{8}},
 		// A float32 dot product of squares that absorbs the small ones
 		// after an outlier's: seed 3 draws such a row (it failed there
 		// before each row's tolerance counted the absorbed share).
@@ -526,7 +533,7 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 	// Never execute a case unconfined when only the scan is expected to
 	// stop it (a missed fork bomb would run), or when only the sandbox can.
 	scanOnly := !c.control && (c.verify == "" || (c.needsSandbox && !env.sandboxed))
-	res := env.runBundle(t, dir, runOptions{dtype: dt, allDTypes: c.allDTypes, callTimeout: timeout, scanOnly: scanOnly, seed: c.seed, defaultSizes: c.defaultSizes})
+	res := env.runBundle(t, dir, runOptions{dtype: dt, allDTypes: c.allDTypes, callTimeout: timeout, scanOnly: scanOnly, seed: c.seed, defaultSizes: c.defaultSizes, worldSizes: c.worldSizes})
 	t.Logf("%s (%s): stage %s in %.1fs\n%s", c.name, dt, res.stage, res.elapsed.Seconds(), res.reason)
 	gap := ""
 	if c.scanGap != "" {

@@ -140,8 +140,9 @@ type runOptions struct {
 	lanes       int           // 0: one lane (results must not depend on it: TestLanesAgree)
 	seed        uint64        // 0: the environment's (CACHEON_TEST_SEED, else 1)
 	// defaultSizes runs collectives at verify's default world sizes (on
-	// cpu 2, 3, 4 and each variant's declared bounds) instead of 2 alone.
+	// cpu 2, 3, 4, 8 and each variant's declared bounds) instead of 2 alone.
 	defaultSizes bool
+	worldSizes   []int // collectives at these world sizes (nil: 2, or the defaults)
 }
 
 // runBundle does what `cacheon verify` does, in process: stage (copy and
@@ -190,6 +191,9 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 		dtypes = nil
 	}
 	sizes := []int{2}
+	if o.worldSizes != nil {
+		sizes = o.worldSizes
+	}
 	if o.defaultSizes {
 		sizes = nil
 	}

@@ -216,13 +216,14 @@ type Report struct {
 func DefaultDTypes() []tensor.DType { return []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} }
 
 // DefaultWorldSizes are the collectives' world sizes unless told one: 2,
-// 3 and 4 over gloo on cpu (an odd size catches a kernel that assumes
-// pairs of ranks, 4 one that changes at the tensor-parallel degrees
-// serving uses most); on cuda one GPU per rank, so those as far as gpus
-// (the visible devices) reach, and 1 on a single GPU (NCCL's own path:
-// the process group, graph capture of the collective, stream order).
+// 3, 4 and 8 over gloo on cpu (an odd size catches a kernel that assumes
+// pairs of ranks; 4 and 8 are the tensor-parallel degrees serving uses
+// most, and a kernel that changes only from 5 ranks on changes at 8); on
+// cuda one GPU per rank, so those as far as gpus (the visible devices)
+// reach, and 1 on a single GPU (NCCL's own path: the process group, graph
+// capture of the collective, stream order).
 func DefaultWorldSizes(device string, gpus int) []int {
-	all := []int{2, 3, 4}
+	all := []int{2, 3, 4, 8}
 	if device != "cuda" {
 		return all
 	}
