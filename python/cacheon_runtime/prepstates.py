@@ -39,22 +39,7 @@ def _inputs(case, data, prepare_args):
 
 
 def _prepare(case, pfn, argv):
-    problem = case.checked(False)
-    if problem:
-        raise Failure(host.tamper_error(problem, "before prepare: "))
-    try:
-        with guard.no_grad(case.torch):
-            state = pfn(*argv)
-        case.sync()
-    except BaseException as e:  # noqa: B902 - candidate code
-        problem = case.checked(True)
-        if problem:
-            raise Failure(host.tamper_error(problem, "in prepare: "))
-        raise Failure(wire.exc_error("prepare_error", e))
-    problem = case.checked(True)
-    if problem:
-        raise Failure(host.tamper_error(problem, "in prepare: "))
-    return state
+    return _guarded(case, lambda: pfn(*argv), "prepare: ", "prepare_error", "")
 
 
 def decoy_call(case, fn, arguments):
@@ -64,18 +49,26 @@ def decoy_call(case, fn, arguments):
     what = "a call with another layer's prepared state: "
     case.renew()
     argv = arguments()
+    _guarded(case, lambda: fn(*argv), what, "exception", what)
+
+
+def _guarded(case, invoke, where, kind, prefix):
+    """invoke() under no_grad, synchronized, with the guard's check before
+    and after it (a finding is a tamper error "before"/"in" where; an
+    exception of candidate code one of kind, prefixed)."""
     problem = case.checked(False)
     if problem:
-        raise Failure(host.tamper_error(problem, "before " + what))
+        raise Failure(host.tamper_error(problem, "before " + where))
     try:
         with guard.no_grad(case.torch):
-            fn(*argv)
+            result = invoke()
         case.sync()
     except BaseException as e:  # noqa: B902 - candidate code
         problem = case.checked(True)
         if problem:
-            raise Failure(host.tamper_error(problem, "in " + what))
-        raise Failure(wire.exc_error("exception", e, what))
+            raise Failure(host.tamper_error(problem, "in " + where))
+        raise Failure(wire.exc_error(kind, e, prefix))
     problem = case.checked(True)
     if problem:
-        raise Failure(host.tamper_error(problem, "in " + what))
+        raise Failure(host.tamper_error(problem, "in " + where))
+    return result
