@@ -17,6 +17,15 @@ import math
 
 from ..wire import bad
 
+def attention_scale(dim):
+    """The softmax scale the engine passes for a head (or index head) of
+    dim channels: 1/sqrt(dim), two correctly rounded IEEE operations, the
+    very bits verify serves (Go's slot scalar rsqrt(D), 1 / math.Sqrt(D)).
+    dim ** -0.5 is pow's rounding and differs from it by one ulp at 32 and
+    128, a difference a kernel could key on (sdpa_scale_bits_tell)."""
+    return 1.0 / math.sqrt(dim)
+
+
 KINDS = {"llama": "llama", "dense": "llama", "mixtral": "mixtral", "moe": "mixtral", "msa": "msa"}
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
           "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}

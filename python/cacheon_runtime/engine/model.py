@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from . import decode_gemm, kernels, msa, stock
+from .config import attention_scale
 
 
 def rope_tables(cfg, max_len, device, dim=None):
@@ -111,7 +112,7 @@ class Model:
         self._carry = None
         self.hq, self.hkv, self.hd = cfg.num_heads // self.world, cfg.num_kv_heads // self.world, cfg.head_dim
         self.eps = cfg.rms_norm_eps
-        self.scale = cfg.head_dim ** -0.5
+        self.scale = attention_scale(cfg.head_dim)
         self.ps = ecfg.page_size
         self.cos, self.sin = rope_tables(cfg, cfg.max_position, device)
         # An msa model's block-sparse attention (msa.py), over index_cache.

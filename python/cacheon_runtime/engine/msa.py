@@ -30,6 +30,8 @@ with the host on CUDA (static shapes), so decode steps capture into graphs.
 
 import torch
 
+from .config import attention_scale
+
 NEG_INF = float("-inf")
 
 
@@ -52,7 +54,7 @@ class Sparse:
     def __init__(self, cfg, dispatch, index_cache, mm, rope):
         self.hi, self.di = cfg.index_heads, cfg.index_head_dim
         self.bs, self.topk = cfg.msa_block_size, cfg.msa_topk
-        self.scale = self.di ** -0.5
+        self.scale = attention_scale(self.di)
         self.d, self.ic, self.mm = dispatch, index_cache, mm
         self.cos, self.sin = rope  # (max_position, Di/2) float32
 
