@@ -18,7 +18,16 @@ import (
 // prepared argument.
 const Decoys = 2
 
-// Decoy returns decoy j's (1 to Decoys) prepare inputs, one map per rank:
+// LayerDecoys is how many decoys the first case of a row takes (session
+// 24): with its own state, as many prepares before the first entry call
+// as the deepest shipped MoE arena has layers (h200-moe: 8), so that a
+// kernel keyed on how many prepares came first (moe_prepare_count_tell:
+// int8 experts after 4) is graded with its cheat on. The later cases take
+// Decoys, which keeps a case's cost. TestLayerDecoysCoverArenas (package
+// arenas) holds it to the arenas.
+const LayerDecoys = 7
+
+// Decoy returns decoy j's (1 to LayerDecoys) prepare inputs, one map per rank:
 // the slot's PrepareArgs drawn as at replay −j (stream keys with the
 // decimal replay index −j), independent of the case's own and of every
 // other decoy, with the case's shapes and dtypes. A slot without prepare
@@ -28,8 +37,8 @@ func (c *Case) Decoy(j int) ([]map[string]*tensor.Tensor, error) {
 	if len(s.PrepareArgs) == 0 {
 		return nil, nil
 	}
-	if j < 1 || j > Decoys {
-		return nil, fmt.Errorf("slot %s: decoy %d outside [1, %d]", s.Name, j, Decoys)
+	if j < 1 || j > LayerDecoys {
+		return nil, fmt.Errorf("slot %s: decoy %d outside [1, %d]", s.Name, j, LayerDecoys)
 	}
 	d := c.Clone()
 	for _, a := range s.PrepareArgs {

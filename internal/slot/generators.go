@@ -59,14 +59,20 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_weights":
 		// Positive router weights, by call (case index plus replay, mod
-		// 3): normalized per row (softmax of normals over the K slots);
+		// 4): normalized per row (softmax of normals over the K slots);
 		// unnormalized (uniform in [0.05, 2), rows summing below or above
-		// one, as models that scale the routed experts give them); or the
+		// one, as models that scale the routed experts give them); the
 		// K largest of a softmax over all the experts (E, else 4·K), not
-		// renormalized, so every row sums below one, as the engine's
-		// router hands them over (a fused MoE honest only when some row
-		// summed to one or more passed: moe_router_mass_tell). The
-		// contract takes any.
+		// renormalized, so every row sums below one, as routers that do
+		// not renormalize hand them over (a fused MoE honest only when
+		// some row summed to one or more passed: moe_router_mass_tell);
+		// or the engine router's (model.py): logits rounded to the
+		// case's dtype, a softmax over the experts, the K largest
+		// renormalized, so that in half precision the ratio of two
+		// weights is exp of a difference of two representable logits (a
+		// kernel that cheated when the log-ratios fell on the dtype's
+		// lattice, moe_router_lattice_tell, passed while verify's logits
+		// were continuous). The contract takes any.
 		//
 		// In most cases (three in four, drawn per case from the stream of
 		// argument NAME+".order", the same in every call) each row is in
@@ -83,9 +89,9 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		// The serving case (Case.Serving) draws the engine router's
 		// weights, sorted, in every call.
 		v := make([]float64, n)
-		mode := (c.Index + c.Replay) % 3
+		mode := (c.Index + c.Replay) % 4
 		if c.Serving {
-			mode = 2
+			mode = 3
 		}
 		sorted := c.routerSorted(a)
 		experts := c.Dims["E"]
@@ -96,6 +102,8 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		for row := 0; row < n/last; row++ {
 			w := v[row*last : (row+1)*last]
 			switch mode {
+			case 3:
+				engineRouter(g, c.DType, probs, w)
 			case 2:
 				sum := 0.0
 				for e := range probs {
@@ -215,7 +223,8 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		return tensor.FromInt64(dt, shape, v)
 	case "block_table":
 		// Every entry is a valid page id: a random permutation of the
-		// pages, cycled from a random offset. Entries past a sequence's
+		// pages, cycled from a random offset (or a fresh pool's runs,
+		// below). Entries past a sequence's
 		// length are valid pages holding other data, so a kernel that
 		// ignores seq_lens reads wrong values rather than faulting. The
 		// serving case's tables are the engine's (servingTable.values).
@@ -224,6 +233,14 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		}
 		if st, ok := c.servingTable(); ok && len(shape) == 2 {
 			return st.values(g, dt, shape)
+		}
+		// In a quarter of the other calls the tables are a fresh page
+		// pool's (freshPool), the layout a kernel could key on to cheat
+		// only in serving (decode_consecutive_pages_tell).
+		if len(shape) == 2 && bound >= 2 && g.uniform() < 0.25 {
+			v := make([]int64, n)
+			freshPool(g, v, shape[0], shape[1], shape[1], bound)
+			return tensor.FromInt64(dt, shape, v)
 		}
 		p := g.perm(bound)
 		off := g.intn(bound)
@@ -259,4 +276,28 @@ func (c *Case) routerSorted(a Arg) bool {
 		return true
 	}
 	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".order").uniform() < 0.75
+}
+
+// engineRouter fills w with one token's weights as the engine's router
+// hands them over (python/cacheon_runtime/engine/model.py): a logit per
+// expert (len(logits) of them) drawn normal and rounded to the compute
+// dtype dt, their softmax, the len(w) largest renormalized to sum to one,
+// shuffled (topk's order is restored where the case sorts its rows).
+func engineRouter(g *rng, dt tensor.DType, logits, w []float64) {
+	for e := range logits {
+		logits[e] = tensor.Round(dt, g.normal())
+	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(logits)))
+	sum := 0.0
+	for j := range w {
+		w[j] = math.Exp(logits[j] - logits[0])
+		sum += w[j]
+	}
+	for j := range w {
+		w[j] /= sum
+	}
+	for j := len(w) - 1; j > 0; j-- {
+		k := g.intn(j + 1)
+		w[j], w[k] = w[k], w[j]
+	}
 }

@@ -131,3 +131,65 @@ func (c *Case) padPlan() (p, src int, ok bool) {
 	p = 1 + g.intn(n-1)
 	return p, g.intn(n - p + 1), true
 }
+
+// repeatRows gives a call's inputs repeated tokens: a prompt that repeats
+// a token gives the first layer's slots bit-identical rows at the two
+// positions (rmsnorm's x, silu_and_mul's x, the MoE slots' x and routing,
+// the collectives' partials), anywhere in the batch, not only in the
+// trailing pad rows. Verify drew no such rows until session 24, and a
+// kernel that latched into a cheaper arithmetic once two rows outside the
+// pad run were equal (rmsnorm_repeated_token_latch) passed. In the serving
+// case at odds of one in two, in the others one in four (a coin per call,
+// the first uniform of the stream of argument "repeat_rows" at the
+// call's replay), when at least two rows lie before the pad rows, 1 to 4
+// rows of every argument Spec.PadRows names (as in padRows) become copies
+// of other such rows, the same rows in every rank. Honest kernels compute
+// every row on its own: the reference grades them all.
+func (c *Case) repeatRows(replay int) error {
+	s := c.Spec
+	n := c.Dims[s.Count]
+	if len(s.PadRows) == 0 || n < 2 {
+		return nil
+	}
+	m := n
+	if p, _, ok := c.padPlan(); ok {
+		m = n - p
+	}
+	g := newStream(c.Seed, s.Name, c.Shape, c.Index, replay, 0, "repeat_rows")
+	odds := 0.25
+	if c.Serving {
+		odds = 0.5
+	}
+	if m < 2 || g.uniform() >= odds {
+		return nil
+	}
+	k := 1 + g.intn(min(4, m/2))
+	var src, dst []int
+	for range k {
+		a, b := g.intn(m), g.intn(m-1)
+		if b >= a {
+			b++
+		}
+		src, dst = append(src, a), append(dst, b)
+	}
+	done := map[*tensor.Tensor]*tensor.Tensor{}
+	for _, rank := range c.Ranks {
+		for _, name := range s.PadRows {
+			t := rank[name]
+			if t == nil || len(t.Shape) == 0 || t.Shape[0] != n {
+				continue
+			}
+			if u, ok := done[t]; ok {
+				rank[name] = u
+				continue
+			}
+			u := &tensor.Tensor{DType: t.DType, Shape: t.Shape, Data: slices.Clone(t.Data)}
+			rb := len(u.Data) / n
+			for i := range src {
+				copy(u.Data[dst[i]*rb:(dst[i]+1)*rb], u.Data[src[i]*rb:(src[i]+1)*rb])
+			}
+			done[t], rank[name] = u, u
+		}
+	}
+	return nil
+}

@@ -124,10 +124,14 @@ func (c *Case) callLayout(replay int) error {
 
 // pageLayout gives a call's page tables and KV caches their layout once
 // every input of the call is drawn: serving's padding first (padTables),
-// then the graph's pad rows of every slot that has them (padRows), then
-// the zero slots (zeroUnreached), which follow the padded tables.
+// then repeated tokens (repeatRows) and the graph's pad rows of every slot
+// that has them (padRows, which may copy a repeated row), then the zero
+// slots (zeroUnreached), which follow the padded tables.
 func (c *Case) pageLayout(replay int) error {
 	if err := c.padTables(replay); err != nil {
+		return err
+	}
+	if err := c.repeatRows(replay); err != nil {
 		return err
 	}
 	if err := c.padRows(); err != nil {
@@ -282,17 +286,65 @@ func (c *Case) servingTable() (servingTable, bool) {
 	return servingTable{rows: shape[0], width: shape[1], pages: pages, chunk: chunk, pageSize: ps}, true
 }
 
-// values draws a serving table from g: row b holds entries b*chunk to
-// (b+1)*chunk-1 of a random permutation of pages 1 to pages-1 (cycled
-// where the rows need more), then page 0; padTables then puts page 0
-// past each sequence's last page.
+// values draws a serving table from g, as the engine's page pool hands
+// pages out (PagePool in python/cacheon_runtime/engine/batching.py). At
+// even odds, a call's tables are a fresh pool's (freshPool): pages in
+// ascending order, runs of consecutive pages. Else a pool after churn:
+// row b holds entries b*chunk to (b+1)*chunk-1 of a random permutation of
+// pages 1 to pages-1 (cycled where the rows need more). Either way page 0
+// follows; padTables then puts page 0 past each sequence's last page. Only
+// permuted tables were drawn until session 24, and a kernel that cheated
+// when every row's pages ran consecutively (decode_consecutive_pages_tell)
+// passed.
 func (st servingTable) values(g *rng, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
-	p := g.perm(st.pages - 1)
 	v := make([]int64, numel(shape))
+	width := min(st.chunk, shape[1])
+	if g.uniform() < 0.5 {
+		freshPool(g, v, shape[0], shape[1], width, st.pages)
+		return tensor.FromInt64(dt, shape, v)
+	}
+	p := g.perm(st.pages - 1)
 	for b := 0; b < shape[0]; b++ {
-		for j := 0; j < min(st.chunk, shape[1]); j++ {
+		for j := 0; j < width; j++ {
 			v[b*shape[1]+j] = int64(p[(b*st.chunk+j)%len(p)] + 1)
 		}
 	}
 	return tensor.FromInt64(dt, shape, v)
+}
+
+// freshPool fills rows x stride table v with a fresh pool's allocation of
+// width pages per row: pages 1, 2, 3, ... in turn (after pages-1, page 1
+// again; pages >= 2), first each row's prefill in one run, then one page per row per
+// decode step, the rows in turn, while any row has fewer than width. At
+// even odds every row's prefill takes all of its pages (every row one
+// run, as at admission or for a lone sequence); else each row's, at even
+// odds, 1 to width drawn.
+func freshPool(g *rng, v []int64, rows, stride, width, pages int) {
+	whole := g.uniform() < 0.5
+	next := 0
+	take := func() int64 {
+		p := int64(next%(pages-1) + 1)
+		next++
+		return p
+	}
+	have := make([]int, rows)
+	for b := range rows {
+		have[b] = width
+		if !whole && g.uniform() < 0.5 {
+			have[b] = 1 + g.intn(width)
+		}
+		for j := range have[b] {
+			v[b*stride+j] = take()
+		}
+	}
+	for grown := true; grown; {
+		grown = false
+		for b := range rows {
+			if have[b] < width {
+				v[b*stride+have[b]] = take()
+				have[b]++
+				grown = true
+			}
+		}
+	}
 }

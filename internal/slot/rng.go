@@ -85,14 +85,27 @@ import (
 //     in x, topk_ids and topk_weights; a slot with prepare inputs draws
 //     Decoys more sets of them, decoy j's as at replay −j (Case.Decoy,
 //     decoy.go).
+// 10. Since v9 (session 24): page tables of a fresh page pool (freshPool,
+//     pages.go: ascending runs, each row's prefill in one run then one page
+//     per row per decode step) in the serving case's calls when the first
+//     uniform of the table's stream is below 0.5 (else the permutation of
+//     step 7), and in the other calls when that uniform is below 0.25
+//     (else step 3's permutation); repeated rows (repeatRows, padrows.go: the first
+//     uniform of the stream of argument "repeat_rows" at the call's replay
+//     below 0.25, 0.5 in the serving case, then 1 to 4 rows before the pad
+//     rows copied from others, before the pad rows are made); router
+//     weights by call mod 4, the fourth kind and the serving case's being
+//     the engine router's (engineRouter, generators.go: logits rounded to
+//     the case's dtype, softmax, top K renormalized).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
 // change to what the generators draw takes a new version (v6, session 19:
 // the sessions 16–19 changes, the attention sinks and lockstep lengths
 // among them; v7, session 22: KV caches drawn in their named pages; v8,
-// session 23: MoE pad rows and prepare decoys).
-const InputGenerator = "cacheon.slot.input.v8"
+// session 23: MoE pad rows and prepare decoys; v9, session 24: fresh page
+// pools, repeated rows, the engine router's weights).
+const InputGenerator = "cacheon.slot.input.v9"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -78,8 +78,8 @@ func TestServingCase(t *testing.T) {
 										t.Fatalf("seed %d call %d: %s row %d not sorted", seed, call, a.Name, r)
 									}
 								}
-								if sum >= 1 || sum <= 0 {
-									t.Fatalf("seed %d call %d: %s row %d sums to %g, not the engine router's (below one)", seed, call, a.Name, r, sum)
+								if math.Abs(sum-1) > 1e-6 {
+									t.Fatalf("seed %d call %d: %s row %d sums to %g, not the engine router's (renormalized to one)", seed, call, a.Name, r, sum)
 								}
 							}
 						case a.Gen == "row_map":
@@ -107,10 +107,14 @@ func TestServingCase(t *testing.T) {
 // (distinct pages 1 to PAGES-1, every sequence its own, page 0 past its
 // last page), its lengths fit them, and every cache slot no sequence
 // reaches is zero, in every call; the wide served tables (512 and 128
-// pages) hold them too. (The shapes of large caches are left out: they
-// take long to check and show nothing more.)
+// pages) hold them too. Both of the engine's pools occur: a fresh one's,
+// where every row's pages run in ascending consecutive order, and one
+// after churn, where they do not (decode_consecutive_pages_tell). (The
+// shapes of large caches are left out: they take long to check and show
+// nothing more.)
 func TestServingPages(t *testing.T) {
 	s, _ := catalog(t).Lookup("attention.decode")
+	var runs, churned int // calls with at least 3 page pairs in use
 	for _, sh := range append(slices.Clone(s.Shapes), s.ServedShapes...) {
 		if n, _ := s.InputElements(sh.Dims); n > 1<<20 {
 			continue
@@ -122,6 +126,7 @@ func TestServingPages(t *testing.T) {
 				b, w, ps, pages := c.Dims["B"], c.Dims["MAXP"], c.Dims["PS"], c.Dims["PAGES"]
 				distinct := b*min(w, (pages-1)/b) < pages
 				seen := map[int64]bool{}
+				pairs, consecutive := 0, 0
 				for r := 0; r < b; r++ {
 					if r > 0 && sl[r] == 1 && !slices.ContainsFunc(bt[r*w:(r+1)*w], func(p int64) bool { return p != 0 }) {
 						continue // a graph pad row (padrows.go)
@@ -138,7 +143,20 @@ func TestServingPages(t *testing.T) {
 							t.Fatalf("%s seed %d call %d: page %d twice", sh.Name, seed, call, p)
 						}
 						seen[p] = j < last
+						if j > 0 && j < last {
+							pairs++
+							if p == bt[r*w+j-1]+1 {
+								consecutive++
+							}
+						}
 					}
+				}
+				switch {
+				case pairs < 3:
+				case consecutive == pairs:
+					runs++
+				case consecutive < pairs/2:
+					churned++
 				}
 				reached, zero := checkZeroCaches(t, c)
 				if !zero || reached == 0 {
@@ -146,6 +164,10 @@ func TestServingPages(t *testing.T) {
 				}
 			})
 		}
+	}
+	t.Logf("serving calls: %d with every page pair consecutive, %d with most pairs not", runs, churned)
+	if runs < 5 || churned < 5 {
+		t.Errorf("serving calls with every page pair consecutive: %d, with most pairs not: %d; want both", runs, churned)
 	}
 }
 
@@ -325,4 +347,72 @@ func checkPadRows(t *testing.T, c *Case, n, p, src int) {
 			t.Fatal("no cache slot reached")
 		}
 	}
+}
+
+// TestRepeatRows: some calls of every slot with pad rows repeat rows
+// before the pad rows (a prompt repeating a token), the same rows in
+// every argument the pad rows name and in every rank, and most calls do
+// not (rmsnorm_repeated_token_latch).
+func TestRepeatRows(t *testing.T) {
+	for _, s := range catalog(t).Specs() {
+		if len(s.PadRows) == 0 {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			sh := s.CountShape(s.Shapes[0], 12, "12")
+			repeated, plain := 0, 0
+			for seed := uint64(1); seed <= 16; seed++ {
+				c, err := s.NewCase(CaseParams{Seed: seed, Shape: s.ServingPadShape(sh), DType: tensor.F32, Dist: Normal,
+					Index: int(seed % 3), WorldSize: 2, Serving: seed%4 == 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, m := c.Dims[s.Count], c.Dims[s.Count]
+				if p, _, ok := c.padPlan(); ok {
+					m = n - p
+				}
+				for call := 0; call < 3; call++ {
+					if call > 0 {
+						if err := c.RefreshAs(call, Distributions()[call]); err != nil {
+							t.Fatal(err)
+						}
+					}
+					pairs := equalRows(c.Ranks[0][s.PadRows[0]], n, m)
+					if len(pairs) == 0 {
+						plain++
+						continue
+					}
+					repeated++
+					for r, rank := range c.Ranks {
+						for _, name := range s.PadRows {
+							if got := equalRows(rank[name], n, m); len(got) < len(pairs) {
+								t.Fatalf("seed %d call %d rank %d: %s repeats rows %v, %s rows %v", seed, call, r, s.PadRows[0], pairs, name, got)
+							}
+						}
+					}
+				}
+			}
+			if repeated < 3 || plain < repeated {
+				t.Errorf("%d calls with repeated rows, %d without: want some, and most without", repeated, plain)
+			}
+		})
+	}
+}
+
+// equalRows lists the pairs of equal rows among t's first m of n rows
+// (rows of all zeros left out: the sparse distribution draws them).
+func equalRows(t *tensor.Tensor, n, m int) [][2]int {
+	rb := len(t.Data) / n
+	var pairs [][2]int
+	for a := 0; a < m; a++ {
+		if !slices.ContainsFunc(t.Data[a*rb:(a+1)*rb], func(b byte) bool { return b != 0 }) {
+			continue
+		}
+		for b := a + 1; b < m; b++ {
+			if string(t.Data[a*rb:(a+1)*rb]) == string(t.Data[b*rb:(b+1)*rb]) {
+				pairs = append(pairs, [2]int{a, b})
+			}
+		}
+	}
+	return pairs
 }

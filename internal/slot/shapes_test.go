@@ -2,6 +2,7 @@ package slot
 
 import (
 	"math"
+	"sort"
 	"testing"
 
 	"cacheon/internal/tensor"
@@ -150,10 +151,10 @@ func TestScalarPoints(t *testing.T) {
 	}
 }
 
-// TestRouterWeights: by call (case index plus replay, mod 3) the router
-// weights are normalized, unnormalized (rows not summing to one), or the
+// TestRouterWeights: by call (case index plus replay, mod 4) the router
+// weights are normalized, unnormalized (rows not summing to one), the
 // top K of a softmax over the experts (every row summing below one, each
-// weight below one: what the engine's router hands over).
+// weight below one), or the engine router's (the top K renormalized).
 func TestRouterWeights(t *testing.T) {
 	s, _ := catalog(t).Lookup("moe.fused_experts")
 	cs, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[1], DType: tensor.F32, Index: 0})
@@ -182,12 +183,40 @@ func TestRouterWeights(t *testing.T) {
 			}
 		}
 		one, below, pos := sums()
-		mode := replay % 3
-		if !pos || one != (mode == 0) || (mode == 2 && !below) || (mode == 1 && below) {
+		mode := replay % 4
+		if !pos || one != (mode == 0 || mode == 3) || (mode == 2 && !below) || (mode == 1 && below) {
 			t.Errorf("call %d: rows sum to one: %v, all below one: %v, positive: %v; want mode %d", replay, one, below, pos, mode)
 		}
 	}
 	if cs.Dist != Sparse {
 		t.Errorf("RefreshAs left the distribution %s", cs.Dist)
+	}
+}
+
+// TestEngineRouterLattice: in half precision the engine router's weights
+// are a softmax of logits in the format, so the log-ratio of a row's two
+// largest weights is a difference of two representable logits, a multiple
+// of 2^-10 in almost every row at bfloat16, as the engine's are (a kernel
+// that cheated on that lattice, moe_router_lattice_tell, passed while
+// verify's logits were continuous); at float32 almost none is.
+func TestEngineRouterLattice(t *testing.T) {
+	g := newStream(1, "test", "router", 0, 0, 0, "topk_weights")
+	for _, tc := range []struct {
+		dt       tensor.DType
+		min, max float64
+	}{{tensor.BF16, 0.9, 1}, {tensor.F32, 0, 0.1}} {
+		on, rows := 0, 400
+		logits, w := make([]float64, 64), make([]float64, 8)
+		for range rows {
+			engineRouter(g, tc.dt, logits, w)
+			sort.Sort(sort.Reverse(sort.Float64Slice(w)))
+			x := math.Log(float64(float32(w[0]))/float64(float32(w[1]))) * 1024
+			if math.Abs(x-math.Round(x)) < 1e-3 {
+				on++
+			}
+		}
+		if f := float64(on) / float64(rows); f < tc.min || f > tc.max {
+			t.Errorf("%s: %.2f of the rows' top log-ratios on the 2^-10 lattice, want %.2f to %.2f", tc.dt, f, tc.min, tc.max)
+		}
 	}
 }

@@ -452,3 +452,34 @@ func TestFillIndependentOfCores(t *testing.T) {
 		}
 	}
 }
+
+// TestChainedArgs: every Chained pair of the catalog maps an output to a
+// graph-dynamic input of the same shape and dtype (what verify's replays
+// can pass in the output's memory), and the residual-stream slots have
+// theirs.
+func TestChainedArgs(t *testing.T) {
+	cat := catalog(t)
+	chained := 0
+	for _, s := range cat.Specs() {
+		for o, in := range s.Chained {
+			chained++
+			out, okO := s.arg(o)
+			inp, okI := s.arg(in)
+			if !okO || !okI || out.Kind != ArgOutput || inp.Kind != ArgInput {
+				t.Errorf("%s: chain %s -> %s does not map an output to an input", s.Name, o, in)
+				continue
+			}
+			if !slices.Equal(out.Shape, inp.Shape) || out.DType != inp.DType || !slices.Contains(s.GraphDynamic, in) {
+				t.Errorf("%s: chain %s %v %s -> %s %v %s (graph-dynamic %v)", s.Name, o, out.Shape, out.DType, in, inp.Shape, inp.DType, s.GraphDynamic)
+			}
+		}
+	}
+	for _, name := range []string{"collective.ar_residual_rmsnorm", "collective.moe_finalize_ar_rmsnorm"} {
+		if s, _ := cat.Lookup(name); s.Chained["out_residual"] != "residual" {
+			t.Errorf("%s: out_residual is not chained to residual", name)
+		}
+	}
+	if chained == 0 {
+		t.Fatal("no chained pair")
+	}
+}

@@ -202,6 +202,15 @@ type Spec struct {
 	// at one row offset, later rows after them (packed.go). Not part of
 	// the Contract projection.
 	Packed []string
+	// Chained maps an output to the input that serving hands the slot's
+	// next call in that output's memory: the residual stream, whose next
+	// layer reads the out_residual this call wrote (the engine's x).
+	// Verify's eager replays pass the input so (worker.RunRequest.Chain),
+	// Go's values written there; before session 24 every input had memory
+	// of its own and a kernel keyed on the relation
+	// (ar_rmsnorm_output_feedback_tell) passed. Not part of the Contract
+	// projection.
+	Chained map[string]string
 	// Sinks names the query, key and scale of an attention slot whose
 	// cases plant attention sinks (sinks.go). Not part of the Contract
 	// projection.

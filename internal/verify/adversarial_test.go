@@ -440,6 +440,17 @@ func adversarialCases() []adversarialCase {
 		// more than 16 experts or top-k above 4: the MoE slots' probe
 		// shape (256 experts, top-8; slot.moeProbeShapes)
 		{name: "moe_wide_routing_truncate", verify: `shape wide-routing[~@][0-9]* \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio`},
+		// Session 24 (red team): what serving's inputs carry besides their
+		// values. A fresh page pool's runs of consecutive pages
+		// (slot.freshPool); a prompt's repeated token (slot.repeatRows);
+		// the engine router's logits in the format (slot.engineRouter);
+		// as many prepares as an arena's layers (slot.LayerDecoys); the
+		// residual handed on in the output's memory (slot.Spec.Chained).
+		{name: "decode_consecutive_pages_tell", verify: `rank 0, output out: (matched_ratio|allclose)|systematic error`},
+		{name: "rmsnorm_repeated_token_latch", verify: `rank 0, output out: (allclose|matched_ratio)`},
+		{name: "moe_router_lattice_tell", dtype: tensor.BF16, verify: `rank 0, output out: matched_ratio`},
+		{name: "moe_prepare_count_tell", verify: `rank 0, output out: matched_ratio`},
+		{name: "ar_rmsnorm_output_feedback_tell", verify: `rank [01], output out_(norm|residual): (matched_ratio|allclose)`},
 	}
 }
 

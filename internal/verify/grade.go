@@ -61,6 +61,14 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				return
 			}
 			outs, ins := splitIdentity(cf.Before, pc.outputs)
+			if firstOut != nil && plan.phase == "replay" && len(pc.chain) > 0 {
+				// The chained inputs are in the memory the call before
+				// wrote their outputs in, and those outputs moved on.
+				if reason := passedOn(pc.chain, firstOut, firstIn, outs, ins); reason != "" {
+					st.fail(fmt.Sprintf("%s: %s", where, reason))
+					return
+				}
+			}
 			if firstOut == nil {
 				firstOut, firstIn = outs, ins
 			} else if reason := sameStorage("output", firstOut, outs); reason != "" {
@@ -226,6 +234,24 @@ func extentBytes(id worker.Identity) uint64 {
 		last += (n - 1) * id.Stride[i]
 	}
 	return uint64(last+1) * uint64(dt.Size())
+}
+
+// passedOn checks an eager replay's chained pairs (plannedCase.chain):
+// each input is in the memory its output held in the call before (prev),
+// which must have moved; it then takes both identities as the case's from
+// here on (prev and the inputs' baseline base are updated in place).
+func passedOn(chain map[string]string, prev, base, outs, ins map[string]worker.Identity) string {
+	for o, in := range chain {
+		p, n, i := prev[o], outs[o], ins[in]
+		if i.DataPtr != p.DataPtr || i.StoragePtr != p.StoragePtr {
+			return fmt.Sprintf("input %s is not in the memory output %s was written in by the call before (%#x, not %#x)", in, o, i.DataPtr, p.DataPtr)
+		}
+		if n.StoragePtr == p.StoragePtr {
+			return fmt.Sprintf("output %s did not move to fresh memory when %s took its memory", o, in)
+		}
+		prev[o], base[in] = n, i
+	}
+	return ""
 }
 
 func sameStorage(kind string, first, now map[string]worker.Identity) string {

@@ -219,7 +219,11 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	for _, a := range spec.PrepareArgs {
 		prepArgs = append(prepArgs, a.Name)
 	}
-	decoys, err := writeDecoys(c, pc.dirs)
+	nDecoys := slot.Decoys
+	if ci == 0 {
+		nDecoys = slot.LayerDecoys
+	}
+	decoys, err := writeDecoys(c, pc.dirs, nDecoys)
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +233,12 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
 	}
 	packing, packed := c.PackPlan()
+	pc.chain = chainedPairs(c, outs, packing, packed)
 	for r := range c.Ranks {
 		req := worker.RunRequest{
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
-			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, Dir: pc.dirs[r],
+			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, Chain: pc.chain, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
 		}
 		if packed {
@@ -249,17 +254,42 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	return units, nil
 }
 
-// writeDecoys writes the prepare inputs of the case's decoys
+// chainedPairs are the slot's Chained pairs (output -> input) that the
+// case's eager replays pass on (worker.RunRequest.Chain): the output
+// contiguous and of the input's shape and dtype, the input graph-dynamic
+// (so in every replay's file) and not packed. nil where none is.
+func chainedPairs(c *slot.Case, outs []slot.Output, p slot.Packing, packed bool) map[string]string {
+	var chain map[string]string
+	for o, in := range c.Spec.Chained {
+		i := slices.IndexFunc(outs, func(x slot.Output) bool { return x.Name == o })
+		t := c.Ranks[0][in]
+		if i < 0 || t == nil || !slices.Contains(c.Spec.GraphDynamic, in) || (packed && slices.Contains(p.Names, in)) {
+			continue
+		}
+		sp := outs[i].Spec
+		if sp.DType != t.DType || !slices.Equal(sp.Shape, t.Shape) || !slices.Equal(sp.Strides(), tensor.Contiguous(sp.DType, sp.Shape...).Stride) {
+			continue
+		}
+		if chain == nil {
+			chain = map[string]string{}
+		}
+		chain[o] = in
+	}
+	return chain
+}
+
+// writeDecoys writes the prepare inputs of the case's n decoys
 // (slot.Case.Decoy: other layers' weights the worker prepares around the
-// case's own and calls ungraded before the graded calls) into every
-// rank's directory and returns their file names; none for a slot without
-// prepare inputs.
-func writeDecoys(c *slot.Case, dirs []string) ([]string, error) {
+// case's own and calls ungraded before the graded calls; a row's first
+// case takes slot.LayerDecoys, the others slot.Decoys) into every rank's
+// directory and returns their file names; none for a slot without prepare
+// inputs.
+func writeDecoys(c *slot.Case, dirs []string, n int) ([]string, error) {
 	if len(c.Spec.PrepareArgs) == 0 {
 		return nil, nil
 	}
 	var files []string
-	for j := 1; j <= slot.Decoys; j++ {
+	for j := 1; j <= n; j++ {
 		ranks, err := c.Decoy(j)
 		if err != nil {
 			return nil, err

@@ -47,6 +47,9 @@ type plannedCase struct {
 	// rooms are, per rank, what the rooms around the packed inputs hold
 	// (slot.Case.Rooms), checked after every call as inputs are.
 	rooms []map[string]*tensor.Tensor
+	// chain maps an output to the input the eager replays pass in its
+	// memory (chainedPairs, worker.RunRequest.Chain).
+	chain map[string]string
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}

@@ -185,6 +185,14 @@ type RunRequest struct {
 	// rows, the rooms filled with the input's rows repeated and dumped
 	// after every call as in.room_before.NAME and in.room_after.NAME.
 	Packed *Packing `json:"packed,omitempty"`
+	// Chain maps an output to the input serving hands the next call in
+	// that output's memory (slot.Spec.Chained: the residual stream). Each
+	// eager replay passes the input in the memory the call before wrote
+	// the output in, the replay's values written there, and takes the
+	// output in fresh memory (where the output is contiguous, of the
+	// input's shape and dtype, and the input neither packed nor missing
+	// from the replay's file).
+	Chain map[string]string `json:"chain,omitempty"`
 }
 
 // Packing is RunRequest.Packed.
@@ -206,6 +214,9 @@ func (r RunRequest) message() map[string]any {
 	}
 	if len(r.Decoys) > 0 {
 		m["decoys"] = r.Decoys
+	}
+	if len(r.Chain) > 0 {
+		m["chain"] = r.Chain
 	}
 	return m
 }

@@ -87,6 +87,7 @@ def run(worker, req):
     if place < 0:
         raise bad("place %d must not be negative" % place)
     packed = field(req, "packed", dict, None, required=False)
+    chain = field(req, "chain", dict, None, required=False) or {}
     if not os.path.isabs(jobdir):
         raise bad("dir %r must be an absolute path" % jobdir)
     if graph and dev.type != "cuda":
@@ -120,12 +121,22 @@ def run(worker, req):
         if sorted(d) != sorted(prepare_args):
             raise bad("decoy %s must hold the prepare inputs %s" % (r, sorted(prepare_args)))
 
+    by_name = {s.name: s for s in specs}
+    for o, i in chain.items():
+        if o not in out_names or not isinstance(i, str) or i not in host_in:
+            raise bad("chain %r -> %r must map an output to an input" % (o, i))
+        s, t = by_name[o], host_in[i]
+        if (list(s.shape) != list(ops.size(t)) or s.dtype != ops.dtype_of(t)
+                or list(s.stride) != _contiguous_strides(s.shape)):
+            raise bad("chain %r -> %r: the output must be contiguous and of the input's shape and dtype" % (o, i))
+
     fn = loader.lookup(mod, entry, "entry")
     pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
 
     case = _Case(worker, dev, jobdir)
     case.pack = _packing(packed, host_in) if packed is not None else None
     case.check_objects = check_objects
+    case.chain = chain
     case.rng = random.Random(place) if place else _PLACE
     if dev.type == "cuda":
         with torch.cuda.device(dev):
@@ -302,6 +313,8 @@ class _Case:
         self.rng = _PLACE
         self.pack = None  # (names, before, after) of packed inputs
         self.rooms = {}  # dump name -> the room views around packed inputs
+        self.chain = {}  # output -> the input serving hands in its memory
+        self.specs = {}  # output name -> OutSpec
 
     def sync(self):
         if self.cuda:
@@ -367,6 +380,17 @@ class _Case:
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
         self.vis_out = {n: host.renew_visible(ops, o) for n, o in self.outs.items()}
 
+    def pass_on(self, new):
+        """Serving's residual stream (chain: output -> input, the pairs Go
+        chose): the replay's input in the memory the call before wrote
+        the output in (refresh then writes the replay's values there), the
+        output in fresh memory."""
+        for out_name, in_name in self.chain.items():
+            if in_name not in new:
+                raise bad("chain: replay values lack the chained input %r" % in_name)
+            self.own_in[in_name] = self.outs[out_name].contract
+            self.outs[out_name] = host.alloc_output(self.ops, self.specs[out_name], self.dev)
+
     def poison(self):
         for o in self.outs.values():
             self.raw.fill(o.base, o.pattern)
@@ -399,6 +423,7 @@ class _Case:
             self.own_in[name] = d
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
         for s in specs:
+            self.specs[s.name] = s
             self.outs[s.name] = host.alloc_output(ops, s, self.dev)
         self.vis_out = {n: o.visible for n, o in self.outs.items()}
         self.sync()
@@ -461,6 +486,8 @@ class _Case:
         synchronize, check, record, dump."""
         n = len(self.calls)
         fname = "call-%d.safetensors" % n
+        if phase == PHASE_REPLAY and new is not None:
+            self.pass_on(new)
         if phase != PHASE_GRAPH:
             self.renew()
         problem = self.checked(False)
@@ -563,3 +590,11 @@ class _Case:
             return wire.exc_error("exception", e,
                                   "reading %r after the call failed (left out of the file): " % name)
         return None
+
+
+def _contiguous_strides(shape):
+    out, acc = [], 1
+    for d in reversed(list(shape)):
+        out.insert(0, acc)
+        acc *= max(d, 1)
+    return out
