@@ -172,6 +172,17 @@ func (fc *fileCheck) calls(calls []callFact) {
 	}
 }
 
+// classNameRead reports whether a's attribute i is __class__ followed only
+// by __name__ or __qualname__, read: what type(x).__name__ gives, which
+// the scan admits, and nothing else of the class is reached.
+func classNameRead(a attrFact, i int) bool {
+	if a.Attrs[i] != "__class__" || i != len(a.Attrs)-2 || a.Ctx != "load" || a.Called {
+		return false
+	}
+	next := a.Attrs[i+1]
+	return next == "__name__" || next == "__qualname__"
+}
+
 func (fc *fileCheck) attributes(attrs []attrFact) {
 	for _, a := range attrs {
 		if a.String {
@@ -193,6 +204,9 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 				// its class or its dict): what an operator does already;
 				// super().__init_subclass__(**kw) chains a class's hook
 				continue
+			}
+			if classNameRead(a, i) {
+				break // x.__class__.__name__: the class's name, a string
 			}
 			if isDunder(name) && !harmlessDunder(name) {
 				if a.Format {

@@ -77,6 +77,15 @@ func TestGateClasses(t *testing.T) {
 		{"ndarray ctypes and dump", map[string]string{"k.py": "import torch\na = torch.ones(1).numpy()\nc = a.ctypes\na.dump('x')\n"},
 			"k.py:3 native-ffi|k.py:4 file-access"},
 		{"honest format strings", map[string]string{"k.py": "s = '{0.shape} {1:>{2}} {x.__name__}'.format(1, 2, 3, x=int)\n"}, ""},
+		// Session 24 (an honest style refused): the class's name through
+		// __class__ is type(x).__name__; a store into it, or anything else
+		// of the class, stays refused.
+		{"class name through __class__", map[string]string{"k.py": "class K:\n    def __repr__(self):\n        return f'{self.__class__.__name__}()'\n" +
+			"    def who(self):\n        return self.__class__.__qualname__, '{0.__class__.__name__}'.format(self)\n"}, ""},
+		{"class name store through __class__", map[string]string{"k.py": "def f(x):\n    x.__class__.__name__ = 'y'\n"},
+			"k.py:2 dunder-access|k.py:2 foreign-store"},
+		{"more of the class than its name", map[string]string{"k.py": "def f(x):\n    return x.__class__.__name__.upper(), x.__class__.__dict__, x.__class__.__name__.__class__\n"},
+			"k.py:2 dunder-access|k.py:2 dunder-access|k.py:2 dunder-access"},
 
 		// 3. Stores into objects the bundle did not create.
 		{"class through type()", map[string]string{"k.py": "import torch\ntype(torch.ones(1)).add = torch.sub\n"},

@@ -354,6 +354,9 @@ func adversarialCases() []adversarialCase {
 		// Honest, session 21: variants chosen by world size (a row outside
 		// its world_size domain is N/A).
 		{name: "control_all_reduce_ws_variants", control: true, defaultSizes: true},
+		// Honest, session 24: a native in-place all-reduce; gloo (torch
+		// 1.13) has no bfloat16 reduction, so that row is N/A on cpu.
+		{name: "control_all_reduce_native_bf16", control: true, allDTypes: true},
 		// Session 23: world sizes beyond 3, and a variant declared only
 		// beyond the defaults (docs/verify.md, "World sizes").
 		{name: "allreduce_ws4_drop_rank", verify: `rank [0-3], output out: (matched_ratio|allclose)`, worldSizes: []int{4}},

@@ -83,6 +83,13 @@ func (s *rowState) infra(reason string) {
 	}
 }
 
+// notApplicable ends the row N/A for reason (nothing more is run).
+func (s *rowState) notApplicable(reason string) {
+	if !s.failed {
+		s.row.Outcome, s.row.Reason, s.failed = NotApplicable, reason, true
+	}
+}
+
 // failOrInfra records reason as an infrastructure failure when infra is
 // set (failureReason's verdict), else as the candidate's failure.
 func (s *rowState) failOrInfra(reason string, infra bool) {

@@ -109,6 +109,10 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				infra := false
 				var ce *rankCallError
 				if errors.As(err, &ce) {
+					if why := nativeUnsupported(ctx, o, spec, pc.params.DType, ce.f); why != "" {
+						g.notApplicable(why)
+						return
+					}
 					reason = fmt.Sprintf("%s, rank %d: %s", pc.where(ce.call), r, callError(ce.f))
 				} else {
 					reason, infra = failureReason(err, clients[r].Stderr())
@@ -145,6 +149,7 @@ type gradeItem struct {
 	reason  string
 	infra   bool
 	rank    int
+	na      bool // the row is N/A for reason (nativeUnsupported)
 }
 
 func startGrader(spec *slot.Spec, o Options, st *rowState, clients []*worker.Client, clk *clock) *grader {
@@ -155,7 +160,9 @@ func startGrader(spec *slot.Spec, o Options, st *rowState, clients []*worker.Cli
 			if st.failed {
 				continue // drain: the first failure stands
 			}
-			if it.pc == nil {
+			if it.pc == nil && it.na {
+				st.notApplicable(it.reason)
+			} else if it.pc == nil {
 				st.failOrInfra(it.reason, it.infra)
 				if it.rank >= 0 {
 					st.row.Stderr = tail(clients[it.rank].Stderr())
@@ -187,6 +194,12 @@ func (g *grader) grade(pc *plannedCase, replies []*worker.RunReply) {
 
 func (g *grader) fail(reason string, infra bool, rank int) {
 	g.items <- gradeItem{reason: reason, infra: infra, rank: rank}
+}
+
+// notApplicable ends the row N/A for reason, unless an earlier case's
+// grading failed it.
+func (g *grader) notApplicable(reason string) {
+	g.items <- gradeItem{reason: reason, na: true, rank: -1}
 }
 
 // failed reports whether a failure has been recorded so far.

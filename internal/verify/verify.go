@@ -100,6 +100,9 @@ type Options struct {
 	pool *pool
 	// planner plans the calls of every lane of a run (Run makes it).
 	planner *planner
+	// backend answers what the cpu collectives' backend cannot do (Run
+	// makes it; nativeUnsupported).
+	backend *backendFacts
 	// variantSizes adds each collective variant's declared world_size
 	// bounds to WorldSizes (settle: the defaults on cpu).
 	variantSizes bool
@@ -346,6 +349,7 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	clk := p.clock
 	defer p.close()
 	o.planner = newPlanner(planSlots(min(o.Lanes, len(o.DTypes))))
+	o.backend = &backendFacts{python: o.Python}
 	// Every row (manifest row × dtype × world size), in report order; the
 	// rows of dtype i run in lane i mod lanes, lanes side by side, the
 	// rows of a lane in order.
