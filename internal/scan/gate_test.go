@@ -82,6 +82,22 @@ func TestGateClasses(t *testing.T) {
 		// of the class, stays refused.
 		{"class name through __class__", map[string]string{"k.py": "class K:\n    def __repr__(self):\n        return f'{self.__class__.__name__}()'\n" +
 			"    def who(self):\n        return self.__class__.__qualname__, '{0.__class__.__name__}'.format(self)\n"}, ""},
+		// Session 24 (an honest style refused): a frozen dataclass's
+		// object.__setattr__(self, "name", v) is judged as setattr(self,
+		// "name", v); onto anything else, with a dunder or a computed
+		// name, or read as a value, it stays refused.
+		{"frozen dataclass store through object.__setattr__", map[string]string{"k.py": "import dataclasses\n" +
+			"@dataclasses.dataclass(frozen=True)\nclass C:\n    n: int\n    w: int = dataclasses.field(init=False, default=0)\n" +
+			"    def __post_init__(self):\n        object.__setattr__(self, 'w', 2 * self.n)\n"}, ""},
+		{"object.__setattr__ onto a module", map[string]string{"k.py": "import torch.nn.functional as F\nobject.__setattr__(F, 'silu', abs)\n"},
+			"k.py:2 global-mutation|k.py:2 module-alias"},
+		{"object.__setattr__ onto a parameter", map[string]string{"k.py": "def f(x):\n    object.__setattr__(x, 'add', abs)\n"},
+			"k.py:2 foreign-store"},
+		{"object.__setattr__ onto a class", map[string]string{"k.py": "import torch\nobject.__setattr__(type(torch.ones(1)), 'add', abs)\n"},
+			"k.py:2 foreign-store|k.py:2 dunder-access"},
+		{"object.__setattr__ with a dunder or a computed name", map[string]string{"k.py": "class C:\n    def m(self, n):\n" +
+			"        object.__setattr__(self, '__class__', int)\n        object.__setattr__(self, n, 1)\n        f = object.__setattr__\n"},
+			"k.py:3 dynamic-attribute|k.py:4 dunder-access|k.py:5 dunder-access"},
 		{"class name store through __class__", map[string]string{"k.py": "def f(x):\n    x.__class__.__name__ = 'y'\n"},
 			"k.py:2 dunder-access|k.py:2 foreign-store"},
 		{"more of the class than its name", map[string]string{"k.py": "def f(x):\n    return x.__class__.__name__.upper(), x.__class__.__dict__, x.__class__.__name__.__class__\n"},

@@ -357,6 +357,10 @@ func adversarialCases() []adversarialCase {
 		// Honest, session 24: a native in-place all-reduce; gloo (torch
 		// 1.13) has no bfloat16 reduction, so that row is N/A on cpu.
 		{name: "control_all_reduce_native_bf16", control: true, allDTypes: true},
+		// Honest, session 24: a frozen dataclass's object.__setattr__ in
+		// __post_init__, and the class's name read through __class__.
+		{name: "control_frozen_dataclass_setattr", control: true},
+		{name: "control_class_name_reads", control: true},
 		// Session 23: world sizes beyond 3, and a variant declared only
 		// beyond the defaults (docs/verify.md, "World sizes").
 		{name: "allreduce_ws4_drop_rank", verify: `rank [0-3], output out: (matched_ratio|allclose)`, worldSizes: []int{4}},

@@ -60,7 +60,19 @@ _KINDS = {ast.FunctionDef: "function", ast.AsyncFunctionDef: "function",
           ast.ClassDef: "class", ast.arg: "param"}
 
 
-def _call(node, module_level, scopes):
+def _object_setattr(node):
+    """Whether call node is object.__setattr__(x, "name", v): three
+    positional arguments, a literal name, no keywords."""
+    f = node.func
+    return (isinstance(f, ast.Attribute) and f.attr == "__setattr__" and isinstance(f.value, ast.Name)
+            and f.value.id == "object" and len(node.args) == 3 and not node.keywords
+            and not any(isinstance(a, ast.Starred) for a in node.args)
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))
+
+
+def _call(node, module_level, scopes, func=None):
+    """The fact of a call of a name (func: the builtin it is judged as,
+    for object.__setattr__)."""
     args = node.args
     starred = any(isinstance(a, ast.Starred) for a in args) or any(
         k.arg is None for k in node.keywords
@@ -83,7 +95,7 @@ def _call(node, module_level, scopes):
             target_roots = _roots(args[0])
     line, col = _pos(node)
     fact = {
-        "func": node.func.id,
+        "func": func or node.func.id,
         "nargs": len(args),
         "nkeywords": len(node.keywords),
         "starred": starred,
@@ -96,7 +108,7 @@ def _call(node, module_level, scopes):
         "col": col,
     }
     _set(fact, "target_receiver", receiver)
-    if node.func.id in _BUILTIN_NAMES:
+    if func is None and node.func.id in _BUILTIN_NAMES:
         _set(fact, "local", scopes.local(node.func))
     _set(fact, "decorator", _decorates(node, scopes))
     return fact
@@ -255,6 +267,16 @@ def _facts(tree):
                 if node.func.id in _ATTR_BUILTINS and len(node.args) >= 2:
                     # getattr(x, "__name__"): the call's own rules judge it
                     name_args.add(id(node.args[1]))
+            elif _object_setattr(node):
+                # object.__setattr__(self, "name", v), the frozen
+                # dataclass's own store in __post_init__: judged as
+                # setattr(self, "name", v) is (ownership, dotted names).
+                consumed.add(id(node.func))
+                consumed.add(id(node.func.value))
+                fact = _call(node, module_level, scopes, "setattr")
+                _set(fact, "local", scopes.local(node.func.value))
+                calls.append(fact)
+                name_args.add(id(node.args[1]))
             elif isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map") and not (
                     isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
                 # A format string the scanner cannot read: its fields may
