@@ -348,6 +348,7 @@ func msaBlockScore() *Spec {
 			{Name: "served-h8-d64", Dims: Dims{"B": 3, "HQ": 8, "S": 2048, "D": 64, "BS": 64}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 64, PadRows: []string{"q", "index_k"},
+		ZeroTail:    []string{"index_k"},
 		Correctness: topk(8, "0.875"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
 			"head_dim": "D", "block_size": "BS"},
@@ -379,8 +380,19 @@ func msaPrefillBlockScore() *Spec {
 		ServedShapes: []Shape{
 			{Name: "served-d32", Dims: Dims{"T": 16, "PREFIX": 240, "D": 32, "BS": 16}, Jitter: []string{"T", "PREFIX"}},
 			{Name: "served-d64", Dims: Dims{"T": 16, "PREFIX": 2032, "D": 64, "BS": 64}, Jitter: []string{"T", "PREFIX"}},
+			// a prompt's first chunk, no prefix: every fresh prefill
+			// (PREFIX was never 0 before session 24)
+			{Name: "fresh-d32", Dims: Dims{"T": 200, "PREFIX": 0, "D": 32, "BS": 16}, Jitter: []string{"T"}},
+			{Name: "fresh-d64", Dims: Dims{"T": 400, "PREFIX": 0, "D": 64, "BS": 64}, Jitter: []string{"T"}},
+			{Name: "fresh-short-d32", Dims: Dims{"T": 100, "PREFIX": 0, "D": 32, "BS": 16}, Jitter: []string{"T"}},
+			{Name: "fresh-short-d64", Dims: Dims{"T": 240, "PREFIX": 0, "D": 64, "BS": 64}, Jitter: []string{"T"}},
 		},
-		Count: "T", MaxCount: 512,
+		// The engine packs a prefill batch's prompts: q and index_k are
+		// views at one row offset of packed buffers, later prompts after
+		// them (msa.Sparse.prefill); msa_prefill_coherent_offsets cheated
+		// when both sat at one non-zero offset with no prefix.
+		Packed: []string{"q", "index_k"},
+		Count:  "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},
 		Correctness:  topk(8, "0.9"),
 		fields:       map[string]string{"num_tokens": "T", "seq_len": "PREFIX+T", "head_dim": "D", "block_size": "BS"},

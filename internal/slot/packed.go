@@ -29,17 +29,20 @@ type Packing struct {
 	Before, After int
 }
 
-// PackPlan returns the case's packing: in the serving case and in half
-// the others (a coin per case, the stream "packed"), the inputs
+// PackPlan returns the case's packing: in the serving case and in three
+// of four others (a coin per case, the stream "packed"; one in two until
+// session 24, when a slot's few cases without a prefix met no packing at
+// two seeds: msa_prefill_coherent_offsets), the inputs
 // Spec.Packed names, with Before and After each 0 at odds 1/4, else drawn
-// log-uniformly in [1, maxPackRoom]. ok is false where the case has none.
+// log-uniformly in [1, maxPackRoom], Before then at odds 3/4 further by
+// the count dimension (Spec.Count: a segment after longer ones). ok is false where the case has none.
 func (c *Case) PackPlan() (p Packing, ok bool) {
 	s := c.Spec
 	if len(s.Packed) == 0 {
 		return Packing{}, false
 	}
 	g := newStream(c.Seed, s.Name, c.Shape, c.Index, 0, 0, "packed")
-	if g.uniform() >= 0.5 && !c.Serving {
+	if g.uniform() >= 0.75 && !c.Serving {
 		return Packing{}, false
 	}
 	room := func() int {
@@ -49,46 +52,48 @@ func (c *Case) PackPlan() (p Packing, ok bool) {
 		return min(maxPackRoom, int(math.Exp(g.uniform()*math.Log(maxPackRoom+1))))
 	}
 	p = Packing{Names: s.Packed, Before: room()}
+	if p.Before > 0 && g.uniform() < 0.75 {
+		// a later segment after earlier ones longer than it, as most
+		// of a packed batch's are (sdpa_packed_room_tell looked back
+		// further than its own length)
+		p.Before += c.Dims[s.Count]
+	}
 	p.After = room()
 	return p, true
 }
 
 // Rooms returns what the rooms around rank r's packed inputs hold before
 // any call, by the names a call's dump gives them ("room_before.NAME",
-// "room_after.NAME"; an empty room has none): the input's rows repeated
-// through the buffer so that its view is the input itself. The worker
-// fills them so and dumps them after every call; a candidate that writes
-// past its views changes them.
+// "room_after.NAME"; an empty room has none): other sequences of the
+// packed batch, rows drawn as the input's are, from streams of their own
+// (argument NAME+".room_before" or ".room_after", the rank's). Go sends
+// them with the first call's inputs; the worker fills the rooms with them
+// and dumps them after every call, and a candidate that writes past its
+// views changes them. Until session 24 the rooms held the input's own rows
+// repeated, and a kernel that looked past its view for rows that were not
+// such repeats (sdpa_packed_room_tell) told serving from verify.
 func (c *Case) Rooms(r int, p Packing) (map[string]*tensor.Tensor, error) {
 	out := map[string]*tensor.Tensor{}
 	for _, name := range p.Names {
 		t := c.Ranks[r][name]
-		if t == nil || len(t.Shape) == 0 || t.Shape[0] == 0 {
+		a, ok := c.Spec.arg(name)
+		if t == nil || !ok || len(t.Shape) == 0 || t.Shape[0] == 0 {
 			continue
 		}
-		n := t.Shape[0]
-		rb := len(t.Data) / n
-		if rb*n != len(t.Data) {
-			return nil, fmt.Errorf("packed input %s: %d bytes over %d rows", name, len(t.Data), n)
-		}
 		for _, side := range []struct {
-			key   string
-			rows  int
-			first int // the input row the room's first row repeats
-		}{
-			{"room_before." + name, p.Before, ((-p.Before)%n + n) % n},
-			{"room_after." + name, p.After, 0},
-		} {
+			key  string
+			rows int
+		}{{"room_before", p.Before}, {"room_after", p.After}} {
 			if side.rows == 0 {
 				continue
 			}
 			shape := append([]int{side.rows}, t.Shape[1:]...)
-			data := make([]byte, side.rows*rb)
-			for i := range side.rows {
-				src := (side.first + i) % n
-				copy(data[i*rb:(i+1)*rb], t.Data[src*rb:(src+1)*rb])
+			g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, r, name+"."+side.key)
+			room, err := c.values(g, a, t.DType, shape)
+			if err != nil {
+				return nil, fmt.Errorf("packed input %s: %s: %w", name, side.key, err)
 			}
-			out[side.key] = &tensor.Tensor{DType: t.DType, Shape: shape, Data: data}
+			out[side.key+"."+name] = room
 		}
 	}
 	return out, nil

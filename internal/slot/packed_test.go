@@ -7,10 +7,11 @@ import (
 	"cacheon/internal/tensor"
 )
 
-// TestPackPlan: sdpa's serving case is always packed and about half its
+// TestPackPlan: sdpa's serving case is always packed and about three in four of its
 // other cases are, with rooms within bounds and sometimes empty; a slot
-// without Spec.Packed never is. Every room repeats the input's rows so
-// that the packed buffer, rooms and view together, is the input tiled.
+// without Spec.Packed never is. The rooms hold other sequences' rows,
+// drawn on their own (sdpa_packed_room_tell read past its view for rows
+// that were not the input's repeated).
 func TestPackPlan(t *testing.T) {
 	cat, err := NewCatalog()
 	if err != nil {
@@ -38,7 +39,7 @@ func TestPackPlan(t *testing.T) {
 			if !serving {
 				packed++
 			}
-			if p.Before < 0 || p.Before > maxPackRoom || p.After < 0 || p.After > maxPackRoom {
+			if p.Before < 0 || p.Before > maxPackRoom+c.Dims["T"] || p.After < 0 || p.After > maxPackRoom {
 				t.Fatalf("rooms %d, %d outside [0, %d]", p.Before, p.After, maxPackRoom)
 			}
 			if p.Before == 0 || p.After == 0 {
@@ -52,26 +53,32 @@ func TestPackPlan(t *testing.T) {
 				in := c.Ranks[0][name]
 				n := in.Shape[0]
 				rb := len(in.Data) / n
-				// The whole buffer: room before, the view, room after.
-				var buf []byte
-				if r := rooms["room_before."+name]; r != nil {
-					buf = append(buf, r.Data...)
-				} else if p.Before != 0 {
-					t.Fatalf("no room before %s", name)
+				inRows := map[string]bool{}
+				for i := range n {
+					inRows[string(in.Data[i*rb:(i+1)*rb])] = true
 				}
-				buf = append(buf, in.Data...)
-				if r := rooms["room_after."+name]; r != nil {
-					buf = append(buf, r.Data...)
-				} else if p.After != 0 {
-					t.Fatalf("no room after %s", name)
-				}
-				if len(buf) != (p.Before+n+p.After)*rb {
-					t.Fatalf("%s: buffer of %d bytes, want %d rows of %d", name, len(buf), p.Before+n+p.After, rb)
-				}
-				for row := range p.Before + n + p.After {
-					src := ((row-p.Before)%n + n) % n
-					if !bytes.Equal(buf[row*rb:(row+1)*rb], in.Data[src*rb:(src+1)*rb]) {
-						t.Fatalf("seed %d %s: buffer row %d is not input row %d", seed, name, row, src)
+				// Each room: its rows shaped as the input's, other
+				// sequences (no row a copy of the view's), the same when
+				// drawn again.
+				for key, rows := range map[string]int{"room_before." + name: p.Before, "room_after." + name: p.After} {
+					r := rooms[key]
+					if rows == 0 {
+						if r != nil {
+							t.Fatalf("seed %d: %s present for an empty room", seed, key)
+						}
+						continue
+					}
+					if r == nil || r.DType != in.DType || r.Shape[0] != rows || len(r.Data) != rows*rb {
+						t.Fatalf("seed %d: %s missing or misshaped", seed, key)
+					}
+					for i := range rows {
+						if inRows[string(r.Data[i*rb:(i+1)*rb])] {
+							t.Fatalf("seed %d: %s row %d repeats a row of the view", seed, key, i)
+						}
+					}
+					again, _ := c.Rooms(0, p)
+					if !bytes.Equal(again[key].Data, r.Data) {
+						t.Fatalf("seed %d: %s differs when drawn again", seed, key)
 					}
 				}
 			}
@@ -84,7 +91,7 @@ func TestPackPlan(t *testing.T) {
 			t.Fatal("silu_and_mul, no Spec.Packed, was packed")
 		}
 	}
-	if packed < total/3 || packed > 2*total/3 || emptyRoom == 0 {
-		t.Errorf("packed %d of %d other cases (want about half), %d with an empty room", packed, total, emptyRoom)
+	if packed < total/2 || packed > 9*total/10 || emptyRoom == 0 {
+		t.Errorf("packed %d of %d other cases (want about three in four), %d with an empty room", packed, total, emptyRoom)
 	}
 }

@@ -126,7 +126,8 @@ func (c *Case) callLayout(replay int) error {
 // every input of the call is drawn: serving's padding first (padTables),
 // then repeated tokens (repeatRows) and the graph's pad rows of every slot
 // that has them (padRows, which may copy a repeated row), then the zero
-// slots (zeroUnreached), which follow the padded tables.
+// keys past the lengths (zeroTail) and the zero slots (zeroUnreached),
+// which follow the padded tables and lengths.
 func (c *Case) pageLayout(replay int) error {
 	if err := c.padTables(replay); err != nil {
 		return err
@@ -137,7 +138,52 @@ func (c *Case) pageLayout(replay int) error {
 	if err := c.padRows(); err != nil {
 		return err
 	}
+	if err := c.zeroTail(); err != nil {
+		return err
+	}
 	return c.zeroUnreached()
+}
+
+// zeroTail gives a call's Spec.ZeroTail inputs (B rows of S keys and any
+// trailing dimensions) the engine's unwritten keys: in the serving case and
+// in half the others (a coin per case, the first uniform of the stream of
+// argument NAME+".tail" at replay 0, so every call of a case agrees), row
+// b's keys from seq_lens[b] on are zero, as the engine's zeroed cache
+// gives them past a sequence's last written slot. Verify drew them whole
+// until session 24, and a kernel that dropped index heads when most keys
+// past the lengths were zero (msa_decode_zero_tail_tell) passed. The
+// reference reads no key past a length, nor should a kernel.
+func (c *Case) zeroTail() error {
+	lens, ok := c.Spec.arg("seq_lens")
+	if len(c.Spec.ZeroTail) == 0 || !ok {
+		return nil
+	}
+	for _, name := range c.Spec.ZeroTail {
+		if !c.Serving && newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, name+".tail").uniform() >= 0.5 {
+			continue
+		}
+		for _, rank := range c.Ranks {
+			t, sl := rank[name], rank[lens.Name]
+			if t == nil || sl == nil || len(t.Shape) < 2 || len(sl.Shape) != 1 || sl.Shape[0] != t.Shape[0] {
+				continue
+			}
+			n, err := sl.Int64s()
+			if err != nil {
+				return fmt.Errorf("slot %s: %s's lengths: %w", c.Spec.Name, name, err)
+			}
+			keys := t.Shape[1]
+			row := len(t.Data) / t.Shape[0] // bytes of one sequence's keys
+			key := row / max(keys, 1)
+			data := slices.Clone(t.Data)
+			for b, l := range n {
+				if l >= 0 && int(l) < keys {
+					clear(data[b*row+int(l)*key : (b+1)*row])
+				}
+			}
+			rank[name] = &tensor.Tensor{DType: t.DType, Shape: t.Shape, Data: data}
+		}
+	}
+	return nil
 }
 
 // padTables gives a call's page tables, at even odds, the layout a serving

@@ -96,7 +96,13 @@ import (
 //     rows copied from others, before the pad rows are made); router
 //     weights by call mod 4, the fourth kind and the serving case's being
 //     the engine router's (engineRouter, generators.go: logits rounded to
-//     the case's dtype, softmax, top K renormalized).
+//     the case's dtype, softmax, top K renormalized); the MSA decode
+//     sheet's index_k zero past each row's length (zeroTail, pages.go: the
+//     serving case and when the first uniform of the stream of argument
+//     "index_k.tail" at replay 0 is below 0.5); packed cases at odds 3/4,
+//     Before then further by the count at odds 3/4, and the rooms drawn
+//     as the input is from the streams NAME.room_before / NAME.room_after
+//     of the rank (PackPlan, Rooms, packed.go).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a

@@ -318,9 +318,13 @@ func checkPadRows(t *testing.T, c *Case, n, p, src int) {
 		for _, name := range c.Spec.PadRows {
 			d := rank[name].Data
 			rb := len(d) / n
+			ref := src
+			if slices.Contains(c.Spec.ZeroTail, name) {
+				ref = n - p // zero past length 1 (zeroTail): the pad rows agree among themselves
+			}
 			for row := n - p; row < n; row++ {
-				if !slices.Equal(d[row*rb:(row+1)*rb], d[src*rb:(src+1)*rb]) {
-					t.Fatalf("rank %d: %s row %d is not a copy of row %d", r, name, row, src)
+				if !slices.Equal(d[row*rb:(row+1)*rb], d[ref*rb:(ref+1)*rb]) {
+					t.Fatalf("rank %d: %s row %d is not a copy of row %d", r, name, row, ref)
 				}
 			}
 		}
@@ -385,6 +389,9 @@ func TestRepeatRows(t *testing.T) {
 					repeated++
 					for r, rank := range c.Ranks {
 						for _, name := range s.PadRows {
+							if slices.Contains(s.ZeroTail, name) {
+								continue // zero past each row's own length (zeroTail)
+							}
 							if got := equalRows(rank[name], n, m); len(got) < len(pairs) {
 								t.Fatalf("seed %d call %d rank %d: %s repeats rows %v, %s rows %v", seed, call, r, s.PadRows[0], pairs, name, got)
 							}
@@ -415,4 +422,60 @@ func equalRows(t *tensor.Tensor, n, m int) [][2]int {
 		}
 	}
 	return pairs
+}
+
+// TestZeroTail: the MSA decode sheet's index_k is zero past each row's
+// length in the serving case and in about half the others, in every call,
+// and drawn (not all zero) before it; the other cases keep drawn keys
+// there (msa_decode_zero_tail_tell).
+func TestZeroTail(t *testing.T) {
+	s, _ := catalog(t).Lookup("attention.msa_block_score")
+	zeroed, kept := 0, 0
+	for seed := uint64(1); seed <= 24; seed++ {
+		serving := seed%4 == 0
+		c, err := s.NewCase(CaseParams{Seed: seed, Shape: s.ServingPadShape(s.Shapes[0]), DType: tensor.F32, Dist: Normal,
+			Index: int(seed % 3), WorldSize: 2, Serving: serving})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := true
+		for call := 0; call < 3; call++ {
+			if call > 0 {
+				if err := c.RefreshAs(call, Normal); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k, keys := c.Ranks[0]["index_k"].Float64s(), c.Dims["S"]
+			n, _ := c.Ranks[0]["seq_lens"].Int64s()
+			d := len(k) / (len(n) * keys)
+			tail, tailZero := 0, true
+			for b, l := range n {
+				head := k[b*keys*d : (b*keys+int(l))*d]
+				if !slices.ContainsFunc(head, func(x float64) bool { return x != 0 }) {
+					t.Fatalf("seed %d call %d: row %d's %d keys are all zero", seed, call, b, l)
+				}
+				for _, x := range k[(b*keys+int(l))*d : (b+1)*keys*d] {
+					tail++
+					tailZero = tailZero && x == 0
+				}
+			}
+			zero := tail > 0 && tailZero
+			switch {
+			case serving && !zero:
+				t.Fatalf("seed %d call %d: the serving case's keys past the lengths are not zero", seed, call)
+			case call == 0:
+				first = zero
+			case zero != first:
+				t.Fatalf("seed %d: call %d zero %v, call 0 %v", seed, call, zero, first)
+			}
+		}
+		if !serving && first {
+			zeroed++
+		} else if !serving {
+			kept++
+		}
+	}
+	if zeroed == 0 || kept == 0 {
+		t.Errorf("%d cases zeroed the keys past the lengths, %d kept them: want both", zeroed, kept)
+	}
 }

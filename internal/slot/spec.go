@@ -202,6 +202,12 @@ type Spec struct {
 	// at one row offset, later rows after them (packed.go). Not part of
 	// the Contract projection.
 	Packed []string
+	// ZeroTail names the inputs whose rows past a sequence's length
+	// (seq_lens) serving hands zero: keys gathered through a padded page
+	// table from a cache allocated zeroed, never written there (the MSA
+	// decode sheet's index_k; zeroTail in pages.go). Not part of the
+	// Contract projection.
+	ZeroTail []string
 	// Chained maps an output to the input that serving hands the slot's
 	// next call in that output's memory: the residual stream, whose next
 	// layer reads the out_residual this call wrote (the engine's x).

@@ -458,6 +458,12 @@ func adversarialCases() []adversarialCase {
 		{name: "moe_router_lattice_tell", dtype: tensor.BF16, verify: `rank 0, output out: matched_ratio`},
 		{name: "moe_prepare_count_tell", verify: `rank 0, output out: matched_ratio`},
 		{name: "ar_rmsnorm_output_feedback_tell", verify: `rank [01], output out_(norm|residual): (matched_ratio|allclose)`},
+		// Session 24 (second red-team pass): the MSA decode sheet's keys
+		// past the lengths (slot.Spec.ZeroTail), the MSA prefill's packed
+		// views without a prefix, and sdpa's rooms of other sequences.
+		{name: "msa_decode_zero_tail_tell", verify: `rank 0, output out: topk_overlap`},
+		{name: "msa_prefill_coherent_offsets", verify: `rank 0, output out: topk_overlap`},
+		{name: "sdpa_packed_room_tell", verify: `rank 0, output out: (matched_ratio|allclose)`},
 	}
 }
 

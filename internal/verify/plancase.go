@@ -128,6 +128,11 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 			for k, v := range m {
 				sel[k] = v
 			}
+			if u.k == 0 && r < len(pc.rooms) {
+				for k, v := range pc.rooms[r] { // the packed inputs' rooms (slot.Case.Rooms)
+					sel[k] = v
+				}
+			}
 		} else {
 			for _, k := range u.only {
 				sel[k] = m[k]

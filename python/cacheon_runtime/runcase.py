@@ -135,6 +135,11 @@ def run(worker, req):
 
     case = _Case(worker, dev, jobdir)
     case.pack = _packing(packed, host_in) if packed is not None else None
+    # The rooms' rows (other sequences of the packed batch), drawn by Go:
+    # "room_before.NAME" and "room_after.NAME" in the inputs file.
+    case.room_data = {k: host_in.pop(k) for k in list(host_in) if k.startswith(("room_before.", "room_after."))}
+    if case.room_data and case.pack is None:
+        raise bad("room tensors given without packed")
     case.check_objects = check_objects
     case.chain = chain
     case.rng = random.Random(place) if place else _PLACE
@@ -313,6 +318,7 @@ class _Case:
         self.rng = _PLACE
         self.pack = None  # (names, before, after) of packed inputs
         self.rooms = {}  # dump name -> the room views around packed inputs
+        self.room_data = {}  # room name -> Go's rows for it (host tensors)
         self.chain = {}  # output -> the input serving hands in its memory
         self.specs = {}  # output name -> OutSpec
 
@@ -328,10 +334,10 @@ class _Case:
     def packed_place(self, name, t):
         """The view of rows [before, before+n) of a buffer of before+n+after
         rows (as serving hands a packed batch's sequences: one offset for
-        every packed input, later sequences after it), the buffer's other
-        rows holding t's rows repeated so that the view is t; the rooms are
-        kept for the dumps (room_before.NAME, room_after.NAME), which Go
-        checks unchanged."""
+        every packed input, other sequences before and after it), the
+        view holding t and the rooms Go's rows (room_data: other
+        sequences, drawn on their own); the rooms are kept for the dumps
+        (room_before.NAME, room_after.NAME), which Go checks unchanged."""
         ops = self.ops
         _names, before, after = self.pack
         size = list(ops.size(t))
@@ -353,8 +359,16 @@ class _Case:
         # in one copy.
         tb = self.raw.read(t)
         rb = len(tb) // n
-        start = ((-before) % n) * rb
-        self.raw.write_bytes(buf, (tb * ((start + total * rb) // len(tb) + 1))[start:start + total * rb])
+        parts = []
+        for key, count in (("room_before." + name, before), (None, n), ("room_after." + name, after)):
+            if key is None:
+                parts.append(tb)
+            elif count:
+                r = self.room_data.get(key)
+                if r is None or list(ops.size(r)) != [count] + rest or ops.dtype_of(r) != ops.dtype_of(t):
+                    raise bad("%s must hold %d rows shaped and typed as %s's" % (key, count, name))
+                parts.append(self.raw.read(r))
+        self.raw.write_bytes(buf, b"".join(parts))
         if before:
             self.rooms["room_before." + name] = rows(buf, 0, before)
         if after:

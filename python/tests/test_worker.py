@@ -73,16 +73,16 @@ class CpuWorkerTest(WorkerTestBase):
 
     def test_packed_inputs_and_their_rooms(self):
         # A packed input is the view of rows [before, before+n) of a buffer
-        # whose other rows repeat the input's (one offset for every packed
-        # input); the rooms are dumped after every call, unchanged by an
-        # honest kernel and by the replays' refresh of the view.
+        # whose other rows are what the inputs file gives as its rooms
+        # (other sequences; one offset for every packed input); the rooms
+        # are dumped after every call, unchanged by an honest kernel and by
+        # the replays' refresh of the view.
         xs = [self.x(i) for i in range(2)]
         n, before, after = 7, 10, 3
-        rep, d = self.run_case("silu_and_mul", {"x": xs[0]}, [self.out_spec()], replays=[{"x": xs[1]}],
+        rooms = {"room_before.x": self.x(5).repeat(2, 1)[:before], "room_after.x": self.x(6)[:after]}
+        rep, d = self.run_case("silu_and_mul", dict({"x": xs[0]}, **rooms), [self.out_spec()], replays=[{"x": xs[1]}],
                                packed={"names": ["x"], "before": before, "after": after})
         self.assertTrue(rep["ok"], rep)
-        tiled = torch.cat([xs[0]] * 4)  # row i of the buffer repeats input row (i - before) mod n
-        shift = (-before) % n
         for c, x in zip(rep["calls"], xs):
             self.assertIsNone(c["error"])
             fx = c["before"]["x"]
@@ -90,12 +90,16 @@ class CpuWorkerTest(WorkerTestBase):
             t = self.call_file(d, c)
             self.assertEqual(set(t), {"out", "in.x", "in.room_before.x", "in.room_after.x"})
             self.assertTrue(torch.equal(t["in.x"], x))
-            self.assertTrue(torch.equal(t["in.room_before.x"], tiled[shift:shift + before]))
-            self.assertTrue(torch.equal(t["in.room_after.x"], tiled[:after]))
-        for bad_packed in ({"names": ["nope"], "before": 1, "after": 1},
-                           {"names": ["x"], "before": -1, "after": 1},
-                           {"names": "x", "before": 1, "after": 1}):
-            rep, _ = self.run_case("silu_and_mul", {"x": xs[0]}, [self.out_spec()], packed=bad_packed)
+            self.assertTrue(torch.equal(t["in.room_before.x"], rooms["room_before.x"]))
+            self.assertTrue(torch.equal(t["in.room_after.x"], rooms["room_after.x"]))
+        short = {"room_before.x": rooms["room_before.x"][:before - 1], "room_after.x": rooms["room_after.x"]}
+        for bad_packed, extra in (({"names": ["nope"], "before": 1, "after": 1}, {}),
+                                  ({"names": ["x"], "before": -1, "after": 1}, {}),
+                                  ({"names": "x", "before": 1, "after": 1}, {}),
+                                  ({"names": ["x"], "before": before, "after": after}, {}),
+                                  ({"names": ["x"], "before": before, "after": after}, short),
+                                  (None, rooms)):
+            rep, _ = self.run_case("silu_and_mul", dict({"x": xs[0]}, **extra), [self.out_spec()], packed=bad_packed)
             self.assertFalse(rep["ok"], bad_packed)
             self.assertEqual(rep["error"]["class"], "bad_request", rep)
 
