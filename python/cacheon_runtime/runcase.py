@@ -36,7 +36,7 @@ import os
 import random
 import time
 
-from . import guard, host, prepstates, rawmem, wire
+from . import guard, host, layout, prepstates, rawmem, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -121,25 +121,14 @@ def run(worker, req):
         if sorted(d) != sorted(prepare_args):
             raise bad("decoy %s must hold the prepare inputs %s" % (r, sorted(prepare_args)))
 
-    by_name = {s.name: s for s in specs}
-    for o, i in chain.items():
-        if o not in out_names or not isinstance(i, str) or i not in host_in:
-            raise bad("chain %r -> %r must map an output to an input" % (o, i))
-        s, t = by_name[o], host_in[i]
-        if (list(s.shape) != list(ops.size(t)) or s.dtype != ops.dtype_of(t)
-                or list(s.stride) != _contiguous_strides(s.shape)):
-            raise bad("chain %r -> %r: the output must be contiguous and of the input's shape and dtype" % (o, i))
+    layout.check_chain(ops, chain, specs, host_in)
 
     fn = loader.lookup(mod, entry, "entry")
     pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
 
     case = _Case(worker, dev, jobdir)
-    case.pack = _packing(packed, host_in) if packed is not None else None
-    # The rooms' rows (other sequences of the packed batch), drawn by Go:
-    # "room_before.NAME" and "room_after.NAME" in the inputs file.
-    case.room_data = {k: host_in.pop(k) for k in list(host_in) if k.startswith(("room_before.", "room_after."))}
-    if case.room_data and case.pack is None:
-        raise bad("room tensors given without packed")
+    case.pack = layout.packing(packed, host_in) if packed is not None else None
+    case.room_data = layout.take_rooms(host_in, case.pack)
     case.check_objects = check_objects
     case.chain = chain
     case.rng = random.Random(place) if place else _PLACE
@@ -210,28 +199,6 @@ def _read_replay(worker, jobdir, rel, host_in):
             raise bad("replay %s: %r has %s%s, the input has %s%s"
                       % (rel, name, v.dtype, list(v.shape), ref.dtype, list(ref.shape)))
     return t
-
-
-# The most rows a packed input's rooms may hold (Go draws up to 512).
-MAX_PACK_ROOM = 1 << 16
-
-
-def _packing(packed, host_in):
-    """(names, before, after) of a request's "packed" object (see
-    _Case.packed_place), checked."""
-    names = packed.get("names")
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise bad("packed.names must be a list of strings")
-    rooms = []
-    for key in ("before", "after"):
-        v = field(packed, key, int)
-        if not 0 <= v <= MAX_PACK_ROOM:
-            raise bad("packed.%s %d outside [0, %d]" % (key, v, MAX_PACK_ROOM))
-        rooms.append(v)
-    for n in names:
-        if n not in host_in:
-            raise bad("packed input %r is not in the inputs file" % n)
-    return frozenset(names), rooms[0], rooms[1]
 
 
 def _arg_plan(worker, args, host_in, out_names, has_prepare):
@@ -332,48 +299,11 @@ class _Case:
         return host.placed_like(self.ops, t, self.dev, self.rng)
 
     def packed_place(self, name, t):
-        """The view of rows [before, before+n) of a buffer of before+n+after
-        rows (as serving hands a packed batch's sequences: one offset for
-        every packed input, other sequences before and after it), the
-        view holding t and the rooms Go's rows (room_data: other
-        sequences, drawn on their own); the rooms are kept for the dumps
-        (room_before.NAME, room_after.NAME), which Go checks unchanged."""
-        ops = self.ops
-        _names, before, after = self.pack
-        size = list(ops.size(t))
-        n, rest = size[0], size[1:]
-        row = 1
-        for d in rest:
-            row *= d
-        stride = []
-        acc = 1
-        for d in reversed(rest):
-            stride.insert(0, acc)
-            acc *= max(d, 1)
-        total = before + n + after
-        buf = ops.empty([total] + rest, dtype=ops.dtype_of(t), device=self.dev)
-
-        def rows(x, lo, hi):
-            return ops.as_strided(x, [hi - lo] + rest, [row] + stride, lo * row)
-        # The input's bytes tiled from the row buffer row 0 repeats, written
-        # in one copy.
-        tb = self.raw.read(t)
-        rb = len(tb) // n
-        parts = []
-        for key, count in (("room_before." + name, before), (None, n), ("room_after." + name, after)):
-            if key is None:
-                parts.append(tb)
-            elif count:
-                r = self.room_data.get(key)
-                if r is None or list(ops.size(r)) != [count] + rest or ops.dtype_of(r) != ops.dtype_of(t):
-                    raise bad("%s must hold %d rows shaped and typed as %s's" % (key, count, name))
-                parts.append(self.raw.read(r))
-        self.raw.write_bytes(buf, b"".join(parts))
-        if before:
-            self.rooms["room_before." + name] = rows(buf, 0, before)
-        if after:
-            self.rooms["room_after." + name] = rows(buf, before + n, total)
-        return rows(buf, before, before + n)
+        """t placed as the packed batch's view (layout.packed_place); the
+        rooms are kept for the dumps."""
+        view, rooms = layout.packed_place(self.ops, self.raw, self.dev, self.pack, self.room_data, name, t)
+        self.rooms.update(rooms)
+        return view
 
     def watch(self, plan):
         """Weak references to the storages of the entry inputs and the
@@ -605,10 +535,3 @@ class _Case:
                                   "reading %r after the call failed (left out of the file): " % name)
         return None
 
-
-def _contiguous_strides(shape):
-    out, acc = [], 1
-    for d in reversed(list(shape)):
-        out.insert(0, acc)
-        acc *= max(d, 1)
-    return out
