@@ -183,10 +183,19 @@ func classNameRead(a attrFact, i int) bool {
 	return next == "__name__" || next == "__qualname__"
 }
 
+// slotsEntry reports whether a is the string "__weakref__" or "__dict__"
+// listed in a class body's __slots__: it only gives the class's instances
+// a weak-reference slot or a dict; no getattr, namespace or match pattern
+// turns it into an access (reading __slots__ back is itself a dunder
+// access), and hs24 found honest classes that list it.
+func slotsEntry(a attrFact) bool {
+	return a.Slots && len(a.Attrs) == 1 && (a.Attrs[0] == "__weakref__" || a.Attrs[0] == "__dict__")
+}
+
 func (fc *fileCheck) attributes(attrs []attrFact) {
 	for _, a := range attrs {
 		if a.String {
-			if name := a.Attrs[0]; !harmlessDunder(name) && name != "__main__" {
+			if name := a.Attrs[0]; !harmlessDunder(name) && name != "__main__" && !slotsEntry(a) {
 				fc.add(a.Line, a.Col, RuleDunderAccess,
 					"the string or keyword %s names interpreter internals: a class built from a dict, a match pattern's __match_args__ or a getattr turns it into an attribute access; remove it", name)
 			}

@@ -142,6 +142,9 @@ type attrFact struct {
 	// a dict, a match pattern's __match_args__ or a getattr turns into an
 	// attribute access.
 	String bool `json:"string"`
+	// Slots: the string is one a class body's __slots__ assignment lists
+	// (its value the string or a tuple, list or set literal of strings).
+	Slots bool `json:"slots"`
 	// Dynamic marks a .format/.format_map call on something other than a
 	// string literal: its fields cannot be read.
 	Dynamic bool `json:"dynamic"`

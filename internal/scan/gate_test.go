@@ -171,6 +171,16 @@ func TestGateClasses(t *testing.T) {
 			"k.py:1 dunder-access|k.py:3 dunder-access"},
 		{"match args as data", map[string]string{"k.py": "ARGS = ('__globals__',)\n"},
 			"k.py:1 dunder-access"},
+		// hs24: a weak-reference or dict slot is not an access; any other
+		// dunder listed there, or these outside a class body's __slots__,
+		// still is.
+		{"slots weakref and dict", map[string]string{"k.py": "class A:\n    __slots__ = ('acc', '__weakref__')\n" +
+			"class B:\n    __slots__ = ['__dict__']\nclass C:\n    __slots__ = '__weakref__'\n"}, ""},
+		{"slots other dunder", map[string]string{"k.py": "class A:\n    __slots__ = ('__globals__',)\n"},
+			"k.py:2 dunder-access"},
+		{"weakref string outside slots", map[string]string{"k.py": "class A:\n    names = ('__weakref__',)\n" +
+			"__slots__ = ('__dict__',)\ndef f():\n    __slots__ = '__dict__'\n"},
+			"k.py:2 dunder-access|k.py:3 dunder-access|k.py:5 dunder-access"},
 		{"wraps handed to partial", map[string]string{"k.py": "import functools\n" +
 			"w = functools.partial(functools.wraps, assigned=('default',), updated=())\n"},
 			"k.py:2 module-attribute-not-allowed"},

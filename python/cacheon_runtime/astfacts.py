@@ -175,6 +175,29 @@ def _docstrings(tree):
     return out
 
 
+def _slot_names(tree):
+    """ids of the string constants that a class body's ``__slots__ = ...``
+    lists (the value a string or a tuple, list or set literal of them)."""
+    out = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for st in node.body:
+            if isinstance(st, ast.Assign):
+                targets, value = st.targets, st.value
+            elif isinstance(st, ast.AnnAssign) and st.value is not None:
+                targets, value = [st.target], st.value
+            else:
+                continue
+            if len(targets) != 1 or not isinstance(targets[0], ast.Name) or targets[0].id != "__slots__":
+                continue
+            items = value.elts if isinstance(value, (ast.Tuple, ast.List, ast.Set)) else [value]
+            for e in items:
+                if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                    out.add(id(e))
+    return out
+
+
 def _attribute(node, scopes, consumed, module_level):
     """The fact of a maximal attribute chain ending at node."""
     line, col = _pos(node)
@@ -224,6 +247,7 @@ def _facts(tree):
     imports, calls, attributes, stores, names = [], [], [], [], []
     scopes = Scopes(tree)
     docs = _docstrings(tree)
+    slots = _slot_names(tree)
     extra = _Collector()
     consumed = set()  # ids of Name/Attribute nodes already reported as part of a chain
     name_args = set()  # ids of getattr/setattr/delattr/hasattr name arguments
@@ -327,8 +351,10 @@ def _facts(tree):
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if id(node) not in docs and id(node) not in name_args and _DUNDER.match(node.value):
                 # "__globals__" as data: a class namespace dict, __match_args__
-                attributes.append({"base": "", "attrs": [node.value], "ctx": "load", "module_level": module_level,
-                                   "string": True, "line": line, "col": col})
+                fact = {"base": "", "attrs": [node.value], "ctx": "load", "module_level": module_level,
+                        "string": True, "line": line, "col": col}
+                _set(fact, "slots", id(node) in slots)
+                attributes.append(fact)
             if id(node) not in docs and "{" in node.value and len(node.value) <= _MAX_FORMAT:
                 for attrs in _format_attrs(node.value):
                     attributes.append({"base": "", "attrs": attrs, "ctx": "load", "module_level": module_level,
