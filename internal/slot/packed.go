@@ -66,10 +66,12 @@ func (c *Case) PackPlan() (p Packing, ok bool) {
 // any call, by the names a call's dump gives them ("room_before.NAME",
 // "room_after.NAME"; an empty room has none): other sequences of the
 // packed batch, rows drawn as the input's are, from streams of their own
-// (argument NAME+".room_before" or ".room_after", the rank's). Go sends
-// them with the first call's inputs; the worker fills the rooms with them
-// and dumps them after every call, and a candidate that writes past its
-// views changes them. Until session 24 the rooms held the input's own rows
+// (argument NAME+".room_before" or ".room_after", the rank's and the
+// replay's: c.Replay). Go sends them with the first call's inputs and
+// each replay's anew (the next batch packs other sequences around the
+// view; until session 25 the first call's stayed); the worker fills the
+// rooms with them and dumps them after every call, and a candidate that
+// writes past its views changes them. Until session 24 the rooms held the input's own rows
 // repeated, and a kernel that looked past its view for rows that were not
 // such repeats (sdpa_packed_room_tell) told serving from verify.
 func (c *Case) Rooms(r int, p Packing) (map[string]*tensor.Tensor, error) {
@@ -88,7 +90,7 @@ func (c *Case) Rooms(r int, p Packing) (map[string]*tensor.Tensor, error) {
 				continue
 			}
 			shape := append([]int{side.rows}, t.Shape[1:]...)
-			g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, r, name+"."+side.key)
+			g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, c.Replay, r, name+"."+side.key)
 			room, err := c.values(g, a, t.DType, shape)
 			if err != nil {
 				return nil, fmt.Errorf("packed input %s: %s: %w", name, side.key, err)

@@ -11,7 +11,7 @@ import (
 // other cases are, with rooms within bounds and sometimes empty; a slot
 // without Spec.Packed never is. The rooms hold other sequences' rows,
 // drawn on their own (sdpa_packed_room_tell read past its view for rows
-// that were not the input's repeated).
+// that were not the input's repeated), and anew at each replay.
 func TestPackPlan(t *testing.T) {
 	cat, err := NewCatalog()
 	if err != nil {
@@ -79,6 +79,16 @@ func TestPackPlan(t *testing.T) {
 					again, _ := c.Rooms(0, p)
 					if !bytes.Equal(again[key].Data, r.Data) {
 						t.Fatalf("seed %d: %s differs when drawn again", seed, key)
+					}
+					// A replay's rooms are its own (the next batch's
+					// other sequences: sdpa_room_replay_tell).
+					rc := c.Clone()
+					if err := rc.Refresh(1); err != nil {
+						t.Fatal(err)
+					}
+					next, _ := rc.Rooms(0, p)
+					if bytes.Equal(next[key].Data, r.Data) {
+						t.Fatalf("seed %d: %s the same at replay 1", seed, key)
 					}
 				}
 			}

@@ -102,7 +102,8 @@ import (
 //     "index_k.tail" at replay 0 is below 0.5); packed cases at odds 3/4,
 //     Before then further by the count at odds 3/4, and the rooms drawn
 //     as the input is from the streams NAME.room_before / NAME.room_after
-//     of the rank (PackPlan, Rooms, packed.go).
+//     of the rank and the call (PackPlan, Rooms, packed.go: each replay
+//     redraws the rooms of its packed graph-dynamic inputs).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -110,8 +111,9 @@ import (
 // the sessions 16–19 changes, the attention sinks and lockstep lengths
 // among them; v7, session 22: KV caches drawn in their named pages; v8,
 // session 23: MoE pad rows and prepare decoys; v9, session 24: fresh page
-// pools, repeated rows, the engine router's weights).
-const InputGenerator = "cacheon.slot.input.v9"
+// pools, repeated rows, the engine router's weights; v10, session 25:
+// rooms redrawn per replay).
+const InputGenerator = "cacheon.slot.input.v10"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -122,20 +122,24 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 			return err
 		}
 	}
+	rooms, fresh, err := u.rooms(pc, c)
+	if err != nil {
+		return err
+	}
 	for r, m := range c.Ranks {
 		sel := map[string]*tensor.Tensor{}
 		if u.only == nil {
 			for k, v := range m {
 				sel[k] = v
 			}
-			if u.k == 0 && r < len(pc.rooms) {
-				for k, v := range pc.rooms[r] { // the packed inputs' rooms (slot.Case.Rooms)
-					sel[k] = v
-				}
-			}
 		} else {
 			for _, k := range u.only {
 				sel[k] = m[k]
+			}
+		}
+		if r < len(fresh) {
+			for k, v := range fresh[r] { // the packed inputs' rooms (slot.Case.Rooms)
+				sel[k] = v
 			}
 		}
 		if err := safetensors.WriteScratch(filepath.Join(pc.dirs[r], u.file), sel); err != nil {
@@ -147,13 +151,50 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 		return err
 	}
 	sent := snapshot(c.Ranks)
-	for r, rooms := range pc.rooms {
-		for k, v := range rooms {
+	for r, rr := range rooms {
+		for k, v := range rr {
 			sent[r][k] = v
 		}
 	}
 	*u.target = plannedCall{phase: u.phase, label: u.label, dist: c.Dist, sent: sent, expected: exp}
 	return nil
+}
+
+// rooms returns, per rank, what the packed inputs' rooms hold during the
+// unit's call (all) and what its file sends (fresh): the first call sends
+// them all; a replay redraws those of its packed graph-dynamic inputs from
+// its own streams (c is the replay's case), as serving's next batch packs
+// other sequences around a view, and keeps the others. Until session 25
+// the rooms stayed the first call's through the replays.
+func (u callUnit) rooms(pc *plannedCase, c *slot.Case) (all, fresh []map[string]*tensor.Tensor, err error) {
+	if u.k == 0 || !pc.packed {
+		return pc.rooms, pc.rooms, nil
+	}
+	p := pc.packing
+	p.Names = nil
+	for _, n := range pc.packing.Names {
+		if u.only == nil || slices.Contains(u.only, n) {
+			p.Names = append(p.Names, n)
+		}
+	}
+	for r := range c.Ranks {
+		m, err := c.Rooms(r, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		kept := map[string]*tensor.Tensor{}
+		if r < len(pc.rooms) {
+			for k, v := range pc.rooms[r] {
+				kept[k] = v
+			}
+		}
+		for k, v := range m {
+			kept[k] = v
+		}
+		all = append(all, kept)
+		fresh = append(fresh, m)
+	}
+	return all, fresh, nil
 }
 
 // prepareCase makes a case's directories and run requests and lists its
@@ -238,6 +279,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
 	}
 	packing, packed := c.PackPlan()
+	pc.packing, pc.packed = packing, packed
 	pc.chain = chainedPairs(c, outs, packing, packed)
 	for r := range c.Ranks {
 		req := worker.RunRequest{

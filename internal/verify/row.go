@@ -47,6 +47,10 @@ type plannedCase struct {
 	// rooms are, per rank, what the rooms around the packed inputs hold
 	// (slot.Case.Rooms), checked after every call as inputs are.
 	rooms []map[string]*tensor.Tensor
+	// packing is where the case's packed inputs lie (packed: it has
+	// some); every replay redraws the rooms of its packed inputs.
+	packing slot.Packing
+	packed  bool
 	// chain maps an output to the input the eager replays pass in its
 	// memory (chainedPairs, worker.RunRequest.Chain).
 	chain map[string]string

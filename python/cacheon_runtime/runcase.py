@@ -340,8 +340,12 @@ class _Case:
             self.raw.fill(o.base, o.pattern)
 
     def refresh(self, new):
+        """Write a replay's values: its inputs, and the rooms around its
+        packed inputs (room_before.NAME, room_after.NAME: the next batch's
+        other sequences)."""
         for name, t in new.items():
-            self.raw.write(self.own_in[name], t)
+            room = self.rooms.get(name)
+            self.raw.write(room if room is not None else self.own_in[name], t)
 
     def checked(self, full):
         """The guard's finding about the candidate's tensors and torch
