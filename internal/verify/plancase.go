@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -335,21 +337,41 @@ func writeDecoys(c *slot.Case, dirs []string, n int) ([]string, error) {
 	if len(c.Spec.PrepareArgs) == 0 {
 		return nil, nil
 	}
-	var files []string
+	// Side by side (each decoy draws its own clone of the case): a row's
+	// first case takes slot.LayerDecoys, and at a served MoE shape each
+	// is millions of weights that the case's first call waits for.
+	files := make([]string, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
 	for j := 1; j <= n; j++ {
-		ranks, err := c.Decoy(j)
-		if err != nil {
-			return nil, err
-		}
-		name := fmt.Sprintf("decoy%d.safetensors", j)
-		for r, m := range ranks {
-			if err := safetensors.WriteScratch(filepath.Join(dirs[r], name), m); err != nil {
-				return nil, fmt.Errorf("write %s for rank %d: %w", name, r, err)
-			}
-		}
-		files = append(files, name)
+		files[j-1] = fmt.Sprintf("decoy%d.safetensors", j)
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[j-1] = writeDecoy(c, dirs, j, files[j-1])
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return files, nil
+}
+
+// writeDecoy writes decoy j's prepare inputs as name in every rank's
+// directory.
+func writeDecoy(c *slot.Case, dirs []string, j int, name string) error {
+	ranks, err := c.Decoy(j)
+	if err != nil {
+		return err
+	}
+	for r, m := range ranks {
+		if err := safetensors.WriteScratch(filepath.Join(dirs[r], name), m); err != nil {
+			return fmt.Errorf("write %s for rank %d: %w", name, r, err)
+		}
+	}
+	return nil
 }
 
 // placeSeed is the seed of a case's input placement on one rank (see
