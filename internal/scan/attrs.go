@@ -68,6 +68,7 @@ const (
 	whyRegister  = "it registers a virtual subclass process-wide (numbers.Real.register(torch.Tensor) makes every tensor a number to every isinstance check)"
 	whyContainer = "it mutates a container the module owns, which the engine shares"
 	whyGlobal    = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
+	whyRawMemory = "sparse tensors, unchecked views and buffer views address memory through indices nothing checks against their storage (any address of the worker); compute on dense tensors and their checked views"
 	whyStorage   = "a storage is a tensor's raw memory with descriptor I/O and sharing; a kernel computes on tensors"
 	whyState     = "it reads the state of the process or the device (memory in use, other processes, clocks), which differs between grading and serving: a kernel could tell the two apart"
 )
@@ -200,6 +201,14 @@ func torchTable() []attrEntry {
 			"ops.aten.*.py_*", "ops.aten.*.*.py_*", "ops.aten.*.python_key*", "ops.aten.*.*.python_key*",
 			"ops.aten.*.functorch_table", "ops.aten.*.*.functorch_table"}},
 		{whyGlobal, []string{"nn.attention", "backends.cuda.sdp_kernel"}},
+		// Sparse tensors and unchecked views: indices that nothing checks
+		// against the memory they address read and write any address of
+		// the worker (rt25b: sparse_coo_tensor, add_ of a sparse tensor,
+		// _reshape_alias), and frombuffer views any Python buffer.
+		{whyRawMemory, []string{"sparse", "sparse_*", "_sparse_*", "_to_sparse*", "frombuffer", "_reshape_alias*",
+			"_nested_*", "ops.aten.sparse_*", "ops.aten._sparse_*", "ops.aten._to_sparse*", "ops.aten.to_sparse*",
+			"ops.aten._reshape_alias*", "ops.aten._nested_*", "ops.aten._coalesce*", "ops.aten._indices*",
+			"ops.aten._values*", "ops.aten.sparse_mask*", "ops.aten._unsafe_*", "_unsafe_*"}},
 		{whyState, []string{"cuda.memory_*", "cuda.max_memory_*", "cuda.mem_get_info", "cuda.list_gpu_processes",
 			"cuda.utilization", "cuda.temperature", "cuda.power_draw", "cuda.clock_rate", "cuda.reset_*"}},
 	}

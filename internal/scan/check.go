@@ -261,6 +261,15 @@ func (fc *fileCheck) superCall(a attrFact) bool {
 // place, unless a finding of the same rule was made there since mark.
 func (fc *fileCheck) attributeRule(name string, mark, line, col int, what, shown string) {
 	r, ok := fc.attrRules[name]
+	if !ok && isSunder(name) && name != "_value_" && name != "_name_" {
+		// enum's machinery (_convert_ writes into any module named by a
+		// string, _create_ builds a class from a namespace: rt25b), and
+		// whatever other _x_ hooks a library keeps. A bundle class's own
+		// _x_ attribute is refused too: a name check cannot tell it from
+		// the one its base class inherits.
+		r, ok = refRule{prefix: name, rule: RuleIntrospection,
+			why: "a _x_ attribute is a library's internal hook (enum's _convert_ stores into any module, _create_ builds a class from a namespace); only an enum member's _value_ and _name_ may be read (an attribute of your own by such a name needs another name)"}, true
+	}
 	if !ok {
 		return
 	}
@@ -270,6 +279,11 @@ func (fc *fileCheck) attributeRule(name string, mark, line, col int, what, shown
 		}
 	}
 	fc.add(line, col, r.rule, what+": %s", shown, r.why)
+}
+
+// isSunder reports a name of the form _x_ (one underscore each side).
+func isSunder(name string) bool {
+	return len(name) > 2 && name[0] == '_' && name[1] != '_' && name[len(name)-1] == '_' && name[len(name)-2] != '_'
 }
 
 // chain applies the dotted-name rules to a name chain read at one place:

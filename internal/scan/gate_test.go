@@ -176,6 +176,15 @@ func TestGateClasses(t *testing.T) {
 		// still is.
 		{"slots weakref and dict", map[string]string{"k.py": "class A:\n    __slots__ = ('acc', '__weakref__')\n" +
 			"class B:\n    __slots__ = ['__dict__']\nclass C:\n    __slots__ = '__weakref__'\n"}, ""},
+		// rt25b: enum's _x_ machinery and raw memory through sparse
+		// tensors and unchecked views.
+		{"enum convert", map[string]string{"k.py": "import enum\nclass E(enum.IntEnum):\n    A = 1\nE._convert_('X', 'torch', lambda n: True)\n"},
+			"k.py:4 introspection"},
+		{"enum member value and name", map[string]string{"k.py": "import enum\nclass E(enum.Enum):\n    A = 1\nv = E.A._value_, E.A._name_, E.A.value\n"}, ""},
+		{"sparse and unchecked views", map[string]string{"k.py": "import torch\nx = torch.zeros(4)\n" +
+			"s = torch.sparse_coo_tensor([[0]], [1.0], (4,))\nd = x.to_sparse()\n" +
+			"a = torch.ops.aten._reshape_alias(x, (2,), (9,))\nb = torch.frombuffer(bytearray(8), dtype=torch.uint8)\n"},
+			"k.py:3 tensor-internals|k.py:4 tensor-internals|k.py:5 tensor-internals|k.py:6 tensor-internals"},
 		{"slots other dunder", map[string]string{"k.py": "class A:\n    __slots__ = ('__globals__',)\n"},
 			"k.py:2 dunder-access"},
 		{"weakref string outside slots", map[string]string{"k.py": "class A:\n    names = ('__weakref__',)\n" +

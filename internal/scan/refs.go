@@ -224,6 +224,18 @@ func attributeRules() map[string]refRule {
 		out[name] = refRule{prefix: name, rule: RuleForbiddenBuiltin,
 			why: "it evaluates a string as code (typing's forward references); bundles may not evaluate code"}
 	}
+	// A sparse tensor from any tensor, and the unchecked ops on one
+	// (whyRawMemory in attrs.go; rt25b's sparse_oob_guard_blind,
+	// reshape_alias_hook_blind).
+	const raw = "sparse tensors and unchecked views address memory through indices nothing checks against their storage (any address of the worker); compute on dense tensors and their checked views"
+	for _, name := range []string{"to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
+		"to_sparse_bsc", "_to_sparse", "sparse_mask", "_sparse_mask_projection", "sparse_resize_", "sparse_resize_and_clear_",
+		"_coalesced_", "_indices", "_values", "sparse_coo_tensor", "_sparse_coo_tensor_unsafe", "_reshape_alias",
+		"_reshape_alias_copy", "frombuffer", "_sparse_csr_tensor_unsafe", "_sparse_compressed_tensor_unsafe",
+		"sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
+		"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"} {
+		out[name] = refRule{prefix: name, rule: RuleTensorInternals, why: raw}
+	}
 	out["import_module"] = refRule{prefix: "import_module", rule: RuleSysModules, why: imp}
 	out["change_current_allocator"] = refRule{prefix: "change_current_allocator", rule: RuleGlobalMutation, why: setter}
 	return out

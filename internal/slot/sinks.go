@@ -86,6 +86,31 @@ func sinkMaxFor(dt tensor.DType) float64 {
 	return 13
 }
 
+// aimedQueryMax bounds an aimed query's elements in float16: a key
+// head with almost no component along its sink direction asks aim for a
+// huge factor, which overflowed float16 to inf (hs25 and rt25a: decode
+// at seed 3, every bundle INFRA). 256 keeps a score of such a query
+// against keys of the drawn sizes finite in float16 too.
+const aimedQueryMax = 256
+
+// capQuery scales an aimed query down, as a whole (its direction kept),
+// where its largest element exceeds aimedQueryMax in float16; its margin
+// is then less than aimed. Other formats hold any aimed value.
+func capQuery(x []float64, dt tensor.DType) {
+	if dt != tensor.F16 {
+		return
+	}
+	var m float64
+	for _, v := range x {
+		m = max(m, math.Abs(v))
+	}
+	if m > aimedQueryMax {
+		for e := range x {
+			x[e] *= aimedQueryMax / m
+		}
+	}
+}
+
 // SinkSpec names the inputs the sinks are planted in: Query shaped
 // [..., HQ, D] and Key shaped [..., HKV, D] (a paged cache [PAGES, PS,
 // HKV, D]), and the scalar that scales the scores.
@@ -187,6 +212,7 @@ func (c *Case) sinks(replay int) error {
 				j := h / (hq / hkv)
 				project(x, u[j])
 				aim(x, u[j], mean[j*d:(j+1)*d], norm[j], tailScores{kv, sample, j, hkv, d}, scale, margin[row*hq+h], spread[row*hq+h])
+				capQuery(x, q.DType)
 			}
 		}
 		// Decode's graph pad rows stay copies of the row they copy.

@@ -420,5 +420,14 @@ func adversarialCases() []adversarialCase {
 		// Session 25: the rooms redrawn on every replay, as the next
 		// batch packs other sequences around a view.
 		{name: "sdpa_room_replay_tell", verify: `replay [0-9]+, rank 0, output out: (matched_ratio|allclose)`},
+		// Session 25 (red team, rt25b): enum's _convert_ inherited by a
+		// bundle's own enum stores into any module; sparse tensors and
+		// unchecked aten views read and write any address.
+		{name: "enum_convert_hook_off", scan: `introspection`},
+		{name: "enum_convert_module_store", scan: `introspection`},
+		{name: "reshape_alias_hook_blind", scan: `tensor-internals`},
+		{name: "sparse_alias_zero_poison", scan: `tensor-internals|module-attribute-not-allowed`},
+		{name: "sparse_oob_guard_blind", scan: `tensor-internals|module-attribute-not-allowed`},
+		{name: "sparse_public_rw", scan: `tensor-internals`},
 	}
 }
