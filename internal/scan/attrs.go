@@ -84,7 +84,11 @@ func attrTables() map[string][]attrEntry {
 		"numbers":     {{pattern: "numbers.*"}, {pattern: "numbers.*.register", kind: attrDeny, why: whyRegister}},
 		"__future__":  {{pattern: "__future__.*"}},
 		"dataclasses": names("dataclasses", "dataclass", "field", "fields", "asdict", "astuple", "replace", "is_dataclass", "InitVar", "KW_ONLY", "MISSING", "Field", "FrozenInstanceError"),
-		"enum":        names("enum", "Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "ReprEnum", "auto", "unique", "EnumMeta", "EnumType"),
+		// Context managers a kernel writes for itself (hs25); not
+		// ExitStack, whose pop_all leaves what it entered entered, nor
+		// redirect_* and chdir, which change process state.
+		"contextlib": names("contextlib", "contextmanager", "nullcontext", "suppress"),
+		"enum":       names("enum", "Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "ReprEnum", "auto", "unique", "EnumMeta", "EnumType"),
 		"abc": append(names("abc", "ABC", "ABCMeta", "abstractmethod", "abstractproperty", "abstractclassmethod", "abstractstaticmethod"),
 			attrEntry{pattern: "abc.*.register", kind: attrDeny, why: whyRegister}),
 		"collections": append(names("collections", "namedtuple", "deque", "defaultdict", "OrderedDict", "Counter", "ChainMap"),

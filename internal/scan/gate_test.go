@@ -185,6 +185,10 @@ func TestGateClasses(t *testing.T) {
 			"s = torch.sparse_coo_tensor([[0]], [1.0], (4,))\nd = x.to_sparse()\n" +
 			"a = torch.ops.aten._reshape_alias(x, (2,), (9,))\nb = torch.frombuffer(bytearray(8), dtype=torch.uint8)\n"},
 			"k.py:3 tensor-internals|k.py:4 tensor-internals|k.py:5 tensor-internals|k.py:6 tensor-internals"},
+		{"contextlib's own context managers", map[string]string{"k.py": "import contextlib\nfrom contextlib import nullcontext\n" +
+			"@contextlib.contextmanager\ndef blocks():\n    yield 4\nwith contextlib.suppress(KeyError), nullcontext():\n    pass\n"}, ""},
+		{"contextlib beyond them", map[string]string{"k.py": "import contextlib\ns = contextlib.ExitStack()\ncontextlib.chdir('/')\n"},
+			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed"},
 		{"slots other dunder", map[string]string{"k.py": "class A:\n    __slots__ = ('__globals__',)\n"},
 			"k.py:2 dunder-access"},
 		{"weakref string outside slots", map[string]string{"k.py": "class A:\n    names = ('__weakref__',)\n" +

@@ -18,7 +18,7 @@ func DefaultPolicy() Policy {
 	return Policy{AllowedImports: []string{
 		"torch", "triton", "math", "typing", "functools", "dataclasses",
 		"itertools", "operator", "enum", "collections", "abc", "numbers",
-		"__future__",
+		"contextlib", "__future__",
 	}}
 }
 
