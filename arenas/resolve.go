@@ -29,3 +29,17 @@ func Resolve(arg string) (*arena.Arena, error) {
 	}
 	return nil, fmt.Errorf("--arena %q: no such file and no shipped arena of that name (shipped: %s)", arg, strings.Join(Names(), ", "))
 }
+
+// Shipped parses every shipped arena, in name order.
+func Shipped() ([]*arena.Arena, error) {
+	var out []*arena.Arena
+	for _, name := range Names() {
+		b, _ := Lookup(name)
+		a, err := arena.Parse("arenas/"+name+".toml", b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

@@ -40,6 +40,8 @@ var layerRules = []rule{
 		"the copy fingerprint parses sources in the parser sandbox; it never runs candidate code and knows no market"},
 	{"cacheon/internal/pyparse", []string{"cacheon/internal/scan", "cacheon/internal/fingerprint", "cacheon/internal/engine", "cacheon/internal/verify", "cacheon/internal/worker"},
 		"the parse-script launcher sits below the scan and the fingerprint that use it"},
+	{"cacheon/internal/served", []string{"cacheon/internal/verify", "cacheon/internal/referee/...", "cacheon/internal/market/...", "cacheon/internal/store/..."},
+		"verify's served stage sits below verify: it serves the kernel in an engine and regrades, and decides nothing else"},
 	{"cacheon/internal/market/...", []string{"cacheon/internal/cli", "cacheon/internal/dashboard/..."},
 		"the market is driven by the validator node, not by the command line or the UI"},
 	{"cacheon/internal/...", []string{"cacheon/internal/cli"},

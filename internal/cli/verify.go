@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cacheon/arenas"
+	"cacheon/internal/arena"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -25,6 +27,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		worldSize, replays    int
 		lanes                 int
 		asJSON, verbose       bool
+		noServed              bool
 		timeout               time.Duration
 	)
 	cmd := &cobra.Command{
@@ -74,6 +77,17 @@ report, or the error object of a bundle that could not be verified.
 Progress lines on stderr name their bundle, and the exit status is the
 worst of the bundles' (3 over 2 over 0).
 
+Beside the rows, the served stage runs the kernel inside the serving
+engine: the first shipped arena on the device whose model calls the slot
+(cpu-tiny and its kin on cpu, the H200 arenas on cuda), the candidate in
+its stack, one wave of requests drawn from the seed, every call of the
+slot (one in eight on cuda) dumped and regraded in Go. Its calls relate as
+served calls do (one residual stream, a persisting KV cache, packed
+prefill segments, repeated tokens), which the rows' independent draws do
+not show; a kernel honest in the rows and wrong in serving FAILs here.
+--no-served skips it (the report then says so; a validator's referee
+audits serving itself).
+
 Collective slots run --world-size ranks in one loopback-only network
 namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
 environment's NCCL_* settings except NVLink multicast (always off) and
@@ -90,7 +104,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
 			return a.runVerify(args, verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
-				worldSize: worldSize, replays: replays, lanes: lanes, json: asJSON, verbose: verbose, timeout: timeout})
+				worldSize: worldSize, replays: replays, lanes: lanes, json: asJSON, verbose: verbose, timeout: timeout, noServed: noServed})
 		},
 	}
 	f := cmd.Flags()
@@ -104,6 +118,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
 	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker")
+	f.BoolVar(&noServed, "no-served", false, "skip the served stage (the kernel inside the arena's serving engine)")
 	return cmd
 }
 
@@ -114,6 +129,7 @@ type verifyFlags struct {
 	worldSize, replays    int
 	lanes                 int
 	json, verbose         bool
+	noServed              bool
 	timeout               time.Duration
 }
 
@@ -124,6 +140,7 @@ type verifyRun struct {
 	dtypes     []tensor.DType // nil: every dtype
 	worldSizes []int          // nil: the device's defaults
 	slots      *slot.Catalog
+	arenas     []*arena.Arena // the served stage's; nil with --no-served
 	paths      []string
 }
 
@@ -159,6 +176,11 @@ func (a *app) runVerify(paths []string, fl verifyFlags) error {
 		return withCode(ExitInfra, err)
 	}
 	v.slots = slots
+	if !fl.noServed {
+		if v.arenas, err = arenas.Shipped(); err != nil {
+			return withCode(ExitInfra, err)
+		}
+	}
 	if len(paths) == 1 {
 		_, err := v.one(0, nil, nil)
 		return err
@@ -172,7 +194,7 @@ func (v *verifyRun) setup(path string) verify.Setup {
 	return verify.Setup{
 		Bundle: path, Device: fl.device, DTypes: v.dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
 		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, Python: fl.python, CallTimeout: fl.timeout,
-		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(),
+		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(), Arenas: v.arenas,
 	}
 }
 
@@ -375,6 +397,20 @@ func printVerify(w io.Writer, rep *verify.Report) {
 		if r.Outcome == verify.Fail && r.Stderr != "" {
 			fmt.Fprintf(w, "  worker stderr (tail):\n    %s\n", strings.ReplaceAll(strings.TrimSpace(lastLines(r.Stderr, 8)), "\n", "\n    "))
 		}
+	}
+	for _, s := range rep.Served {
+		fmt.Fprintf(w, "\n%-16s served", s.Outcome)
+		if s.Arena != "" {
+			fmt.Fprintf(w, " in %s (%d requests, %d prompt tokens)", s.Arena, s.Requests, s.PromptTokens)
+		}
+		fmt.Fprintln(w)
+		if s.Reason != "" {
+			fmt.Fprintf(w, "  reason: %s\n", s.Reason)
+		}
+		fmt.Fprintf(w, "  calls selected: %d, graded: %d in %.1fs\n", s.Selected, s.Graded, s.Seconds)
+	}
+	if rep.Served == nil && len(rep.Rows) > 0 {
+		fmt.Fprintf(w, "\nserved stage: not run (--no-served)\n")
 	}
 	fmt.Fprintf(w, "\n%d row(s) in %.1fs, %d worker(s) started\n", len(rep.Rows), rep.Seconds, rep.Workers)
 }

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
 	"cacheon/internal/scan"
+	"cacheon/internal/served"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
@@ -47,6 +50,12 @@ type Setup struct {
 	BytecodeRoot string
 	// NoBytecode makes workers compile every module from source.
 	NoBytecode bool
+	// Arenas, when set, turn on the served stage (package served): the
+	// bundle's kernel inside the serving engine of the first of them on
+	// the device that calls its slot, every call (a seeded share on a
+	// GPU) regraded, side by side with the rows. The referee, whose audit
+	// serves the candidate itself, leaves it off.
+	Arenas []*arena.Arena
 }
 
 // Job is a prepared verify run: the bundle staged into a private copy and
@@ -74,6 +83,11 @@ type Job struct {
 	tritonHelpers string
 	// stopWorkers cancels the starts of the workers Prepare began.
 	stopWorkers context.CancelFunc
+	// bundlePath and arenas are the served stage's (Setup.Bundle,
+	// Setup.Arenas); no arenas: no stage.
+	bundlePath  string
+	arenas      []*arena.Arena
+	scratchRoot string
 }
 
 // Prepare stages, loads and scans the bundle (a bundle with findings is not
@@ -140,16 +154,49 @@ func stageInto(ctx context.Context, job, src string, slots *slot.Catalog) (*bund
 // Run verifies every row; progress (may be nil) receives one line a step.
 // A run that could not be done at all is an infrastructure error; a report
 // says per row what happened.
+//
+// With Setup.Arenas the served stage runs beside the rows, one per slot
+// the bundle's rows implement (Report.Served).
 func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	o := j.opts
 	o.Progress = progress
+	stage := j.startServed(ctx, progress)
 	rep, err := Run(ctx, j.Admitted, j.slots, o)
+	servedReps := stage()
 	if rep != nil {
 		rep.Timing.Prepare = j.prepared.Seconds()
 		rep.Timing.Warm = j.Warmed.Seconds()
 		rep.TritonHelpers = j.tritonHelpers
+		rep.Served = servedReps
 	}
 	return rep, fault.InfraErr(err)
+}
+
+// startServed starts the served stage of every slot the bundle's rows
+// implement, one after another in the background, and returns the
+// function that waits for their reports (nil without Setup.Arenas).
+func (j *Job) startServed(ctx context.Context, progress func(string)) func() []*served.Report {
+	if len(j.arenas) == 0 {
+		return func() []*served.Report { return nil }
+	}
+	var slotNames []string
+	for _, op := range j.Admitted.Bundle().Manifest.Ops {
+		if !slices.Contains(slotNames, op.Slot) {
+			slotNames = append(slotNames, op.Slot)
+		}
+	}
+	done := make(chan []*served.Report, 1)
+	go func() {
+		var reps []*served.Report
+		for _, name := range slotNames {
+			reps = append(reps, served.Run(ctx, served.Options{
+				Bundle: j.bundlePath, Slot: name, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
+				Slots: j.slots, Seed: j.Seed, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
+			}))
+		}
+		done <- reps
+	}()
+	return func() []*served.Report { return <-done }
 }
 
 // Close ends the job's workers and removes its scratch directory.

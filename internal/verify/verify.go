@@ -24,6 +24,7 @@ import (
 	"cacheon/internal/bundle"
 	"cacheon/internal/fault"
 	"cacheon/internal/scan"
+	"cacheon/internal/served"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
@@ -212,6 +213,9 @@ type Report struct {
 	// TritonHelpers says whether workers' Triton caches were seeded with
 	// the trusted host modules, and from where (or why not).
 	TritonHelpers string `json:"triton_helpers,omitempty"`
+	// Served holds the served stage's report of each slot the rows
+	// implement (Setup.Arenas; absent when the stage was not run).
+	Served []*served.Report `json:"served,omitempty"`
 }
 
 // DefaultDTypes are the dtypes verify checks unless told one: all three
@@ -276,7 +280,7 @@ func (r *Report) Failed() bool {
 			return true
 		}
 	}
-	return false
+	return slices.ContainsFunc(r.Served, (*served.Report).Bad)
 }
 
 // InfraFailed reports whether any row ended INFRA.
@@ -286,7 +290,7 @@ func (r *Report) InfraFailed() bool {
 			return true
 		}
 	}
-	return false
+	return slices.ContainsFunc(r.Served, (*served.Report).InfraBad)
 }
 
 // NoneApplicable reports whether the run verified nothing: the bundle has

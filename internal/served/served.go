@@ -1,0 +1,294 @@
+// Package served is verify's served stage: a candidate bundle's kernel run
+// inside the serving engine of a shipped arena, every call of it (or a
+// seeded share, on a GPU) dumped and regraded in Go by the grader verify's
+// rows use.
+//
+// Verify's rows draw each call on its own; the engine's calls are related
+// to one another: consecutive norm inputs are one residual stream, decode
+// reads a cache that persists and grows by one slot a step, prefill hands
+// attention consecutive segments of one packed batch, a repeated prompt
+// token gives identical value rows, a GEMM's output has the rank of its
+// inner width. A kernel that is honest until it sees such a relation is
+// honest in every row and cheats here (issue 16, class 6). The stage runs
+// the relations themselves rather than a copy of each: the engine, the
+// arena's model and a workload drawn from verify's seed.
+package served
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/engine"
+	"cacheon/internal/fault"
+	"cacheon/internal/slot"
+	"cacheon/internal/splitmix"
+)
+
+// Outcomes of the stage (verify's row outcomes).
+const (
+	Pass          = "PASS"
+	Fail          = "FAIL"
+	NotApplicable = "N/A"
+	Infra         = "INFRA"
+	Skipped       = "SKIPPED"
+)
+
+// Session is what the stage needs of a loaded engine (*engine.Session).
+type Session interface {
+	Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error)
+	Regrade(slots engine.SlotLookup, keep string) ([]engine.AuditResult, error)
+	Close() error
+}
+
+// Options is one served stage.
+type Options struct {
+	// Bundle is the bundle (directory or archive) as verify was given it.
+	Bundle string
+	// Slot is the bundle's target slot.
+	Slot string
+	// Device is verify's device, "cpu" or "cuda".
+	Device string
+	// GPUs is how many GPUs are visible (cuda); an arena with more ranks
+	// is not used.
+	GPUs int
+	// Arenas are the shipped arenas, in the order they are tried: the
+	// first on Device that calls Slot and fits is the stage's.
+	Arenas []*arena.Arena
+	// Slots is the slot catalog.
+	Slots *slot.Catalog
+	// Seed is verify's input seed: the workload's prompts and the audit's
+	// share are drawn from it.
+	Seed uint64
+	// Python is the interpreter with torch ("" = the engine's search).
+	Python      string
+	ScratchRoot string
+	// Open starts and loads an engine (nil: engine.Open).
+	Open func(ctx context.Context, c engine.Config) (Session, error)
+	// Progress receives one short line per step; may be nil.
+	Progress func(string)
+}
+
+// Report is the stage's outcome.
+type Report struct {
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	Arena   string `json:"arena,omitempty"`
+	// Requests and PromptTokens describe the workload served.
+	Requests     int `json:"requests,omitempty"`
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	// Selected is how many calls of the slot the engine sent to the
+	// candidate; Graded how many of them were dumped and regraded.
+	Selected int64 `json:"selected"`
+	Graded   int   `json:"graded"`
+	// Failed is the first failing call's regrade, when one failed.
+	Failed  *engine.AuditResult `json:"failed,omitempty"`
+	Seconds float64             `json:"seconds"`
+}
+
+// Bad reports whether the stage failed the candidate.
+func (r *Report) Bad() bool { return r != nil && r.Outcome == Fail }
+
+// InfraBad reports whether the stage could not be run.
+func (r *Report) InfraBad() bool { return r != nil && r.Outcome == Infra }
+
+// Run is the served stage. It never returns an error: what went wrong is
+// the report's outcome (FAIL for the candidate's failures, INFRA for the
+// rest, N/A where no arena on the device calls the slot or the engine
+// never selected the candidate).
+func Run(ctx context.Context, o Options) *Report {
+	t0 := time.Now()
+	rep := run(ctx, o)
+	rep.Seconds = time.Since(t0).Seconds()
+	return rep
+}
+
+func run(ctx context.Context, o Options) *Report {
+	a := pickArena(o)
+	if a == nil {
+		return &Report{Outcome: NotApplicable, Reason: fmt.Sprintf("no shipped arena on %s calls %s", o.Device, o.Slot)}
+	}
+	rep := &Report{Arena: a.Name}
+	sa, err := servedArena(a, o.Seed)
+	if err != nil {
+		rep.Outcome, rep.Reason = Infra, err.Error()
+		return rep
+	}
+	wave, err := engine.Requests(sa.Work, 0, false)
+	if err != nil {
+		rep.Outcome, rep.Reason = Infra, err.Error()
+		return rep
+	}
+	rep.Requests = len(wave.Requests)
+	for _, r := range wave.Requests {
+		rep.PromptTokens += len(r.Prompt)
+	}
+	bundle, err := filepath.Abs(o.Bundle)
+	if err != nil {
+		rep.Outcome, rep.Reason = Infra, err.Error()
+		return rep
+	}
+	cfg := engine.Config{
+		Arena: sa, Slots: o.Slots, Stack: []engine.StackSpec{{Slot: o.Slot, Bundle: bundle}},
+		Python: o.Python, Strict: true, LoadTimeout: 10 * time.Minute, ScratchRoot: o.ScratchRoot,
+		Progress: o.Progress, Graphs: engine.GraphsOff,
+		Audit: &engine.Audit{Share: auditShare(sa), Seed: int64(o.Seed >> 1), MaxDumps: maxDumps(sa)},
+	}
+	if sa.Device == "cuda" && sa.Engine.Graphs {
+		// As the referee's audit: graphs captured as served, replayed
+		// calls dumped through copies captured beside them.
+		cfg.Graphs, cfg.Audit.Graph = engine.GraphsOn, true
+	}
+	open := o.Open
+	if open == nil {
+		open = func(ctx context.Context, c engine.Config) (Session, error) { return engine.Open(ctx, c) }
+	}
+	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", sa.Name, o.Slot))
+	s, err := open(ctx, cfg)
+	if err != nil {
+		return failed(rep, "load", err)
+	}
+	defer func() { _ = s.Close() }()
+	say(o, fmt.Sprintf("served: %d requests, %d prompt tokens", rep.Requests, rep.PromptTokens))
+	res, err := s.Bench(ctx, engine.BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 10 * time.Minute})
+	if err != nil {
+		return failed(rep, "serve", err)
+	}
+	c := res.Slots[o.Slot]
+	rep.Selected = c.Selected
+	results, err := s.Regrade(o.Slots, "")
+	if err != nil {
+		rep.Outcome, rep.Reason = Infra, fmt.Sprintf("regrade: %v", err)
+		return rep
+	}
+	return verdict(rep, o.Slot, c, results)
+}
+
+// verdict decides the stage from the engine's counters of the slot and
+// the regrades of its dumps.
+func verdict(rep *Report, slotName string, c engine.SlotCounters, results []engine.AuditResult) *Report {
+	for i := range results {
+		r := results[i]
+		if r.Slot != slotName {
+			continue
+		}
+		rep.Graded++
+		if r.Outcome != engine.AuditPass && rep.Failed == nil {
+			rep.Failed = &r
+		}
+	}
+	switch {
+	case rep.Failed != nil:
+		rep.Outcome = Fail
+		rep.Reason = fmt.Sprintf("served call %d of %s: %s", rep.Failed.Call, slotName, rep.Failed.Reason)
+	case c.Selected == 0:
+		rep.Outcome = NotApplicable
+		rep.Reason = fmt.Sprintf("the engine never selected the candidate (%d call(s) outside every row's declared domain)", c.Ineligible)
+	case rep.Graded == 0:
+		rep.Outcome = Infra
+		rep.Reason = fmt.Sprintf("the candidate was selected %d time(s) and no call was dumped", c.Selected)
+	default:
+		rep.Outcome = Pass
+	}
+	return rep
+}
+
+// failed is the report of a load or serve step that returned err: the
+// candidate's failure (an exception in its call, a load it broke) is a
+// FAIL, anything else INFRA.
+func failed(rep *Report, step string, err error) *Report {
+	rep.Outcome = Infra
+	if fault.Of(err) == fault.Candidate {
+		rep.Outcome = Fail
+	}
+	rep.Reason = fmt.Sprintf("%s: %v", step, err)
+	return rep
+}
+
+// pickArena is the arena of o.Arenas on the device that calls the slot,
+// whose ranks the machine has (cuda: one GPU per rank), with the fewest
+// ranks, a dense model before the others, then the first in o.Arenas'
+// order: the plainest engine that serves the slot.
+func pickArena(o Options) *arena.Arena {
+	var best *arena.Arena
+	rank := func(a *arena.Arena) [2]int {
+		dense := 1
+		if a.Model.Kind == arena.KindLlama {
+			dense = 0
+		}
+		return [2]int{a.Engine.Ranks(), dense}
+	}
+	for _, a := range o.Arenas {
+		if a.Device != o.Device || !slices.Contains(engine.ArenaSeams(a), o.Slot) {
+			continue
+		}
+		if a.Device == "cuda" && a.Engine.Ranks() > max(o.GPUs, 1) {
+			continue
+		}
+		if best == nil || rank(a)[0] < rank(best)[0] || (rank(a)[0] == rank(best)[0] && rank(a)[1] < rank(best)[1]) {
+			best = a
+		}
+	}
+	return best
+}
+
+// servedArena is a with the stage's workload: one wave of up to eight
+// requests arriving at once, so that prefill packs them into one batch
+// (attention gets consecutive segments of it, and the batch has more rows
+// than the model is wide: a GEMM's output then has more rows than its
+// rank), prompts of the arena's shortest length up to a length that makes
+// the packed batch about one and a half hidden widths on average (within
+// the KV pages and positions), 8 to 24 new tokens each, drawn from the
+// seed over a window of 256 token ids at a drawn offset (prompts repeat
+// tokens, as text does).
+func servedArena(a *arena.Arena, seed uint64) (*arena.Arena, error) {
+	w := a.Work
+	if w.Requests < 1 || w.TokenRange[1] <= w.TokenRange[0] || w.PromptLen[0] < 1 {
+		return nil, fmt.Errorf("served: arena %s: the workload is empty", a.Name)
+	}
+	g := splitmix.Mixed(seed, 0x5e7fed)
+	w.Requests = min(8, max(1, a.Engine.MaxBatch))
+	w.OutputLen = [2]int{8, 24}
+	longest := max(w.PromptLen[1], 2*(a.Model.HiddenSize*3/2+8)/w.Requests)
+	longest = min(longest, a.Model.MaxPosition-w.OutputLen[1], (a.Engine.KVPages-1)*a.Engine.PageSize/w.Requests-w.OutputLen[1])
+	if longest < w.PromptLen[0] {
+		return nil, fmt.Errorf("served: arena %s: %d requests of %d prompt tokens and %d new do not fit its positions and KV pages",
+			a.Name, w.Requests, w.PromptLen[0], w.OutputLen[1])
+	}
+	w.PromptLen[1] = longest
+	w.Waves, w.Warmup, w.ArrivalEvery = 1, 0, 0
+	w.Seed = int64(g.Uint64() >> 1)
+	if span := w.TokenRange[1] - w.TokenRange[0]; span > 256 {
+		lo := w.TokenRange[0] + g.IntnUnbiased(span-256+1)
+		w.TokenRange = [2]int{lo, lo + 256}
+	}
+	sa := *a
+	sa.Work = w
+	return &sa, nil
+}
+
+// auditShare is the share of the candidate's calls dumped: all of them on
+// the CPU arenas (tiny models), one in eight on a GPU arena.
+func auditShare(a *arena.Arena) string {
+	if a.Device == "cpu" {
+		return "1"
+	}
+	return "0.125"
+}
+
+// maxDumps bounds the dumps of one stage.
+func maxDumps(a *arena.Arena) int {
+	if a.Device == "cpu" {
+		return 4096
+	}
+	return 512
+}
+
+func say(o Options, line string) {
+	if o.Progress != nil {
+		o.Progress(line)
+	}
+}
