@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/engine"
 	"cacheon/internal/slot"
 	"cacheon/internal/verify"
 	"cacheon/internal/worker"
@@ -65,14 +66,14 @@ print(json.dumps(res))
 // and reprs, the sys.path entry, the runtime's path and the environment
 // (module_repr_path_tell, red team of session 14).
 func TestStagingLikeVerify(t *testing.T) {
-	python, runtimeSrc := realRuntime(t)
+	python, runtimeSrc := engine.RealRuntime(t)
 	cat, err := slot.NewCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	specs := []StackSpec{
+	specs := []engine.StackSpec{
 		{Slot: "activation.silu_and_mul", Bundle: adversarial(t, "module_repr_path_tell")},
 		{Slot: "norm.rmsnorm", Bundle: adversarial(t, "control_subpackage")},
 	}
@@ -85,16 +86,9 @@ func TestStagingLikeVerify(t *testing.T) {
 	}
 
 	// The engine: one session, every stack bundle in its job directory.
-	s := &Session{Python: python}
-	if err := s.openJob(root); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	stack, stackRoot, err := s.admitStack(ctx, Config{Slots: cat, Stack: specs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eRuntime, err := worker.MaterializeRuntime(worker.JobRuntime(s.scratch))
+	s := engine.StageSession(ctx, t, python, root, engine.Config{Slots: cat, Stack: specs})
+	stack, stackRoot := s.Stack, s.StackRoot
+	eRuntime, err := worker.MaterializeRuntime(worker.JobRuntime(s.Scratch()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +119,8 @@ func TestStagingLikeVerify(t *testing.T) {
 		got := [2]seen{
 			{filepath.Base(job), filepath.Base(work), norm(staged.Bundle.Dir, job, work), norm(worker.JobBundles(job), job, work),
 				op.Source, op.Entry, norm(vRuntime, job, work)},
-			{filepath.Base(s.scratch), filepath.Base(s.work), norm(e.Bundle, s.scratch, s.work), norm(stackRoot, s.scratch, s.work),
-				e.Source, e.Entry, norm(eRuntime, s.scratch, s.work)},
+			{filepath.Base(s.Scratch()), filepath.Base(s.Work()), norm(e.Bundle, s.Scratch(), s.Work()), norm(stackRoot, s.Scratch(), s.Work()),
+				e.Source, e.Entry, norm(eRuntime, s.Scratch(), s.Work())},
 		}
 		for side, g := range got {
 			if !jobName.MatchString(g.Job) || !workName.MatchString(g.Work) {
@@ -135,8 +129,8 @@ func TestStagingLikeVerify(t *testing.T) {
 			g.Job, g.Work = "", ""
 			got[side] = g
 		}
-		if filepath.Dir(job) != filepath.Dir(s.scratch) || filepath.Dir(work) != job || filepath.Dir(s.work) != s.scratch {
-			t.Errorf("%s: verify's job %s (workers %s), the engine's %s (workers %s): want siblings with the workers inside", sp.Slot, job, work, s.scratch, s.work)
+		if filepath.Dir(job) != filepath.Dir(s.Scratch()) || filepath.Dir(work) != job || filepath.Dir(s.Work()) != s.Scratch() {
+			t.Errorf("%s: verify's job %s (workers %s), the engine's %s (workers %s): want siblings with the workers inside", sp.Slot, job, work, s.Scratch(), s.Work())
 		}
 		if got[0] != got[1] {
 			t.Errorf("%s: verify stages and loads as\n  %+v\nthe engine as\n  %+v", sp.Slot, got[0], got[1])
@@ -145,14 +139,14 @@ func TestStagingLikeVerify(t *testing.T) {
 			t.Errorf("%s: bundle at %s, want %s", sp.Slot, got[0].Bundle, want)
 		}
 		vEnv := strings.Join(worker.CandidateEnv(work, 0, "cpu", true), "\n")
-		eEnv := strings.Join(worker.CandidateEnv(s.work, 0, "cpu", true), "\n")
-		if norm(vEnv, job, work) != norm(eEnv, s.scratch, s.work) {
+		eEnv := strings.Join(worker.CandidateEnv(s.Work(), 0, "cpu", true), "\n")
+		if norm(vEnv, job, work) != norm(eEnv, s.Scratch(), s.Work()) {
 			t.Errorf("%s: environment\n%s\nagainst the engine's\n%s", sp.Slot, vEnv, eEnv)
 		}
 		// What the module sees, imported each side's way.
 		vf := pyLoadFacts(t, python, runtimeSrc, "verify", [][3]string{{staged.Bundle.Dir, op.Source, op.Entry}})[0]
 		ef := engineFacts[i]
-		if a, b := norm(string(vf), job, work), norm(string(ef), s.scratch, s.work); a != b {
+		if a, b := norm(string(vf), job, work), norm(string(ef), s.Scratch(), s.Work()); a != b {
 			t.Errorf("%s: verify's module sees\n  %s\nthe engine's\n  %s", sp.Slot, a, b)
 		}
 		if !strings.Contains(string(vf), "'"+staged.Bundle.Dir+"/"+op.Source+"'") {
