@@ -80,11 +80,13 @@ worst of the bundles' (3 over 2 over 0).
 Beside the rows, the served stage runs the kernel inside the serving
 engine: the first shipped arena on the device whose model calls the slot
 (cpu-tiny and its kin on cpu, the H200 arenas on cuda), the candidate in
-its stack, one wave of requests drawn from the seed, every call of the
-slot (one in eight on cuda) dumped and regraded in Go. Its calls relate as
-served calls do (one residual stream, a persisting KV cache, packed
-prefill segments, repeated tokens), which the rows' independent draws do
-not show; a kernel honest in the rows and wrong in serving FAILs here.
+its stack, two waves of requests drawn from the seed (one arriving at
+once, one joining a few steps apart with a long prompt), every call of
+the slot (a seeded share on cuda) dumped and regraded in Go. Its calls
+relate as served calls do (one residual stream, a persisting KV cache,
+packed prefill segments, repeated tokens, later prefills, a growing
+decode batch, long contexts), which the rows' independent draws do not
+show; a kernel honest in the rows and wrong in serving FAILs here.
 --no-served skips it (the report then says so; a validator's referee
 audits serving itself).
 
@@ -399,9 +401,12 @@ func printVerify(w io.Writer, rep *verify.Report) {
 		}
 	}
 	for _, s := range rep.Served {
-		fmt.Fprintf(w, "\n%-16s served", s.Outcome)
+		fmt.Fprintf(w, "\n%-16s served %s", s.Outcome, s.Slot)
+		if s.Variant != "" {
+			fmt.Fprintf(w, "/%s", s.Variant)
+		}
 		if s.Arena != "" {
-			fmt.Fprintf(w, " in %s (%d requests, %d prompt tokens)", s.Arena, s.Requests, s.PromptTokens)
+			fmt.Fprintf(w, " in %s (%d waves, %d requests, %d prompt tokens)", s.Arena, s.Waves, s.Requests, s.PromptTokens)
 		}
 		fmt.Fprintln(w)
 		if s.Reason != "" {

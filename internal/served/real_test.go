@@ -33,6 +33,12 @@ var servedCases = []struct {
 	{bundle: served("sdpa_prev_view_room_tell"), slot: "attention.sdpa", want: Fail, reason: `of attention.sdpa: output out: matched_ratio`},
 	{bundle: served("sdpa_repeated_value_rows"), slot: "attention.sdpa", want: Fail, reason: `of attention.sdpa: output out: matched_ratio`},
 	{bundle: served("silu_gemm_rank_tell"), slot: "activation.silu_and_mul", want: Fail, reason: `of activation.silu_and_mul: output out: allclose`},
+	// The red-team pass's tells that waited for serving's later
+	// patterns (rt26b); the stage's second wave, staggered with one long
+	// prompt, shows them.
+	{bundle: served("decode_long_context_tell"), slot: "attention.decode", want: Fail, reason: `of attention.decode: output out: matched_ratio`},
+	{bundle: served("decode_growing_batch_tell"), slot: "attention.decode", want: Fail, reason: `of attention.decode: output out: matched_ratio`},
+	{bundle: served("rmsnorm_second_prefill_tell"), slot: "norm.rmsnorm", want: Fail, reason: `of norm.rmsnorm: output out: allclose`},
 }
 
 // served is the path of testdata bundle name from the repository root.

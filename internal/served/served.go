@@ -8,7 +8,9 @@
 // reads a cache that persists and grows by one slot a step, prefill hands
 // attention consecutive segments of one packed batch, a repeated prompt
 // token gives identical value rows, a GEMM's output has the rank of its
-// inner width. A kernel that is honest until it sees such a relation is
+// inner width, a request that joins later brings a prefill after many
+// decode calls and a larger decode batch, a long prompt a long cache. A
+// kernel that is honest until it sees such a relation is
 // honest in every row and cheats here (issue 16, class 6). The stage runs
 // the relations themselves rather than a copy of each: the engine, the
 // arena's model and a workload drawn from verify's seed.
@@ -25,7 +27,6 @@ import (
 	"cacheon/internal/engine"
 	"cacheon/internal/fault"
 	"cacheon/internal/slot"
-	"cacheon/internal/splitmix"
 )
 
 // Outcomes of the stage (verify's row outcomes).
@@ -39,7 +40,7 @@ const (
 
 // Session is what the stage needs of a loaded engine (*engine.Session).
 type Session interface {
-	Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error)
+	Serve(ctx context.Context, w engine.Wave, timeout time.Duration) (map[string]engine.SlotCounters, error)
 	Regrade(slots engine.SlotLookup, keep string) ([]engine.AuditResult, error)
 	Close() error
 }
@@ -48,8 +49,10 @@ type Session interface {
 type Options struct {
 	// Bundle is the bundle (directory or archive) as verify was given it.
 	Bundle string
-	// Slot is the bundle's target slot.
-	Slot string
+	// Slot is the slot served, Variant the bundle's row for it ("" when
+	// the bundle has one row for the slot).
+	Slot    string
+	Variant string
 	// Device is verify's device, "cpu" or "cuda".
 	Device string
 	// GPUs is how many GPUs are visible (cuda); an arena with more ranks
@@ -74,10 +77,13 @@ type Options struct {
 
 // Report is the stage's outcome.
 type Report struct {
+	Slot    string `json:"slot"`
+	Variant string `json:"variant,omitempty"`
 	Outcome string `json:"outcome"`
 	Reason  string `json:"reason,omitempty"`
 	Arena   string `json:"arena,omitempty"`
-	// Requests and PromptTokens describe the workload served.
+	// Waves, Requests and PromptTokens describe the workload served.
+	Waves        int `json:"waves,omitempty"`
 	Requests     int `json:"requests,omitempty"`
 	PromptTokens int `json:"prompt_tokens,omitempty"`
 	// Selected is how many calls of the slot the engine sent to the
@@ -102,6 +108,7 @@ func (r *Report) InfraBad() bool { return r != nil && r.Outcome == Infra }
 func Run(ctx context.Context, o Options) *Report {
 	t0 := time.Now()
 	rep := run(ctx, o)
+	rep.Slot, rep.Variant = o.Slot, o.Variant
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep
 }
@@ -112,19 +119,17 @@ func run(ctx context.Context, o Options) *Report {
 		return &Report{Outcome: NotApplicable, Reason: fmt.Sprintf("no shipped arena on %s calls %s", o.Device, o.Slot)}
 	}
 	rep := &Report{Arena: a.Name}
-	sa, err := servedArena(a, o.Seed)
+	p, err := newPlan(a, o.Slot, o.Seed)
 	if err != nil {
 		rep.Outcome, rep.Reason = Infra, err.Error()
 		return rep
 	}
-	wave, err := engine.Requests(sa.Work, 0, false)
-	if err != nil {
-		rep.Outcome, rep.Reason = Infra, err.Error()
-		return rep
-	}
-	rep.Requests = len(wave.Requests)
-	for _, r := range wave.Requests {
-		rep.PromptTokens += len(r.Prompt)
+	rep.Waves = len(p.waves)
+	for _, w := range p.waves {
+		rep.Requests += len(w.Requests)
+		for _, r := range w.Requests {
+			rep.PromptTokens += len(r.Prompt)
+		}
 	}
 	bundle, err := filepath.Abs(o.Bundle)
 	if err != nil {
@@ -132,12 +137,12 @@ func run(ctx context.Context, o Options) *Report {
 		return rep
 	}
 	cfg := engine.Config{
-		Arena: sa, Slots: o.Slots, Stack: []engine.StackSpec{{Slot: o.Slot, Bundle: bundle}},
+		Arena: p.arena, Slots: o.Slots, Stack: []engine.StackSpec{{Slot: o.Slot, Bundle: bundle, Variant: o.Variant}},
 		Python: o.Python, Strict: true, LoadTimeout: 10 * time.Minute, ScratchRoot: o.ScratchRoot,
 		Progress: o.Progress, Graphs: engine.GraphsOff,
-		Audit: &engine.Audit{Share: auditShare(sa), Seed: int64(o.Seed >> 1), MaxDumps: maxDumps(sa)},
+		Audit: &engine.Audit{Share: p.share, Seed: int64(o.Seed >> 1), MaxDumps: p.maxDumps},
 	}
-	if sa.Device == "cuda" && sa.Engine.Graphs {
+	if a.Device == "cuda" && a.Engine.Graphs {
 		// As the referee's audit: graphs captured as served, replayed
 		// calls dumped through copies captured beside them.
 		cfg.Graphs, cfg.Audit.Graph = engine.GraphsOn, true
@@ -146,18 +151,20 @@ func run(ctx context.Context, o Options) *Report {
 	if open == nil {
 		open = func(ctx context.Context, c engine.Config) (Session, error) { return engine.Open(ctx, c) }
 	}
-	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", sa.Name, o.Slot))
+	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", a.Name, o.Slot))
 	s, err := open(ctx, cfg)
 	if err != nil {
 		return failed(rep, "load", err)
 	}
 	defer func() { _ = s.Close() }()
-	say(o, fmt.Sprintf("served: %d requests, %d prompt tokens", rep.Requests, rep.PromptTokens))
-	res, err := s.Bench(ctx, engine.BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 10 * time.Minute})
-	if err != nil {
-		return failed(rep, "serve", err)
+	var counters map[string]engine.SlotCounters
+	for i, w := range p.waves {
+		say(o, fmt.Sprintf("served: wave %d of %d, %d requests", i+1, len(p.waves), len(w.Requests)))
+		if counters, err = s.Serve(ctx, w, 10*time.Minute); err != nil {
+			return failed(rep, fmt.Sprintf("serve (wave %d)", i+1), err)
+		}
 	}
-	c := res.Slots[o.Slot]
+	c := counters[o.Slot]
 	rep.Selected = c.Selected
 	results, err := s.Regrade(o.Slots, "")
 	if err != nil {
@@ -233,58 +240,6 @@ func pickArena(o Options) *arena.Arena {
 		}
 	}
 	return best
-}
-
-// servedArena is a with the stage's workload: one wave of up to eight
-// requests arriving at once, so that prefill packs them into one batch
-// (attention gets consecutive segments of it, and the batch has more rows
-// than the model is wide: a GEMM's output then has more rows than its
-// rank), prompts of the arena's shortest length up to a length that makes
-// the packed batch about one and a half hidden widths on average (within
-// the KV pages and positions), 8 to 24 new tokens each, drawn from the
-// seed over a window of 256 token ids at a drawn offset (prompts repeat
-// tokens, as text does).
-func servedArena(a *arena.Arena, seed uint64) (*arena.Arena, error) {
-	w := a.Work
-	if w.Requests < 1 || w.TokenRange[1] <= w.TokenRange[0] || w.PromptLen[0] < 1 {
-		return nil, fmt.Errorf("served: arena %s: the workload is empty", a.Name)
-	}
-	g := splitmix.Mixed(seed, 0x5e7fed)
-	w.Requests = min(8, max(1, a.Engine.MaxBatch))
-	w.OutputLen = [2]int{8, 24}
-	longest := max(w.PromptLen[1], 2*(a.Model.HiddenSize*3/2+8)/w.Requests)
-	longest = min(longest, a.Model.MaxPosition-w.OutputLen[1], (a.Engine.KVPages-1)*a.Engine.PageSize/w.Requests-w.OutputLen[1])
-	if longest < w.PromptLen[0] {
-		return nil, fmt.Errorf("served: arena %s: %d requests of %d prompt tokens and %d new do not fit its positions and KV pages",
-			a.Name, w.Requests, w.PromptLen[0], w.OutputLen[1])
-	}
-	w.PromptLen[1] = longest
-	w.Waves, w.Warmup, w.ArrivalEvery = 1, 0, 0
-	w.Seed = int64(g.Uint64() >> 1)
-	if span := w.TokenRange[1] - w.TokenRange[0]; span > 256 {
-		lo := w.TokenRange[0] + g.IntnUnbiased(span-256+1)
-		w.TokenRange = [2]int{lo, lo + 256}
-	}
-	sa := *a
-	sa.Work = w
-	return &sa, nil
-}
-
-// auditShare is the share of the candidate's calls dumped: all of them on
-// the CPU arenas (tiny models), one in eight on a GPU arena.
-func auditShare(a *arena.Arena) string {
-	if a.Device == "cpu" {
-		return "1"
-	}
-	return "0.125"
-}
-
-// maxDumps bounds the dumps of one stage.
-func maxDumps(a *arena.Arena) int {
-	if a.Device == "cpu" {
-		return 4096
-	}
-	return 512
 }
 
 func say(o Options, line string) {

@@ -3,8 +3,10 @@ package served
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"cacheon/arenas"
 	"cacheon/internal/arena"
@@ -20,13 +22,15 @@ type fakeSession struct {
 	results    []engine.AuditResult
 	regradeErr error
 	closed     bool
+	waves      int
 }
 
-func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error) {
+func (f *fakeSession) Serve(ctx context.Context, w engine.Wave, timeout time.Duration) (map[string]engine.SlotCounters, error) {
+	f.waves++
 	if f.benchErr != nil {
 		return nil, f.benchErr
 	}
-	return &engine.BenchResult{Slots: f.counters}, nil
+	return f.counters, nil
 }
 
 func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.AuditResult, error) {
@@ -77,43 +81,95 @@ func TestPickArena(t *testing.T) {
 	}
 }
 
-// TestServedArena: the stage's workload fits every shipped arena, packs
-// more prompt tokens than the model is wide on average, repeats token ids
-// and moves with the seed.
-func TestServedArena(t *testing.T) {
+// TestPlan: the stage's two waves fit every shipped arena and every slot
+// it calls (positions, KV pages, the GPU's caps); the first packs more
+// prompt tokens than the model is wide on average where no cap stops it,
+// the second staggers its requests with one long prompt; prompts repeat
+// token ids; the plan moves with the seed and leaves the arena alone.
+func TestPlan(t *testing.T) {
 	for _, a := range shipped(t) {
-		t.Run(a.Name, func(t *testing.T) {
-			sa, err := servedArena(a, 1)
-			if err != nil {
-				t.Fatal(err)
+		for _, slotName := range engine.ArenaSeams(a) {
+			t.Run(a.Name+"/"+slotName, func(t *testing.T) { checkPlan(t, a, slotName) })
+		}
+	}
+}
+
+func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
+	p, err := newPlan(a, slotName, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.waves) != 2 {
+		t.Fatalf("%d waves, want 2", len(p.waves))
+	}
+	perRequest, perWave := promptCaps(a, slotName)
+	kvPages := a.Engine.KVPages - 1
+	for i, w := range p.waves {
+		pages, packed := 0, 0
+		for _, r := range w.Requests {
+			if len(r.Prompt)+r.MaxNewTokens > a.Model.MaxPosition {
+				t.Errorf("wave %d: %d + %d tokens exceed max_position %d", i, len(r.Prompt), r.MaxNewTokens, a.Model.MaxPosition)
 			}
-			w := sa.Work
-			if w.Waves != 1 || w.Warmup != 0 || w.ArrivalEvery != 0 || w.Requests < 1 || w.Requests > a.Engine.MaxBatch {
-				t.Fatalf("workload %+v", w)
+			if len(r.Prompt) > perRequest {
+				t.Errorf("wave %d: a prompt of %d tokens, the cap %d", i, len(r.Prompt), perRequest)
 			}
-			if w.PromptLen[1]+w.OutputLen[1] > a.Model.MaxPosition {
-				t.Errorf("prompts up to %d + %d new exceed max_position %d", w.PromptLen[1], w.OutputLen[1], a.Model.MaxPosition)
+			for _, tok := range r.Prompt {
+				if tok < p.arena.Work.TokenRange[0] || tok >= p.arena.Work.TokenRange[1] {
+					t.Fatalf("wave %d: token %d outside %v", i, tok, p.arena.Work.TokenRange)
+				}
 			}
-			if got := w.Requests * (w.PromptLen[1] + w.OutputLen[1]); got > (a.Engine.KVPages-1)*a.Engine.PageSize {
-				t.Errorf("a wave may hold %d tokens, the KV pages %d", got, (a.Engine.KVPages-1)*a.Engine.PageSize)
+			pages += (len(r.Prompt) + r.MaxNewTokens + a.Engine.PageSize - 1) / a.Engine.PageSize
+			packed += len(r.Prompt)
+		}
+		if pages > kvPages {
+			t.Errorf("wave %d may hold %d KV pages, the arena has %d", i, pages, kvPages)
+		}
+		if i == 0 && packed > perWave {
+			t.Errorf("wave 0 packs %d prompt tokens, the cap %d", packed, perWave)
+		}
+	}
+	w0 := p.arena.Work
+	if w0.Waves != 1 || w0.Warmup != 0 || w0.ArrivalEvery != 0 || len(p.waves[0].Requests) != w0.Requests || w0.Requests > a.Engine.MaxBatch {
+		t.Errorf("first wave %+v", w0)
+	}
+	if w0.TokenRange[1]-w0.TokenRange[0] > 256 || w0.TokenRange[0] < a.Work.TokenRange[0] || w0.TokenRange[1] > a.Work.TokenRange[1] {
+		t.Errorf("token range %v of the arena's %v", w0.TokenRange, a.Work.TokenRange)
+	}
+	capped := w0.PromptLen[1] >= a.Model.MaxPosition-w0.OutputLen[1] || w0.PromptLen[1] >= min(perRequest, perWave/w0.Requests)
+	if mean := w0.Requests * (w0.PromptLen[0] + w0.PromptLen[1]) / 2; mean <= a.Model.HiddenSize && !capped {
+		t.Errorf("a packed prefill of %d tokens on average is not wider than the model (%d)", mean, a.Model.HiddenSize)
+	}
+	st := p.waves[1]
+	t.Logf("wave 1: %d requests, prompts %v; wave 2: arrivals %v; share %s, %d dumps", w0.Requests, w0.PromptLen, st.Arrivals, p.share, p.maxDumps)
+	longest := 0
+	for i, r := range st.Requests {
+		longest = max(longest, len(r.Prompt))
+		if i > 0 {
+			if gap := st.Arrivals[i] - st.Arrivals[i-1]; gap < 3 || gap > 8 {
+				t.Errorf("request %d joins %d steps after the one before, want 3 to 8", i, gap)
 			}
-			if w.TokenRange[1]-w.TokenRange[0] > 256 || w.TokenRange[0] < a.Work.TokenRange[0] || w.TokenRange[1] > a.Work.TokenRange[1] {
-				t.Errorf("token range %v of the arena's %v", w.TokenRange, a.Work.TokenRange)
-			}
-			if mean := w.Requests * (w.PromptLen[0] + w.PromptLen[1]) / 2; mean <= a.Model.HiddenSize && w.PromptLen[1] < a.Model.MaxPosition-w.OutputLen[1] {
-				t.Errorf("a packed prefill of %d tokens on average is not wider than the model (%d)", mean, a.Model.HiddenSize)
-			}
-			other, err := servedArena(a, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if other.Work.Seed == w.Seed {
-				t.Errorf("the workload seed does not move with verify's")
-			}
-			if a.Work.Requests == sa.Work.Requests && a.Work.Seed == sa.Work.Seed {
-				t.Errorf("the arena's own workload was changed")
-			}
-		})
+		}
+	}
+	if len(st.Requests) > 1 && (st.Arrivals[0] != 0 || longest < 2*w0.PromptLen[1] && longest < min(a.Model.MaxPosition/3, perRequest/2, perWave/2)) {
+		t.Errorf("staggered wave: arrivals %v, longest prompt %d (first wave's %d)", st.Arrivals, longest, w0.PromptLen[1])
+	}
+	switch {
+	case a.Device == "cpu" && (p.share != "1" || p.maxDumps < 1024):
+		t.Errorf("cpu: share %s, %d dumps: want every call", p.share, p.maxDumps)
+	case a.Device != "cpu" && (p.maxDumps > gpuMaxDumps || p.share == "0" || p.share == "1"):
+		t.Errorf("gpu: share %s, %d dumps", p.share, p.maxDumps)
+	case a.Device != "cpu" && expertBytes(a, slotName)*p.maxDumps > max(gpuDumpBytes, 2*expertBytes(a, slotName)):
+		t.Errorf("gpu: %d dumps of %d bytes of experts", p.maxDumps, expertBytes(a, slotName))
+	}
+	other, err := newPlan(a, slotName, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.arena.Work.Seed == w0.Seed || slices.Equal(other.waves[1].Arrivals, st.Arrivals) && len(st.Arrivals) > 1 && other.waves[1].Requests[0].MaxNewTokens == st.Requests[0].MaxNewTokens {
+		t.Errorf("the plan does not move with verify's seed")
+	}
+	if a.Work.Requests == w0.Requests && a.Work.Seed == w0.Seed {
+		t.Errorf("the arena's own workload was changed")
 	}
 }
 
@@ -184,6 +240,9 @@ func TestRunAttributes(t *testing.T) {
 			}
 			if tc.sess != nil && !tc.sess.closed {
 				t.Error("session left open")
+			}
+			if tc.want == Pass && (tc.sess.waves != 2 || rep.Waves != 2 || rep.Requests < 2) {
+				t.Errorf("served %d waves (report: %d waves, %d requests), want 2", tc.sess.waves, rep.Waves, rep.Requests)
 			}
 			if rep.Arena != "cpu-tiny" || cfg.Arena.Name != "cpu-tiny" || !cfg.Strict || cfg.Audit == nil || cfg.Audit.Share != "1" {
 				t.Errorf("config: arena %q strict %v audit %+v", cfg.Arena.Name, cfg.Strict, cfg.Audit)

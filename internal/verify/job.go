@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"cacheon/internal/arena"
@@ -172,31 +171,58 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	return rep, fault.InfraErr(err)
 }
 
-// startServed starts the served stage of every slot the bundle's rows
-// implement, one after another in the background, and returns the
-// function that waits for their reports (nil without Setup.Arenas).
+// startServed starts the served stage of every row of the bundle, one
+// after another in the background, and returns the function that waits
+// for their reports (nil without Setup.Arenas). A row whose domain does
+// not admit the device is N/A there, as in the rows: the engine would
+// never load it (a Triton kernel on cpu).
 func (j *Job) startServed(ctx context.Context, progress func(string)) func() []*served.Report {
 	if len(j.arenas) == 0 {
 		return func() []*served.Report { return nil }
 	}
-	var slotNames []string
-	for _, op := range j.Admitted.Bundle().Manifest.Ops {
-		if !slices.Contains(slotNames, op.Slot) {
-			slotNames = append(slotNames, op.Slot)
-		}
-	}
+	ops := j.Admitted.Bundle().Manifest.Ops
 	done := make(chan []*served.Report, 1)
 	go func() {
 		var reps []*served.Report
-		for _, name := range slotNames {
+		for _, op := range ops {
+			if !j.servedEligible(op) {
+				reps = append(reps, &served.Report{Slot: op.Slot, Variant: op.Variant, Outcome: served.NotApplicable,
+					Reason: fmt.Sprintf("the row's domain does not admit %s in any dtype verified", j.Device)})
+				continue
+			}
 			reps = append(reps, served.Run(ctx, served.Options{
-				Bundle: j.bundlePath, Slot: name, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
+				Bundle: j.bundlePath, Slot: op.Slot, Variant: op.Variant, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
 				Slots: j.slots, Seed: j.Seed, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
 			}))
 		}
 		done <- reps
 	}()
 	return func() []*served.Report { return <-done }
+}
+
+// servedEligible reports whether the engine may load op on the run's
+// device: its domain admits the device and the mode the engine calls it
+// in (rowContext) in some dtype the run verifies. Shapes and a
+// collective's world size are left to the engine, which runs a call
+// outside them stock and counts it ineligible.
+func (j *Job) servedEligible(op bundle.Op) bool {
+	spec, ok := j.slots.Lookup(op.Slot)
+	if !ok {
+		return false
+	}
+	dtypes := j.opts.DTypes
+	if len(dtypes) == 0 {
+		dtypes = DefaultDTypes()
+	}
+	o := j.opts
+	o.Device = j.Device
+	for _, dt := range dtypes {
+		dom, base, _ := rowContext(op, spec, o, dt, 0)
+		if ok, _ := dom.Without(append(shapeFields(spec), "world_size")...).Match(base); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Close ends the job's workers and removes its scratch directory.
