@@ -356,12 +356,10 @@ func (s *Session) Generate(ctx context.Context, reqs []Request, timeout time.Dur
 	return g, s.Attribute(err)
 }
 
-// Serve runs one wave (its arrivals included) within timeout and returns
-// the slot counters read after it, counted from the load.
-func (s *Session) Serve(ctx context.Context, w Wave, timeout time.Duration) (map[string]SlotCounters, error) {
-	gctx, cancel := worker.WithLimit(ctx, timeout, "--timeout")
-	defer cancel()
-	if _, err := s.Engine.Generate(gctx, w.Requests, w.Arrivals, s.Arena.Model.VocabSize); err != nil {
+// Serve runs one wave (its arrivals included) within ctx and returns the
+// slot counters read after it, counted from the load.
+func (s *Session) Serve(ctx context.Context, w Wave) (map[string]SlotCounters, error) {
+	if _, err := s.Engine.Generate(ctx, w.Requests, w.Arrivals, s.Arena.Model.VocabSize); err != nil {
 		return nil, s.Attribute(err)
 	}
 	st, err := s.Engine.Stats(ctx)

@@ -18,6 +18,7 @@ package served
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,12 @@ import (
 	"cacheon/internal/engine"
 	"cacheon/internal/fault"
 	"cacheon/internal/slot"
+	"cacheon/internal/worker"
 )
+
+// waveSlack is what a served wave may take beyond verify's --timeout: the
+// engine's own steps around the candidate's calls.
+const waveSlack = time.Minute
 
 // Outcomes of the stage (verify's row outcomes).
 const (
@@ -40,7 +46,7 @@ const (
 
 // Session is what the stage needs of a loaded engine (*engine.Session).
 type Session interface {
-	Serve(ctx context.Context, w engine.Wave, timeout time.Duration) (map[string]engine.SlotCounters, error)
+	Serve(ctx context.Context, w engine.Wave) (map[string]engine.SlotCounters, error)
 	Regrade(slots engine.SlotLookup, keep string) ([]engine.AuditResult, error)
 	Close() error
 }
@@ -66,6 +72,9 @@ type Options struct {
 	// Seed is verify's input seed: the workload's prompts and the audit's
 	// share are drawn from it.
 	Seed uint64
+	// CallTimeout is verify's --timeout (0: 120 s); a wave may run that
+	// long and waveSlack more.
+	CallTimeout time.Duration
 	// Python is the interpreter with torch ("" = the engine's search).
 	Python      string
 	ScratchRoot string
@@ -108,6 +117,9 @@ func (r *Report) InfraBad() bool { return r != nil && r.Outcome == Infra }
 func Run(ctx context.Context, o Options) *Report {
 	t0 := time.Now()
 	rep := run(ctx, o)
+	if ctx.Err() != nil && rep.Outcome != Fail {
+		rep.Outcome, rep.Reason = Skipped, fmt.Sprintf("stopped: %v", context.Cause(ctx))
+	}
 	rep.Slot, rep.Variant = o.Slot, o.Variant
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep
@@ -157,10 +169,18 @@ func run(ctx context.Context, o Options) *Report {
 		return failed(rep, "load", err)
 	}
 	defer func() { _ = s.Close() }()
+	call := o.CallTimeout
+	if call <= 0 {
+		call = 120 * time.Second
+	}
+	limit := call + waveSlack
 	var counters map[string]engine.SlotCounters
 	for i, w := range p.waves {
 		say(o, fmt.Sprintf("served: wave %d of %d, %d requests", i+1, len(p.waves), len(w.Requests)))
-		if counters, err = s.Serve(ctx, w, 10*time.Minute); err != nil {
+		wctx, cancel := worker.WithLimit(ctx, limit, fmt.Sprintf("a served wave's limit, --timeout %s and %s,", call, waveSlack))
+		counters, err = s.Serve(wctx, w)
+		cancel()
+		if err != nil {
 			return failed(rep, fmt.Sprintf("serve (wave %d)", i+1), err)
 		}
 	}
@@ -204,11 +224,15 @@ func verdict(rep *Report, slotName string, c engine.SlotCounters, results []engi
 }
 
 // failed is the report of a load or serve step that returned err: the
-// candidate's failure (an exception in its call, a load it broke) is a
-// FAIL, anything else INFRA.
+// candidate's failure (an exception in its call, a load it broke, a wave
+// that outlived its limit) is a FAIL, anything else INFRA.
 func failed(rep *Report, step string, err error) *Report {
 	rep.Outcome = Infra
-	if fault.Of(err) == fault.Candidate {
+	var te *worker.TimeoutError
+	if fault.Of(err) == fault.Candidate || (errors.As(err, &te) && te.Limit > 0) {
+		// A wave that outlived its limit is the candidate's, as a row's
+		// call that outlives --timeout is: the engine's own work in a
+		// wave of the stage's size takes seconds.
 		rep.Outcome = Fail
 	}
 	rep.Reason = fmt.Sprintf("%s: %v", step, err)

@@ -13,6 +13,7 @@ import (
 	"cacheon/internal/engine"
 	"cacheon/internal/fault"
 	"cacheon/internal/slot"
+	"cacheon/internal/worker"
 )
 
 // fakeSession is a loaded engine that serves canned counters and regrades.
@@ -25,7 +26,7 @@ type fakeSession struct {
 	waves      int
 }
 
-func (f *fakeSession) Serve(ctx context.Context, w engine.Wave, timeout time.Duration) (map[string]engine.SlotCounters, error) {
+func (f *fakeSession) Serve(ctx context.Context, w engine.Wave) (map[string]engine.SlotCounters, error) {
 	f.waves++
 	if f.benchErr != nil {
 		return nil, f.benchErr
@@ -201,6 +202,37 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestRunStopped: a stage whose context is cancelled (verify's rows
+// failed) is SKIPPED with the cause, not INFRA; a FAIL it already found
+// stands.
+func TestRunStopped(t *testing.T) {
+	slots, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		sess *fakeSession
+		want string
+	}{
+		{"stopped", &fakeSession{benchErr: fault.InfraErr(context.Canceled)}, Skipped},
+		{"failed before", &fakeSession{benchErr: fault.CandidateErr(errors.New("kernel raised"))}, Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			o := Options{Bundle: "b", Slot: "norm.rmsnorm", Device: "cpu", Arenas: shipped(t), Slots: slots, Seed: 3,
+				Open: func(context.Context, engine.Config) (Session, error) {
+					cancel(errors.New("the rows failed"))
+					return tc.sess, nil
+				}}
+			rep := Run(ctx, o)
+			if rep.Outcome != tc.want || (tc.want == Skipped && rep.Reason != "stopped: the rows failed") {
+				t.Errorf("%s %q, want %s", rep.Outcome, rep.Reason, tc.want)
+			}
+		})
+	}
+}
+
 // TestRunAttributes: a failure the engine pins on the candidate is a FAIL,
 // any other an INFRA; the session is closed either way.
 func TestRunAttributes(t *testing.T) {
@@ -220,6 +252,8 @@ func TestRunAttributes(t *testing.T) {
 		{"no python", fault.InfraErr(errors.New("no torch")), nil, Infra},
 		{"serve raises", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("strict abort"))}, Fail},
 		{"runtime died", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("EOF"))}, Infra},
+		{"wave outlived its limit", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute, Limit: time.Minute, Name: "limit"})}, Fail},
+		{"wave cut short, no limit of ours", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute})}, Infra},
 		{"regrade broke", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}, regradeErr: errors.New("disk")}, Infra},
 		{"clean", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}},
 			results: []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}}, Pass},

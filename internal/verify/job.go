@@ -154,13 +154,25 @@ func stageInto(ctx context.Context, job, src string, slots *slot.Catalog) (*bund
 // A run that could not be done at all is an infrastructure error; a report
 // says per row what happened.
 //
-// With Setup.Arenas the served stage runs beside the rows, one per slot
-// the bundle's rows implement (Report.Served).
+// With Setup.Arenas the served stage runs beside the rows, one per row of
+// the bundle (Report.Served); a row that fails or cannot be run stops it.
 func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	o := j.opts
 	o.Progress = progress
-	stage := j.startServed(ctx, progress)
+	sctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	stage := j.startServed(sctx, o.CallTimeout, progress)
 	rep, err := Run(ctx, j.Admitted, j.slots, o)
+	switch {
+	case err != nil:
+		stop(errors.New("verify's rows could not be run"))
+	case rep.Failed():
+		// The stage cannot make a FAIL better: a kernel that hangs in
+		// its rows is not left to hang in serving too.
+		stop(errors.New("a row failed"))
+	case rep.InfraFailed():
+		stop(errors.New("a row could not be run"))
+	}
 	servedReps := stage()
 	if rep != nil {
 		rep.Timing.Prepare = j.prepared.Seconds()
@@ -173,10 +185,11 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 
 // startServed starts the served stage of every row of the bundle, one
 // after another in the background, and returns the function that waits
-// for their reports (nil without Setup.Arenas). A row whose domain does
+// for their reports (nil without Setup.Arenas). Cancelling ctx stops it:
+// the reports then say SKIPPED with ctx's cause. A row whose domain does
 // not admit the device is N/A there, as in the rows: the engine would
 // never load it (a Triton kernel on cpu).
-func (j *Job) startServed(ctx context.Context, progress func(string)) func() []*served.Report {
+func (j *Job) startServed(ctx context.Context, callTimeout time.Duration, progress func(string)) func() []*served.Report {
 	if len(j.arenas) == 0 {
 		return func() []*served.Report { return nil }
 	}
@@ -192,7 +205,7 @@ func (j *Job) startServed(ctx context.Context, progress func(string)) func() []*
 			}
 			reps = append(reps, served.Run(ctx, served.Options{
 				Bundle: j.bundlePath, Slot: op.Slot, Variant: op.Variant, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
-				Slots: j.slots, Seed: j.Seed, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
+				Slots: j.slots, Seed: j.Seed, CallTimeout: callTimeout, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
 			}))
 		}
 		done <- reps
