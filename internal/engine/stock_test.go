@@ -104,3 +104,52 @@ func TestRealCompareWithStock(t *testing.T) {
 		t.Fatalf("comparison %+v (candidate digest %s)", cmp, res.TokensDigest)
 	}
 }
+
+// TestRealPackedViewsCopied: an attention kernel that zeroes whatever
+// lies after its query view (the next sequences' queries, in a packed
+// prefill handed as views) and answers every call exactly on what it is
+// handed changes nothing the model generates: each call gets its own copy
+// of q, k and v (dispatch.PACKED). The arena packs eight prompts at once.
+func TestRealPackedViewsCopied(t *testing.T) {
+	t.Parallel()
+	python, _ := realRuntime(t)
+	a, err := arena.Load("../../arenas/cpu-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Work.ArrivalEvery = 0
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := LoadStackFile("testdata/stacks/sdpa-zero-next-q.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := Config{Arena: a, Slots: cat, Stack: stack, Python: python, Strict: true, LoadTimeout: 3 * time.Minute,
+		ScratchRoot: t.TempDir()}
+	o := BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute}
+	s, err := Open(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Bench(ctx, o)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel := res.Slots["attention.sdpa"].Selected; sel < 2 {
+		t.Fatalf("the candidate was selected %d time(s): no packed prefill", sel)
+	}
+	cmp, err := s.CompareWithStock(ctx, c, o, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Match {
+		t.Fatalf("tokens differ from stock in waves %v: a write past the query view reached the next sequences", cmp.DifferingWaves)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"cacheon/internal/arena"
@@ -55,10 +56,13 @@ type Session interface {
 type Options struct {
 	// Bundle is the bundle (directory or archive) as verify was given it.
 	Bundle string
-	// Slot is the slot served, Variant the bundle's row for it ("" when
-	// the bundle has one row for the slot).
-	Slot    string
-	Variant string
+	// Rows are the bundle's rows served together in one engine: one row,
+	// or every member of an atomic target, which the referee loads
+	// together (members of one module can watch each other's calls).
+	Rows []Row
+	// Label names the stage in its report: the row's slot, or the atomic
+	// target ("" = the first row's slot).
+	Label string
 	// Device is verify's device, "cpu" or "cuda".
 	Device string
 	// GPUs is how many GPUs are visible (cuda); an arena with more ranks
@@ -82,6 +86,13 @@ type Options struct {
 	Open func(ctx context.Context, c engine.Config) (Session, error)
 	// Progress receives one short line per step; may be nil.
 	Progress func(string)
+}
+
+// Row is one [[ops]] row: its slot and variant ("" when the bundle has one
+// row for the slot).
+type Row struct {
+	Slot    string
+	Variant string
 }
 
 // Report is the stage's outcome.
@@ -120,7 +131,10 @@ func Run(ctx context.Context, o Options) *Report {
 	if ctx.Err() != nil && rep.Outcome != Fail {
 		rep.Outcome, rep.Reason = Skipped, fmt.Sprintf("stopped: %v", context.Cause(ctx))
 	}
-	rep.Slot, rep.Variant = o.Slot, o.Variant
+	rep.Slot = o.Label
+	if len(o.Rows) == 1 {
+		rep.Slot, rep.Variant = o.Rows[0].Slot, o.Rows[0].Variant
+	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep
 }
@@ -128,10 +142,10 @@ func Run(ctx context.Context, o Options) *Report {
 func run(ctx context.Context, o Options) *Report {
 	a := pickArena(o)
 	if a == nil {
-		return &Report{Outcome: NotApplicable, Reason: fmt.Sprintf("no shipped arena on %s calls %s", o.Device, o.Slot)}
+		return &Report{Outcome: NotApplicable, Reason: fmt.Sprintf("no shipped arena on %s calls %s", o.Device, strings.Join(o.slots(), " and "))}
 	}
 	rep := &Report{Arena: a.Name}
-	p, err := newPlan(a, o.Slot, o.Seed)
+	p, err := newPlan(a, o.slots(), o.Seed)
 	if err != nil {
 		rep.Outcome, rep.Reason = Infra, err.Error()
 		return rep
@@ -148,8 +162,12 @@ func run(ctx context.Context, o Options) *Report {
 		rep.Outcome, rep.Reason = Infra, err.Error()
 		return rep
 	}
+	var stack []engine.StackSpec
+	for _, r := range o.Rows {
+		stack = append(stack, engine.StackSpec{Slot: r.Slot, Bundle: bundle, Variant: r.Variant})
+	}
 	cfg := engine.Config{
-		Arena: p.arena, Slots: o.Slots, Stack: []engine.StackSpec{{Slot: o.Slot, Bundle: bundle, Variant: o.Variant}},
+		Arena: p.arena, Slots: o.Slots, Stack: stack,
 		Python: o.Python, Strict: true, LoadTimeout: 10 * time.Minute, ScratchRoot: o.ScratchRoot,
 		Progress: o.Progress, Graphs: engine.GraphsOff,
 		Audit: &engine.Audit{Share: p.share, Seed: int64(o.Seed >> 1), MaxDumps: p.maxDumps},
@@ -163,7 +181,7 @@ func run(ctx context.Context, o Options) *Report {
 	if open == nil {
 		open = func(ctx context.Context, c engine.Config) (Session, error) { return engine.Open(ctx, c) }
 	}
-	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", a.Name, o.Slot))
+	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", a.Name, strings.Join(o.slots(), " and ")))
 	s, err := open(ctx, cfg)
 	if err != nil {
 		return failed(rep, "load", err)
@@ -184,22 +202,35 @@ func run(ctx context.Context, o Options) *Report {
 			return failed(rep, fmt.Sprintf("serve (wave %d)", i+1), err)
 		}
 	}
-	c := counters[o.Slot]
+	var c engine.SlotCounters
+	for _, name := range o.slots() {
+		c.Selected += counters[name].Selected
+		c.Ineligible += counters[name].Ineligible
+	}
 	rep.Selected = c.Selected
 	results, err := s.Regrade(o.Slots, "")
 	if err != nil {
 		rep.Outcome, rep.Reason = Infra, fmt.Sprintf("regrade: %v", err)
 		return rep
 	}
-	return verdict(rep, o.Slot, c, results)
+	return verdict(rep, o.slots(), c, results)
 }
 
-// verdict decides the stage from the engine's counters of the slot and
-// the regrades of its dumps.
-func verdict(rep *Report, slotName string, c engine.SlotCounters, results []engine.AuditResult) *Report {
+// slots are the slots of o's rows.
+func (o Options) slots() []string {
+	var out []string
+	for _, r := range o.Rows {
+		out = append(out, r.Slot)
+	}
+	return out
+}
+
+// verdict decides the stage from the engine's counters of the slots (summed)
+// and the regrades of their dumps.
+func verdict(rep *Report, slots []string, c engine.SlotCounters, results []engine.AuditResult) *Report {
 	for i := range results {
 		r := results[i]
-		if r.Slot != slotName {
+		if !slices.Contains(slots, r.Slot) {
 			continue
 		}
 		rep.Graded++
@@ -210,7 +241,7 @@ func verdict(rep *Report, slotName string, c engine.SlotCounters, results []engi
 	switch {
 	case rep.Failed != nil:
 		rep.Outcome = Fail
-		rep.Reason = fmt.Sprintf("served call %d of %s: %s", rep.Failed.Call, slotName, rep.Failed.Reason)
+		rep.Reason = fmt.Sprintf("served call %d of %s: %s", rep.Failed.Call, rep.Failed.Slot, rep.Failed.Reason)
 	case c.Selected == 0:
 		rep.Outcome = NotApplicable
 		rep.Reason = fmt.Sprintf("the engine never selected the candidate (%d call(s) outside every row's declared domain)", c.Ineligible)
@@ -253,7 +284,7 @@ func pickArena(o Options) *arena.Arena {
 		return [2]int{a.Engine.Ranks(), dense}
 	}
 	for _, a := range o.Arenas {
-		if a.Device != o.Device || !slices.Contains(engine.ArenaSeams(a), o.Slot) {
+		if a.Device != o.Device || len(o.Rows) == 0 || !callsAll(a, o.slots()) {
 			continue
 		}
 		if a.Device == "cuda" && a.Engine.Ranks() > max(o.GPUs, 1) {
@@ -264,6 +295,17 @@ func pickArena(o Options) *arena.Arena {
 		}
 	}
 	return best
+}
+
+// callsAll reports whether a's model calls every slot.
+func callsAll(a *arena.Arena, slots []string) bool {
+	seams := engine.ArenaSeams(a)
+	for _, s := range slots {
+		if !slices.Contains(seams, s) {
+			return false
+		}
+	}
+	return true
 }
 
 func say(o Options, line string) {

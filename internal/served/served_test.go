@@ -70,8 +70,15 @@ func TestPickArena(t *testing.T) {
 		{"collective.all_reduce", "cuda", 1, ""}, // two ranks need two GPUs
 		{"collective.all_reduce", "cuda", 2, "h200x2-dense"},
 		{"activation.silu_and_mul", "tpu", 0, ""},
+		// an atomic target's members, together: the arena that calls both
+		{"collective.ar_residual_rmsnorm+collective.moe_finalize_ar_rmsnorm", "cpu", 0, "cpu-tiny-moe-deep-tp2"},
+		{"collective.ar_residual_rmsnorm+collective.moe_finalize_ar_rmsnorm", "cuda", 1, ""},
 	} {
-		got := pickArena(Options{Slot: tc.slot, Device: tc.device, GPUs: tc.gpus, Arenas: as})
+		var rows []Row
+		for _, s := range strings.Split(tc.slot, "+") {
+			rows = append(rows, Row{Slot: s})
+		}
+		got := pickArena(Options{Rows: rows, Device: tc.device, GPUs: tc.gpus, Arenas: as})
 		name := ""
 		if got != nil {
 			name = got.Name
@@ -96,14 +103,14 @@ func TestPlan(t *testing.T) {
 }
 
 func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
-	p, err := newPlan(a, slotName, 1)
+	p, err := newPlan(a, []string{slotName}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.waves) != 2 {
 		t.Fatalf("%d waves, want 2", len(p.waves))
 	}
-	perRequest, perWave := promptCaps(a, slotName)
+	perRequest, perWave := promptCaps(a, []string{slotName})
 	kvPages := a.Engine.KVPages - 1
 	for i, w := range p.waves {
 		pages, packed := 0, 0
@@ -151,6 +158,16 @@ func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
 			}
 		}
 	}
+	repeated := false
+	for _, r := range st.Requests {
+		for _, q := range p.waves[0].Requests {
+			k := min(len(q.Prompt), len(r.Prompt))
+			repeated = repeated || slices.Equal(q.Prompt[:k], r.Prompt[:k])
+		}
+	}
+	if !repeated {
+		t.Errorf("no staggered request starts with a prompt of the first wave")
+	}
 	if len(st.Requests) > 1 && (st.Arrivals[0] != 0 || longest < 2*w0.PromptLen[1] && longest < min(a.Model.MaxPosition/3, perRequest/2, perWave/2)) {
 		t.Errorf("staggered wave: arrivals %v, longest prompt %d (first wave's %d)", st.Arrivals, longest, w0.PromptLen[1])
 	}
@@ -159,10 +176,10 @@ func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
 		t.Errorf("cpu: share %s, %d dumps: want every call", p.share, p.maxDumps)
 	case a.Device != "cpu" && (p.maxDumps > gpuMaxDumps || p.share == "0" || p.share == "1"):
 		t.Errorf("gpu: share %s, %d dumps", p.share, p.maxDumps)
-	case a.Device != "cpu" && expertBytes(a, slotName)*p.maxDumps > max(gpuDumpBytes, 2*expertBytes(a, slotName)):
-		t.Errorf("gpu: %d dumps of %d bytes of experts", p.maxDumps, expertBytes(a, slotName))
+	case a.Device != "cpu" && expertBytes(a, []string{slotName})*p.maxDumps > max(gpuDumpBytes, 2*expertBytes(a, []string{slotName})):
+		t.Errorf("gpu: %d dumps of %d bytes of experts", p.maxDumps, expertBytes(a, []string{slotName}))
 	}
-	other, err := newPlan(a, slotName, 2)
+	other, err := newPlan(a, []string{slotName}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +211,7 @@ func TestVerdict(t *testing.T) {
 		{"selected, nothing dumped", engine.SlotCounters{Selected: 4}, nil, Infra, "no call was dumped", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep := verdict(&Report{}, s, tc.c, tc.results)
+			rep := verdict(&Report{}, []string{s}, tc.c, tc.results)
 			if rep.Outcome != tc.want || !strings.Contains(rep.Reason, tc.reason) || rep.Graded != tc.graded {
 				t.Errorf("got %s %q graded %d, want %s %q graded %d", rep.Outcome, rep.Reason, rep.Graded, tc.want, tc.reason, tc.graded)
 			}
@@ -220,7 +237,7 @@ func TestRunStopped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
-			o := Options{Bundle: "b", Slot: "norm.rmsnorm", Device: "cpu", Arenas: shipped(t), Slots: slots, Seed: 3,
+			o := Options{Bundle: "b", Rows: []Row{{Slot: "norm.rmsnorm"}}, Device: "cpu", Arenas: shipped(t), Slots: slots, Seed: 3,
 				Open: func(context.Context, engine.Config) (Session, error) {
 					cancel(errors.New("the rows failed"))
 					return tc.sess, nil
@@ -241,7 +258,7 @@ func TestRunAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := Options{Bundle: "b", Slot: "norm.rmsnorm", Device: "cpu", Arenas: as, Slots: slots, Seed: 3}
+	base := Options{Bundle: "b", Rows: []Row{{Slot: "norm.rmsnorm"}}, Device: "cpu", Arenas: as, Slots: slots, Seed: 3}
 	for _, tc := range []struct {
 		name    string
 		openErr error

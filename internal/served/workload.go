@@ -2,6 +2,7 @@ package served
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"cacheon/internal/arena"
@@ -53,7 +54,9 @@ const (
 // calls come after many small decode calls and the decode batch grows
 // while it runs; one request, at a drawn place, has a long prompt (half
 // to all of what the positions, the KV pages and the device's cap allow),
-// so that decode reads a cache far longer than any verify row's; 16 to 40
+// so that decode reads a cache far longer than any verify row's; one, at
+// a drawn place, starts with the first wave's first prompt (as much of it
+// as fits), as a shared system prompt or a prompt sent again does; 16 to 40
 // new tokens each.
 //
 // Prompt tokens are drawn over a window of 256 token ids at a drawn
@@ -62,7 +65,7 @@ const (
 // reference of a call may cost), and the audit dumps a seeded share of
 // the candidate's calls spread over both waves; on the CPU it dumps them
 // all.
-func newPlan(a *arena.Arena, slotName string, seed uint64) (*plan, error) {
+func newPlan(a *arena.Arena, slots []string, seed uint64) (*plan, error) {
 	w := a.Work
 	if w.Requests < 1 || w.TokenRange[1] <= w.TokenRange[0] || w.PromptLen[0] < 1 {
 		return nil, fmt.Errorf("served: arena %s: the workload is empty", a.Name)
@@ -70,7 +73,7 @@ func newPlan(a *arena.Arena, slotName string, seed uint64) (*plan, error) {
 	g := splitmix.Mixed(seed, 0x5e7fed)
 	m, e := a.Model, a.Engine
 	kvTokens := (e.KVPages - 1) * e.PageSize
-	perRequest, perWave := promptCaps(a, slotName)
+	perRequest, perWave := promptCaps(a, slots)
 
 	// The first wave: packed.
 	w.Requests = min(8, max(1, e.MaxBatch))
@@ -106,6 +109,11 @@ func newPlan(a *arena.Arena, slotName string, seed uint64) (*plan, error) {
 	longLen := max(short[0], longCap/2) + g.IntnUnbiased(longCap-max(short[0], longCap/2)+1)
 	short[1] = max(short[0], min(short[1], (kvTokens-longLen-reserve)/max(1, n-1)-reserve))
 	long := g.IntnUnbiased(n)
+	// One request (at a drawn place) starts with the prompt the first
+	// wave's packed batch starts with, as a shared system prompt or a
+	// prompt sent again does: its prefill's first rows are the packed
+	// prefill's.
+	repeat, src := g.IntnUnbiased(n), packed.Requests[0].Prompt
 	staggered := engine.Wave{Arrivals: make([]int, n)}
 	for i := range n {
 		size := longLen
@@ -113,7 +121,11 @@ func newPlan(a *arena.Arena, slotName string, seed uint64) (*plan, error) {
 			size = short[0] + g.IntnUnbiased(short[1]-short[0]+1)
 		}
 		prompt := make([]int, size)
-		for j := range prompt {
+		from := 0
+		if i == repeat {
+			from = copy(prompt, src)
+		}
+		for j := from; j < size; j++ {
 			prompt[j] = w.TokenRange[0] + g.IntnUnbiased(w.TokenRange[1]-w.TokenRange[0])
 		}
 		staggered.Requests = append(staggered.Requests, engine.Request{
@@ -128,13 +140,16 @@ func newPlan(a *arena.Arena, slotName string, seed uint64) (*plan, error) {
 	p := &plan{arena: &sa, waves: []engine.Wave{packed, staggered}, share: "1", maxDumps: 4096}
 	if a.Device != "cpu" {
 		p.maxDumps = gpuMaxDumps
-		if b := expertBytes(a, slotName); b > 0 {
+		if b := expertBytes(a, slots); b > 0 {
 			p.maxDumps = min(gpuMaxDumps, max(2, gpuDumpBytes/b))
 		}
 		// Spread the dumps over both waves: a share that makes about
 		// twice maxDumps draws over the calls the waves make, at most
 		// one in eight.
-		calls := slotCallsPerStep(a, slotName) * steps(p.waves)
+		calls := 0
+		for _, name := range slots {
+			calls += slotCallsPerStep(a, name) * steps(p.waves)
+		}
 		p.share = shareString(min(0.125, 2*float64(p.maxDumps)/float64(max(1, calls))))
 	}
 	return p, nil
@@ -142,13 +157,13 @@ func newPlan(a *arena.Arena, slotName string, seed uint64) (*plan, error) {
 
 // promptCaps are the device's bounds on one request's prompt and on a
 // wave's packed prompt tokens (large on the CPU, whose arenas are tiny).
-func promptCaps(a *arena.Arena, slotName string) (perRequest, perWave int) {
+func promptCaps(a *arena.Arena, slots []string) (perRequest, perWave int) {
 	const none = 1 << 30
 	if a.Device == "cpu" {
 		return none, none
 	}
 	perWave = none
-	if isExperts(slotName) {
+	if slices.ContainsFunc(slots, isExperts) {
 		m := a.Model
 		perToken := 2 * 2 * float64(max(1, m.TopK)) * 3 * float64(m.HiddenSize) * float64(m.IntermediateSize)
 		perWave = max(8, int(gpuExpertFlops/perToken))
@@ -161,10 +176,10 @@ func isExperts(slotName string) bool {
 	return strings.HasPrefix(slotName, "moe.") || slotName == "collective.moe_finalize_ar_rmsnorm"
 }
 
-// expertBytes is the size of the experts' weights a dump of the slot
-// carries on a (0 for the other slots).
-func expertBytes(a *arena.Arena, slotName string) int {
-	if !isExperts(slotName) || a.Model.NumExperts == 0 {
+// expertBytes is the size of the experts' weights a dump of one of the
+// slots carries on a (0 when none is a MoE slot).
+func expertBytes(a *arena.Arena, slots []string) int {
+	if !slices.ContainsFunc(slots, isExperts) || a.Model.NumExperts == 0 {
 		return 0
 	}
 	m := a.Model

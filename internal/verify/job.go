@@ -13,6 +13,7 @@ import (
 	"cacheon/internal/scan"
 	"cacheon/internal/served"
 	"cacheon/internal/slot"
+	"cacheon/internal/target"
 	"cacheon/internal/tensor"
 	"cacheon/internal/worker"
 )
@@ -183,9 +184,10 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 	return rep, fault.InfraErr(err)
 }
 
-// startServed starts the served stage of every row of the bundle, one
-// after another in the background, and returns the function that waits
-// for their reports (nil without Setup.Arenas). Cancelling ctx stops it:
+// startServed starts the served stage of every row of the bundle (of an
+// atomic target's members, one stage serving them together), one after
+// another in the background, and returns the function that waits for their
+// reports (nil without Setup.Arenas). Cancelling ctx stops it:
 // the reports then say SKIPPED with ctx's cause. A row whose domain does
 // not admit the device is N/A there, as in the rows: the engine would
 // never load it (a Triton kernel on cpu).
@@ -193,20 +195,35 @@ func (j *Job) startServed(ctx context.Context, callTimeout time.Duration, progre
 	if len(j.arenas) == 0 {
 		return func() []*served.Report { return nil }
 	}
-	ops := j.Admitted.Bundle().Manifest.Ops
+	m := j.Admitted.Bundle().Manifest
+	var stages []served.Options
+	var reps []*served.Report // N/A rows, in order
+	atomic := m.Competition != nil && m.Competition.Mode == target.ModeAtomic
+	for _, op := range m.Ops {
+		if !j.servedEligible(op) {
+			reps = append(reps, &served.Report{Slot: op.Slot, Variant: op.Variant, Outcome: served.NotApplicable,
+				Reason: fmt.Sprintf("the row's domain does not admit %s in any dtype verified", j.Device)})
+			continue
+		}
+		row := served.Row{Slot: op.Slot, Variant: op.Variant}
+		if atomic && len(stages) == 1 {
+			// An atomic target's members are served together, as the
+			// referee loads them.
+			stages[0].Rows = append(stages[0].Rows, row)
+			continue
+		}
+		stages = append(stages, served.Options{
+			Bundle: j.bundlePath, Rows: []served.Row{row}, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
+			Slots: j.slots, Seed: j.Seed, CallTimeout: callTimeout, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
+		})
+		if atomic {
+			stages[0].Label = m.Competition.Target
+		}
+	}
 	done := make(chan []*served.Report, 1)
 	go func() {
-		var reps []*served.Report
-		for _, op := range ops {
-			if !j.servedEligible(op) {
-				reps = append(reps, &served.Report{Slot: op.Slot, Variant: op.Variant, Outcome: served.NotApplicable,
-					Reason: fmt.Sprintf("the row's domain does not admit %s in any dtype verified", j.Device)})
-				continue
-			}
-			reps = append(reps, served.Run(ctx, served.Options{
-				Bundle: j.bundlePath, Slot: op.Slot, Variant: op.Variant, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
-				Slots: j.slots, Seed: j.Seed, CallTimeout: callTimeout, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
-			}))
+		for _, o := range stages {
+			reps = append(reps, served.Run(ctx, o))
 		}
 		done <- reps
 	}()

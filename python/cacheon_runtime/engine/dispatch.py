@@ -103,6 +103,15 @@ COUNTERS = ("selected", "completed", "fallback", "ineligible", "audited", "stock
 # The residual stream and the KV caches are too large to copy per call.
 KEPT = {RMSNORM: ("weight",), AR_RMSNORM: ("weight",), MOE_FINALIZE: ("weight",),
         DECODE: ("block_table", "seq_lens"), msacalls.MSA_DECODE: ("seq_lens",)}
+# Inputs handed as a view of one sequence's rows of a packed prefill
+# batch: a candidate gets its own copy, so that a write past its view (into
+# the next sequences' queries, keys or values, which it would then be
+# handed, exact on what it had made of them) reaches nothing the engine
+# reads.
+PACKED = {SDPA: ("q", "k", "v"), msacalls.MSA_PREFILL: ("q", "index_k")}
+# Integer dtypes of each element size: the engine state is compared bit
+# for bit (a NaN equals itself).
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 MAX_RECEIPTS = 256
 
@@ -202,6 +211,10 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         self.loader = host.Loader(hook=self.safety.hook, guard=self.safety.guard)
         self.ops = identity.Ops(torch)
         self.variants = {s: [] for s in self.served}
+        # The engine state no candidate call may change, compared around
+        # every audited call (_state_changed): (name, tensor) pairs, set by
+        # the runner once the caches exist.
+        self.engine_state = []
         self._load_stack(stack or {})
         # A referee's engine (a poisoned target) arms the audit hook with or
         # without candidate code: armed, it walks the stack at each event it
@@ -483,7 +496,8 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         n_call = self.counts[slot]["selected"] - 1 if self.counting and not capturing else -1
         audit = n_call >= 0 and self._audit_pick(slot, desc, n_call)
         specs, outs = self._outputs(shapes, dtype)
-        vis_in = {n: ops.detach(self._own_copy(t) if n in KEPT.get(slot, ()) else t) for n, t in inputs.items()}
+        copied = KEPT.get(slot, ()) + PACKED.get(slot, ())
+        vis_in = {n: ops.detach(self._own_copy(t) if n in copied else t) for n, t in inputs.items()}
         pages = auditdump.used_pages(self.raw, inputs) if audit and slot == DECODE else None
         before_in = auditdump.snapshot_inputs(self.raw, inputs, pages) if audit else None
         argv = []
@@ -502,6 +516,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
         self._guarded(slot, var, vis_in, outs, "before the call")
         site = self.site_before(slot, var, desc, inputs, scalars, experts, slot == DECODE) if capturing else None
+        state = self._state_copy() if audit else None
         try:
             with guard_mod.no_grad(torch):
                 var.entry(*argv)
@@ -511,7 +526,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
             return self._fail(slot, var, "raised %s: %s" % (err["type"], err["message"]), err["traceback"],
                               shapes, dtype, stock_fn)
         self._guarded(slot, var, vis_in, outs, "during the call")
-        problem = harness.revalidate(ops, outs, specs, before, bases)
+        problem = harness.revalidate(ops, outs, specs, before, bases) or self._state_changed(state)
         if problem:
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
         self._count(slot, "completed")
@@ -543,6 +558,26 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         if problem:
             raise RuntimeError("stock %s, a poisoned target: %s" % (slot, problem))
         return {n: o.contract for n, o in outs.items()}
+
+    def _state_copy(self):
+        """A copy of the engine state no candidate call may change (every
+        layer's KV and index caches, engine_state), taken before an
+        audited call."""
+        with torch.no_grad():
+            return [t.clone() for _name, t in self.engine_state]
+
+    def _state_changed(self, state):
+        """What an audited call changed of the engine state (a kernel that
+        keeps earlier layers' caches and rewrites them is exact in every
+        call it is graded on, on inputs it corrupted before), or ""."""
+        if not state:
+            return ""
+        with torch.no_grad():
+            for old, (name, now) in zip(state, self.engine_state):
+                bits = _BITS[old.element_size()]
+                if not torch.equal(old.view(bits), now.view(bits)):
+                    return "the call changed %s, which no candidate call may write (engine state outside its inputs)" % name
+        return ""
 
     def _own_copy(self, t):
         """A copy of t for the candidate alone (KEPT), placed as verify

@@ -107,6 +107,9 @@ class Engine(Scoring):
             ishape = (self.num_pages, ecfg.page_size, mcfg.index_head_dim)
             self.ic = [torch.zeros(ishape, dtype=self.dtype, device=dev) for _ in range(mcfg.num_layers)]
         self.pool = PagePool(self.num_pages)
+        self.d.engine_state = ([("layer %d's K cache" % i, t) for i, t in enumerate(self.kc)]
+                               + [("layer %d's V cache" % i, t) for i, t in enumerate(self.vc)]
+                               + [("layer %d's index cache" % i, t) for i, t in enumerate(self.ic or [])])
         with torch.no_grad():
             self.model = Model(mcfg, ecfg, self.w, self.d, (self.kc, self.vc), dev, self.timer, index_cache=self.ic)
         rows = max([ecfg.max_batch] + ecfg.graph_buckets)
