@@ -128,7 +128,8 @@ func (r *Report) InfraBad() bool { return r != nil && r.Outcome == Infra }
 func Run(ctx context.Context, o Options) *Report {
 	t0 := time.Now()
 	rep := run(ctx, o)
-	if ctx.Err() != nil && rep.Outcome != Fail {
+	if ctx.Err() != nil && rep.Outcome == Infra {
+		// Cut short by the caller (a row failed): not the stage's failure.
 		rep.Outcome, rep.Reason = Skipped, fmt.Sprintf("stopped: %v", context.Cause(ctx))
 	}
 	rep.Slot = o.Label
