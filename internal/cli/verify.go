@@ -119,7 +119,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing); with several bundles, one JSON object per bundle per line")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
-	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker")
+	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker (a served wave gets this and a minute)")
 	f.BoolVar(&noServed, "no-served", false, "skip the served stage (the kernel inside the arena's serving engine)")
 	return cmd
 }

@@ -62,21 +62,17 @@ func TestSpreadAndAuditSummary(t *testing.T) {
 	}
 }
 
-// TestRealCompareWithStock: a candidate that changes the tokens (sigmoid
-// for silu) is read, its session closed, and the stock read on the same
-// arena, workload and seed says which wave differs.
-func TestRealCompareWithStock(t *testing.T) {
-	t.Parallel()
+// readAndCompare reads one wave of stackFile's stack on arena a (its
+// session closed after), then the stock stack on the same arena, workload
+// and seed (CompareWithStock).
+func readAndCompare(t *testing.T, a *arena.Arena, stackFile string) (*BenchResult, *StockComparison) {
+	t.Helper()
 	python, _ := realRuntime(t)
-	a, err := arena.Load("../../arenas/cpu-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cat, err := slot.NewCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, err := LoadStackFile("testdata/stacks/silu-broken.toml")
+	stack, err := LoadStackFile(stackFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +96,19 @@ func TestRealCompareWithStock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res, cmp
+}
+
+// TestRealCompareWithStock: a candidate that changes the tokens (sigmoid
+// for silu) is read, its session closed, and the stock read on the same
+// arena, workload and seed says which wave differs.
+func TestRealCompareWithStock(t *testing.T) {
+	t.Parallel()
+	a, err := arena.Load("../../arenas/cpu-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, cmp := readAndCompare(t, a, "testdata/stacks/silu-broken.toml")
 	if cmp.Match || !reflect.DeepEqual(cmp.DifferingWaves, []int{1}) || cmp.TokensDigest == res.TokensDigest || cmp.Median.TokensPerSec <= 0 {
 		t.Fatalf("comparison %+v (candidate digest %s)", cmp, res.TokensDigest)
 	}
@@ -112,42 +121,14 @@ func TestRealCompareWithStock(t *testing.T) {
 // of q, k and v (dispatch.PACKED). The arena packs eight prompts at once.
 func TestRealPackedViewsCopied(t *testing.T) {
 	t.Parallel()
-	python, _ := realRuntime(t)
 	a, err := arena.Load("../../arenas/cpu-tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Work.ArrivalEvery = 0
-	cat, err := slot.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := LoadStackFile("testdata/stacks/sdpa-zero-next-q.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c := Config{Arena: a, Slots: cat, Stack: stack, Python: python, Strict: true, LoadTimeout: 3 * time.Minute,
-		ScratchRoot: t.TempDir()}
-	o := BenchOptions{Waves: 1, Warmup: -1, WaveTimeout: 3 * time.Minute}
-	s, err := Open(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Bench(ctx, o)
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, cmp := readAndCompare(t, a, "testdata/stacks/sdpa-zero-next-q.toml")
 	if sel := res.Slots["attention.sdpa"].Selected; sel < 2 {
 		t.Fatalf("the candidate was selected %d time(s): no packed prefill", sel)
-	}
-	cmp, err := s.CompareWithStock(ctx, c, o, res)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if !cmp.Match {
 		t.Fatalf("tokens differ from stock in waves %v: a write past the query view reached the next sequences", cmp.DifferingWaves)
