@@ -12,6 +12,7 @@ import (
 
 	"cacheon/arenas"
 	"cacheon/internal/arena"
+	"cacheon/internal/engine"
 	"cacheon/internal/scan"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -82,7 +83,11 @@ engine: the first shipped arena on the device whose model calls the slot
 (cpu-tiny and its kin on cpu, the H200 arenas on cuda), the candidate in
 its stack, two waves of requests drawn from the seed (one arriving at
 once, one joining a few steps apart with a long prompt), every call of
-the slot (a seeded share on cuda) dumped and regraded in Go. Its calls
+the slot (a seeded share on cuda, replays of CUDA graphs included)
+dumped and regraded in Go. On cuda the first stage of an arena compiles
+the engine's stock kernels once in a pristine engine and keeps them in
+the user's cache directory (cacheon/kernels); later stages start from a
+copy. Its calls
 relate as served calls do (one residual stream, a persisting KV cache,
 packed prefill segments, repeated tokens, later prefills, a growing
 decode batch, long contexts), which the rows' independent draws do not
@@ -143,6 +148,7 @@ type verifyRun struct {
 	worldSizes []int          // nil: the device's defaults
 	slots      *slot.Catalog
 	arenas     []*arena.Arena // the served stage's; nil with --no-served
+	kernelRoot string         // the served stage's kernel caches ("" = none)
 	paths      []string
 }
 
@@ -182,6 +188,9 @@ func (a *app) runVerify(paths []string, fl verifyFlags) error {
 		if v.arenas, err = arenas.Shipped(); err != nil {
 			return withCode(ExitInfra, err)
 		}
+		// Without a user cache directory the stage's engines compile
+		// their stock kernels every run.
+		v.kernelRoot, _ = engine.DefaultKernelRoot()
 	}
 	if len(paths) == 1 {
 		_, err := v.one(0, nil, nil)
@@ -197,6 +206,7 @@ func (v *verifyRun) setup(path string) verify.Setup {
 		Bundle: path, Device: fl.device, DTypes: v.dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
 		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, Python: fl.python, CallTimeout: fl.timeout,
 		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(), Arenas: v.arenas,
+		KernelRoot: v.kernelRoot,
 	}
 }
 

@@ -1,10 +1,16 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/tritoncache"
+	"cacheon/internal/worker"
 )
 
 // The kernel cache: what Triton compiled for a pristine engine (the stock
@@ -36,4 +42,31 @@ func seedKernelCache(src, jobDir string) error {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
 	return nil
+}
+
+// DefaultKernelRoot is where kernel caches kept across runs live unless a
+// caller says otherwise: the user's cache directory, cacheon/kernels.
+func DefaultKernelRoot() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("kernel cache: %w", err)
+	}
+	return filepath.Join(d, "cacheon", "kernels"), nil
+}
+
+// KernelCacheDir is the kernel cache under root for engines of a: one per
+// arena (its digest) and embedded runtime, what decides the stock kernels
+// an engine compiles. Triton's own keys inside it cover the rest (its
+// version, the device, each kernel's source).
+func KernelCacheDir(root string, a *arena.Arena) (string, error) {
+	ad, err := a.Digest()
+	if err != nil {
+		return "", fmt.Errorf("kernel cache: %w", err)
+	}
+	rd, err := worker.RuntimeDigest()
+	if err != nil {
+		return "", fmt.Errorf("kernel cache: runtime: %w", err)
+	}
+	sum := sha256.Sum256([]byte(ad + "\n" + rd))
+	return filepath.Join(root, a.Name+"-"+hex.EncodeToString(sum[:8])), nil
 }

@@ -82,6 +82,12 @@ type Options struct {
 	// Python is the interpreter with torch ("" = the engine's search).
 	Python      string
 	ScratchRoot string
+	// KernelRoot holds the kernel caches kept across runs
+	// (engine.KernelCacheDir): on cuda, what a pristine engine of the
+	// stage's arena compiled, made once by the stage and copied into every
+	// later stage's engine before it starts ("" = none: the engine compiles
+	// its stock Triton kernels as it loads and serves).
+	KernelRoot string
 	// Open starts and loads an engine (nil: engine.Open).
 	Open func(ctx context.Context, c engine.Config) (Session, error)
 	// Progress receives one short line per step; may be nil.
@@ -182,6 +188,9 @@ func run(ctx context.Context, o Options) *Report {
 	if open == nil {
 		open = func(ctx context.Context, c engine.Config) (Session, error) { return engine.Open(ctx, c) }
 	}
+	if a.Device == "cuda" && o.KernelRoot != "" {
+		cfg.KernelCache = keptKernels(ctx, o, open, cfg, a, p)
+	}
 	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", a.Name, strings.Join(o.slots(), " and ")))
 	s, err := open(ctx, cfg)
 	if err != nil {
@@ -209,6 +218,7 @@ func run(ctx context.Context, o Options) *Report {
 		c.Ineligible += counters[name].Ineligible
 	}
 	rep.Selected = c.Selected
+	say(o, fmt.Sprintf("served: regrading the dumped calls of %d selected", c.Selected))
 	results, err := s.Regrade(o.Slots, "")
 	if err != nil {
 		rep.Outcome, rep.Reason = Infra, fmt.Sprintf("regrade: %v", err)

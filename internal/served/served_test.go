@@ -3,6 +3,8 @@ package served
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +26,8 @@ type fakeSession struct {
 	regradeErr error
 	closed     bool
 	waves      int
+	saved      string // the directory SaveKernelCache was asked for
+	saveErr    error
 }
 
 func (f *fakeSession) Serve(ctx context.Context, w engine.Wave) (map[string]engine.SlotCounters, error) {
@@ -39,6 +43,15 @@ func (f *fakeSession) Regrade(slots engine.SlotLookup, keep string) ([]engine.Au
 }
 
 func (f *fakeSession) Close() error { f.closed = true; return nil }
+
+// SaveKernelCache makes dir, as a pristine engine.Session saves its cache.
+func (f *fakeSession) SaveKernelCache(dir string) error {
+	f.saved = dir
+	if f.saveErr != nil {
+		return f.saveErr
+	}
+	return os.Mkdir(dir, 0o700)
+}
 
 func shipped(t *testing.T) []*arena.Arena {
 	t.Helper()
@@ -146,6 +159,15 @@ func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
 	capped := w0.PromptLen[1] >= a.Model.MaxPosition-w0.OutputLen[1] || w0.PromptLen[1] >= min(perRequest, perWave/w0.Requests)
 	if mean := w0.Requests * (w0.PromptLen[0] + w0.PromptLen[1]) / 2; mean <= a.Model.HiddenSize && !capped {
 		t.Errorf("a packed prefill of %d tokens on average is not wider than the model (%d)", mean, a.Model.HiddenSize)
+	}
+	most, buckets := max(len(p.waves[0].Requests), len(p.waves[1].Requests)), p.arena.Engine.GraphBuckets
+	for i, b := range buckets {
+		if !slices.Contains(a.Engine.GraphBuckets, b) || i > 0 && buckets[i-1] >= min(most, slices.Max(a.Engine.GraphBuckets)) {
+			t.Errorf("graph buckets %v of the arena's %v for waves of up to %d requests", buckets, a.Engine.GraphBuckets, most)
+		}
+	}
+	if len(a.Engine.GraphBuckets) > 0 && slices.Max(buckets) < min(most, slices.Max(a.Engine.GraphBuckets)) {
+		t.Errorf("graph buckets %v do not hold %d requests", buckets, most)
 	}
 	st := p.waves[1]
 	t.Logf("wave 1: %d requests, prompts %v; wave 2: arrivals %v; share %s, %d dumps", w0.Requests, w0.PromptLen, st.Arrivals, p.share, p.maxDumps)
@@ -302,5 +324,59 @@ func TestRunAttributes(t *testing.T) {
 				t.Errorf("stack %+v", cfg.Stack)
 			}
 		})
+	}
+}
+
+// TestKeptKernels: on cuda the stage's engine starts from the kernel cache
+// of its arena; the first stage makes it with a pristine engine (no stack,
+// no audit) that serves the first wave and saves, later stages only read
+// it; a failed save costs the cache, not the stage; on the CPU there is
+// none.
+func TestKeptKernels(t *testing.T) {
+	as := shipped(t)
+	slots, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	pass := []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}
+	counters := map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}
+	run := func(device string, saveErr error) ([]engine.Config, []*fakeSession, *Report) {
+		var cfgs []engine.Config
+		var sessions []*fakeSession
+		o := Options{Bundle: "b", Rows: []Row{{Slot: "norm.rmsnorm"}}, Device: device, GPUs: 1, Arenas: as, Slots: slots, Seed: 3,
+			KernelRoot: root, Open: func(ctx context.Context, c engine.Config) (Session, error) {
+				cfgs = append(cfgs, c)
+				f := &fakeSession{counters: counters, results: pass, saveErr: saveErr}
+				sessions = append(sessions, f)
+				return f, nil
+			}}
+		return cfgs, sessions, Run(context.Background(), o)
+	}
+	cfgs, sess, rep := run("cuda", errors.New("disk full"))
+	if rep.Outcome != Pass || len(cfgs) != 2 || cfgs[1].KernelCache != "" || !sess[0].closed {
+		t.Fatalf("failed save: %s, %d engines, cache %q", rep.Outcome, len(cfgs), cfgs[len(cfgs)-1].KernelCache)
+	}
+	cfgs, sess, rep = run("cuda", nil)
+	if rep.Outcome != Pass || len(cfgs) != 2 {
+		t.Fatalf("first stage: %s (%s), %d engines, want the pristine one and the candidate's", rep.Outcome, rep.Reason, len(cfgs))
+	}
+	pristine, cand := cfgs[0], cfgs[1]
+	if pristine.Stack != nil || pristine.Audit != nil || pristine.KernelCache != "" || sess[0].waves != 1 || !sess[0].closed {
+		t.Errorf("pristine engine: stack %v audit %v cache %q, %d waves", pristine.Stack, pristine.Audit, pristine.KernelCache, sess[0].waves)
+	}
+	if cand.KernelCache == "" || cand.KernelCache != sess[0].saved || filepath.Dir(cand.KernelCache) != root || sess[1].saved != "" {
+		t.Errorf("candidate's cache %q, saved %q by the pristine engine, %q by the candidate's", cand.KernelCache, sess[0].saved, sess[1].saved)
+	}
+	if cand.Graphs != engine.GraphsOn || cand.Audit == nil || !cand.Audit.Graph || !slices.Equal(cand.Arena.Engine.GraphBuckets, []int{1, 2, 4, 8}) {
+		t.Errorf("candidate's engine: graphs %v audit %+v buckets %v", cand.Graphs, cand.Audit, cand.Arena.Engine.GraphBuckets)
+	}
+	cfgs, _, _ = run("cuda", nil)
+	if len(cfgs) != 1 || cfgs[0].KernelCache != cand.KernelCache {
+		t.Errorf("a later stage opened %d engines (cache %q), want the candidate's alone from %q", len(cfgs), cfgs[0].KernelCache, cand.KernelCache)
+	}
+	cfgs, _, _ = run("cpu", nil)
+	if len(cfgs) != 1 || cfgs[0].KernelCache != "" {
+		t.Errorf("cpu: %d engines, cache %q", len(cfgs), cfgs[0].KernelCache)
 	}
 }

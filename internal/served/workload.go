@@ -135,24 +135,43 @@ func newPlan(a *arena.Arena, slots []string, seed uint64) (*plan, error) {
 			staggered.Arrivals[i] = staggered.Arrivals[i-1] + 3 + g.IntnUnbiased(6)
 		}
 	}
-	sa := *a
+	sa := servedArena(a, max(w.Requests, n))
 	sa.Work = w
-	p := &plan{arena: &sa, waves: []engine.Wave{packed, staggered}, share: "1", maxDumps: 4096}
+	p := &plan{arena: sa, waves: []engine.Wave{packed, staggered}, share: "1", maxDumps: 4096}
 	if a.Device != "cpu" {
 		p.maxDumps = gpuMaxDumps
 		if b := expertBytes(a, slots); b > 0 {
 			p.maxDumps = min(gpuMaxDumps, max(2, gpuDumpBytes/b))
 		}
-		// Spread the dumps over both waves: a share that makes about
-		// twice maxDumps draws over the calls the waves make, at most
-		// one in eight.
+		// Spread the dumps over both waves, late calls as likely as
+		// early ones: a share that makes about three quarters of
+		// maxDumps draws over the calls the waves make (so that the
+		// bound rarely cuts the last calls off), at most one in eight.
 		calls := 0
 		for _, name := range slots {
-			calls += slotCallsPerStep(a, name) * steps(p.waves)
+			calls += slotCalls(a, name, p.waves)
 		}
-		p.share = shareString(min(0.125, 2*float64(p.maxDumps)/float64(max(1, calls))))
+		p.share = shareString(min(0.125, 0.75*float64(p.maxDumps)/float64(max(1, calls))))
 	}
 	return p, nil
+}
+
+// servedArena is a copy of a for the stage, whose waves run at most
+// `most` requests at once: its engine captures the decode graphs up to the
+// smallest bucket that holds them (a larger one is never replayed, and
+// its capture would be load time alone). The shipped workload is kept;
+// newPlan replaces it with the first wave.
+func servedArena(a *arena.Arena, most int) *arena.Arena {
+	sa := *a
+	var buckets []int
+	for _, b := range slices.Sorted(slices.Values(a.Engine.GraphBuckets)) {
+		buckets = append(buckets, b)
+		if b >= most {
+			break
+		}
+	}
+	sa.Engine.GraphBuckets = buckets
+	return &sa
 }
 
 // promptCaps are the device's bounds on one request's prompt and on a
@@ -190,13 +209,25 @@ func expertBytes(a *arena.Arena, slots []string) int {
 	return m.NumExperts * 3 * m.HiddenSize * m.IntermediateSize * size / a.Engine.Ranks()
 }
 
-// slotCallsPerStep is about how many calls of the slot one engine step
-// makes: one per layer, two and the final one for the norm.
-func slotCallsPerStep(a *arena.Arena, slotName string) int {
-	if slotName == "norm.rmsnorm" {
-		return 2*a.Model.NumLayers + 1
+// slotCalls is about how many calls of the slot the waves make: per
+// forward (one prefill per request at most, and every decode step), one
+// per layer, two and the final one for the norm; the attention slots of
+// one phase (decode, or prefill) in that phase's forwards alone.
+func slotCalls(a *arena.Arena, slotName string, waves []engine.Wave) int {
+	prefills := 0
+	for _, w := range waves {
+		prefills += len(w.Requests)
 	}
-	return a.Model.NumLayers
+	decodes, layers := steps(waves), a.Model.NumLayers
+	switch slotName {
+	case "norm.rmsnorm":
+		return (2*layers + 1) * (prefills + decodes)
+	case "attention.decode", "attention.msa_block_score":
+		return layers * decodes
+	case "attention.sdpa", "attention.msa_prefill_block_score":
+		return layers * prefills
+	}
+	return layers * (prefills + decodes)
 }
 
 // steps bounds the engine steps of the waves: each request's arrival and

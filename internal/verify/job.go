@@ -56,6 +56,9 @@ type Setup struct {
 	// GPU) regraded, side by side with the rows. The referee, whose audit
 	// serves the candidate itself, leaves it off.
 	Arenas []*arena.Arena
+	// KernelRoot holds the kernel caches the served stage's engines start
+	// from on cuda (served.Options.KernelRoot; "" = none).
+	KernelRoot string
 }
 
 // Job is a prepared verify run: the bundle staged into a private copy and
@@ -87,6 +90,7 @@ type Job struct {
 	// Setup.Arenas); no arenas: no stage.
 	bundlePath  string
 	arenas      []*arena.Arena
+	kernelRoot  string
 	scratchRoot string
 }
 
@@ -215,6 +219,7 @@ func (j *Job) startServed(ctx context.Context, callTimeout time.Duration, progre
 		stages = append(stages, served.Options{
 			Bundle: j.bundlePath, Rows: []served.Row{row}, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
 			Slots: j.slots, Seed: j.Seed, CallTimeout: callTimeout, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
+			KernelRoot: j.kernelRoot,
 		})
 		if atomic {
 			stages[0].Label = m.Competition.Target

@@ -390,7 +390,8 @@ func (w *Warm) take(ctx context.Context, s Setup, t0 time.Time, warmed time.Dura
 		return nil, w.err
 	}
 	j := &Job{Device: w.device, Python: w.python, slots: s.Slots, scratch: w.scratch, Warmed: warmed,
-		tritonHelpers: w.tritonHelpers, stopWorkers: w.cancel, bundlePath: s.Bundle, arenas: s.Arenas, scratchRoot: s.ScratchRoot}
+		tritonHelpers: w.tritonHelpers, stopWorkers: w.cancel, bundlePath: s.Bundle, arenas: s.Arenas, scratchRoot: s.ScratchRoot,
+		kernelRoot: s.KernelRoot}
 	if j.Seed = s.Seed; !s.SeedSet {
 		var buf [8]byte
 		if _, err := rand.Read(buf[:]); err != nil {

@@ -28,33 +28,10 @@ import (
 // atomically) and returns cacheDir/<digest>, the directory to put on the
 // worker's sys.path.
 func MaterializeRuntime(cacheDir string) (string, error) {
-	files := pysrc.Files()
-	var names []string
-	err := fs.WalkDir(files, "cacheon_runtime", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			names = append(names, p)
-		}
-		return nil
-	})
+	names, contents, digest, err := embeddedRuntime()
 	if err != nil {
-		return "", fmt.Errorf("materialize runtime: list: %w", err)
+		return "", fmt.Errorf("materialize runtime: %w", err)
 	}
-	sort.Strings(names)
-	h := sha256.New()
-	contents := map[string][]byte{}
-	for _, n := range names {
-		b, err := fs.ReadFile(files, n)
-		if err != nil {
-			return "", fmt.Errorf("materialize runtime: read %s: %w", n, err)
-		}
-		contents[n] = b
-		fmt.Fprintf(h, "%d:%s:%d:", len(n), n, len(b))
-		h.Write(b)
-	}
-	digest := hex.EncodeToString(h.Sum(nil))[:16]
 	final := filepath.Join(cacheDir, "runtime-"+digest)
 	if st, err := os.Stat(filepath.Join(final, "cacheon_runtime")); err == nil && st.IsDir() {
 		return final, nil
@@ -86,6 +63,45 @@ func MaterializeRuntime(cacheDir string) (string, error) {
 		return "", fmt.Errorf("materialize runtime: %w", err)
 	}
 	return final, nil
+}
+
+// RuntimeDigest names the embedded cacheon_runtime package by its content
+// (16 hex digits, as MaterializeRuntime names its directory).
+func RuntimeDigest() (string, error) {
+	_, _, digest, err := embeddedRuntime()
+	return digest, err
+}
+
+// embeddedRuntime lists the embedded runtime's files in order, with their
+// contents and the digest of them all.
+func embeddedRuntime() ([]string, map[string][]byte, string, error) {
+	files := pysrc.Files()
+	var names []string
+	err := fs.WalkDir(files, "cacheon_runtime", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("list: %w", err)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	contents := map[string][]byte{}
+	for _, n := range names {
+		b, err := fs.ReadFile(files, n)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("read %s: %w", n, err)
+		}
+		contents[n] = b
+		fmt.Fprintf(h, "%d:%s:%d:", len(n), n, len(b))
+		h.Write(b)
+	}
+	return names, contents, hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // FindPython chooses the interpreter for workers: explicit (the --python

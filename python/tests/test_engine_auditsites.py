@@ -16,9 +16,10 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 from cacheon_runtime import stio  # noqa: E402
+from cacheon_runtime.engine import dispatch, enginestate  # noqa: E402
 from cacheon_runtime.wire import Failure  # noqa: E402
 from test_engine_dispatch import SOURCES, Bundles, check_dump  # noqa: E402
-from test_engine_model import make, tiny_arena  # noqa: E402
+from test_engine_model import make, tiny_arena, wave  # noqa: E402
 
 # decode_good's result, then a write into a page its first row reads.
 SOURCES.setdefault("decode_scribble", SOURCES["decode_good"] + """
@@ -85,6 +86,87 @@ class AuditSitesTests(unittest.TestCase):
             self.assertEqual(plain.d.end_capture().sites, {})
             with self.assertRaises(Failure):
                 make(tiny_arena("llama"), stack=self.b.stack("rms_good"), audit={"dir": d, "graph": "yes"})
+
+    def test_audit_graph_share(self):
+        # The share rule (verify's served stage) reaches replayed calls:
+        # every replayed call is drawn for in the order the engine counts
+        # them, up to max_dumps, as eager calls are.
+        gen = torch.Generator().manual_seed(5)
+        x, w = torch.randn(3, 64, generator=gen), torch.randn(64, generator=gen)
+        for share, max_dumps, want in (("1", 64, 6), ("1", 4, 4), ("0", 64, 0)):
+            with tempfile.TemporaryDirectory() as d:
+                eng = make(tiny_arena("llama"), stack=self.b.stack("rms_good"),
+                           audit={"dir": d, "graph": True, "share": share, "max_dumps": max_dumps})
+                dd = eng.d
+                dd.set_mode("decode", True)
+                dd.begin_capture()
+                for _ in range(3):
+                    dd.rmsnorm(x, w, 1e-5)
+                log = dd.end_capture()
+                base = dd.counts["norm.rmsnorm"]["selected"]
+                dd.add_log(log)
+                dd.add_log(log)
+                names = sorted(os.listdir(d))
+                self.assertEqual(len(names), want, (share, max_dumps, names))
+                self.assertEqual(dd.counts["norm.rmsnorm"]["audited"], want)
+                self.assertEqual(names, sorted("norm.rmsnorm-%d.safetensors" % (base + i) for i in range(want)))
+                for f in names:
+                    t, meta = stio.load(os.path.join(d, f))
+                    self.assertEqual(meta["graph_mode"], "graph")
+                    check_dump(self, meta["slot"], t, meta)
+
+    def test_step_slots(self):
+        # The slots a decode step writes itself (runner._step_slots: each
+        # row's new keys, values and index keys, the scratch page) are all
+        # it changes of the caches: a replay's comparison exempts them and
+        # nothing else.
+        for kind in ("llama", "msa", "mixtral"):
+            eng = make(tiny_arena(kind))
+            real, seen = eng.model.decode_step, []
+
+            def step(st, bsz, eng=eng, real=real, seen=seen):
+                before = enginestate.snapshot(eng.d.engine_state)
+                slots = eng._step_slots(bsz)
+                exempt = [t.clone() for t in before]
+                real(st, bsz)
+                seen.append((enginestate.changed(exempt, eng.d.engine_state, slots),
+                             enginestate.changed(before, eng.d.engine_state)))
+            eng.model.decode_step = step
+            eng.generate({"requests": wave()})
+            self.assertTrue(seen, kind)
+            for exempt, whole in seen:
+                self.assertEqual(exempt, "", kind)
+                self.assertIn("the call changed layer 0's K cache", whole)
+
+    def test_replay_state_compared(self):
+        # A replay with a dumped call is compared with the engine state
+        # before it: a write outside the step's own slots aborts the
+        # engine (no fallback inside a replay), naming the replayed calls.
+        with tempfile.TemporaryDirectory() as d:
+            eng = make(tiny_arena("llama"), stack=self.b.stack("rms_good"), audit={"dir": d, "graph": True})
+            dd = eng.d
+            gen = torch.Generator().manual_seed(6)
+            x, w = torch.randn(3, 64, generator=gen), torch.randn(64, generator=gen)
+            kc = eng.kc[1]
+            dd.set_mode("decode", True)
+            dd.begin_capture()
+            dd.rmsnorm(x, w, 1e-5)
+            log = dd.end_capture()
+            ps = eng.ecfg.page_size
+            for written, fails in ((None, False), (torch.arange(3 * ps, 4 * ps), False), (torch.arange(ps), True)):
+                base = dd.counts["norm.rmsnorm"]["selected"]
+                dd.set_audit_calls({"norm.rmsnorm": [base]})
+                planned = dd.replay_plan(log)
+                self.assertEqual([p for _s, p in planned], [base])
+                before = enginestate.snapshot(dd.engine_state)
+                if written is not None:
+                    kc[3].add_(1.0)  # "during the replay"
+                if fails:
+                    with self.assertRaises(dispatch.CandidateAbort) as cm:
+                        dd.add_log(log, planned, before, written)
+                    self.assertIn("the replayed calls changed layer 1's K cache", cm.exception.reason)
+                else:
+                    dd.add_log(log, planned, before, written)
 
     def test_audit_graph_cache_write(self):
         # A write into a decode cache during a captured call: the dump's
@@ -178,10 +260,11 @@ class AuditSitesCUDATests(unittest.TestCase):
         self.assertTrue(any(m["graph_mode"] == "graph" for _t, m in honest))
         for t, meta in honest:
             check_dump(self, meta["slot"], t, meta)
-        cheat = [(t, m) for t, m in self._dumps("decode_graphscribble") if m["graph_mode"] == "graph"]
-        self.assertTrue(cheat)
-        for t, meta in cheat:
-            self.assertFalse(torch.equal(t["k_cache"], t["in.k_cache"]), meta["call"])
+        # The write into a page the call reads is outside the step's own
+        # slots: the replay's comparison with the state before it aborts.
+        with self.assertRaises(dispatch.CandidateAbort) as cm:
+            self._dumps("decode_graphscribble")
+        self.assertIn("the replayed calls changed layer", cm.exception.reason)
 
 
 if __name__ == "__main__":

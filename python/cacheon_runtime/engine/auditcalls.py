@@ -62,6 +62,12 @@ class AuditCalls:
             return False
         if n_call in self.audit_calls.get(slot, ()):
             return True
+        return self._rule_pick(n_call)
+
+    def _rule_pick(self, n_call):
+        """The every and share rules for one selected call, eager or
+        replayed from a graph (auditsites.replayed): one draw per call in
+        the order the engine counts them, up to max_dumps."""
         if not self.auditing:
             return False
         draw = self.audit_rng.random()

@@ -34,7 +34,7 @@ the validator's own.
 import torch
 
 from .. import wire
-from . import auditdump
+from . import auditdump, enginestate, harness
 
 # Inputs read live after the replay, their state before it kept in a
 # shadow (see above).
@@ -60,7 +60,8 @@ class Site:
 class AuditSites:
     """The graph audit state of a Dispatch: needs self.ops, self.raw,
     self.counts, self.capture_log, self.audit_calls, self.audit_dir,
-    self.device and self._count."""
+    self.auditing, self.audit_dumps, self._rule_pick (auditcalls),
+    self.engine_state, self.device and self._count."""
 
     def _init_sites(self, audit):
         """Parse the load's audit.graph (a bool; anything else is the
@@ -127,24 +128,46 @@ class AuditSites:
         ops.copy(c, t)
         return c
 
-    def replayed(self, log):
-        """After a replay of the graph whose capture produced log, before
-        its counts are added: dump the drawn positions it covered."""
+    def replay_plan(self, log):
+        """Before a replay of the graph whose capture produced log (its
+        counts not added yet): the calls it will make that are dumped, as
+        (site, position) pairs: the positions the referee drew
+        (audit_calls), and those the every and share rules pick, drawn
+        per replayed call as for an eager one (verify's served stage)."""
         sites = getattr(log, "sites", None)
-        if not sites or not self.audit_calls:
-            return
-        synced = False
+        if not sites or not (self.audit_calls or self.auditing):
+            return []
+        out = []
         for slot, by_index in sites.items():
             base = self.counts[slot]["selected"]
-            n = log[slot]["selected"]
-            for pos in sorted(p for p in self.audit_calls.get(slot, ()) if base <= p < base + n):
+            drawn = self.audit_calls.get(slot, ())
+            for pos in range(base, base + log[slot]["selected"]):
+                explicit = pos in drawn
+                if not (explicit or self._rule_pick(pos)):
+                    continue
                 site = by_index.get(pos - base)
                 if site is None:
                     continue  # (not dumped: the referee's check names it)
-                if not synced and self.device.type == "cuda":
-                    torch.cuda.synchronize(self.device)
-                    synced = True
-                self._dump_site(site, pos)
+                if not explicit:
+                    self.audit_dumps += 1
+                out.append((site, pos))
+        return out
+
+    def replayed(self, planned, before=None, written=None):
+        """After the replay: compare the engine state with before, a copy
+        taken before the replay (enginestate; written: the step's own
+        slots), and dump the planned calls from their sites. A change is
+        the candidate's abort: nothing falls back inside a replay."""
+        if not planned:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        problem = enginestate.changed(before, self.engine_state, written, "the replayed calls")
+        if problem:
+            site = planned[0][0]
+            raise harness.CandidateAbort(site.slot, site.variant, problem)
+        for site, pos in planned:
+            self._dump_site(site, pos)
 
     def _dump_site(self, site, n_call):
         inputs = dict(site.post, **site.live)

@@ -54,7 +54,7 @@ import torch
 
 from .. import guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
-from . import auditcalls, auditdump, auditsites, bundlens, collectives, harness, msacalls, stock
+from . import auditcalls, auditdump, auditsites, bundlens, collectives, enginestate, harness, msacalls, stock
 from .capability import Domain
 from .timing import NullTimer
 
@@ -111,17 +111,10 @@ KEPT = {RMSNORM: ("weight",), AR_RMSNORM: ("weight",), MOE_FINALIZE: ("weight",)
 PACKED = {SDPA: ("q", "k", "v"), msacalls.MSA_PREFILL: ("q", "index_k")}
 # Integer dtypes of each element size: the engine state is compared bit
 # for bit (a NaN equals itself).
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
 MAX_RECEIPTS = 256
 
 
-class CandidateAbort(Exception):
-    """A selected candidate failed in strict mode: the engine must abort."""
-
-    def __init__(self, slot, variant, reason, traceback=""):
-        Exception.__init__(self, "%s (variant %s): %s" % (slot, variant, reason))
-        self.slot, self.variant, self.reason, self.traceback = slot, variant, reason, traceback
+CandidateAbort = harness.CandidateAbort
 
 
 # ---------------------------------------------------------------------------
@@ -276,15 +269,17 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         log, self.capture_log = self.capture_log, None
         return self.end_sites(log)
 
-    def add_log(self, log, times=1):
-        """A graph was replayed (times times): dump the drawn positions its
-        replay covered (auditsites), then add its capture's counts."""
-        if times == 1:
-            self.replayed(log)
+    def add_log(self, log, planned=None, before=None, written=None):
+        """A graph was replayed: dump the positions its replay covered
+        (auditsites; planned: replay_plan's, drawn before the replay, None
+        to draw now), compare the engine state with before (a copy taken
+        before the replay, written the step's own slots: enginestate),
+        then add its capture's counts."""
+        self.replayed(self.replay_plan(log) if planned is None else planned, before, written)
         for s, c in log.items():
             d = self.counts[s]
             for k, v in c.items():
-                d[k] += v * times
+                d[k] += v
 
     def disable_in_graphs(self, reason):
         """Non-strict: candidates broke graph capture; in graph mode every
@@ -516,7 +511,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
         self._guarded(slot, var, vis_in, outs, "before the call")
         site = self.site_before(slot, var, desc, inputs, scalars, experts, slot == DECODE) if capturing else None
-        state = self._state_copy() if audit else None
+        state = enginestate.snapshot(self.engine_state) if audit else None
         try:
             with guard_mod.no_grad(torch):
                 var.entry(*argv)
@@ -526,7 +521,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
             return self._fail(slot, var, "raised %s: %s" % (err["type"], err["message"]), err["traceback"],
                               shapes, dtype, stock_fn)
         self._guarded(slot, var, vis_in, outs, "during the call")
-        problem = harness.revalidate(ops, outs, specs, before, bases) or self._state_changed(state)
+        problem = harness.revalidate(ops, outs, specs, before, bases) or enginestate.changed(state, self.engine_state)
         if problem:
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
         self._count(slot, "completed")
@@ -558,26 +553,6 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         if problem:
             raise RuntimeError("stock %s, a poisoned target: %s" % (slot, problem))
         return {n: o.contract for n, o in outs.items()}
-
-    def _state_copy(self):
-        """A copy of the engine state no candidate call may change (every
-        layer's KV and index caches, engine_state), taken before an
-        audited call."""
-        with torch.no_grad():
-            return [t.clone() for _name, t in self.engine_state]
-
-    def _state_changed(self, state):
-        """What an audited call changed of the engine state (a kernel that
-        keeps earlier layers' caches and rewrites them is exact in every
-        call it is graded on, on inputs it corrupted before), or ""."""
-        if not state:
-            return ""
-        with torch.no_grad():
-            for old, (name, now) in zip(state, self.engine_state):
-                bits = _BITS[old.element_size()]
-                if not torch.equal(old.view(bits), now.view(bits)):
-                    return "the call changed %s, which no candidate call may write (engine state outside its inputs)" % name
-        return ""
 
     def _own_copy(self, t):
         """A copy of t for the candidate alone (KEPT), placed as verify

@@ -6,6 +6,15 @@ same host work so that the referee's reads differ in the kernel alone."""
 from . import msacalls
 
 
+class CandidateAbort(Exception):
+    """A selected candidate failed in strict mode (or in a replayed graph,
+    where nothing can fall back): the engine must abort."""
+
+    def __init__(self, slot, variant, reason, traceback=""):
+        Exception.__init__(self, "%s (variant %s): %s" % (slot, variant, reason))
+        self.slot, self.variant, self.reason, self.traceback = slot, variant, reason, traceback
+
+
 def out_spec(name, shape, dtype, alignment):
     """The output spec (host.output_spec) of an output: shape a tuple (the
     call's input dtype, contiguous) or a msacalls.OutShape."""

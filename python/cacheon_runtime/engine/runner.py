@@ -33,7 +33,7 @@ import torch
 
 from .. import wire
 from ..wire import Failure, bad, field
-from . import config, dispatch as dispatch_mod, weights as weights_mod
+from . import config, dispatch as dispatch_mod, enginestate, weights as weights_mod
 from .batching import ForwardPacker, PagePool, Request
 from .scoring import BAD_LOGPROB, Scoring, finite_list
 from .model import DecodeState, Model, PrefillBatch, sample
@@ -115,7 +115,11 @@ class Engine(Scoring):
         rows = max([ecfg.max_batch] + ecfg.graph_buckets)
         self.st = DecodeState(rows, ecfg.max_pages_per_seq, dev)
         want_graphs = field(req, "graphs", bool, True, required=False)
-        self.use_graphs = want_graphs and self.cuda and not self.d.auditing and not profile
+        # An audit by share or every runs eagerly, unless it audits graph
+        # replays too (audit.graph: verify's served stage), as the referee's
+        # drawn positions do.
+        audit_ok = not self.d.auditing or self.d.graph_audit
+        self.use_graphs = want_graphs and self.cuda and audit_ok and not profile
         if self.use_graphs and mcfg.kind == "mixtral" and self.dtype == torch.float32:
             self.use_graphs = False  # the fp32 MoE stock path synchronises (no Triton GEMM)
         self.graphs, self.pf_graphs = {}, {}
@@ -509,14 +513,29 @@ class Engine(Scoring):
         t0 = time.perf_counter()
         if bucket is not None:
             g, log = self.graphs[bucket]
+            # A replay with a dumped call is compared whole with the
+            # engine state before it, but for the step's own writes.
+            planned, before, written = self.d.replay_plan(log), None, None
+            if planned and self.d.engine_state:
+                before, written = enginestate.snapshot(self.d.engine_state), self._step_slots(nrows)
             g.replay()
-            self.d.add_log(log)
+            self.d.add_log(log, planned, before, written)
         else:
             self.d.set_mode("decode", False)
             with self.timer.region("step"):
                 self.model.decode_step(self.st, nrows)
         if self.timer.enabled:
             self.timer.host_add("decode", time.perf_counter() - t0)
+
+    def _step_slots(self, nrows):
+        """The flat cache slots (page * page_size + offset) the next decode
+        step of nrows rows writes its new keys and values (and index keys)
+        into, read from the static state before the step; and the scratch
+        page 0, which padding rows write."""
+        st, ps = self.st, self.ecfg.page_size
+        pos = st.positions[:nrows]
+        page = st.block_table[:nrows].gather(1, torch.div(pos, ps, rounding_mode="floor").unsqueeze(1)).squeeze(1)
+        return torch.cat([page.long() * ps + torch.remainder(pos, ps), torch.arange(ps, device=pos.device)])
 
     def _flush(self, events):
         """Read the history ring and prefill tokens back and hand them out
