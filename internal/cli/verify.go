@@ -79,10 +79,12 @@ Progress lines on stderr name their bundle, and the exit status is the
 worst of the bundles' (3 over 2 over 0).
 
 Beside the rows, the served stage runs the kernel inside the serving
-engine: the first shipped arena on the device whose model calls the slot
-(cpu-tiny and its kin on cpu, the H200 arenas on cuda), the candidate in
-its stack, two waves of requests drawn from the seed (one arriving at
-once, one joining a few steps apart with a long prompt), every call of
+engine: for each call geometry of the slot among the shipped arenas on
+the device (widths, heads per rank), the plainest arena that has it
+(cpu-tiny and its kin on cpu, the H200 arenas on cuda, where they run
+side by side), the candidate in its stack, three waves of requests (one
+arriving at once, one joining a few steps apart with a long prompt, both
+drawn from the seed, then the arena's own workload), every call of
 the slot (a seeded share on cuda, replays of CUDA graphs included)
 dumped and regraded in Go. On cuda the first stage of an arena compiles
 the engine's stock kernels once in a pristine engine and keeps them in

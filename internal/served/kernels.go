@@ -29,22 +29,22 @@ func keptKernels(ctx context.Context, o Options, open func(context.Context, engi
 	key.Work = shipped.Work // the workload is the seed's; the kernels are the engine's
 	dir, err := engine.KernelCacheDir(o.KernelRoot, &key)
 	if err != nil {
-		say(o, fmt.Sprintf("served: no kernel cache: %v", err))
+		say(o, fmt.Sprintf("no kernel cache: %v", err))
 		return ""
 	}
 	if _, err := os.Stat(dir); err == nil {
 		return dir
 	}
 	if err := os.MkdirAll(o.KernelRoot, 0o700); err != nil {
-		say(o, fmt.Sprintf("served: no kernel cache: %v", err))
+		say(o, fmt.Sprintf("no kernel cache: %v", err))
 		return ""
 	}
 	pristine := cfg
 	pristine.Stack, pristine.Audit, pristine.KernelCache = nil, nil, ""
-	say(o, fmt.Sprintf("served: compiling %s's stock kernels once, into %s", shipped.Name, dir))
+	say(o, fmt.Sprintf("compiling %s's stock kernels once, into %s", shipped.Name, dir))
 	s, err := open(ctx, pristine)
 	if err != nil {
-		say(o, fmt.Sprintf("served: no kernel cache: the pristine engine: %v", err))
+		say(o, fmt.Sprintf("no kernel cache: the pristine engine: %v", err))
 		return ""
 	}
 	defer func() { _ = s.Close() }()
@@ -58,14 +58,14 @@ func keptKernels(ctx context.Context, o Options, open func(context.Context, engi
 	_, err = s.Serve(wctx, p.waves[0])
 	cancel()
 	if err != nil {
-		say(o, fmt.Sprintf("served: no kernel cache: the pristine engine: %v", err))
+		say(o, fmt.Sprintf("no kernel cache: the pristine engine: %v", err))
 		return ""
 	}
 	if err := k.SaveKernelCache(dir); err != nil {
 		if _, serr := os.Stat(dir); serr == nil {
 			return dir // another run saved it first
 		}
-		say(o, fmt.Sprintf("served: no kernel cache: %v", err))
+		say(o, fmt.Sprintf("no kernel cache: %v", err))
 		return ""
 	}
 	return dir

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"cacheon/internal/arena"
@@ -127,31 +128,93 @@ func (r *Report) Bad() bool { return r != nil && r.Outcome == Fail }
 // InfraBad reports whether the stage could not be run.
 func (r *Report) InfraBad() bool { return r != nil && r.Outcome == Infra }
 
-// Run is the served stage. It never returns an error: what went wrong is
-// the report's outcome (FAIL for the candidate's failures, INFRA for the
-// rest, N/A where no arena on the device calls the slot or the engine
-// never selected the candidate).
-func Run(ctx context.Context, o Options) *Report {
+// Run is the served stage of o's rows: one engine for each call geometry
+// of their slots among the shipped arenas on the device (pickArenas), the
+// plainest first, each a report, until one fails the candidate or cannot
+// be run. It never returns an error: what went wrong is a report's
+// outcome (FAIL for the candidate's failures, INFRA for the rest, N/A
+// where no arena on the device calls the slot or the engine never
+// selected the candidate).
+func Run(ctx context.Context, o Options) []*Report {
+	as := pickArenas(o)
+	if len(as) == 0 {
+		rep := &Report{Outcome: NotApplicable, Reason: fmt.Sprintf("no shipped arena on %s calls %s", o.Device, strings.Join(o.slots(), " and "))}
+		o.label(rep)
+		return []*Report{rep}
+	}
+	if o.Device == "cuda" {
+		// One device holds the engines side by side (an H200 has room for
+		// every single-GPU arena's two at once), and the host's cores
+		// regrade both: the stage takes the longest engine's time.
+		return runTogether(ctx, o, as)
+	}
+	var out []*Report
+	for _, a := range as {
+		rep := runStage(ctx, o, a)
+		out = append(out, rep)
+		if ended(rep) {
+			break
+		}
+	}
+	return out
+}
+
+// runTogether runs the stage's engines at once; the first that fails the
+// candidate or cannot be run stops the others (SKIPPED).
+func runTogether(ctx context.Context, o Options, as []*arena.Arena) []*Report {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := make([]*Report, len(as))
+	var wg sync.WaitGroup
+	for i, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = runStage(ctx, o, a)
+			if ended(out[i]) {
+				cancel(fmt.Errorf("the stage ended %s in %s", out[i].Outcome, a.Name))
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// runStage is the stage in one arena, its report labelled and timed.
+func runStage(ctx context.Context, o Options, a *arena.Arena) *Report {
 	t0 := time.Now()
-	rep := run(ctx, o)
+	rep := run(ctx, o, a)
 	if ctx.Err() != nil && rep.Outcome == Infra {
-		// Cut short by the caller (a row failed): not the stage's failure.
+		// Cut short by the caller (a row failed, or another engine of
+		// the stage did): not this engine's failure.
 		rep.Outcome, rep.Reason = Skipped, fmt.Sprintf("stopped: %v", context.Cause(ctx))
 	}
-	rep.Slot = o.Label
-	if len(o.Rows) == 1 {
-		rep.Slot, rep.Variant = o.Rows[0].Slot, o.Rows[0].Variant
-	}
+	o.label(rep)
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep
 }
 
-func run(ctx context.Context, o Options) *Report {
-	a := pickArena(o)
-	if a == nil {
-		return &Report{Outcome: NotApplicable, Reason: fmt.Sprintf("no shipped arena on %s calls %s", o.Device, strings.Join(o.slots(), " and "))}
+// ended reports whether a report ends the stage: a FAIL, or an engine
+// that could not be run or was stopped.
+func ended(rep *Report) bool {
+	return rep.Outcome == Fail || rep.Outcome == Infra || rep.Outcome == Skipped
+}
+
+// label names the report's slot (and variant) as o's rows are named.
+func (o Options) label(rep *Report) {
+	rep.Slot = o.Label
+	if len(o.Rows) == 1 {
+		rep.Slot, rep.Variant = o.Rows[0].Slot, o.Rows[0].Variant
 	}
+}
+
+func run(ctx context.Context, o Options, a *arena.Arena) *Report {
 	rep := &Report{Arena: a.Name}
+	if o.Progress != nil {
+		// the engine's lines too; stages on cuda run side by side
+		progress, prefix := o.Progress, "served in "+a.Name+": "
+		o.Progress = func(line string) { progress(prefix + line) }
+	}
 	p, err := newPlan(a, o.slots(), o.Seed)
 	if err != nil {
 		rep.Outcome, rep.Reason = Infra, err.Error()
@@ -191,7 +254,7 @@ func run(ctx context.Context, o Options) *Report {
 	if a.Device == "cuda" && o.KernelRoot != "" {
 		cfg.KernelCache = keptKernels(ctx, o, open, cfg, a, p)
 	}
-	say(o, fmt.Sprintf("served: loading %s with the candidate as %s", a.Name, strings.Join(o.slots(), " and ")))
+	say(o, fmt.Sprintf("loading the engine with the candidate as %s", strings.Join(o.slots(), " and ")))
 	s, err := open(ctx, cfg)
 	if err != nil {
 		return failed(rep, "load", err)
@@ -204,7 +267,7 @@ func run(ctx context.Context, o Options) *Report {
 	limit := call + waveSlack
 	var counters map[string]engine.SlotCounters
 	for i, w := range p.waves {
-		say(o, fmt.Sprintf("served: wave %d of %d, %d requests", i+1, len(p.waves), len(w.Requests)))
+		say(o, fmt.Sprintf("wave %d of %d, %d requests", i+1, len(p.waves), len(w.Requests)))
 		wctx, cancel := worker.WithLimit(ctx, limit, fmt.Sprintf("a served wave's limit, --timeout %s and %s,", call, waveSlack))
 		counters, err = s.Serve(wctx, w)
 		cancel()
@@ -218,7 +281,7 @@ func run(ctx context.Context, o Options) *Report {
 		c.Ineligible += counters[name].Ineligible
 	}
 	rep.Selected = c.Selected
-	say(o, fmt.Sprintf("served: regrading the dumped calls of %d selected", c.Selected))
+	say(o, fmt.Sprintf("regrading the dumped calls of %d selected", c.Selected))
 	results, err := s.Regrade(o.Slots, "")
 	if err != nil {
 		rep.Outcome, rep.Reason = Infra, fmt.Sprintf("regrade: %v", err)
@@ -279,44 +342,6 @@ func failed(rep *Report, step string, err error) *Report {
 	}
 	rep.Reason = fmt.Sprintf("%s: %v", step, err)
 	return rep
-}
-
-// pickArena is the arena of o.Arenas on the device that calls the slot,
-// whose ranks the machine has (cuda: one GPU per rank), with the fewest
-// ranks, a dense model before the others, then the first in o.Arenas'
-// order: the plainest engine that serves the slot.
-func pickArena(o Options) *arena.Arena {
-	var best *arena.Arena
-	rank := func(a *arena.Arena) [2]int {
-		dense := 1
-		if a.Model.Kind == arena.KindLlama {
-			dense = 0
-		}
-		return [2]int{a.Engine.Ranks(), dense}
-	}
-	for _, a := range o.Arenas {
-		if a.Device != o.Device || len(o.Rows) == 0 || !callsAll(a, o.slots()) {
-			continue
-		}
-		if a.Device == "cuda" && a.Engine.Ranks() > max(o.GPUs, 1) {
-			continue
-		}
-		if best == nil || rank(a)[0] < rank(best)[0] || (rank(a)[0] == rank(best)[0] && rank(a)[1] < rank(best)[1]) {
-			best = a
-		}
-	}
-	return best
-}
-
-// callsAll reports whether a's model calls every slot.
-func callsAll(a *arena.Arena, slots []string) bool {
-	seams := engine.ArenaSeams(a)
-	for _, s := range slots {
-		if !slices.Contains(seams, s) {
-			return false
-		}
-	}
-	return true
 }
 
 func say(o Options, line string) {

@@ -28,10 +28,15 @@ type fakeSession struct {
 	waves      int
 	saved      string // the directory SaveKernelCache was asked for
 	saveErr    error
+	block      bool // Serve waits for its context to end
 }
 
 func (f *fakeSession) Serve(ctx context.Context, w engine.Wave) (map[string]engine.SlotCounters, error) {
 	f.waves++
+	if f.block {
+		<-ctx.Done()
+		return nil, fault.InfraErr(context.Cause(ctx))
+	}
 	if f.benchErr != nil {
 		return nil, f.benchErr
 	}
@@ -69,19 +74,24 @@ func TestPickArena(t *testing.T) {
 		gpus         int
 		want         string
 	}{
-		{"activation.silu_and_mul", "cpu", 0, "cpu-tiny"},
+		// one arena for each call geometry of the slot, plainest first
+		{"activation.silu_and_mul", "cpu", 0, "cpu-tiny cpu-tiny-tp2"},
 		{"norm.rmsnorm", "cpu", 0, "cpu-tiny"},
-		{"attention.decode", "cpu", 0, "cpu-tiny"},
+		{"attention.decode", "cpu", 0, "cpu-tiny cpu-tiny-tp2"},
+		{"attention.sdpa", "cpu", 0, "cpu-tiny cpu-tiny-tp2"},
 		{"moe.fused_experts", "cpu", 0, "cpu-tiny-moe"},
 		{"attention.msa_block_score", "cpu", 0, "cpu-tiny-msa"},
 		{"collective.all_reduce", "cpu", 0, "cpu-tiny-tp2"},
 		{"collective.ar_residual_rmsnorm", "cpu", 0, "cpu-tiny-tp2"},
 		{"moe.fused_experts_reduce", "cpu", 0, "cpu-tiny-moe-tp2"},
 		{"collective.moe_finalize_ar_rmsnorm", "cpu", 0, "cpu-tiny-moe-deep-tp2"},
-		{"activation.silu_and_mul", "cuda", 1, "h200-dense-1b"},
+		{"activation.silu_and_mul", "cuda", 1, "h200-dense-1b h200-dense-8b"},
+		{"norm.rmsnorm", "cuda", 1, "h200-dense-1b h200-dense-8b"},
+		{"attention.decode", "cuda", 1, "h200-dense-1b h200-dense-8b"},
 		{"moe.fused_experts", "cuda", 1, "h200-moe"},
 		{"collective.all_reduce", "cuda", 1, ""}, // two ranks need two GPUs
 		{"collective.all_reduce", "cuda", 2, "h200x2-dense"},
+		{"attention.decode", "cuda", 2, "h200-dense-1b h200-dense-8b h200x2-dense"},
 		{"activation.silu_and_mul", "tpu", 0, ""},
 		// an atomic target's members, together: the arena that calls both
 		{"collective.ar_residual_rmsnorm+collective.moe_finalize_ar_rmsnorm", "cpu", 0, "cpu-tiny-moe-deep-tp2"},
@@ -91,13 +101,12 @@ func TestPickArena(t *testing.T) {
 		for _, s := range strings.Split(tc.slot, "+") {
 			rows = append(rows, Row{Slot: s})
 		}
-		got := pickArena(Options{Rows: rows, Device: tc.device, GPUs: tc.gpus, Arenas: as})
-		name := ""
-		if got != nil {
-			name = got.Name
+		var names []string
+		for _, a := range pickArenas(Options{Rows: rows, Device: tc.device, GPUs: tc.gpus, Arenas: as}) {
+			names = append(names, a.Name)
 		}
-		if name != tc.want {
-			t.Errorf("%s on %s with %d GPUs: arena %q, want %q", tc.slot, tc.device, tc.gpus, name, tc.want)
+		if got := strings.Join(names, " "); got != tc.want {
+			t.Errorf("%s on %s with %d GPUs: arenas %q, want %q", tc.slot, tc.device, tc.gpus, got, tc.want)
 		}
 	}
 }
@@ -120,12 +129,26 @@ func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.waves) != 2 {
-		t.Fatalf("%d waves, want 2", len(p.waves))
+	if len(p.waves) != 3 {
+		t.Fatalf("%d waves, want 3", len(p.waves))
+	}
+	// The third is the arena's own workload as the referee serves it.
+	own, err := engine.Requests(a.Work, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own.Requests) != len(p.waves[2].Requests) || !slices.Equal(own.Arrivals, p.waves[2].Arrivals) {
+		t.Errorf("third wave: %d requests arriving %v, the arena's workload %d arriving %v",
+			len(p.waves[2].Requests), p.waves[2].Arrivals, len(own.Requests), own.Arrivals)
+	}
+	for i, r := range own.Requests {
+		if i < len(p.waves[2].Requests) && (!slices.Equal(r.Prompt, p.waves[2].Requests[i].Prompt) || r.MaxNewTokens != p.waves[2].Requests[i].MaxNewTokens) {
+			t.Errorf("third wave's request %d is not the arena workload's", i)
+		}
 	}
 	perRequest, perWave := promptCaps(a, []string{slotName})
 	kvPages := a.Engine.KVPages - 1
-	for i, w := range p.waves {
+	for i, w := range p.waves[:2] {
 		pages, packed := 0, 0
 		for _, r := range w.Requests {
 			if len(r.Prompt)+r.MaxNewTokens > a.Model.MaxPosition {
@@ -160,7 +183,7 @@ func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
 	if mean := w0.Requests * (w0.PromptLen[0] + w0.PromptLen[1]) / 2; mean <= a.Model.HiddenSize && !capped {
 		t.Errorf("a packed prefill of %d tokens on average is not wider than the model (%d)", mean, a.Model.HiddenSize)
 	}
-	most, buckets := max(len(p.waves[0].Requests), len(p.waves[1].Requests)), p.arena.Engine.GraphBuckets
+	most, buckets := max(len(p.waves[0].Requests), len(p.waves[1].Requests), len(p.waves[2].Requests)), p.arena.Engine.GraphBuckets
 	for i, b := range buckets {
 		if !slices.Contains(a.Engine.GraphBuckets, b) || i > 0 && buckets[i-1] >= min(most, slices.Max(a.Engine.GraphBuckets)) {
 			t.Errorf("graph buckets %v of the arena's %v for waves of up to %d requests", buckets, a.Engine.GraphBuckets, most)
@@ -264,7 +287,8 @@ func TestRunStopped(t *testing.T) {
 					cancel(errors.New("the rows failed"))
 					return tc.sess, nil
 				}}
-			rep := Run(ctx, o)
+			reps := Run(ctx, o)
+			rep := reps[len(reps)-1]
 			if rep.Outcome != tc.want || (tc.want == Skipped && rep.Reason != "stopped: the rows failed") {
 				t.Errorf("%s %q, want %s", rep.Outcome, rep.Reason, tc.want)
 			}
@@ -307,15 +331,16 @@ func TestRunAttributes(t *testing.T) {
 				}
 				return tc.sess, nil
 			}
-			rep := Run(context.Background(), o)
+			reps := Run(context.Background(), o)
+			rep := reps[0]
 			if rep.Outcome != tc.want {
 				t.Fatalf("outcome %s (%s), want %s", rep.Outcome, rep.Reason, tc.want)
 			}
 			if tc.sess != nil && !tc.sess.closed {
 				t.Error("session left open")
 			}
-			if tc.want == Pass && (tc.sess.waves != 2 || rep.Waves != 2 || rep.Requests < 2) {
-				t.Errorf("served %d waves (report: %d waves, %d requests), want 2", tc.sess.waves, rep.Waves, rep.Requests)
+			if tc.want == Pass && (tc.sess.waves != 3 || rep.Waves != 3 || rep.Requests < 3) {
+				t.Errorf("served %d waves (report: %d waves, %d requests), want 3", tc.sess.waves, rep.Waves, rep.Requests)
 			}
 			if rep.Arena != "cpu-tiny" || cfg.Arena.Name != "cpu-tiny" || !cfg.Strict || cfg.Audit == nil || cfg.Audit.Share != "1" {
 				t.Errorf("config: arena %q strict %v audit %+v", cfg.Arena.Name, cfg.Strict, cfg.Audit)
@@ -333,7 +358,12 @@ func TestRunAttributes(t *testing.T) {
 // it; a failed save costs the cache, not the stage; on the CPU there is
 // none.
 func TestKeptKernels(t *testing.T) {
-	as := shipped(t)
+	var as []*arena.Arena // one arena a device: one engine a stage
+	for _, a := range shipped(t) {
+		if a.Name == "h200-dense-1b" || a.Name == "cpu-tiny" {
+			as = append(as, a)
+		}
+	}
 	slots, err := slot.NewCatalog()
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +381,7 @@ func TestKeptKernels(t *testing.T) {
 				sessions = append(sessions, f)
 				return f, nil
 			}}
-		return cfgs, sessions, Run(context.Background(), o)
+		return cfgs, sessions, Run(context.Background(), o)[0]
 	}
 	cfgs, sess, rep := run("cuda", errors.New("disk full"))
 	if rep.Outcome != Pass || len(cfgs) != 2 || cfgs[1].KernelCache != "" || !sess[0].closed {
@@ -378,5 +408,40 @@ func TestKeptKernels(t *testing.T) {
 	cfgs, _, _ = run("cpu", nil)
 	if len(cfgs) != 1 || cfgs[0].KernelCache != "" {
 		t.Errorf("cpu: %d engines, cache %q", len(cfgs), cfgs[0].KernelCache)
+	}
+}
+
+// TestRunTogether: on cuda the stage's engines (one a call geometry) run
+// at once; one that fails the candidate stops the others, which read
+// SKIPPED with the cause, and the reports keep the arenas' order.
+func TestRunTogether(t *testing.T) {
+	slots, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Bundle: "b", Rows: []Row{{Slot: "norm.rmsnorm"}}, Device: "cuda", GPUs: 1, Arenas: shipped(t), Slots: slots, Seed: 3,
+		Open: func(ctx context.Context, c engine.Config) (Session, error) {
+			if c.Arena.Name == "h200-dense-8b" {
+				return &fakeSession{benchErr: fault.CandidateErr(errors.New("kernel raised"))}, nil
+			}
+			return &fakeSession{block: true}, nil
+		}}
+	done := make(chan []*Report, 1)
+	go func() { done <- Run(context.Background(), o) }()
+	select {
+	case reps := <-done:
+		var got []string
+		for _, r := range reps {
+			got = append(got, r.Arena+" "+r.Outcome+" "+r.Reason)
+		}
+		want := []string{
+			"h200-dense-1b SKIPPED stopped: the stage ended FAIL in h200-dense-8b",
+			"h200-dense-8b FAIL serve (wave 1): kernel raised",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("reports\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the blocked engine was never stopped")
 	}
 }

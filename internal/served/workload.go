@@ -97,7 +97,7 @@ func newPlan(a *arena.Arena, slots []string, seed uint64) (*plan, error) {
 	}
 
 	// The second wave: staggered, one long prompt.
-	n := min(4, max(1, e.MaxBatch))
+	n := min(8, max(1, e.MaxBatch))
 	const outLo, outHi = 16, 40
 	short := [2]int{w.PromptLen[0], max(w.PromptLen[0], min(a.Work.PromptLen[1], w.PromptLen[1]))}
 	reserve := outHi + e.PageSize // a request's new tokens and its last page's slack
@@ -135,9 +135,20 @@ func newPlan(a *arena.Arena, slots []string, seed uint64) (*plan, error) {
 			staggered.Arrivals[i] = staggered.Arrivals[i-1] + 3 + g.IntnUnbiased(6)
 		}
 	}
-	sa := servedArena(a, max(w.Requests, n))
+	// The third wave: the arena's own workload as the referee serves it
+	// (its first wave, its own seed): a kernel that waits for the
+	// pattern the referee times (its arrivals, its batch, its prompts)
+	// meets it here.
+	own, err := engine.Requests(a.Work, 0, false)
+	if err != nil {
+		return nil, fmt.Errorf("served: arena %s: its workload: %w", a.Name, err)
+	}
+	for i := range own.Requests {
+		own.Requests[i].RID = fmt.Sprintf("served2-r%d", i)
+	}
+	sa := servedArena(a, max(w.Requests, n, len(own.Requests)))
 	sa.Work = w
-	p := &plan{arena: sa, waves: []engine.Wave{packed, staggered}, share: "1", maxDumps: 4096}
+	p := &plan{arena: sa, waves: []engine.Wave{packed, staggered, own}, share: "1", maxDumps: 4096}
 	if a.Device != "cpu" {
 		p.maxDumps = gpuMaxDumps
 		if b := expertBytes(a, slots); b > 0 {

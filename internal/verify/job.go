@@ -191,7 +191,7 @@ func (j *Job) Run(ctx context.Context, progress func(string)) (*Report, error) {
 // startServed starts the served stage of every row of the bundle (of an
 // atomic target's members, one stage serving them together), one after
 // another in the background, and returns the function that waits for their
-// reports (nil without Setup.Arenas). Cancelling ctx stops it:
+// reports, one per arena a stage served (nil without Setup.Arenas). Cancelling ctx stops it:
 // the reports then say SKIPPED with ctx's cause. A row whose domain does
 // not admit the device is N/A there, as in the rows: the engine would
 // never load it (a Triton kernel on cpu).
@@ -228,7 +228,7 @@ func (j *Job) startServed(ctx context.Context, callTimeout time.Duration, progre
 	done := make(chan []*served.Report, 1)
 	go func() {
 		for _, o := range stages {
-			reps = append(reps, served.Run(ctx, o))
+			reps = append(reps, served.Run(ctx, o)...)
 		}
 		done <- reps
 	}()

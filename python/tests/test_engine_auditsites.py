@@ -115,6 +115,27 @@ class AuditSitesTests(unittest.TestCase):
                     self.assertEqual(meta["graph_mode"], "graph")
                     check_dump(self, meta["slot"], t, meta)
 
+    def test_same_work_before_every_call(self):
+        # An auditing engine copies a counted eager call's inputs and the
+        # engine state before every such call, dumped or not, so the work
+        # before a call tells no kernel whether it is dumped; the dumps
+        # read their inputs before the call from those copies.
+        with tempfile.TemporaryDirectory() as d:
+            eng = make(tiny_arena("llama"), stack=self.b.stack("rms_good", "decode_good"),
+                       audit={"dir": d, "share": "0.3", "seed": 5})
+            takes, real = [], eng.d.state_copies.take
+            eng.d.state_copies.take = lambda state: (takes.append(1), real(state))[1]
+            eng.generate({"requests": wave()})
+            counted = sum(eng.d.counts[s]["selected"] for s in ("norm.rmsnorm", "attention.decode"))
+            audited = sum(eng.d.counts[s]["audited"] for s in ("norm.rmsnorm", "attention.decode"))
+            self.assertTrue(0 < audited < counted, (audited, counted))
+            self.assertEqual(len(takes), counted)
+            names = sorted(os.listdir(d))
+            self.assertEqual(len(names), audited)
+            for f in names:
+                t, meta = stio.load(os.path.join(d, f))
+                check_dump(self, meta["slot"], t, meta)
+
     def test_step_slots(self):
         # The slots a decode step writes itself (runner._step_slots: each
         # row's new keys, values and index keys, the scratch page) are all

@@ -7,6 +7,11 @@ selected-call numbers the referee draws over its timed waves), which no
 bound limits. Here only eager calls are dumped; calls replayed from a CUDA
 graph are dumped through the copies auditsites captures beside them. The
 dump's format is auditdump's.
+
+An auditing engine does the same work before every counted eager call,
+dumped or not (copies of its inputs and of the engine state), so that what
+runs before a call (its time on the stream and on the host, which CUDA
+events measure) tells no kernel whether the call is dumped.
 """
 
 import os
@@ -14,12 +19,13 @@ import random
 
 from .. import wire
 from ..wire import bad
-from . import auditdump
+from . import auditdump, enginestate
 
 
 class AuditCalls:
     """The audit state of a Dispatch: needs self.raw, self.counts,
-    self.capture_log, self.rank, self.world_size and self._count."""
+    self.capture_log, self.rank, self.world_size, self.engine_state,
+    self._site_copy (auditsites) and self._count."""
 
     def _init_audit(self, audit):
         """Parse the load's audit options (every, share, seed, dir,
@@ -41,10 +47,22 @@ class AuditCalls:
         if self.auditing and not os.path.isabs(self.audit_dir):
             raise bad("audit.dir must be an absolute path when auditing")
         self.audit_dumps = 0
+        self.state_copies = enginestate.Copies()
         # Explicit positions (audit_calls): per slot, the selected-call
         # numbers to dump, beside the share and every rules and not bound
         # by their max_dumps.
         self.audit_calls = {}
+
+    def audit_mode(self):
+        """Whether this engine dumps calls now (a rule, or drawn positions)."""
+        return self.auditing or bool(self.audit_calls)
+
+    def _before_call(self, inputs):
+        """Copies of a counted eager call's inputs and of the engine state,
+        taken before every such call of an auditing engine (see above); a
+        dump reads the inputs as they were before the call from them."""
+        return ({n: self._site_copy(t) for n, t in inputs.items()},
+                self.state_copies.take(self.engine_state))
 
     def set_audit_calls(self, calls):
         """Dump exactly these selected calls of each slot (numbered as the

@@ -493,8 +493,6 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         specs, outs = self._outputs(shapes, dtype)
         copied = KEPT.get(slot, ()) + PACKED.get(slot, ())
         vis_in = {n: ops.detach(self._own_copy(t) if n in copied else t) for n, t in inputs.items()}
-        pages = auditdump.used_pages(self.raw, inputs) if audit and slot == DECODE else None
-        before_in = auditdump.snapshot_inputs(self.raw, inputs, pages) if audit else None
         argv = []
         for name in ORDER[slot]:
             if name in vis_in:
@@ -511,7 +509,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
         self._guarded(slot, var, vis_in, outs, "before the call")
         site = self.site_before(slot, var, desc, inputs, scalars, experts, slot == DECODE) if capturing else None
-        state = enginestate.snapshot(self.engine_state) if audit else None
+        pre = self._before_call(inputs) if n_call >= 0 and self.audit_mode() else None
         try:
             with guard_mod.no_grad(torch):
                 var.entry(*argv)
@@ -521,13 +519,15 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
             return self._fail(slot, var, "raised %s: %s" % (err["type"], err["message"]), err["traceback"],
                               shapes, dtype, stock_fn)
         self._guarded(slot, var, vis_in, outs, "during the call")
-        problem = harness.revalidate(ops, outs, specs, before, bases) or enginestate.changed(state, self.engine_state)
+        problem = harness.revalidate(ops, outs, specs, before, bases) or enginestate.changed(pre and pre[1], self.engine_state)
         if problem:
             return self._fail(slot, var, problem, "", shapes, dtype, stock_fn)
         self._count(slot, "completed")
         if site is not None:
             self.site_after(site, inputs, outs)
         if audit:
+            pages = auditdump.used_pages(self.raw, pre[0]) if slot == DECODE else None
+            before_in = auditdump.snapshot_inputs(self.raw, pre[0], pages)
             self._dump(slot, var, n_call, desc, inputs, before_in, pages, scalars, outs, experts, slot == DECODE)
         return {n: o.contract for n, o in outs.items()}
 

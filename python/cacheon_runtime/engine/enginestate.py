@@ -16,6 +16,24 @@ import torch
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+class Copies:
+    """Buffers kept for copies of the engine state, one per tensor (made at
+    the first copy), shared by an engine's eager calls and its replays,
+    which never overlap."""
+
+    def __init__(self):
+        self.bufs = None
+
+    def take(self, state):
+        """The state's tensors copied into the buffers, in order."""
+        with torch.no_grad():
+            if self.bufs is None or len(self.bufs) != len(state):
+                self.bufs = [torch.empty_like(t) for _name, t in state]
+            for b, (_name, t) in zip(self.bufs, state):
+                b.copy_(t)
+        return self.bufs
+
+
 def snapshot(state):
     """Copies of the (name, tensor) pairs' tensors, in order."""
     with torch.no_grad():
@@ -41,4 +59,4 @@ def changed(old, state, written=None, what="the call"):
     return ""
 
 
-__all__ = ["snapshot", "changed"]
+__all__ = ["Copies", "snapshot", "changed"]

@@ -153,7 +153,7 @@ class Engine(Scoring):
         per_page = (m.num_layers * e.page_size * (2 * (m.num_kv_heads // self.world) * m.head_dim + m.index_head_dim)
                     * torch.finfo(self.dtype).bits // 8)
         if self.d.graph_audit:
-            per_page *= 2  # the graph audit's cache shadows (auditsites): a budget, the same count where `need` caps it
+            per_page *= 3  # the graph audit's cache shadows (auditsites) and the copy before each replay: a budget, the same count where `need` caps it
         if self.cuda:
             free, _total = torch.cuda.mem_get_info(self.device)
             budget = int(free * 0.85) - (4 << 30)
@@ -514,12 +514,16 @@ class Engine(Scoring):
         if bucket is not None:
             g, log = self.graphs[bucket]
             # A replay with a dumped call is compared whole with the
-            # engine state before it, but for the step's own writes.
+            # engine state before it, but for the step's own writes. The
+            # copy is taken before every replay of a graph audit, dumped
+            # or not: its time on the stream tells no kernel which replay
+            # is dumped.
             planned, before, written = self.d.replay_plan(log), None, None
-            if planned and self.d.engine_state:
-                before, written = enginestate.snapshot(self.d.engine_state), self._step_slots(nrows)
+            if self.d.graph_audit and self.d.audit_mode() and self.d.engine_state:
+                before = self.d.state_copies.take(self.d.engine_state)
+                written = self._step_slots(nrows) if planned else None
             g.replay()
-            self.d.add_log(log, planned, before, written)
+            self.d.add_log(log, planned, before if planned else None, written)
         else:
             self.d.set_mode("decode", False)
             with self.timer.region("step"):
