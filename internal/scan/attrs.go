@@ -139,13 +139,16 @@ func names(module string, list ...string) []attrEntry {
 // compiles, hooks, starts processes or changes process-wide state.
 func torchTable() []attrEntry {
 	t := []attrEntry{{pattern: "torch.*"}}
-	// Private aten ops kernels use, by name.
+	// Private aten ops kernels use, by name, as torch.X and as
+	// torch.ops.aten.X: an allow-list, since private ops may skip the
+	// checks public ones make (rt28b: _cummax_helper writes as many
+	// results as its input has into outputs of any size, a heap overflow).
 	for _, p := range []string{"_scaled_*", "_int_mm", "_foreach_*", "_weight_int*", "_convert_weight_to_int4pack*", "_grouped_mm", "_assert", "_softmax", "_log_softmax"} {
-		t = append(t, attrEntry{pattern: "torch." + p})
+		t = append(t, attrEntry{pattern: "torch." + p}, attrEntry{pattern: "torch.ops.aten." + p})
 	}
 	for _, m := range []string{"nn", "nn.functional", "nn.init", "nn.parameter", "nn.common_types",
 		"linalg", "fft", "special", "sparse", "nested", "types", "version", "torch_version",
-		"return_types", "functional", "amp", "cuda.amp", "cuda.nvtx", "ops.aten", "ops.aten._*",
+		"return_types", "functional", "amp", "cuda.amp", "cuda.nvtx", "ops.aten",
 		"autograd.Function"} {
 		t = append(t, attrEntry{pattern: "torch." + m})
 	}

@@ -429,5 +429,8 @@ func adversarialCases() []adversarialCase {
 		{name: "sparse_alias_zero_poison", scan: `tensor-internals|module-attribute-not-allowed`},
 		{name: "sparse_oob_guard_blind", scan: `tensor-internals|module-attribute-not-allowed`},
 		{name: "sparse_public_rw", scan: `tensor-internals`},
+		// Session 28's red team (rt28b): a private aten op that writes
+		// past its outputs; private ops are allowed by name only.
+		{name: "aten_private_helper_overflow", scan: `module-attribute-not-allowed`},
 	}
 }
