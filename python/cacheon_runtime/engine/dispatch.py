@@ -109,8 +109,6 @@ KEPT = {RMSNORM: ("weight",), AR_RMSNORM: ("weight",), MOE_FINALIZE: ("weight",)
 # handed, exact on what it had made of them) reaches nothing the engine
 # reads.
 PACKED = {SDPA: ("q", "k", "v"), msacalls.MSA_PREFILL: ("q", "index_k")}
-# Integer dtypes of each element size: the engine state is compared bit
-# for bit (a NaN equals itself).
 MAX_RECEIPTS = 256
 
 

@@ -521,7 +521,7 @@ class Engine(Scoring):
             planned, before, written = self.d.replay_plan(log), None, None
             if self.d.graph_audit and self.d.audit_mode() and self.d.engine_state:
                 before = self.d.state_copies.take(self.d.engine_state)
-                written = self._step_slots(nrows) if planned else None
+                written = self._step_slots(nrows)
             g.replay()
             self.d.add_log(log, planned, before if planned else None, written)
         else:
