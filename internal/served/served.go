@@ -13,7 +13,9 @@
 // kernel that is honest until it sees such a relation is
 // honest in every row and cheats here (issue 16, class 6). The stage runs
 // the relations themselves rather than a copy of each: the engine, the
-// arena's model and a workload drawn from verify's seed.
+// arena's model (one engine for each call geometry of the slot among the
+// shipped arenas: arenas.go) and waves drawn from verify's seed beside the
+// arena's own workload (workload.go).
 package served
 
 import (
@@ -143,9 +145,10 @@ func Run(ctx context.Context, o Options) []*Report {
 		return []*Report{rep}
 	}
 	if o.Device == "cuda" {
-		// One device holds the engines side by side (an H200 has room for
-		// every single-GPU arena's two at once), and the host's cores
-		// regrade both: the stage takes the longest engine's time.
+		// One device holds the engines side by side (the pair a slot gets
+		// on one H200, h200-dense-1b and h200-dense-8b, measured in
+		// session 28), and the host's cores regrade both: the stage takes
+		// about the longer engine's time.
 		return runTogether(ctx, o, as)
 	}
 	var out []*Report
@@ -302,12 +305,22 @@ func (o Options) slots() []string {
 // verdict decides the stage from the engine's counters of the slots (summed)
 // and the regrades of their dumps.
 func verdict(rep *Report, slots []string, c engine.SlotCounters, results []engine.AuditResult) *Report {
+	// A tensor-parallel engine's ranks each dump a call of a slot that is
+	// not a collective: Graded counts calls, not their ranks' dumps.
+	type call struct {
+		slot string
+		n    int
+	}
+	seen := map[call]bool{}
 	for i := range results {
 		r := results[i]
 		if !slices.Contains(slots, r.Slot) {
 			continue
 		}
-		rep.Graded++
+		if k := (call{r.Slot, r.Call}); r.Call < 0 || !seen[k] {
+			seen[k] = true
+			rep.Graded++
+		}
 		if r.Outcome != engine.AuditPass && rep.Failed == nil {
 			rep.Failed = &r
 		}

@@ -239,6 +239,7 @@ func checkPlan(t *testing.T, a *arena.Arena, slotName string) {
 func TestVerdict(t *testing.T) {
 	const s = "norm.rmsnorm"
 	pass := engine.AuditResult{Slot: s, Outcome: engine.AuditPass}
+	pass2 := engine.AuditResult{Slot: s, Call: 1, Outcome: engine.AuditPass}
 	fail := engine.AuditResult{Slot: s, Call: 37, Outcome: engine.AuditFail, Reason: "output out: allclose"}
 	other := engine.AuditResult{Slot: "attention.sdpa", Outcome: engine.AuditFail}
 	for _, tc := range []struct {
@@ -249,9 +250,11 @@ func TestVerdict(t *testing.T) {
 		reason  string
 		graded  int
 	}{
-		{"all pass", engine.SlotCounters{Selected: 2}, []engine.AuditResult{pass, pass}, Pass, "", 2},
-		{"one fails", engine.SlotCounters{Selected: 3}, []engine.AuditResult{pass, fail, pass}, Fail, "served call 37 of norm.rmsnorm: output out: allclose", 3},
+		{"all pass", engine.SlotCounters{Selected: 2}, []engine.AuditResult{pass, pass2}, Pass, "", 2},
+		{"one fails", engine.SlotCounters{Selected: 3}, []engine.AuditResult{pass, fail, pass2}, Fail, "served call 37 of norm.rmsnorm: output out: allclose", 3},
 		{"another slot's dump is not the candidate's", engine.SlotCounters{Selected: 1}, []engine.AuditResult{pass, other}, Pass, "", 1},
+		{"two ranks' dumps of one call are one graded call", engine.SlotCounters{Selected: 2},
+			[]engine.AuditResult{{Slot: s, Call: 4, Outcome: engine.AuditPass}, {Slot: s, Call: 4, File: "rank1/x", Outcome: engine.AuditPass}, {Slot: s, Call: 5, Outcome: engine.AuditPass}}, Pass, "", 2},
 		{"never selected", engine.SlotCounters{Ineligible: 9}, nil, NotApplicable, "never selected the candidate (9 call(s)", 0},
 		{"selected, nothing dumped", engine.SlotCounters{Selected: 4}, nil, Infra, "no call was dumped", 0},
 	} {

@@ -39,8 +39,8 @@ const (
 	gpuMaxDumps = 64
 )
 
-// newPlan is the stage's workload on a: two waves drawn from seed, served
-// one after the other by one engine.
+// newPlan is the stage's workload on a: two waves drawn from seed, then
+// the arena's own workload, served one after the other by one engine.
 //
 // The first wave packs up to eight requests arriving at once, so that
 // prefill hands the kernel one batch of several prompts (attention gets
@@ -49,7 +49,7 @@ const (
 // the arena's shortest up to a length that makes the packed batch about
 // one and a half hidden widths on average, 8 to 24 new tokens each.
 //
-// The second wave staggers up to four requests: each joins a few decode
+// The second wave staggers up to eight requests: each joins a few decode
 // steps after the one before (a drawn gap of 3 to 8), so that prefill
 // calls come after many small decode calls and the decode batch grows
 // while it runs; one request, at a drawn place, has a long prompt (half
@@ -59,11 +59,15 @@ const (
 // as fits), as a shared system prompt or a prompt sent again does; 16 to 40
 // new tokens each.
 //
+// The third wave is the first timed wave of the arena's own workload, with
+// its own seed, exactly as the referee serves it (and uncapped: a shipped
+// workload's prompts are the arena's own).
+//
 // Prompt tokens are drawn over a window of 256 token ids at a drawn
 // offset, so that prompts repeat tokens as text does. On a GPU every
 // prompt is capped (gpuPromptCap, and for the MoE slots by what Go's
 // reference of a call may cost), and the audit dumps a seeded share of
-// the candidate's calls spread over both waves; on the CPU it dumps them
+// the candidate's calls spread over the waves; on the CPU it dumps them
 // all.
 func newPlan(a *arena.Arena, slots []string, seed uint64) (*plan, error) {
 	w := a.Work
@@ -154,7 +158,7 @@ func newPlan(a *arena.Arena, slots []string, seed uint64) (*plan, error) {
 		if b := expertBytes(a, slots); b > 0 {
 			p.maxDumps = min(gpuMaxDumps, max(2, gpuDumpBytes/b))
 		}
-		// Spread the dumps over both waves, late calls as likely as
+		// Spread the dumps over the waves, late calls as likely as
 		// early ones: a share that makes about three quarters of
 		// maxDumps draws over the calls the waves make (so that the
 		// bound rarely cuts the last calls off), at most one in eight.
