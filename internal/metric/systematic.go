@@ -41,6 +41,13 @@ import (
 //     rounding sensitivity, SysParams.Sens: attention): the share of the
 //     elements that do not cancel off by more than a few unit roundoffs of
 //     their sensitivity (sensprec.go);
+//   - large for their row (rows of SysRowMin or more): the additive,
+//     toward-zero and precision tests again over the elements at least
+//     4, 8, 16 and 32 times their row's RMS of expected (nested groups).
+//     A bias on the few elements that stand out in their row (a massive
+//     activation's) is a small share of every magnitude band, and a
+//     kernel that raised outputs above 16 and 6× their row's RMS by 1.5 %
+//     passed the bands (silu_massive_amplify, session 28);
 //   - tail: how many elements are off by more than SysTailMult tolerances,
 //     at most a quarter of what the metric lets miss (matched_ratio) and
 //     at least SysTailMin;
@@ -102,6 +109,10 @@ const (
 var sysEdges = [...]float64{1.0 / 64, 1.0 / 16, 1.0 / 4, 1, 4, 16, 64}
 
 const sysBands = len(sysEdges) + 1
+
+// sysRowRatios are the nested groups of the row test's elements by their
+// magnitude over their row's RMS of expected.
+var sysRowRatios = [...]float64{4, 8, 16, 32}
 
 // SysParams is what the check needs beyond the values.
 type SysParams struct {
@@ -196,8 +207,10 @@ func ulpOf(x float64, sig int) float64 {
 // sysAcc is the state of one check while the elements are read.
 type sysAcc struct {
 	add, toward, prec [sysBands]lean
-	flush, mult       lean
-	sens              sensPrec
+	// the same over the groups of sysRowRatios
+	radd, rtoward, rprec [len(sysRowRatios)]lean
+	flush, mult          lean
+	sens                 sensPrec
 }
 
 // Systematic checks the errors of got against expected (shape: the
@@ -229,6 +242,10 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		rowMiss, rowN = 0, 0
 	}
 	dup := repeatedRows(expected, got, rowLen)
+	var rowRMS []float64
+	if rows {
+		rowRMS = rowsRMS(expected, rowLen)
+	}
 	sensU, sensNear, sensShare := sensBounds(p.Sig)
 	if len(p.Sens) != len(expected) {
 		sensU = 0
@@ -250,15 +267,27 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		for b < len(edge) && ax >= edge[b] {
 			b++
 		}
+		// the nested groups of sysRowRatios this element is in
+		groups := 0
+		if rowRMS != nil {
+			for rms := rowRMS[i/rowLen]; groups < len(sysRowRatios) && rms > 0 && ax >= sysRowRatios[groups]*rms; groups++ {
+			}
+		}
 		if t := tol.boundAt(x, p.Scale, i); t > 0 {
 			u := e / t
 			a.add[b].add(u, ulp/t)
+			for k := range groups {
+				a.radd[k].add(u, ulp/t)
+			}
 			if x != 0 && b > 0 && (p.Elementwise || ax >= tol.Atol) {
 				v := u // sign(expected)·u: negative toward zero
 				if x < 0 {
 					v = -u
 				}
 				a.toward[b].add(v, ulp/t)
+				for k := range groups {
+					a.rtoward[k].add(v, ulp/t)
+				}
 			}
 			if math.Abs(u) > SysTailMult {
 				r.Tail++
@@ -286,6 +315,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 				far = 1
 			}
 			a.prec[b].add(far, 0)
+			for k := range groups {
+				a.rprec[k].add(far, 0)
+			}
 		}
 		if tol.Rtol > 0 && tol.Rtol*ax >= tol.Atol {
 			a.mult.add(rel, ulp/ax)
@@ -338,6 +370,30 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			})
 		}
 	}
+	for k, ratio := range sysRowRatios {
+		group := fmt.Sprintf("at least %g× their row's RMS", ratio)
+		n := a.radd[k].n
+		judge(&a.radd[k], meanU, func(mean, z, floor float64) string {
+			return fmt.Sprintf("the %d elements %s lean %+.3g tolerances on average (z %.1f; honest rounding less than %.3g)",
+				n, group, mean, z, floor)
+		})
+		nt := a.rtoward[k].n
+		judge(&a.rtoward[k], meanU, func(mean, z, floor float64) string {
+			dir := "away from"
+			if mean < 0 {
+				dir = "toward"
+			}
+			return fmt.Sprintf("the %d elements %s lean %.3g tolerances %s zero on average (z %.1f; honest rounding less than %.3g)",
+				nt, group, math.Abs(mean), dir, z, floor)
+		})
+		if l := &a.rprec[k]; l.n >= SysMinN {
+			share := l.s / float64(l.n)
+			note(share/SysFarShare, func() string {
+				return fmt.Sprintf("%.0f %% of the %d elements %s are off by more than %g ulps of the output's format (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
+					100*share, l.n, group, SysNearUlps, 100*SysFarShare)
+			})
+		}
+	}
 	if m, why, ok := a.sens.judge(sensNear, sensShare); ok {
 		note(m, why)
 	}
@@ -375,6 +431,25 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		r.Pass, r.Explain = false, "systematic error: "+worst
 	}
 	return r
+}
+
+// rowsRMS is the root mean square of each row (of rowLen) of expected
+// over its finite elements (0 for none).
+func rowsRMS(expected []float64, rowLen int) []float64 {
+	out := make([]float64, (len(expected)+rowLen-1)/rowLen)
+	for r := range out {
+		ss, n := 0.0, 0
+		for _, x := range expected[r*rowLen : min(len(expected), (r+1)*rowLen)] {
+			if !math.IsNaN(x) && !math.IsInf(x, 0) {
+				ss += x * x
+				n++
+			}
+		}
+		if n > 0 {
+			out[r] = math.Sqrt(ss / float64(n))
+		}
+	}
+	return out
 }
 
 // repeatedRows marks, over the last dimension, every row whose expected

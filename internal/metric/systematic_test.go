@@ -302,3 +302,73 @@ func TestSystematicRepeatedRows(t *testing.T) {
 		t.Fatalf("a lean of a third of a tolerance on %d distinct rows passed", distinct+copies)
 	}
 }
+
+// TestSystematicRowOutliers: a bias on the few elements that stand out in
+// their row (massive activations: two a row of 1024, one percent of the
+// top magnitude band) fails the row-relative groups in bfloat16 and
+// float32; honest rounding of the same values passes, in an elementwise
+// slot and in a reduction.
+func TestSystematicRowOutliers(t *testing.T) {
+	const rows, width = 96, 1024
+	r := rand.New(rand.NewPCG(7, 7))
+	exp := make([]float64, rows*width)
+	for i := range exp {
+		exp[i] = r.NormFloat64()
+		if i%width < 2 {
+			exp[i] = math.Copysign(20*math.Exp(r.Float64()*math.Log(100)), r.NormFloat64())
+		}
+	}
+	// silu_massive_amplify's rule: above 16 and 6× the row's RMS.
+	rms := make([]float64, rows)
+	for i, x := range exp {
+		rms[i/width] += x * x / width
+	}
+	hot := func(i int, x float64) bool { return math.Abs(x) > 16 && math.Abs(x) > 6*math.Sqrt(rms[i/width]) }
+	bf16 := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
+	f32 := metric.Tolerance{Atol: 1e-5, Rtol: 1e-5}
+	round32 := func(x float64) float64 { return float64(float32(x)) }
+	cases := []struct {
+		name        string
+		tol         metric.Tolerance
+		sig         int
+		elementwise bool
+		got         []float64
+		fail        bool
+	}{
+		{"bf16 rounded", bf16, 8, true, mapped(exp, func(_ int, x float64) float64 { return roundBF16(x) }), false},
+		{"bf16 rounded, reduction", bf16, 8, false, mapped(exp, func(_ int, x float64) float64 { return roundBF16(x) }), false},
+		{"f32 rounded", f32, 24, true, mapped(exp, func(_ int, x float64) float64 { return round32(x) }), false},
+		{"bf16 massive ×1.015", bf16, 8, true, mapped(exp, func(i int, x float64) float64 {
+			if hot(i, x) {
+				x *= 1.015
+			}
+			return roundBF16(x)
+		}), true},
+		{"bf16 massive ×1.015, reduction", bf16, 8, false, mapped(exp, func(i int, x float64) float64 {
+			if hot(i, x) {
+				x *= 1.015
+			}
+			return roundBF16(x)
+		}), true},
+		{"f32 massive ×(1+0.85e-5)", f32, 24, true, mapped(exp, func(i int, x float64) float64 {
+			if hot(i, x) {
+				x *= 1 + 0.85e-5
+			}
+			return round32(x)
+		}), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := metric.Systematic(exp, c.got, []int{rows, width}, metric.SysParams{Tol: c.tol, Sig: c.sig, Elementwise: c.elementwise, MinRatio: 0.99})
+			if !c.fail {
+				if !res.Pass || res.Margin > 0.8 {
+					t.Fatalf("honest rounding refused or near the bound: margin %.3f %s", res.Margin, res.Explain)
+				}
+				return
+			}
+			if res.Pass || !strings.Contains(res.Explain, "their row's RMS") {
+				t.Fatalf("pass=%v margin %.3f %q, want a failure of a row-relative group", res.Pass, res.Margin, res.Explain)
+			}
+		})
+	}
+}
