@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"cacheon/internal/arena"
 	"cacheon/internal/tritoncache"
@@ -69,4 +74,84 @@ func KernelCacheDir(root string, a *arena.Arena) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(ad + "\n" + rd))
 	return filepath.Join(root, a.Name+"-"+hex.EncodeToString(sum[:8])), nil
+}
+
+// CheckKernelCache reads every file of a kept kernel cache, so that one
+// made unreadable (permissions, a truncated copy's directory, a disk
+// error) is found before a session's start needs it: a caller then starts
+// without it, which costs only compile time.
+func CheckKernelCache(dir string) error {
+	if err := readAll(os.DirFS(dir)); err != nil {
+		return fmt.Errorf("kernel cache %s: %w", dir, err)
+	}
+	return nil
+}
+
+// readAll reads every regular file of fsys.
+func readAll(fsys fs.FS) error {
+	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := fsys.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(io.Discard, f)
+		return err
+	})
+}
+
+// KeptKernelCaches is how many kernel caches of one arena PruneKernelCaches
+// leaves: the current runtime's and the one before (a run of the previous
+// binary may still be copying it).
+const KeptKernelCaches = 2
+
+// PruneKernelCaches removes, under root, the kernel caches of arena a
+// (KernelCacheDir's names for a's name, whatever the runtime) beyond the
+// KeptKernelCaches most recently modified, never keep itself. Every
+// embedded runtime makes a cache of its own, so without this they pile
+// up, one per binary. It returns the directories removed.
+func PruneKernelCaches(root string, a *arena.Arena, keep string) ([]string, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("prune kernel caches: %w", err)
+	}
+	type cache struct {
+		path string
+		mod  int64
+	}
+	var mine []cache
+	for _, e := range ents {
+		name := e.Name()
+		rest, ok := strings.CutPrefix(name, a.Name+"-")
+		if !ok || !e.IsDir() || len(rest) != 16 || strings.Trim(rest, "0123456789abcdef") != "" {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		mine = append(mine, cache{filepath.Join(root, name), info.ModTime().UnixNano()})
+	}
+	slices.SortFunc(mine, func(x, y cache) int {
+		switch {
+		case x.path == keep:
+			return -1
+		case y.path == keep:
+			return 1
+		case x.mod != y.mod:
+			return cmp.Compare(y.mod, x.mod) // newest first
+		}
+		return strings.Compare(x.path, y.path)
+	})
+	var removed []string
+	for _, c := range mine[min(len(mine), KeptKernelCaches):] {
+		if err := os.RemoveAll(c.path); err != nil {
+			return removed, fmt.Errorf("prune kernel caches: %w", err)
+		}
+		removed = append(removed, c.path)
+	}
+	return removed, nil
 }

@@ -1,12 +1,18 @@
 package engine
 
 import (
-	"cacheon/internal/tritoncache"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"cacheon/internal/arena"
+	"cacheon/internal/tritoncache"
 )
 
 func writeTree(t *testing.T, root string, files map[string]string) {
@@ -114,5 +120,69 @@ func TestKernelCache(t *testing.T) {
 	}
 	if _, err := os.Stat(tritoncache.Dir(none)); !os.IsNotExist(err) {
 		t.Fatalf("seeding from no cache made %s", tritoncache.Dir(none))
+	}
+}
+
+// TestPruneKernelCaches: of one arena's kernel caches the kept one and the
+// newest other stay; other arenas' caches and other names are left alone.
+func TestPruneKernelCaches(t *testing.T) {
+	root := t.TempDir()
+	a := &arena.Arena{Name: "h200-dense-1b"}
+	mk := func(name string, age time.Duration) string {
+		p := filepath.Join(root, name)
+		writeTree(t, p, map[string]string{"ab/k.cubin": "x"})
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(p, when, when); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keep := mk("h200-dense-1b-00000000000000aa", 3*time.Hour) // kept, though oldest
+	newer := mk("h200-dense-1b-00000000000000bb", time.Hour)
+	older := mk("h200-dense-1b-00000000000000cc", 2*time.Hour)
+	oldest := mk("h200-dense-1b-00000000000000dd", 4*time.Hour)
+	other := mk("h200-dense-8b-00000000000000ee", 9*time.Hour)
+	stray := mk("h200-dense-1b-notacache", 9*time.Hour)
+	removed, err := PruneKernelCaches(root, a, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := []string{older, oldest}; !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	for _, p := range []string{keep, newer, other, stray} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// failingFS is a file system whose named file cannot be read.
+type failingFS struct {
+	fs.FS
+	bad string
+}
+
+func (f failingFS) Open(name string) (fs.File, error) {
+	if name == f.bad {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+	}
+	return f.FS.Open(name)
+}
+
+// TestCheckKernelCache: a readable cache passes; a missing one, or one
+// with a file that cannot be read, does not.
+func TestCheckKernelCache(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"ab/k.cubin": "x", "cd/k.json": "{}"})
+	if err := CheckKernelCache(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckKernelCache(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("a missing cache passed")
+	}
+	if err := readAll(failingFS{os.DirFS(dir), "cd/k.json"}); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("a cache with an unreadable file: %v, want a permission error", err)
 	}
 }

@@ -22,8 +22,9 @@ type kernelKeeper interface {
 // no candidate code in the process) and saving what its load compiled.
 // Without it an H200 engine compiles its stock Triton kernels in the
 // stage's own time: building h200-dense-1b took 23.4 s cold and 3.1 s
-// warm (docs/performance.md). Failing to make one only costs that time:
-// the reason goes to the progress and "" is returned.
+// warm (docs/performance.md). Failing to make or read one only costs that
+// time: the reason goes to the progress and "" is returned. Making one
+// prunes the arena's caches of older runtimes (engine.PruneKernelCaches).
 func keptKernels(ctx context.Context, o Options, open func(context.Context, engine.Config) (Session, error), cfg engine.Config, shipped *arena.Arena, p *plan) string {
 	key := *p.arena
 	key.Work = shipped.Work // the workload is the seed's; the kernels are the engine's
@@ -33,6 +34,10 @@ func keptKernels(ctx context.Context, o Options, open func(context.Context, engi
 		return ""
 	}
 	if _, err := os.Stat(dir); err == nil {
+		if err := engine.CheckKernelCache(dir); err != nil {
+			say(o, fmt.Sprintf("no kernel cache (the engine compiles its own): %v", err))
+			return ""
+		}
 		return dir
 	}
 	if err := os.MkdirAll(o.KernelRoot, 0o700); err != nil {
@@ -67,6 +72,12 @@ func keptKernels(ctx context.Context, o Options, open func(context.Context, engi
 		}
 		say(o, fmt.Sprintf("no kernel cache: %v", err))
 		return ""
+	}
+	// Each runtime keeps caches of its own: older runtimes' go.
+	if removed, err := engine.PruneKernelCaches(o.KernelRoot, &key, dir); err != nil {
+		say(o, err.Error())
+	} else if len(removed) > 0 {
+		say(o, fmt.Sprintf("removed %d older kernel caches of %s", len(removed), shipped.Name))
 	}
 	return dir
 }
