@@ -28,7 +28,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 	}
 	switch a.Gen {
 	case "values", "":
-		v := g.fill(c.Dist, n, last, c.Spec.OutlierBound(dt))
+		v := g.fill(c.Dist, n, last, c.Spec.OutlierBound(dt), c.channelsOf(shape))
 		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's gemm_out (rowmap.go)
 			return nil, err
 		}
@@ -45,9 +45,9 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		ones := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".ones").uniform() < 0.5 || c.Serving
 		for i := range v {
 			v[i] = 1
-			if !ones {
-				v[i] += 0.25 * g.normal()
-			}
+		}
+		if !ones {
+			normWeight(g, v) // channels.go: a scale, gain channels
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "linear_weight":

@@ -45,38 +45,50 @@ func TestOutlierBound(t *testing.T) {
 }
 
 // TestSiluOutliers: silu_and_mul's heavy-tailed inputs reach past a clamp
-// at ±100 in every dtype, and in float16 every honest product
-// silu(gate)·up of the rounded inputs is finite there.
+// at ±100 in every dtype (in some cases: the three in eight whose
+// outlier channels replace the scattered outliers may stay below, more
+// often under float16's bound of 255), never beyond the bound, and in float16
+// every honest product silu(gate)·up of the rounded inputs is finite
+// there.
 func TestSiluOutliers(t *testing.T) {
 	s, _ := catalog(t).Lookup("activation.silu_and_mul")
 	sh := Shape{Name: "t", Dims: Dims{"N": 256, "D": 512}}
 	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} {
-		c, err := s.NewCase(CaseParams{Seed: 3, Shape: sh, DType: dt, Dist: HeavyTailed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := c.Ranks[0]["x"].Float64s()
-		big, most := 0, 0.0
-		for _, v := range x {
-			most = max(most, math.Abs(v))
-			if math.Abs(v) > 100 {
-				big++
+		reached := 0
+		for seed := uint64(1); seed <= 6; seed++ {
+			c, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: dt, Dist: HeavyTailed})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if big == 0 || most > s.OutlierBound(dt) {
-			t.Errorf("%s: %d inputs above 100, largest %g (bound %g)", dt, big, most, s.OutlierBound(dt))
-		}
-		if dt != tensor.F16 {
-			continue
-		}
-		d := 512
-		for r := 0; r < 256; r++ {
-			for j := 0; j < d; j++ {
-				g, u := x[r*2*d+j], x[r*2*d+d+j]
-				if p := g / (1 + math.Exp(-g)) * u; math.Abs(p) > 65504 {
-					t.Fatalf("float16 product silu(%g)·%g = %g overflows", g, u, p)
+			x := c.Ranks[0]["x"].Float64s()
+			big, most := 0, 0.0
+			for _, v := range x {
+				most = max(most, math.Abs(v))
+				if math.Abs(v) > 100 {
+					big++
 				}
 			}
+			if most > s.OutlierBound(dt) {
+				t.Errorf("%s seed %d: largest input %g beyond the bound %g", dt, seed, most, s.OutlierBound(dt))
+			}
+			if big > 0 {
+				reached++
+			}
+			if dt != tensor.F16 {
+				continue
+			}
+			d := 512
+			for r := 0; r < 256; r++ {
+				for j := 0; j < d; j++ {
+					g, u := x[r*2*d+j], x[r*2*d+d+j]
+					if p := g / (1 + math.Exp(-g)) * u; math.Abs(p) > 65504 {
+						t.Fatalf("float16 product silu(%g)·%g = %g overflows", g, u, p)
+					}
+				}
+			}
+		}
+		if reached < 2 {
+			t.Errorf("%s: %d of 6 heavy-tailed cases have an input above 100, want two or more", dt, reached)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func (c *Case) namedPages(pages int) (named []int, ok bool, err error) {
 // pages, not its size; an honest kernel reads no other page.
 func (c *Case) pagedValues(g *rng, dt tensor.DType, shape []int, named []int) (*tensor.Tensor, error) {
 	per := numel(shape[1:])
-	v := g.fill(c.Dist, len(named)*per, shape[len(shape)-1], c.Spec.OutlierBound(dt))
+	v := g.fill(c.Dist, len(named)*per, shape[len(shape)-1], c.Spec.OutlierBound(dt), c.channelsOf(shape))
 	compact, err := tensor.FromFloat64(dt, append([]int{len(named)}, shape[1:]...), v)
 	if err != nil {
 		return nil, err

@@ -104,6 +104,13 @@ import (
 //     as the input is from the streams NAME.room_before / NAME.room_after
 //     of the rank and the call (PackPlan, Rooms, packed.go: each replay
 //     redraws the rooms of its packed graph-dynamic inputs).
+// 11. Since v11 (session 29): a HeavyTailed tensor of two or more rows of
+//     at least 8 draws, before step 3's b, a uniform; below 0.75 it has
+//     outlier channels, and then a second uniform below 0.5 leaves out its
+//     scattered outliers; the channels are drawn after the values from
+//     the argument's stream and the case's shared stream "channels"
+//     (outlierChannels, channels.go); a norm weight that is not all ones
+//     is drawn by normWeight (a scale, the values, gain channels).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -112,8 +119,9 @@ import (
 // among them; v7, session 22: KV caches drawn in their named pages; v8,
 // session 23: MoE pad rows and prepare decoys; v9, session 24: fresh page
 // pools, repeated rows, the engine router's weights; v10, session 25:
-// rooms redrawn per replay).
-const InputGenerator = "cacheon.slot.input.v10"
+// rooms redrawn per replay; v11, session 29: outlier channels and norm
+// gains, channels.go).
+const InputGenerator = "cacheon.slot.input.v11"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -234,7 +242,7 @@ func Distributions() []Distribution {
 // outlierMax bounds HeavyTailed's outliers (0: defaultOutlierMax); a slot
 // whose outputs depend on each input element elementwise or per row
 // raises it (Spec.OutlierMax, Spec.OutlierBound).
-func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64) []float64 {
+func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64, lay channelLayout) []float64 {
 	if outlierMax <= 0 {
 		outlierMax = defaultOutlierMax
 	}
@@ -247,12 +255,19 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64) []float
 			shift = -shift
 		}
 	}
+	// A heavy-tailed tensor of several rows has outlier channels at odds
+	// 3/4, and then keeps its scattered outliers at odds 1/2 (channels.go).
+	channels := dist == HeavyTailed && rowLen >= channelMinRow && n >= 2*rowLen && r.uniform() < channelOdds
+	scattered := outlierMax
+	if channels && r.uniform() < 0.5 {
+		scattered = 0
+	}
 	base := r.src.Uint64()
 	blocks := (n + fillBlock - 1) / fillBlock
 	z := newZiggurat()
 	draw := func(j int) {
 		b := &rng{src: splitmix.New(splitmix.New(base + uint64(j)).Uint64())}
-		b.shape(z, dist, shift, outlierMax, v[j*fillBlock:min(n, (j+1)*fillBlock)])
+		b.shape(z, dist, shift, scattered, v[j*fillBlock:min(n, (j+1)*fillBlock)])
 	}
 	if workers := min(blocks, runtime.GOMAXPROCS(0)); workers <= 1 {
 		for j := range blocks {
@@ -283,6 +298,9 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64) []float
 			}
 		}
 	}
+	if channels {
+		r.outlierChannels(v, rowLen, lay.heads, outlierMax, lay.shared()) // channels.go
+	}
 	if dist == Sparse && rowLen > 0 && n > rowLen {
 		for row := 0; row*rowLen < n; row += 7 {
 			for j := row * rowLen; j < (row+1)*rowLen && j < n; j++ {
@@ -291,6 +309,27 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64) []float
 		}
 	}
 	return v
+}
+
+// channelLayout is what outlier channels need beyond the values: how many
+// rows make one token (heads), and the case's shared channel stream (a
+// fresh one at every call).
+type channelLayout struct {
+	heads  int
+	shared func() *rng
+}
+
+// channelsOf is the layout of input shape's outlier channels in this
+// case: heads from the last but one dimension of a tensor of three or
+// more, the stream of argument "channels" at replay 0, rank 0.
+func (c *Case) channelsOf(shape []int) channelLayout {
+	heads := 1
+	if len(shape) >= 3 {
+		heads = shape[len(shape)-2]
+	}
+	return channelLayout{heads: heads, shared: func() *rng {
+		return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "channels")
+	}}
 }
 
 // The range of Scaled's row scales, and HeavyTailed's largest outlier
@@ -305,7 +344,8 @@ const (
 const fillBlock = 1 << 15
 
 // shape fills v with normals of z shaped by dist, shift being the
-// tensor's own (Scaled's row scales are applied by fill).
+// tensor's own (Scaled's row scales are applied by fill); HeavyTailed's
+// scattered outliers reach outlierMax, none when it is 0.
 func (r *rng) shape(z *ziggurat, dist Distribution, shift, outlierMax float64, v []float64) {
 	switch dist {
 	case Normal, Scaled:
@@ -324,7 +364,7 @@ func (r *rng) shape(z *ziggurat, dist Distribution, shift, outlierMax float64, v
 		case Shifted:
 			x += shift
 		case HeavyTailed:
-			if r.uniform() < 0.01 {
+			if r.uniform() < 0.01 && outlierMax > 0 {
 				x = 16 * math.Exp(r.uniform()*math.Log(outlierMax/16))
 				if r.uniform() < 0.5 {
 					x = -x

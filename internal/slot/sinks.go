@@ -155,6 +155,25 @@ func (c *Case) sinks(replay int) error {
 		if err != nil {
 			return err
 		}
+		// The tail keys (no sink) a query row meets: its decode
+		// sequence's, or every key of sdpa's one sequence (the same for
+		// every row: measured once).
+		tails := make([]tailStats, max(1, len(seqs)))
+		if seqs == nil {
+			tails[0].mean, tails[0].sample = tailMean(kv, weight, nil, hkv, d)
+		}
+		for b, keys := range seqs {
+			tails[b].mean, tails[b].sample = tailMean(kv, weight, keys, hkv, d)
+		}
+		// A sink stands above its tails: where a tail's mean leans along
+		// u (keys with outlier channels of one sign, channels.go) by
+		// more than half the drawn norm, the norm is twice that lean, so
+		// that aim solves for the margin exactly.
+		for j := range hkv {
+			for _, ts := range tails {
+				norm[j] = max(norm[j], 2*dot(u[j], ts.mean[j*d:(j+1)*d]))
+			}
+		}
 		// The keys: each sequence's first sink along its KV head's u at
 		// that head's norm; a further sink at a share of it plus a drawn
 		// direction off u; the others as drawn.
@@ -192,21 +211,15 @@ func (c *Case) sinks(replay int) error {
 				spread[row*hq+h] = f
 			}
 		}
-		// The tail keys (no sink) a query row meets: its decode
-		// sequence's, or every key of sdpa's one sequence (the same for
-		// every row: measured once).
-		var mean []float64
-		var sample []int
-		if seqs == nil {
-			mean, sample = tailMean(kv, weight, nil, hkv, d)
-		}
 		for row := range qRows {
+			ts := tails[0]
 			if seqs != nil {
 				if row >= len(seqs) {
 					return fmt.Errorf("slot %s: sinks: %s has %d rows, the page table %d sequences", c.Spec.Name, ss.Query, qRows, len(seqs))
 				}
-				mean, sample = tailMean(kv, weight, seqs[row], hkv, d)
+				ts = tails[row]
 			}
+			mean, sample := ts.mean, ts.sample
 			for h := range hq {
 				x := qv[(row*hq+h)*d : (row*hq+h+1)*d]
 				j := h / (hq / hkv)
@@ -358,8 +371,8 @@ func (c *Case) sinkRows(g *rng, rank map[string]*tensor.Tensor, kRows, count int
 // it). The tail's own components along u spread its scores by a·u·k: a
 // drawn spread too small to reach takes the least f (off-u spread 0.05),
 // and a tail whose mean leans so far along u that norm - u·k̄ < norm/4
-// takes a = margin/(scale·norm); a tail of fewer than two keys (nothing to
-// measure) takes f = sigma as well. Fixing the mean and the spread, not
+// takes a = margin/(scale·norm); a tail of fewer than two keys (no spread
+// to measure) takes f = sigma, its margin still solved for. Fixing the mean and the spread, not
 // only the query's norm, keeps the sinks what they are with a shifted
 // query or heavy-tailed keys (whose tails reached the sink before).
 func aim(x, u, kbar []float64, norm float64, tail tailScores, scale, margin, sigma float64) {
@@ -368,21 +381,30 @@ func aim(x, u, kbar []float64, norm float64, tail tailScores, scale, margin, sig
 	if vx > 0 {
 		f = sigma / (scale * math.Sqrt(vx))
 	}
-	if den := norm - dot(u, kbar); den > norm/4 && vx > 0 {
+	if den := norm - dot(u, kbar); den > norm/4 {
 		alpha, beta := margin/(scale*den), dot(x, kbar)/den
-		qa := vx + 2*beta*cxu + beta*beta*vu
-		qb := 2*alpha*cxu + 2*alpha*beta*vu
-		qc := alpha*alpha*vu - (sigma/scale)*(sigma/scale)
-		fmin := 0.05 / (scale * math.Sqrt(vx))
-		f = fmin
-		if disc := qb*qb - 4*qa*qc; qa > 0 && disc >= 0 {
-			f = max(fmin, (-qb+math.Sqrt(disc))/(2*qa))
+		if vx > 0 {
+			qa := vx + 2*beta*cxu + beta*beta*vu
+			qb := 2*alpha*cxu + 2*alpha*beta*vu
+			qc := alpha*alpha*vu - (sigma/scale)*(sigma/scale)
+			fmin := 0.05 / (scale * math.Sqrt(vx))
+			f = fmin
+			if disc := qb*qb - 4*qa*qc; qa > 0 && disc >= 0 {
+				f = max(fmin, (-qb+math.Sqrt(disc))/(2*qa))
+			}
 		}
-		a = alpha + beta*f
+		a = alpha + beta*f // the margin exact, a one-key tail's too
 	}
 	for e := range x {
 		x[e] = f*x[e] + a*u[e]
 	}
+}
+
+// tailStats is one sequence's tail keys: their mean per KV head and a
+// sample of them (tailMean).
+type tailStats struct {
+	mean   []float64
+	sample []int
 }
 
 // tailScores is a sample of a KV head's tail keys: rows of kv.

@@ -450,10 +450,11 @@ func TestFillIndependentOfCores(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, dist := range Distributions() {
 		for _, n := range []int{1, fillBlock - 1, fillBlock, 3*fillBlock + 17} {
+			lay := channelLayout{heads: 2, shared: func() *rng { return newStream(9, "s", "x", 0, 0, 0, "channels") }}
 			runtime.GOMAXPROCS(1)
-			one := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64, 0)
+			one := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64, 0, lay)
 			runtime.GOMAXPROCS(4)
-			four := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64, 0)
+			four := newStream(9, "s", "x", 0, 0, 0, "a").fill(dist, n, 64, 0, lay)
 			if !slices.Equal(one, four) {
 				t.Fatalf("%s, %d values: one core and four cores drew different values", dist, n)
 			}

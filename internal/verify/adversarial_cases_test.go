@@ -432,5 +432,33 @@ func adversarialCases() []adversarialCase {
 		// Session 28's red team (rt28b): a private aten op that writes
 		// past its outputs; private ops are allowed by name only.
 		{name: "aten_private_helper_overflow", scan: `module-attribute-not-allowed`},
+		// rt28b's input tells (session 29): outlier channels in
+		// heavy-tailed inputs and gain channels in norm weights
+		// (internal/slot/channels.go); a bias on the elements large for
+		// their row (the systematic test's row-relative groups).
+		{name: "rmsnorm_channel_outlier_tell", verify: `output out: (allclose|matched_ratio)`},
+		{name: "sdpa_key_outlier_channel_drop", verify: `output out: matched_ratio`},
+		{name: "decode_key_outlier_channel_drop", verify: `output out: matched_ratio`},
+		{name: "rmsnorm_weight_range_clamp", verify: `output out: allclose`},
+		{name: "silu_massive_amplify", allDTypes: true, verify: `their row's RMS`},
+		{name: "control_silu_tanh_rowchunks", control: true, allDTypes: true},
+		// rt29 (session 29): structure the first outlier channels lacked
+		// (shared indices and rotary pairs, signs turning per token, a set
+		// per head, sink tokens, channels beside scattered outliers) and
+		// small norm weights. The odds-drawn ones pin a seed that draws
+		// their structure (docs/redteam.md gives the seeds each fails at).
+		{name: "silu_gateup_channel_drop", allDTypes: true, seed: 1, verify: `output out: allclose`},
+		{name: "silu_sink_token_clamp", allDTypes: true, seed: 1, verify: `output out: allclose`},
+		{name: "rmsnorm_sink_token_drop", allDTypes: true, seed: 1, verify: `output out: allclose`},
+		{name: "rmsnorm_channel_plus_scatter_drop", allDTypes: true, seed: 1, verify: `output out: allclose`},
+		{name: "rmsnorm_small_weight_floor", allDTypes: true, verify: `output out: allclose`},
+		{name: "sdpa_qk_rope_pair_drop", allDTypes: true, seed: 2, verify: `output out: matched_ratio`},
+		{name: "sdpa_rope_key_channel_drop", allDTypes: true, verify: `output out: matched_ratio`},
+		{name: "decode_rope_key_channel_drop", allDTypes: true, verify: `output out: matched_ratio`},
+		{name: "decode_per_head_key_channel_drop", allDTypes: true, verify: `output out: matched_ratio`},
+		{name: "control_rmsnorm_maxrescale", control: true, allDTypes: true},
+		{name: "control_rmsnorm_vllm_double_round", control: true, allDTypes: true},
+		{name: "control_silu_f64", control: true, allDTypes: true},
+		{name: "control_silu_vllm_double_round", control: true, allDTypes: true},
 	}
 }

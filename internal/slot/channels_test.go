@@ -1,0 +1,270 @@
+package slot
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+// hotChannels returns the channels of rows v (of rowLen) that are above
+// ratio times their row's RMS in at least share of the rows.
+func hotChannels(v []float64, rowLen int, ratio, share float64) []int {
+	rows := len(v) / rowLen
+	count := make([]int, rowLen)
+	for r := range rows {
+		row := v[r*rowLen : (r+1)*rowLen]
+		ss := 0.0
+		for _, x := range row {
+			ss += x * x
+		}
+		rms := math.Sqrt(ss / float64(rowLen))
+		for j, x := range row {
+			if rms > 0 && math.Abs(x) > ratio*rms {
+				count[j]++
+			}
+		}
+	}
+	var hot []int
+	for j, n := range count {
+		if float64(n) >= share*float64(rows) {
+			hot = append(hot, j)
+		}
+	}
+	return hot
+}
+
+// keyOutlierChannels returns, per channel of keys v (rows of rowLen), the
+// median magnitude over the rows, and which channels have one at least
+// 3 and 4× the median of the channels' medians (rt28b's test).
+func keyOutlierChannels(v []float64, rowLen int) []int {
+	rows := len(v) / rowLen
+	med := make([]float64, rowLen)
+	col := make([]float64, rows)
+	for j := range rowLen {
+		for r := range rows {
+			col[r] = math.Abs(v[r*rowLen+j])
+		}
+		slices.Sort(col)
+		med[j] = col[rows/2]
+	}
+	all := slices.Clone(med)
+	slices.Sort(all)
+	base := all[rowLen/2]
+	var hot []int
+	for j, m := range med {
+		if m >= 3 && m >= 4*base {
+			hot = append(hot, j)
+		}
+	}
+	return hot
+}
+
+// TestOutlierChannels: a heavy-tailed input of several rows has channels
+// large in most rows (a residual stream's massive channels, attention's
+// key outlier channels) in a good share of cases (half have channels, of
+// which most pass rt28b's tests), within the slot's outlier bound; no
+// other distribution has them.
+func TestOutlierChannels(t *testing.T) {
+	c := catalog(t)
+	tests := []struct {
+		slot, arg string
+		dims      Dims
+		row       int
+		key       bool // the key test (per head channel medians), else the norm's
+	}{
+		{"norm.rmsnorm", "x", Dims{"N": 48, "H": 2048}, 2048, false},
+		{"attention.sdpa", "k", Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, 64, true},
+	}
+	for _, tt := range tests {
+		s, _ := c.Lookup(tt.slot)
+		hit := map[Distribution]int{}
+		const seeds = 24
+		for seed := uint64(1); seed <= seeds; seed++ {
+			for _, dist := range Distributions() {
+				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: tt.dims}, DType: tensor.F32, Dist: dist, Index: int(seed)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := cs.Ranks[0][tt.arg].Float64s()
+				if tt.key {
+					// per KV head: rows are keys of one head
+					hkv := tt.dims["HKV"]
+					for j := range hkv {
+						var head []float64
+						for r := 0; r*hkv*tt.row < len(v); r++ {
+							head = append(head, v[(r*hkv+j)*tt.row:(r*hkv+j+1)*tt.row]...)
+						}
+						if len(keyOutlierChannels(head, tt.row)) > 0 {
+							hit[dist]++
+							break
+						}
+					}
+				} else if len(hotChannels(v, tt.row, 8, 0.75)) > 0 {
+					hit[dist]++
+				}
+				if dist != HeavyTailed {
+					continue
+				}
+				bound := s.OutlierBound(tensor.F32)
+				for _, x := range v {
+					if math.Abs(x) > bound {
+						t.Fatalf("%s seed %d: %s element %g beyond the bound %g", tt.slot, seed, tt.arg, x, bound)
+					}
+				}
+			}
+		}
+		for _, dist := range Distributions() {
+			switch {
+			case dist == HeavyTailed && (hit[dist] < seeds/4 || hit[dist] > seeds*3/4):
+				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want about a third to a half", tt.slot, hit[dist], seeds, tt.arg)
+			case dist != HeavyTailed && hit[dist] > 0:
+				t.Errorf("%s: %d %s cases have an outlier channel in %s, want none", tt.slot, hit[dist], dist, tt.arg)
+			}
+		}
+	}
+}
+
+// TestOutlierChannelRows: over seeds, outlier channels take every form
+// channels.go draws: one sign and both signs over the tokens, present in
+// every token, in part of them and in a few (sink tokens), rotary pairs,
+// one index set for every head and a set of its own per head; each
+// channel's magnitudes stay within a factor of two and the bound.
+func TestOutlierChannelRows(t *testing.T) {
+	const tokens, heads, rowLen = 256, 4, 64
+	var oneSign, bothSigns, everyToken, partial, few, pairs, sameHeads, ownHeads int
+	for seed := uint64(1); seed <= 48; seed++ {
+		g := newStream(seed, "test", "t", 0, 0, 0, "x")
+		shared := newStream(seed, "test", "t", 0, 0, 0, "channels")
+		v := make([]float64, tokens*heads*rowLen) // zeros: only the channels show
+		g.outlierChannels(v, rowLen, heads, 96, shared)
+		hot := make([][]int, heads)
+		for h := range heads {
+			for j := range rowLen {
+				var present []float64
+				for tk := range tokens {
+					if x := v[(tk*heads+h)*rowLen+j]; x != 0 {
+						present = append(present, x)
+					}
+				}
+				if len(present) == 0 {
+					continue
+				}
+				hot[h] = append(hot[h], j)
+				lo, hi := slices.Min(present), slices.Max(present)
+				if lo < 0 && hi > 0 {
+					bothSigns++
+				} else {
+					oneSign++
+				}
+				mags := make([]float64, len(present))
+				for i, x := range present {
+					mags[i] = math.Abs(x)
+				}
+				if a, b := slices.Min(mags), slices.Max(mags); a < b/2*(1-1e-9) || b > 96 || a < channelMin/2 {
+					t.Fatalf("seed %d head %d channel %d: magnitudes %g to %g, want within a factor of two in [%g, 96]", seed, h, j, a, b, channelMin/2)
+				}
+				switch n := len(present); {
+				case n == tokens:
+					everyToken++
+				case n <= tokens/32+1:
+					few++
+				default:
+					partial++
+				}
+			}
+			for _, j := range hot[h] {
+				if slices.Contains(hot[h], j+rowLen/2) {
+					pairs++
+				}
+			}
+		}
+		if slices.Equal(hot[0], hot[1]) && slices.Equal(hot[1], hot[2]) {
+			sameHeads++
+		} else {
+			ownHeads++
+		}
+	}
+	for name, n := range map[string]int{"one sign": oneSign, "both signs": bothSigns, "every token": everyToken,
+		"part of the tokens": partial, "a few tokens": few, "rotary pairs": pairs, "one set for all heads": sameHeads, "a set per head": ownHeads} {
+		if n == 0 {
+			t.Errorf("no outlier channel over 48 seeds has %s", name)
+		}
+	}
+}
+
+// TestSharedChannels: two inputs of one case (sdpa's q and k) draw their
+// channels from one shared plan, so that in cases where both have
+// channels on shared indices they meet at an index (the slot without its
+// sinks, which aim three calls' queries in four).
+func TestSharedChannels(t *testing.T) {
+	sinks, _ := catalog(t).Lookup("attention.sdpa")
+	s := *sinks // without sinks, whose aim re-draws the queries
+	s.Sinks = nil
+	met := 0
+	for seed := uint64(1); seed <= 64; seed++ {
+		c, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: Dims{"T": 64, "P": 0, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 1}}, DType: tensor.F32, Dist: HeavyTailed, Index: int(seed)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, k := c.Ranks[0]["q"].Float64s(), c.Ranks[0]["k"].Float64s()
+		if hq, hk := hotChannels(q, 64, 4, 0.3), hotChannels(k, 64, 4, 0.3); len(hq) > 0 && len(hk) > 0 {
+			for _, j := range hq {
+				if slices.Contains(hk, j) {
+					met++
+					break
+				}
+			}
+		}
+	}
+	if met == 0 {
+		t.Error("q and k never share an outlier channel over 64 seeds")
+	}
+}
+
+// TestNormGains: a norm weight that is not all ones has gain channels of
+// magnitude 2 to 64, some negative over the cases, and in some cases a
+// median below one half; the ones case stays exactly ones.
+func TestNormGains(t *testing.T) {
+	s, _ := catalog(t).Lookup("norm.rmsnorm")
+	ones, gains, negative, small := 0, 0, 0, 0
+	for seed := uint64(1); seed <= 24; seed++ {
+		c, err := s.NewCase(CaseParams{Seed: seed, Shape: s.Shapes[1], DType: tensor.F32, Dist: Normal, Index: int(seed)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := c.Ranks[0]["weight"].Float64s()
+		if slices.IndexFunc(w, func(x float64) bool { return x != 1 }) < 0 {
+			ones++
+			continue
+		}
+		big := 0
+		for _, x := range w {
+			if math.Abs(x) >= gainMin {
+				big++
+				if math.Abs(x) > gainMax*(1+1e-6) {
+					t.Fatalf("seed %d: gain %g beyond %g", seed, x, gainMax)
+				}
+			}
+			if x <= -gainMin {
+				negative++
+			}
+		}
+		if big == 0 {
+			t.Fatalf("seed %d: a weight not all ones without a gain channel", seed)
+		}
+		abs := make([]float64, len(w))
+		for i, x := range w {
+			abs[i] = math.Abs(x)
+		}
+		slices.Sort(abs)
+		if abs[len(abs)/2] < 0.5 {
+			small++
+		}
+		gains++
+	}
+	if ones == 0 || gains == 0 || negative == 0 || small == 0 {
+		t.Errorf("%d all-ones weights, %d with gains, %d negative gains, %d of a median below 0.5: want each", ones, gains, negative, small)
+	}
+}
