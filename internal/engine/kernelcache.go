@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,12 +39,19 @@ func (s *Session) SaveKernelCache(dir string) error {
 }
 
 // seedKernelCache copies a saved kernel cache (if there is one at src) into
-// a new session's ranks' directory.
-func seedKernelCache(src, jobDir string) error {
-	if err := tritoncache.Seed(src, jobDir); err != nil {
-		return fmt.Errorf("kernel cache: %w", err)
+// a new session's ranks' directory. A kept cache only saves compile time,
+// so one that cannot be copied (unreadable, damaged) is left out whole:
+// the session starts with an empty Triton cache, and the reason is
+// returned for the caller to report (Session.KernelCacheMiss). Only a
+// failure to clear what a partial copy left is an error.
+func seedKernelCache(src, jobDir string) (miss, err error) {
+	if serr := tritoncache.Seed(src, jobDir); serr != nil {
+		if err := os.RemoveAll(tritoncache.Dir(jobDir)); err != nil {
+			return nil, fmt.Errorf("kernel cache: clearing a partial copy: %w", err)
+		}
+		return fmt.Errorf("kernel cache %s left out: %w", src, serr), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // DefaultKernelRoot is where kernel caches kept across runs live unless a
@@ -74,33 +79,6 @@ func KernelCacheDir(root string, a *arena.Arena) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(ad + "\n" + rd))
 	return filepath.Join(root, a.Name+"-"+hex.EncodeToString(sum[:8])), nil
-}
-
-// CheckKernelCache reads every file of a kept kernel cache, so that one
-// made unreadable (permissions, a truncated copy's directory, a disk
-// error) is found before a session's start needs it: a caller then starts
-// without it, which costs only compile time.
-func CheckKernelCache(dir string) error {
-	if err := readAll(os.DirFS(dir)); err != nil {
-		return fmt.Errorf("kernel cache %s: %w", dir, err)
-	}
-	return nil
-}
-
-// readAll reads every regular file of fsys.
-func readAll(fsys fs.FS) error {
-	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		f, err := fsys.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(io.Discard, f)
-		return err
-	})
 }
 
 // KeptKernelCaches is how many kernel caches of one arena PruneKernelCaches

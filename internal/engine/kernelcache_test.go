@@ -101,8 +101,8 @@ func TestKernelCache(t *testing.T) {
 	if err := os.Mkdir(fresh, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := seedKernelCache(saved, fresh); err != nil {
-		t.Fatal(err)
+	if miss, err := seedKernelCache(saved, fresh); err != nil || miss != nil {
+		t.Fatal(err, miss)
 	}
 	mine := tritoncache.Dir(fresh)
 	if got := readTree(t, mine); len(got) != len(files)+1 || got["ab/kernel.json"] != "{}" ||
@@ -114,8 +114,8 @@ func TestKernelCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, src := range []string{"", filepath.Join(root, "missing")} {
-		if err := seedKernelCache(src, none); err != nil {
-			t.Fatalf("seed from %q: %v", src, err)
+		if miss, err := seedKernelCache(src, none); err != nil || miss != nil {
+			t.Fatalf("seed from %q: %v %v", src, err, miss)
 		}
 	}
 	if _, err := os.Stat(tritoncache.Dir(none)); !os.IsNotExist(err) {
@@ -158,31 +158,31 @@ func TestPruneKernelCaches(t *testing.T) {
 	}
 }
 
-// failingFS is a file system whose named file cannot be read.
-type failingFS struct {
-	fs.FS
-	bad string
-}
-
-func (f failingFS) Open(name string) (fs.File, error) {
-	if name == f.bad {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
-	}
-	return f.FS.Open(name)
-}
-
-// TestCheckKernelCache: a readable cache passes; a missing one, or one
-// with a file that cannot be read, does not.
-func TestCheckKernelCache(t *testing.T) {
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"ab/k.cubin": "x", "cd/k.json": "{}"})
-	if err := CheckKernelCache(dir); err != nil {
+// TestSeedKernelCacheMiss: a kept cache that cannot be copied (here one
+// past tritoncache's size bound after a first file was copied: a sparse
+// file of 3 GiB) is left out whole: no error, the reason as the miss, and
+// no partial cache in the job directory.
+func TestSeedKernelCacheMiss(t *testing.T) {
+	root := t.TempDir()
+	bad := filepath.Join(root, "kernels")
+	writeTree(t, bad, map[string]string{"aa/k.cubin": "x"})
+	huge := filepath.Join(bad, "zz", "k.cubin")
+	writeTree(t, bad, map[string]string{"zz/k.cubin": ""})
+	if err := os.Truncate(huge, 3<<30); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckKernelCache(filepath.Join(dir, "missing")); err == nil {
-		t.Fatal("a missing cache passed")
+	job := filepath.Join(root, "job")
+	if err := os.Mkdir(job, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	if err := readAll(failingFS{os.DirFS(dir), "cd/k.json"}); !errors.Is(err, fs.ErrPermission) {
-		t.Fatalf("a cache with an unreadable file: %v, want a permission error", err)
+	miss, err := seedKernelCache(bad, job)
+	if err != nil {
+		t.Fatalf("an uncopyable kept cache failed the session: %v", err)
+	}
+	if miss == nil || !strings.Contains(miss.Error(), bad) {
+		t.Fatalf("miss = %v, want the reason naming %s", miss, bad)
+	}
+	if _, err := os.Stat(tritoncache.Dir(job)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a partial cache was left in the job directory: %v", err)
 	}
 }

@@ -98,7 +98,15 @@ type Session struct {
 	// closeNet removes the ranks' shared network namespace (tensor
 	// parallel), nil otherwise.
 	closeNet func()
+	// kernelCacheMiss is why Config.KernelCache was left out (nil when it
+	// was copied or none was given).
+	kernelCacheMiss error
 }
+
+// KernelCacheMiss reports why the session started without the kept
+// kernel cache it was given (nil when it was copied, or none was given):
+// it then compiles its stock kernels itself.
+func (s *Session) KernelCacheMiss() error { return s.kernelCacheMiss }
 
 // Ranks is the number of engine processes (1 unless tensor parallel).
 func (s *Session) Ranks() int { return s.Arena.Engine.Ranks() }

@@ -31,9 +31,11 @@ func (s *Session) startRanks(ctx context.Context, c Config, launcher *worker.San
 	if err != nil {
 		return nil, nil, fault.InfraErr(fmt.Errorf("sandbox: %w", err))
 	}
-	if err := seedKernelCache(c.KernelCache, s.work); err != nil {
+	miss, err := seedKernelCache(c.KernelCache, s.work)
+	if err != nil {
 		return nil, nil, fault.InfraErr(err)
 	}
+	s.kernelCacheMiss = miss
 	ranks := make([]Rank, n)
 	for r := range ranks {
 		env := worker.CandidateEnv(s.work, r, s.Arena.Device, true) // the engine's stock kernels are Triton's

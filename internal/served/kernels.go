@@ -22,9 +22,10 @@ type kernelKeeper interface {
 // no candidate code in the process) and saving what its load compiled.
 // Without it an H200 engine compiles its stock Triton kernels in the
 // stage's own time: building h200-dense-1b took 23.4 s cold and 3.1 s
-// warm (docs/performance.md). Failing to make or read one only costs that
-// time: the reason goes to the progress and "" is returned. Making one
-// prunes the arena's caches of older runtimes (engine.PruneKernelCaches).
+// warm (docs/performance.md). Failing to make one only costs that time:
+// the reason goes to the progress and "" is returned (one the engine
+// cannot copy it leaves out itself: cacheMiss). Making one prunes the
+// arena's caches of older runtimes (engine.PruneKernelCaches).
 func keptKernels(ctx context.Context, o Options, open func(context.Context, engine.Config) (Session, error), cfg engine.Config, shipped *arena.Arena, p *plan) string {
 	key := *p.arena
 	key.Work = shipped.Work // the workload is the seed's; the kernels are the engine's
@@ -34,10 +35,6 @@ func keptKernels(ctx context.Context, o Options, open func(context.Context, engi
 		return ""
 	}
 	if _, err := os.Stat(dir); err == nil {
-		if err := engine.CheckKernelCache(dir); err != nil {
-			say(o, fmt.Sprintf("no kernel cache (the engine compiles its own): %v", err))
-			return ""
-		}
 		return dir
 	}
 	if err := os.MkdirAll(o.KernelRoot, 0o700); err != nil {
@@ -80,4 +77,18 @@ func keptKernels(ctx context.Context, o Options, open func(context.Context, engi
 		say(o, fmt.Sprintf("removed %d older kernel caches of %s", len(removed), shipped.Name))
 	}
 	return dir
+}
+
+// cacheMisser is a loaded engine that may have left its kept kernel cache
+// out (*engine.Session).
+type cacheMisser interface {
+	KernelCacheMiss() error
+}
+
+// cacheMiss says on the progress why session s started without its kept
+// kernel cache, if it did.
+func cacheMiss(o Options, s Session) {
+	if m, ok := s.(cacheMisser); ok && m.KernelCacheMiss() != nil {
+		say(o, fmt.Sprintf("%v (the engine compiles its own kernels)", m.KernelCacheMiss()))
+	}
 }

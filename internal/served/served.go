@@ -263,6 +263,7 @@ func run(ctx context.Context, o Options, a *arena.Arena) *Report {
 		return failed(rep, "load", err)
 	}
 	defer func() { _ = s.Close() }()
+	cacheMiss(o, s)
 	call := o.CallTimeout
 	if call <= 0 {
 		call = 120 * time.Second

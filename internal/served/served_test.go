@@ -28,8 +28,11 @@ type fakeSession struct {
 	waves      int
 	saved      string // the directory SaveKernelCache was asked for
 	saveErr    error
-	block      bool // Serve waits for its context to end
+	block      bool  // Serve waits for its context to end
+	miss       error // KernelCacheMiss: the engine left its kept cache out
 }
+
+func (f *fakeSession) KernelCacheMiss() error { return f.miss }
 
 func (f *fakeSession) Serve(ctx context.Context, w engine.Wave) (map[string]engine.SlotCounters, error) {
 	f.waves++
@@ -358,7 +361,8 @@ func TestRunAttributes(t *testing.T) {
 // TestKeptKernels: on cuda the stage's engine starts from the kernel cache
 // of its arena; the first stage makes it with a pristine engine (no stack,
 // no audit) that serves the first wave and saves, later stages only read
-// it; a failed save costs the cache, not the stage; on the CPU there is
+// it; a failed save costs the cache, not the stage, and so does a cache
+// the engine could not copy (said on the progress); on the CPU there is
 // none.
 func TestKeptKernels(t *testing.T) {
 	var as []*arena.Arena // one arena a device: one engine a stage
@@ -374,13 +378,17 @@ func TestKeptKernels(t *testing.T) {
 	root := t.TempDir()
 	pass := []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}
 	counters := map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}
+	var progress []string
+	var miss error // every engine's KernelCacheMiss
 	run := func(device string, saveErr error) ([]engine.Config, []*fakeSession, *Report) {
 		var cfgs []engine.Config
 		var sessions []*fakeSession
+		progress = nil
 		o := Options{Bundle: "b", Rows: []Row{{Slot: "norm.rmsnorm"}}, Device: device, GPUs: 1, Arenas: as, Slots: slots, Seed: 3,
+			Progress:   func(line string) { progress = append(progress, line) },
 			KernelRoot: root, Open: func(ctx context.Context, c engine.Config) (Session, error) {
 				cfgs = append(cfgs, c)
-				f := &fakeSession{counters: counters, results: pass, saveErr: saveErr}
+				f := &fakeSession{counters: counters, results: pass, saveErr: saveErr, miss: miss}
 				sessions = append(sessions, f)
 				return f, nil
 			}}
@@ -408,6 +416,14 @@ func TestKeptKernels(t *testing.T) {
 	if len(cfgs) != 1 || cfgs[0].KernelCache != cand.KernelCache {
 		t.Errorf("a later stage opened %d engines (cache %q), want the candidate's alone from %q", len(cfgs), cfgs[0].KernelCache, cand.KernelCache)
 	}
+	// An engine that could not copy the kept cache compiles its own: the
+	// stage passes and says so.
+	miss = errors.New("kernel cache /k left out: damaged")
+	_, _, rep = run("cuda", nil)
+	if rep.Outcome != Pass || !slices.ContainsFunc(progress, func(l string) bool { return strings.Contains(l, "kernel cache /k left out: damaged") }) {
+		t.Errorf("a missed cache: %s (%s), progress %q", rep.Outcome, rep.Reason, progress)
+	}
+	miss = nil
 	cfgs, _, _ = run("cpu", nil)
 	if len(cfgs) != 1 || cfgs[0].KernelCache != "" {
 		t.Errorf("cpu: %d engines, cache %q", len(cfgs), cfgs[0].KernelCache)

@@ -188,14 +188,14 @@ func gainChannels(g *rng, v []float64) {
 		}
 		v[i] = m
 	}
-	any := false
+	gained := false
 	for i := range v {
 		if g.uniform() < gainOdds {
 			set(i)
-			any = true
+			gained = true
 		}
 	}
-	if !any {
+	if !gained {
 		set(g.intn(len(v)))
 	}
 }

@@ -63,9 +63,10 @@ func keyOutlierChannels(v []float64, rowLen int) []int {
 
 // TestOutlierChannels: a heavy-tailed input of several rows has channels
 // large in most rows (a residual stream's massive channels, attention's
-// key outlier channels) in a good share of cases (half have channels, of
-// which most pass rt28b's tests), within the slot's outlier bound; no
-// other distribution has them.
+// key outlier channels) in a good share of cases (three in four have
+// channels, of which some pass rt28b's tests: those present in most
+// tokens), within the slot's outlier bound; no other distribution has
+// them.
 func TestOutlierChannels(t *testing.T) {
 	c := catalog(t)
 	tests := []struct {
@@ -118,7 +119,7 @@ func TestOutlierChannels(t *testing.T) {
 		for _, dist := range Distributions() {
 			switch {
 			case dist == HeavyTailed && (hit[dist] < seeds/4 || hit[dist] > seeds*3/4):
-				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want about a third to a half", tt.slot, hit[dist], seeds, tt.arg)
+				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want a quarter to three quarters", tt.slot, hit[dist], seeds, tt.arg)
 			case dist != HeavyTailed && hit[dist] > 0:
 				t.Errorf("%s: %d %s cases have an outlier channel in %s, want none", tt.slot, hit[dist], dist, tt.arg)
 			}
