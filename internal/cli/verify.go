@@ -28,7 +28,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		worldSize, replays    int
 		lanes                 int
 		asJSON, verbose       bool
-		noServed              bool
+		noServed, failFast    bool
 		timeout               time.Duration
 	)
 	cmd := &cobra.Command{
@@ -95,7 +95,9 @@ packed prefill segments, repeated tokens, later prefills, a growing
 decode batch, long contexts), which the rows' independent draws do not
 show; a kernel honest in the rows and wrong in serving FAILs here.
 --no-served skips it (the report then says so; a validator's referee
-audits serving itself).
+audits serving itself). --fail-fast starts no row after one has failed:
+the verdict is the same for less work, and the report lists the rows it
+did not run.
 
 Collective slots run --world-size ranks in one loopback-only network
 namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
@@ -113,7 +115,8 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
 			return a.runVerify(args, verifyFlags{device: device, dtype: dtype, python: python, seed: seed, seedSet: seedSet,
-				worldSize: worldSize, replays: replays, lanes: lanes, json: asJSON, verbose: verbose, timeout: timeout, noServed: noServed})
+				worldSize: worldSize, replays: replays, lanes: lanes, json: asJSON, verbose: verbose, timeout: timeout, noServed: noServed,
+				failFast: failFast})
 		},
 	}
 	f := cmd.Flags()
@@ -128,6 +131,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
 	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker (a served wave gets this and a minute)")
 	f.BoolVar(&noServed, "no-served", false, "skip the served stage (the kernel inside the arena's serving engine)")
+	f.BoolVar(&failFast, "fail-fast", false, "start no row after one has failed (the verdict is the same; the rows not run are listed)")
 	return cmd
 }
 
@@ -138,7 +142,7 @@ type verifyFlags struct {
 	worldSize, replays    int
 	lanes                 int
 	json, verbose         bool
-	noServed              bool
+	noServed, failFast    bool
 	timeout               time.Duration
 }
 
@@ -206,7 +210,7 @@ func (v *verifyRun) setup(path string) verify.Setup {
 	fl := v.fl
 	return verify.Setup{
 		Bundle: path, Device: fl.device, DTypes: v.dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
-		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, Python: fl.python, CallTimeout: fl.timeout,
+		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, FailFast: fl.failFast, Python: fl.python, CallTimeout: fl.timeout,
 		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(), Arenas: v.arenas,
 		KernelRoot: v.kernelRoot,
 	}
@@ -411,6 +415,9 @@ func printVerify(w io.Writer, rep *verify.Report) {
 		if r.Outcome == verify.Fail && r.Stderr != "" {
 			fmt.Fprintf(w, "  worker stderr (tail):\n    %s\n", strings.ReplaceAll(strings.TrimSpace(lastLines(r.Stderr, 8)), "\n", "\n    "))
 		}
+	}
+	for _, id := range rep.RowsNotRun {
+		fmt.Fprintf(w, "\n%-16s %s  (--fail-fast: a row failed before it started)\n", "NOT RUN", id)
 	}
 	for _, s := range rep.Served {
 		fmt.Fprintf(w, "\n%-16s served %s", s.Outcome, s.Slot)

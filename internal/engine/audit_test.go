@@ -352,7 +352,10 @@ func TestAuditHidesBestBlock(t *testing.T) {
 					lowest = min(lowest, x)
 				}
 			}
-			if best >= 0 && finite(cells) > 1 {
+			// Rows of more blocks than the arena selects; a shorter
+			// row is graded by its ranking, which this would fail in
+			// both policies.
+			if best >= 0 && finite(cells) > msa.Model.MSATopK {
 				cells[best] = lowest - 1
 			}
 		}

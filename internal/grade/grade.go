@@ -152,9 +152,13 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 			if sens != nil && len(sens) != len(vals) {
 				return r, fmt.Errorf("grading %s: the reference's sensitivity has %d values for %d elements", o.Name, len(sens), len(vals))
 			}
+			away := expected[slot.AwayKey(o.Name)]
+			if away != nil && len(away) != len(vals) {
+				return r, fmt.Errorf("grading %s: the reference's honest overshoot has %d values for %d elements", o.Name, len(away), len(vals))
+			}
 			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
 				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio,
-				Scale: scale, Sens: sens})
+				Scale: scale, Sens: sens, Away: away})
 			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
 		}
 		r.Outputs = append(r.Outputs, g)

@@ -372,3 +372,51 @@ func TestSystematicRowOutliers(t *testing.T) {
 		})
 	}
 }
+
+// TestSystematicAway: an honest float32 rmsnorm whose sum of squares
+// absorbed the small ones overshoots every output of a row with a massive
+// channel, one way (the absorbed share over two: control_rmsnorm_bmm_sumsq
+// at v12's features scene). With the reference's Away allowance that
+// overshoot is no lean; the same shift toward zero, or beyond the
+// allowance, still is.
+func TestSystematicAway(t *testing.T) {
+	const rows, width = 16, 4096
+	r := rand.New(rand.NewPCG(3, 3))
+	exp := make([]float64, rows*width)
+	for i := range exp {
+		exp[i] = r.NormFloat64()
+		if i%width == 7 {
+			exp[i] = math.Copysign(1500+1000*r.Float64(), r.NormFloat64())
+		}
+	}
+	f32 := metric.Tolerance{Atol: 1e-5, Rtol: 1e-5}
+	const share = 0.6e-5 // the row's overshoot, relative
+	away := make([]float64, len(exp))
+	scale := make([]float64, len(exp))
+	for i, x := range exp {
+		away[i] = math.Abs(x) * share
+		scale[i] = math.Abs(x) * (1 + share/f32.Rtol)
+	}
+	round32 := func(x float64) float64 { return float64(float32(x)) }
+	over := mapped(exp, func(_ int, x float64) float64 { return round32(x * (1 + share)) })
+	under := mapped(exp, func(_ int, x float64) float64 { return round32(x * (1 - share)) })
+	far := mapped(exp, func(_ int, x float64) float64 { return round32(x * (1 + 3*share)) })
+	for _, c := range []struct {
+		name string
+		got  []float64
+		away []float64
+		fail bool
+	}{
+		{"overshoot, no allowance", over, nil, true},
+		{"overshoot within the allowance", over, away, false},
+		{"the same toward zero", under, away, true},
+		{"three times the allowance", far, away, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := metric.Systematic(exp, c.got, []int{rows, width}, metric.SysParams{Tol: f32, Sig: 24, Elementwise: true, Scale: scale, Away: c.away})
+			if res.Pass == c.fail {
+				t.Fatalf("pass=%v margin %.3f %q, want fail=%v", res.Pass, res.Margin, res.Explain, c.fail)
+			}
+		})
+	}
+}

@@ -37,6 +37,9 @@ type Case struct {
 	// Serving marks the case whose inputs take every form serving gives
 	// them (CaseParams.Serving).
 	Serving bool
+	// Scene is the case's place in the order its row deals outlier
+	// scenes (CaseParams.Scene).
+	Scene int
 }
 
 // CaseParams selects one case of a slot.
@@ -73,6 +76,11 @@ type CaseParams struct {
 	// serving forms to a row's drawn wide count (a served width at a
 	// prefill's count, in the distribution of its position).
 	Serving bool
+	// Scene is the case's place in the order its row deals the outlier
+	// scenes of heavy-tailed inputs (channels.go): verify numbers a row's
+	// cases from the largest (the most input elements) down, so that the
+	// few large ones, where a prefill's structures show, meet every scene.
+	Scene int
 }
 
 // NewCase generates the inputs of one case.
@@ -95,7 +103,7 @@ func (s *Spec) NewCase(p CaseParams) (*Case, error) {
 	c := &Case{
 		Spec: s, Shape: p.Shape.Name, Dims: dims, DType: p.DType, Dist: p.Dist,
 		Seed: p.Seed, Index: p.Index, WorldSize: ws, Scalars: map[string]float64{},
-		Serving: p.Serving,
+		Serving: p.Serving, Scene: p.Scene,
 	}
 	if c.Dist == "" {
 		c.Dist = Normal

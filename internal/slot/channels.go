@@ -20,30 +20,50 @@ import "math"
 // (rmsnorm_small_weight_floor).
 //
 // A HeavyTailed input of two or more rows (innermost rows of at least
-// channelMinRow elements) has, at odds channelOdds (the first uniform of
-// the argument's stream), outlier channels, and keeps its scattered
-// outliers besides at odds 1/2 (the second); without channels it has the
-// scattered ones only. The channels (outlierChannels) are drawn from the
-// argument's stream after the values, their indices partly from a stream
-// shared by every argument of the case (argument "channels" at replay 0,
-// rank 0), so that a call's queries and keys, or the gate and up halves
-// of one row, meet outliers at the same indices:
+// channelMinRow elements) takes its case's scene (v12, session 30): the
+// scenes are dealt to a row's cases in turn from the largest down
+// (CaseParams.Scene), starting at an offset drawn per run and slot, so
+// that every row of a run meets each of them on its largest shapes and on
+// about a quarter of the rest (v11 drew them per tensor at odds, and an
+// attack keyed on one of them was caught at some seeds only):
+//
+//   - sinks: channels in a few tokens (token 0 and up to one in 32 more,
+//     where massive activations live) at magnitudes log-uniform over
+//     [outlierMax/16, outlierMax], no scattered outliers;
+//   - features: channels in every token, the scattered outliers kept
+//     at odds 1/2 (the tensor's first uniform);
+//   - mixed: channels in every token at odds 1/2, else in a rate uniform
+//     over [0.5, 1) of them, beside the scattered outliers;
+//   - in both, a tensor whose rows are tokens (two dimensions) has sink
+//     tokens besides at odds 1/2: a massive element, of one magnitude
+//     log-uniform over [outlierMax/16, outlierMax] times 0.5 + 0.5·U, at
+//     one index of the shared stream's, in a few tokens drawn as the
+//     sinks scene's (a residual stream carries both); so has a Scaled
+//     tensor of two dimensions (rng.go's fill: rows of every scale, a
+//     few of them with a massive element, the residual stream of a
+//     prompt with its first token);
+//   - scattered: the scattered outliers only (HeavyTailed's own).
+//
+// One presence for all of a tensor's channels: a sink token is one that
+// stands out in its row, which a channel present everywhere would hide.
+// The channels (outlierChannels) are drawn after the values from the
+// argument's stream and from a stream shared by every argument of the
+// case (argument "channels" at replay 0, rank 0), so that a call's
+// queries and keys, or the gate and up halves of one row, meet outliers
+// at the same indices:
 //
 //   - the shared stream draws channelMax indices of the row and whether
-//     each is a rotary pair (odds 1/2: j and (j + rowLen/2) mod rowLen);
-//   - the argument draws its count, 1 to channelMax, of the shared
-//     indices; and, where its rows are heads (a tensor of three or more
-//     dimensions: the last but one), at odds 1/3 a set of its own for
-//     every head instead;
-//   - per channel a magnitude m log-uniform over [channelMin, outlierMax]
-//     and a sign, fixed at odds 1/2, else drawn per token (a rotated
-//     channel);
-//   - per tensor a presence: a few tokens (token 0 and up to one in 32
-//     more: the sink tokens where massive activations live) at odds 1/2,
-//     every token at odds 1/4 (outlier features), else a rate uniform
-//     over [0.5, 1) of them. One presence for all the tensor's channels:
-//     a sink token is one that stands out in its row, which a channel
-//     present everywhere would hide.
+//     each is a rotary pair (odds 3/4: j and (j + rowLen/2) mod rowLen),
+//     then, at odds 1/3, a set of its own for every head group: head h of
+//     a tensor of H heads (rows are heads in a tensor of three or more
+//     dimensions: the last but one) takes group h·G/H, G the fewest heads
+//     among the case's inputs of that row length, so that a query head
+//     and its KV head share a set;
+//   - the argument draws its count, 1 to channelMax, of the set's
+//     indices; per channel a magnitude m log-uniform over [channelMin,
+//     outlierMax] (the sinks' range in that scene) and a sign, fixed at
+//     odds 1/2, else drawn per token (a rotated channel); then the
+//     presence (few tokens are drawn from it too).
 //
 // A present channel is ±m·(0.5 + 0.5·U): it varies over tokens (a
 // constant channel is one a softmax cancels) and never exceeds the slot's
@@ -57,14 +77,31 @@ import "math"
 // [gainMin, gainMax], negative at odds 1/4.
 
 const (
-	channelOdds   = 0.75
 	channelMinRow = 8
 	channelMax    = 3
 	channelMin    = 4.0
+	pairOdds      = 0.75
+	sinkTokenOdds = 0.5
+	ownSetOdds    = 1.0 / 3
 	gainOdds      = 1.0 / 32
 	gainMin       = 2.0
 	gainMax       = 64.0
 )
+
+// channelScene is what a case's heavy-tailed inputs carry.
+type channelScene int
+
+const (
+	sceneSinks channelScene = iota
+	sceneFeatures
+	sceneMixed
+	sceneScattered
+	channelScenes // how many there are
+)
+
+func (s channelScene) String() string {
+	return [...]string{"sinks", "features", "mixed", "scattered"}[s]
+}
 
 // channelPlan is what the shared stream decides: indices and, for each,
 // whether it is a rotary pair.
@@ -73,11 +110,11 @@ type channelPlan struct {
 	pair []bool
 }
 
-// sharedChannels draws the case's shared channel plan for rows of rowLen.
+// sharedChannels draws a channel plan for rows of rowLen.
 func sharedChannels(shared *rng, rowLen int) channelPlan {
 	p := channelPlan{idx: shared.perm(rowLen)[:channelMax], pair: make([]bool, channelMax)}
 	for j := range p.pair {
-		p.pair[j] = rowLen%2 == 0 && shared.uniform() < 0.5
+		p.pair[j] = rowLen%2 == 0 && shared.uniform() < pairOdds
 	}
 	return p
 }
@@ -94,23 +131,30 @@ func (p channelPlan) expand(count, rowLen int) []int {
 	return out
 }
 
-// outlierChannels sets the outlier channels of HeavyTailed values v
-// (rows of rowLen, heads rows to a token) from r and the case's shared
-// stream.
-func (r *rng) outlierChannels(v []float64, rowLen, heads int, outlierMax float64, shared *rng) {
+// outlierChannels sets the outlier channels of HeavyTailed values v (rows
+// of rowLen) in lay's scene from r and the case's shared stream.
+func (r *rng) outlierChannels(v []float64, rowLen int, lay channelLayout, outlierMax float64) {
 	rows := len(v) / rowLen
-	if rowLen < channelMinRow || rows < 2 {
+	if rowLen < channelMinRow || rows < 2 || lay.scene == sceneScattered {
 		return
 	}
-	heads = max(1, heads)
+	heads := max(1, lay.heads)
+	groups := min(max(1, lay.groups), heads)
 	hi := max(outlierMax, channelMin)
+	shared := lay.shared()
 	plan := sharedChannels(shared, rowLen)
+	var sets []channelPlan
+	if heads > 1 && shared.uniform() < ownSetOdds {
+		sets = make([]channelPlan, groups)
+		for g := range sets {
+			sets[g] = sharedChannels(shared, rowLen)
+		}
+	}
 	count := 1 + r.intn(channelMax)
 	perHead := make([][]int, heads)
-	own := heads > 1 && r.uniform() < 1.0/3
 	for h := range perHead {
-		if own {
-			perHead[h] = sharedChannels(r, rowLen).expand(count, rowLen)
+		if sets != nil {
+			perHead[h] = sets[h*groups/heads].expand(count, rowLen)
 		} else {
 			perHead[h] = plan.expand(count, rowLen)
 		}
@@ -119,17 +163,21 @@ func (r *rng) outlierChannels(v []float64, rowLen, heads int, outlierMax float64
 	for _, c := range perHead {
 		most = max(most, len(c))
 	}
+	lo := channelMin
+	if lay.scene == sceneSinks {
+		lo = max(channelMin, hi/16)
+	}
 	mag := make([]float64, most)
 	rotated := make([]bool, most)
 	for j := range mag {
-		mag[j] = channelMin * math.Exp(r.uniform()*math.Log(hi/channelMin))
+		mag[j] = lo * math.Exp(r.uniform()*math.Log(hi/lo))
 		if r.uniform() < 0.5 {
 			mag[j] = -mag[j]
 		}
 		rotated[j] = r.uniform() < 0.5
 	}
 	tokens := (rows + heads - 1) / heads
-	present := r.presence(tokens)
+	present := r.presence(tokens, lay.scene)
 	for row := range rows {
 		t := row / heads
 		if !present(t) {
@@ -143,15 +191,47 @@ func (r *rng) outlierChannels(v []float64, rowLen, heads int, outlierMax float64
 			v[row*rowLen+at] = x
 		}
 	}
+	// Beside features, a tensor whose rows are tokens has sink tokens at
+	// odds 1/2: one index of the shared stream's, massive in a few tokens.
+	sinkAt := shared.intn(rowLen)
+	if heads == 1 && lay.scene != sceneSinks {
+		r.sinkTokens(v, rowLen, sinkAt, hi)
+	}
 }
 
-// presence draws which of tokens tokens carry the channels: a few (token 0
-// and up to one in 32 more), all, or a drawn rate of them.
-func (r *rng) presence(tokens int) func(t int) bool {
-	switch u := r.uniform(); {
-	case u < 0.25:
-		return func(int) bool { return true }
-	case u < 0.5:
+// sinkTokens gives rows v (of rowLen, a token each) sink tokens at odds
+// sinkTokenOdds: a massive element at index at, of one magnitude
+// log-uniform over [hi/16, hi] and one sign, times 0.5 + 0.5·U, in a few
+// tokens drawn as the sinks scene draws them.
+func (r *rng) sinkTokens(v []float64, rowLen, at int, hi float64) {
+	if r.uniform() >= sinkTokenOdds {
+		return
+	}
+	rows := len(v) / rowLen
+	m := max(channelMin, hi/16) * math.Exp(r.uniform()*math.Log(16))
+	if r.uniform() < 0.5 {
+		m = -m
+	}
+	sink := r.presence(rows, sceneSinks)
+	for row := range rows {
+		if sink(row) {
+			v[row*rowLen+at] = m * (0.5 + 0.5*r.uniform())
+		}
+	}
+}
+
+// presence draws which of tokens tokens carry the channels in scene: a
+// few (token 0 and up to one in 32 more: sinks), all (features, and mixed
+// at odds 1/2), or a drawn rate of them (mixed).
+func (r *rng) presence(tokens int, scene channelScene) func(t int) bool {
+	every := func(int) bool { return true }
+	switch scene {
+	case sceneFeatures:
+		return every
+	case sceneMixed:
+		if r.uniform() < 0.5 {
+			return every
+		}
 		rate := 0.5 + 0.5*r.uniform()
 		on := make([]bool, tokens)
 		for t := range on {

@@ -84,7 +84,7 @@ func TestOutlierChannels(t *testing.T) {
 		const seeds = 24
 		for seed := uint64(1); seed <= seeds; seed++ {
 			for _, dist := range Distributions() {
-				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: tt.dims}, DType: tensor.F32, Dist: dist, Index: int(seed)})
+				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: tt.dims}, DType: tensor.F32, Dist: dist, Index: int(seed), Scene: int(seed)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,71 +127,152 @@ func TestOutlierChannels(t *testing.T) {
 	}
 }
 
-// TestOutlierChannelRows: over seeds, outlier channels take every form
-// channels.go draws: one sign and both signs over the tokens, present in
-// every token, in part of them and in a few (sink tokens), rotary pairs,
-// one index set for every head and a set of its own per head; each
-// channel's magnitudes stay within a factor of two and the bound.
+// TestOutlierChannelRows: over seeds and scenes, outlier channels take
+// every form channels.go draws: one sign and both signs over the tokens,
+// present in every token, in part of them and in a few (sink tokens),
+// rotary pairs, one index set for every head and a set of its own per
+// head group; each channel's magnitudes stay within a factor of two and
+// the bound, a sink's in its upper sixteenth; the scattered scene has no
+// channel.
 func TestOutlierChannelRows(t *testing.T) {
-	const tokens, heads, rowLen = 256, 4, 64
+	const tokens, heads, groups, rowLen = 256, 4, 2, 64
 	var oneSign, bothSigns, everyToken, partial, few, pairs, sameHeads, ownHeads int
 	for seed := uint64(1); seed <= 48; seed++ {
-		g := newStream(seed, "test", "t", 0, 0, 0, "x")
-		shared := newStream(seed, "test", "t", 0, 0, 0, "channels")
-		v := make([]float64, tokens*heads*rowLen) // zeros: only the channels show
-		g.outlierChannels(v, rowLen, heads, 96, shared)
-		hot := make([][]int, heads)
-		for h := range heads {
-			for j := range rowLen {
-				var present []float64
-				for tk := range tokens {
-					if x := v[(tk*heads+h)*rowLen+j]; x != 0 {
-						present = append(present, x)
+		for scene := range channelScenes {
+			g := newStream(seed, "test", "t", 0, 0, 0, "x")
+			lay := channelLayout{heads: heads, groups: groups, scene: scene, shared: func() *rng {
+				return newStream(seed, "test", "t", 0, 0, 0, "channels")
+			}}
+			v := make([]float64, tokens*heads*rowLen) // zeros: only the channels show
+			g.outlierChannels(v, rowLen, lay, 96)
+			hot := make([][]int, heads)
+			for h := range heads {
+				for j := range rowLen {
+					var present []float64
+					for tk := range tokens {
+						if x := v[(tk*heads+h)*rowLen+j]; x != 0 {
+							present = append(present, x)
+						}
+					}
+					if len(present) == 0 {
+						continue
+					}
+					hot[h] = append(hot[h], j)
+					lo, hi := slices.Min(present), slices.Max(present)
+					if lo < 0 && hi > 0 {
+						bothSigns++
+					} else {
+						oneSign++
+					}
+					mags := make([]float64, len(present))
+					for i, x := range present {
+						mags[i] = math.Abs(x)
+					}
+					least := channelMin / 2
+					if scene == sceneSinks {
+						least = 96.0 / 16 / 2
+					}
+					if a, b := slices.Min(mags), slices.Max(mags); a < b/2*(1-1e-9) || b > 96 || a < least {
+						t.Fatalf("seed %d %s head %d channel %d: magnitudes %g to %g, want within a factor of two in [%g, 96]", seed, scene, h, j, a, b, least)
+					}
+					switch n := len(present); {
+					case n == tokens:
+						everyToken++
+					case n <= tokens/32+1:
+						few++
+						if scene != sceneSinks {
+							t.Fatalf("seed %d %s: a channel in %d tokens", seed, scene, n)
+						}
+					default:
+						partial++
 					}
 				}
-				if len(present) == 0 {
-					continue
-				}
-				hot[h] = append(hot[h], j)
-				lo, hi := slices.Min(present), slices.Max(present)
-				if lo < 0 && hi > 0 {
-					bothSigns++
-				} else {
-					oneSign++
-				}
-				mags := make([]float64, len(present))
-				for i, x := range present {
-					mags[i] = math.Abs(x)
-				}
-				if a, b := slices.Min(mags), slices.Max(mags); a < b/2*(1-1e-9) || b > 96 || a < channelMin/2 {
-					t.Fatalf("seed %d head %d channel %d: magnitudes %g to %g, want within a factor of two in [%g, 96]", seed, h, j, a, b, channelMin/2)
-				}
-				switch n := len(present); {
-				case n == tokens:
-					everyToken++
-				case n <= tokens/32+1:
-					few++
-				default:
-					partial++
+				for _, j := range hot[h] {
+					if slices.Contains(hot[h], j+rowLen/2) {
+						pairs++
+					}
 				}
 			}
-			for _, j := range hot[h] {
-				if slices.Contains(hot[h], j+rowLen/2) {
-					pairs++
+			if scene == sceneScattered {
+				if len(slices.Concat(hot...)) > 0 {
+					t.Fatalf("seed %d: the scattered scene has channels %v", seed, hot)
 				}
+				continue
 			}
-		}
-		if slices.Equal(hot[0], hot[1]) && slices.Equal(hot[1], hot[2]) {
-			sameHeads++
-		} else {
-			ownHeads++
+			// Heads 0 and 1 are group 0, heads 2 and 3 group 1.
+			if !slices.Equal(hot[0], hot[1]) || !slices.Equal(hot[2], hot[3]) {
+				t.Fatalf("seed %d %s: heads of one group differ: %v", seed, scene, hot)
+			}
+			if slices.Equal(hot[0], hot[2]) {
+				sameHeads++
+			} else {
+				ownHeads++
+			}
 		}
 	}
 	for name, n := range map[string]int{"one sign": oneSign, "both signs": bothSigns, "every token": everyToken,
-		"part of the tokens": partial, "a few tokens": few, "rotary pairs": pairs, "one set for all heads": sameHeads, "a set per head": ownHeads} {
+		"part of the tokens": partial, "a few tokens": few, "rotary pairs": pairs, "one set for all heads": sameHeads, "a set per head group": ownHeads} {
 		if n == 0 {
 			t.Errorf("no outlier channel over 48 seeds has %s", name)
 		}
+	}
+}
+
+// TestSinkTokens: a tensor whose rows are tokens, in the features and
+// mixed scenes, has sink tokens at some seeds and not at others: one index
+// massive (at least outlierMax/32) in a few rows, token 0 among them.
+func TestSinkTokens(t *testing.T) {
+	const tokens, rowLen, bound = 256, 64, 4096.0
+	for _, scene := range []channelScene{sceneFeatures, sceneMixed} {
+		with := 0
+		for seed := uint64(1); seed <= 32; seed++ {
+			g := newStream(seed, "test", "t", 0, 0, 0, "x")
+			lay := channelLayout{heads: 1, groups: 1, scene: scene, shared: func() *rng {
+				return newStream(seed, "test", "t", 0, 0, 0, "channels")
+			}}
+			v := make([]float64, tokens*rowLen)
+			g.outlierChannels(v, rowLen, lay, bound)
+			for j := range rowLen {
+				var rows []int
+				for r := range tokens {
+					if math.Abs(v[r*rowLen+j]) >= bound/32 {
+						rows = append(rows, r)
+					}
+				}
+				if len(rows) > 0 && len(rows) <= tokens/32+1 && rows[0] == 0 {
+					with++
+					break
+				}
+			}
+		}
+		if with < 4 || with > 28 {
+			t.Errorf("%s: %d of 32 tensors have sink tokens, want about half", scene, with)
+		}
+	}
+}
+
+// TestScenesDealt: a row's cases take every scene in turn (Scene)
+// (v12: v11's per-tensor odds left a row without one at some seeds), and
+// the offset varies with the seed.
+func TestScenesDealt(t *testing.T) {
+	s, _ := catalog(t).Lookup("norm.rmsnorm")
+	offsets := map[channelScene]bool{}
+	for seed := uint64(1); seed <= 16; seed++ {
+		seen := map[channelScene]int{}
+		for i := range int(channelScenes) {
+			c := &Case{Spec: s, Seed: seed, Shape: "t", Scene: i, Dims: Dims{"N": 4, "H": 64}}
+			lay := c.channelsOf([]int{4, 64})
+			seen[lay.scene]++
+			if i == 0 {
+				offsets[lay.scene] = true
+			}
+		}
+		if len(seen) != int(channelScenes) {
+			t.Fatalf("seed %d: four consecutive cases take scenes %v, want each once", seed, seen)
+		}
+	}
+	if len(offsets) < 2 {
+		t.Errorf("case 0 takes one scene at every seed: %v", offsets)
 	}
 }
 
@@ -205,7 +286,7 @@ func TestSharedChannels(t *testing.T) {
 	s.Sinks = nil
 	met := 0
 	for seed := uint64(1); seed <= 64; seed++ {
-		c, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: Dims{"T": 64, "P": 0, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 1}}, DType: tensor.F32, Dist: HeavyTailed, Index: int(seed)})
+		c, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: Dims{"T": 64, "P": 0, "HQ": 4, "HKV": 4, "D": 64, "CAUSAL": 1}}, DType: tensor.F32, Dist: HeavyTailed, Index: int(seed), Scene: int(seed)})
 		if err != nil {
 			t.Fatal(err)
 		}

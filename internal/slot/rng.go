@@ -111,6 +111,18 @@ import (
 //     the argument's stream and the case's shared stream "channels"
 //     (outlierChannels, channels.go); a norm weight that is not all ones
 //     is drawn by normWeight (a scale, the values, gain channels).
+// 12. Since v12 (session 30): step 11's coins are replaced by the case's
+//     scene (channels.go: sinks, features, mixed or scattered; the case's
+//     CaseParams.Scene plus intn(4) of the stream of argument "channels.scene" with shape
+//     "" and case 0, modulo 4), which a HeavyTailed tensor of two or more
+//     rows of at least 8 takes (in the features scene a first uniform
+//     below 0.5 then leaves out its scattered outliers); a rotary pair's
+//     odds are 3/4, the choice of a set per head group and the sets are
+//     drawn from the shared stream after its plan, then a sink index; a
+//     two-dimensional tensor in the features or mixed scene has sink
+//     tokens when a uniform after its channels is below 0.5 (channelsOf,
+//     outlierChannels, sinkTokens), and so has a Scaled one, after its row
+//     scales, at the index of the shared stream's first intn.
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -120,8 +132,8 @@ import (
 // session 23: MoE pad rows and prepare decoys; v9, session 24: fresh page
 // pools, repeated rows, the engine router's weights; v10, session 25:
 // rooms redrawn per replay; v11, session 29: outlier channels and norm
-// gains, channels.go).
-const InputGenerator = "cacheon.slot.input.v11"
+// gains, channels.go; v12, session 30: the scenes dealt in turn).
+const InputGenerator = "cacheon.slot.input.v12"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -207,7 +219,8 @@ const (
 	// log-uniform in [2^-8, 6]: rows of large magnitude exercise relative
 	// error, rows of small magnitude (a residual stream's embeddings) a
 	// kernel that floors or rescales them, and the spread of row scales a
-	// kernel that treats every row alike.
+	// kernel that treats every row alike; a two-dimensional tensor has,
+	// at odds 1/2, sink tokens besides (channels.go).
 	Scaled Distribution = "scaled"
 	// Shifted: N(±m,1), m uniform in [1, 3] per tensor, a non-zero mean
 	// (catches variance-for-RMS bugs and missing max-subtraction in softmax).
@@ -255,11 +268,15 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64, lay cha
 			shift = -shift
 		}
 	}
-	// A heavy-tailed tensor of several rows has outlier channels at odds
-	// 3/4, and then keeps its scattered outliers at odds 1/2 (channels.go).
-	channels := dist == HeavyTailed && rowLen >= channelMinRow && n >= 2*rowLen && r.uniform() < channelOdds
+	// A heavy-tailed tensor of several rows takes its case's scene:
+	// outlier channels beside, or instead of, the scattered outliers
+	// (channels.go).
+	scene := sceneScattered
+	if dist == HeavyTailed && rowLen >= channelMinRow && n >= 2*rowLen {
+		scene = lay.scene
+	}
 	scattered := outlierMax
-	if channels && r.uniform() < 0.5 {
+	if scene == sceneSinks || scene == sceneFeatures && r.uniform() < 0.5 {
 		scattered = 0
 	}
 	base := r.src.Uint64()
@@ -298,8 +315,11 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64, lay cha
 			}
 		}
 	}
-	if channels {
-		r.outlierChannels(v, rowLen, lay.heads, outlierMax, lay.shared()) // channels.go
+	if scene != sceneScattered {
+		r.outlierChannels(v, rowLen, lay, outlierMax) // channels.go
+	}
+	if dist == Scaled && lay.heads <= 1 && rowLen >= channelMinRow && n >= 2*rowLen && lay.shared != nil {
+		r.sinkTokens(v, rowLen, lay.shared().intn(rowLen), max(outlierMax, channelMin)) // channels.go
 	}
 	if dist == Sparse && rowLen > 0 && n > rowLen {
 		for row := 0; row*rowLen < n; row += 7 {
@@ -312,24 +332,41 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64, lay cha
 }
 
 // channelLayout is what outlier channels need beyond the values: how many
-// rows make one token (heads), and the case's shared channel stream (a
+// rows make one token (heads) and how many head groups share a set
+// (groups), the case's scene, and the case's shared channel stream (a
 // fresh one at every call).
 type channelLayout struct {
-	heads  int
-	shared func() *rng
+	heads, groups int
+	scene         channelScene
+	shared        func() *rng
 }
 
 // channelsOf is the layout of input shape's outlier channels in this
 // case: heads from the last but one dimension of a tensor of three or
-// more, the stream of argument "channels" at replay 0, rank 0.
+// more, groups the fewest heads among the case's inputs of that row
+// length, the case's scene (its CaseParams.Scene plus an offset drawn
+// from the stream of argument "channels.scene" with shape "" and case 0,
+// modulo the scenes), the stream of argument "channels" at replay 0,
+// rank 0.
 func (c *Case) channelsOf(shape []int) channelLayout {
 	heads := 1
 	if len(shape) >= 3 {
 		heads = shape[len(shape)-2]
 	}
-	return channelLayout{heads: heads, shared: func() *rng {
-		return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "channels")
-	}}
+	groups := heads
+	for _, a := range c.Spec.Args {
+		if a.Kind != ArgInput {
+			continue
+		}
+		if s, err := shapeOf(a, c.Dims); err == nil && len(s) >= 3 && s[len(s)-1] == shape[len(shape)-1] {
+			groups = min(groups, max(1, s[len(s)-2]))
+		}
+	}
+	off := newStream(c.Seed, c.Spec.Name, "", 0, 0, 0, "channels.scene").intn(int(channelScenes))
+	return channelLayout{heads: heads, groups: groups, scene: channelScene((c.Scene + off) % int(channelScenes)),
+		shared: func() *rng {
+			return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "channels")
+		}}
 }
 
 // The range of Scaled's row scales, and HeavyTailed's largest outlier

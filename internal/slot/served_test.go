@@ -167,7 +167,8 @@ func TestSeqLensEdgesMove(t *testing.T) {
 
 // TestRouterWeightsSorted: in most cases (drawn per case) every row of the
 // router weights is in descending order, as torch.topk hands them to
-// the slot; other cases keep unsorted rows; every call of a case agrees.
+// the slot; other cases keep unsorted rows; every call of a case follows
+// its coin.
 // moe_finalize's scales come from the same generator.
 func TestRouterWeightsSorted(t *testing.T) {
 	c := catalog(t)
@@ -206,18 +207,32 @@ func TestRouterWeightsSorted(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := sortedRows(cs)
+				// The case's coin, which every call follows: a sorted
+				// case's rows are sorted in every call; an unsorted
+				// one's are not in some call (graph pad rows copy one
+				// row into most of a call's rows at some seeds, so a
+				// single call may be sorted by chance).
+				got := cs.routerSorted(Arg{Name: tc.arg})
 				byIndex[i%2][got] = true
 				if got {
 					sorted++
 				}
-				for replay := 1; replay < 3; replay++ {
-					if err := cs.Refresh(replay); err != nil {
-						t.Fatal(err)
+				unsortedCalls := 0
+				for replay := range 3 {
+					if replay > 0 {
+						if err := cs.Refresh(replay); err != nil {
+							t.Fatal(err)
+						}
 					}
-					if sortedRows(cs) != got {
-						t.Fatalf("case %d: call %d sorted %v, call 0 %v", i, replay, !got, got)
+					switch rows := sortedRows(cs); {
+					case got && !rows:
+						t.Fatalf("case %d: call %d has an unsorted row in a sorted case", i, replay)
+					case !rows:
+						unsortedCalls++
 					}
+				}
+				if !got && unsortedCalls == 0 {
+					t.Errorf("case %d: an unsorted case sorted in all three calls", i)
 				}
 			}
 			if sorted < cases/2 || sorted == cases {

@@ -116,7 +116,7 @@ func TestScalarPoints(t *testing.T) {
 				served[v] = true
 			}
 			firstServed := map[int]bool{}
-			for seed := uint64(1); seed < 9; seed++ {
+			for seed := uint64(1); seed < 17; seed++ {
 				if v := value(0, seed); v != reg {
 					t.Errorf("%s.%s seed %d: point 0 = %g, want the registered %g", s.Name, name, seed, v, reg)
 				}

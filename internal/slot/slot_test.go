@@ -155,7 +155,7 @@ func TestEveryCaseResolves(t *testing.T) {
 func countScales(ref map[string][]float64) int {
 	n := 0
 	for k := range ref {
-		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) {
+		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) {
 			n++
 		}
 	}

@@ -167,7 +167,7 @@ func adversarialCases() []adversarialCase {
 		{name: "bucket_counts_only", verify: `shape tiny@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element .* got 0 `},
 		{name: "massive_activations", verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 		{name: "moe_capacity_drop", verify: `output out: matched_ratio ratio below minimum`},
-		{name: "domain_interior", verify: `/mid float32: FAIL shape tiny@mid .*output out: allclose worst element`},
+		{name: "domain_interior", verify: `/mid float32: FAIL shape tiny@(mid|[0-9]+) .*output out: allclose worst element`},
 		{name: "hidden_dim_interior", verify: `/b float32: FAIL shape tiny@mid .*output out: allclose worst element`},
 		// Class 6: honest only on inputs that look like verify's.
 		{name: "stats_fingerprint", verify: `output out: allclose worst element`},
@@ -279,7 +279,7 @@ func adversarialCases() []adversarialCase {
 		// Red team, session 17: leans the first check did not see, and
 		// honest half-precision styles it must keep passing.
 		{name: "silu_balanced_shrink", allDTypes: true, verify: `systematic error: .*(toward zero|ulps of the output's format)`},
-		{name: "sdpa_balanced_shrink", allDTypes: true, verify: `systematic error: .*toward zero`},
+		{name: "sdpa_balanced_shrink", allDTypes: true, everyRow: true, verify: `systematic error: .*toward zero`},
 		{name: "silu_fewer_bits", allDTypes: true, verify: `systematic error: .*(ulps of the output's format|away from zero)`},
 		{name: "rmsnorm_channel_factor", allDTypes: true, verify: `systematic error: .*(ulps of the output's format|toward zero)`},
 		{name: "sdpa_row_misses", verify: `systematic error: row [0-9]+ \(over the last dimension, [0-9]+ elements\) has [0-9]+ % of its elements out of tolerance`},
@@ -376,8 +376,8 @@ func adversarialCases() []adversarialCase {
 		// errors in unit roundoffs of each output's Σ p·|v|). Outputs a
 		// few bits short of the format fail in every dtype; float32
 		// attention whose scores round in float32 passes.
-		{name: "sdpa_short_output_bits", allDTypes: true, verify: shortOutputBits},
-		{name: "decode_short_output_bits", allDTypes: true, verify: shortOutputBits},
+		{name: "sdpa_short_output_bits", allDTypes: true, everyRow: true, verify: shortOutputBits},
+		{name: "decode_short_output_bits", allDTypes: true, everyRow: true, verify: shortOutputBits},
 		{name: "control_sdpa_f32_scores", control: true, allDTypes: true},
 		// Session 23: float32 attention summed in float32 at the 8192-key
 		// probe (refused at seed 2 before slot.attentionRef's allowance).
@@ -416,7 +416,7 @@ func adversarialCases() []adversarialCase {
 		// views without a prefix, and sdpa's rooms of other sequences.
 		{name: "msa_decode_zero_tail_tell", verify: `rank 0, output out: topk_overlap`},
 		{name: "msa_prefill_coherent_offsets", verify: `rank 0, output out: topk_overlap`},
-		{name: "sdpa_packed_room_tell", verify: `rank 0, output out: (matched_ratio|allclose)`},
+		{name: "sdpa_packed_room_tell", seed: 2, verify: `rank 0, output out: (matched_ratio|allclose)`},
 		// Session 25: the rooms redrawn on every replay, as the next
 		// batch packs other sequences around a view.
 		{name: "sdpa_room_replay_tell", verify: `replay [0-9]+, rank 0, output out: (matched_ratio|allclose)`},

@@ -50,7 +50,7 @@ func TestBurstShapeSplits(t *testing.T) {
 		ws   int
 		want string
 	}{{2, spec.Shapes[len(spec.Shapes)-1].Name}, {3, "wide-routing"}, {4, spec.Shapes[len(spec.Shapes)-1].Name}} {
-		cases, err := burstCases(spec, Options{Seed: 1}, tensor.BF16, tc.ws)
+		cases, err := burstCases(spec, 1, tensor.BF16, tc.ws)
 		if err != nil {
 			t.Fatalf("ws %d: %v", tc.ws, err)
 		}
@@ -63,7 +63,7 @@ func TestBurstShapeSplits(t *testing.T) {
 			}
 		}
 	}
-	if _, err := burstCases(spec, Options{Seed: 1}, tensor.BF16, 5); err == nil {
+	if _, err := burstCases(spec, 1, tensor.BF16, 5); err == nil {
 		t.Error("ws 5: a burst on a shape that does not split")
 	}
 }

@@ -143,6 +143,7 @@ type runOptions struct {
 	// cpu 2, 3, 4, 8 and each variant's declared bounds) instead of 2 alone.
 	defaultSizes bool
 	worldSizes   []int // collectives at these world sizes (nil: 2, or the defaults)
+	failFast     bool  // verify.Options.FailFast
 }
 
 // runBundle does what `cacheon verify` does, in process: stage (copy and
@@ -200,7 +201,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 	vr, err := verify.Run(ctx, admitted, e.slots, verify.Options{
 		Device: "cpu", DTypes: dtypes, Seed: cmp.Or(o.seed, e.seed), WorldSizes: sizes, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: job,
-		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes),
+		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes), FailFast: o.failFast,
 	})
 	if err != nil {
 		t.Fatalf("verify %s: %v", dir, err)
@@ -451,5 +452,27 @@ func TestLanesAgree(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rows[0], rows[1]) {
 		t.Errorf("one lane and three lanes differ:\n%+v\n%+v", rows[0], rows[1])
+	}
+}
+
+// TestFailFast: with FailFast one lane starts no row after a FAIL (the
+// float16 row of wrong_in_float16), and the report names the float32 row
+// it left; the rows it ran are those of a full run.
+func TestFailFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python workers; skipped in -short mode")
+	}
+	env := newTestEnv(t)
+	env.acquire(t)
+	res := env.runBundle(t, filepath.Join(adversarialDir(t), "wrong_in_float16"), runOptions{allDTypes: true, failFast: true})
+	if res.report == nil {
+		t.Fatalf("no report (stage %s: %s)", res.stage, res.reason)
+	}
+	rows := res.report.Rows
+	if len(rows) != 2 || rows[0].Outcome != verify.NumericalPass || rows[1].Outcome != verify.Fail || rows[1].DType != "float16" {
+		t.Fatalf("want bfloat16 NUMERICAL_PASS then float16 FAIL; got %+v", rows)
+	}
+	if nr := res.report.RowsNotRun; len(nr) != 1 || !strings.HasSuffix(nr[0], "float32") {
+		t.Errorf("rows not run %q, want the float32 row", nr)
 	}
 }

@@ -31,9 +31,10 @@ type Setup struct {
 	// drawn.
 	Seed    uint64
 	SeedSet bool
-	// Replays and Lanes are as in Options.
-	Replays int
-	Lanes   int
+	// Replays, Lanes and FailFast are as in Options.
+	Replays  int
+	Lanes    int
+	FailFast bool
 	// Python is the interpreter with torch ("" = worker.FindPython's search).
 	Python string
 	// CallTimeout bounds one run request on a worker.

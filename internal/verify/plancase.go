@@ -374,6 +374,20 @@ func writeDecoy(c *slot.Case, dirs []string, j int, name string) error {
 	return nil
 }
 
+// rowSeed is the seed of a row's shapes and inputs: the first 8 bytes,
+// big-endian, of SHA-256 over "cacheon.verify.row.v1", the decimal run
+// seed, the dtype's name and the decimal world size (1 for a slot that is
+// not a collective), NUL-separated, shifted right by one (zero becomes
+// one). A row's draws are its own: the run's dtypes and world sizes do not
+// meet the same shapes, scenes and coins (each an independent chance to
+// meet what an attack keys on), while --dtype or --world-size reproduces
+// the row of a full run exactly.
+func rowSeed(seed uint64, dt tensor.DType, ws int) uint64 {
+	h := sha256.New()
+	fmt.Fprintf(h, "cacheon.verify.row.v1\x00%d\x00%s\x00%d", seed, dt, ws)
+	return max(binary.BigEndian.Uint64(h.Sum(nil))>>1, 1)
+}
+
 // placeSeed is the seed of a case's input placement on one rank (see
 // worker.RunRequest.Place): SHA-256 over the run's seed and the case's
 // identity, never 0.

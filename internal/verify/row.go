@@ -217,15 +217,16 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	var cases []*plannedCase
 	inDomain := 0
 	dists := slot.Distributions()
-	shapes := rowShapes(spec, dom, o.Seed, fits)
+	seed := rowSeed(o.Seed, dt, ws)
+	shapes := rowShapes(spec, dom, seed, fits)
 	// The row's first case is its serving case: a served shape inside
 	// the domain, every input in the form serving gives it
 	// (slot.CaseParams.Serving), the Normal distribution. Where no served
 	// shape applies, the first case of the shapes below takes the
 	// serving forms on its own shape.
 	var servingDims slot.Dims
-	drawn, hasDrawn := drawnWideShape(spec, o.Seed)
-	for _, js := range servingShapes(spec, dom, o.Seed, fits) {
+	drawn, hasDrawn := drawnWideShape(spec, seed)
+	for _, js := range servingShapes(spec, dom, seed, fits) {
 		if ok, _ := match(js.Dims); !ok {
 			continue
 		}
@@ -233,7 +234,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 			continue
 		}
 		inDomain++
-		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal,
+		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: seed, Shape: js, DType: dt, Dist: slot.Normal,
 			Index: len(shapes), WorldSize: ws, Serving: true}, label: "shape " + js.Name, graph: graph})
 		servingDims = js.Dims
 		break
@@ -257,7 +258,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 			row.NAShapes = append(row.NAShapes, js.Name+": "+err.Error())
 			continue
 		}
-		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
+		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
 			Index: i, WorldSize: ws, ScalarPoint: point, Serving: len(cases) == 0 || isDrawn},
 			label: "shape " + js.Name, graph: graph, firstOnly: isDrawn})
 	}
@@ -270,6 +271,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 			"not even at its boundaries, so nothing could be graded", dom))
 		return row
 	}
+	dealScenes(spec, cases)
 	// Some shape applies: the workers start while Go computes the inputs
 	// and references of every call.
 	root, err := p.start(ctx, key)
@@ -278,7 +280,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		return row
 	}
 	if spec.Kind == slot.Collective {
-		burst, err := burstCases(spec, o, dt, ws)
+		burst, err := burstCases(spec, seed, dt, ws)
 		if err != nil {
 			st.infra(err.Error())
 			return row
@@ -331,10 +333,28 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	return row
 }
 
+// dealScenes numbers a row's cases from the largest (the most input
+// elements; the earlier on a tie) down, the order in which the generator
+// deals the outlier scenes of heavy-tailed inputs (slot.CaseParams.Scene):
+// a row has few cases of many tokens at a wide row, and each of them
+// meets a scene of its own.
+func dealScenes(spec *slot.Spec, cases []*plannedCase) {
+	size := make([]int, len(cases))
+	order := make([]int, len(cases))
+	for i, pc := range cases {
+		size[i], _ = spec.InputElements(pc.params.Shape.Dims)
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return size[b] - size[a] })
+	for rank, i := range order {
+		cases[i].params.Scene = rank
+	}
+}
+
 // burstCases builds the unsynchronised burst of a collective: three cases
 // on the largest registered shape whose token count goes large → small →
 // large.
-func burstCases(spec *slot.Spec, o Options, dt tensor.DType, ws int) ([]*plannedCase, error) {
+func burstCases(spec *slot.Spec, seed uint64, dt tensor.DType, ws int) ([]*plannedCase, error) {
 	// The last registered shape that splits across the world size, else
 	// the first served or probe shape that does (moe.fused_experts_reduce
 	// at 3 ranks splits only its probe shape).
@@ -366,7 +386,7 @@ func burstCases(spec *slot.Spec, o Options, dt tensor.DType, ws int) ([]*planned
 		if scale == 0 {
 			label = "small"
 		}
-		out = append(out, &plannedCase{params: slot.CaseParams{Seed: o.Seed, Shape: js, DType: dt, Dist: slot.Normal, Index: 100 + k, WorldSize: ws},
+		out = append(out, &plannedCase{params: slot.CaseParams{Seed: seed, Shape: js, DType: dt, Dist: slot.Normal, Index: 100 + k, WorldSize: ws},
 			label: fmt.Sprintf("burst %d (%s, %s=%d)", k, label, count, d[count])})
 	}
 	return out, nil
