@@ -33,14 +33,16 @@ func (s *Screened) Close() error { return s.Job.Close() }
 // Screen is the referee's first screen: scan and verify the candidate
 // bundle at path on the arena's device and compute dtype. A bundle the scan
 // refuses or a row that fails is a candidate FAIL; a run that could not be
-// established is NO_DECISION. On PASS the caller closes the result.
+// established is NO_DECISION. On PASS the caller closes the result. The
+// run stops at its first failing row (verify.Options.FailFast): the
+// verdict is that row's either way.
 func Screen(ctx context.Context, path string, a *arena.Arena, slots *slot.Catalog, python, scratch string, progress func(string)) (*Screened, Verdict) {
 	dt, err := tensor.ParseComputeDType(a.DType)
 	if err != nil {
 		return nil, Because(ReasonInfrastructure, "arena dtype: %v", err)
 	}
 	job, err := verify.Prepare(ctx, verify.Setup{Bundle: path, Device: a.Device, DTypes: []tensor.DType{dt}, WorldSizes: []int{2}, Replays: 3,
-		Python: python, Slots: slots, ScratchRoot: scratch})
+		FailFast: true, Python: python, Slots: slots, ScratchRoot: scratch})
 	if err != nil {
 		var fe *scan.FindingsError
 		if errors.As(err, &fe) {
