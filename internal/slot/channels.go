@@ -22,7 +22,7 @@ import "math"
 // A HeavyTailed input of two or more rows (innermost rows of at least
 // channelMinRow elements) takes its case's scene (v12, session 30): the
 // scenes are dealt to a row's cases in turn from the largest down
-// (CaseParams.Scene), starting at an offset drawn per run and slot, so
+// (CaseParams.Scene), starting at an offset drawn per seed and slot, so
 // that every row of a run meets each of them on its largest shapes and on
 // about a quarter of the rest (v11 drew them per tensor at odds, and an
 // attack keyed on one of them was caught at some seeds only):

@@ -113,11 +113,12 @@ import (
 //     is drawn by normWeight (a scale, the values, gain channels).
 // 12. Since v12 (session 30): step 11's coins are replaced by the case's
 //     scene (channels.go: sinks, features, mixed or scattered; the case's
-//     CaseParams.Scene plus intn(4) of the stream of argument "channels.scene" with shape
-//     "" and case 0, modulo 4), which a HeavyTailed tensor of two or more
-//     rows of at least 8 takes (in the features scene a first uniform
-//     below 0.5 then leaves out its scattered outliers); a rotary pair's
-//     odds are 3/4, the choice of a set per head group and the sets are
+//     CaseParams.Scene plus intn(4) of the stream of argument
+//     "channels.scene" with shape "" and case 0, modulo 4; verify's seed
+//     is the row's, internal/verify's rowSeed), which a HeavyTailed
+//     tensor of two or more rows of at least 8 takes (in the features
+//     scene a first uniform below 0.5 then leaves out its scattered
+//     outliers); a rotary pair's odds are 3/4, the choice of a set per head group and the sets are
 //     drawn from the shared stream after its plan, then a sink index; a
 //     two-dimensional tensor in the features or mixed scene has sink
 //     tokens when a uniform after its channels is below 0.5 (channelsOf,
