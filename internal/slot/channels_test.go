@@ -63,10 +63,10 @@ func keyOutlierChannels(v []float64, rowLen int) []int {
 
 // TestOutlierChannels: a heavy-tailed input of several rows has channels
 // large in most rows (a residual stream's massive channels, attention's
-// key outlier channels) in a good share of cases (three in four have
-// channels, of which some pass rt28b's tests: those present in most
-// tokens), within the slot's outlier bound; no other distribution has
-// them.
+// key outlier channels) in a good share of cases (the features and mixed
+// scenes, half the cases as the scenes go round, of which those present in
+// most tokens pass rt28b's tests), within the slot's outlier bound; no
+// other distribution has them.
 func TestOutlierChannels(t *testing.T) {
 	c := catalog(t)
 	tests := []struct {

@@ -8,6 +8,7 @@ import (
 
 	"cacheon/internal/capability"
 	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
 )
 
 // TestRowShapes: besides the jittered registered shapes, a row runs the
@@ -355,5 +356,37 @@ func TestBucketCounts(t *testing.T) {
 				t.Errorf("max %d seed %d: multiple-of-16 bucket %d", maxCount, seed, m)
 			}
 		}
+	}
+}
+
+// TestDealScenes: a row's cases are numbered from the most input elements
+// down (the earlier on a tie), the order the generator deals scenes in,
+// and the row seeds of a run's dtypes and world sizes differ.
+func TestDealScenes(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := cat.Lookup("norm.rmsnorm")
+	var cases []*plannedCase
+	for _, n := range []int{4, 512, 16, 512, 2048} {
+		cases = append(cases, &plannedCase{params: slot.CaseParams{Shape: slot.Shape{Dims: slot.Dims{"N": n, "H": 64}}}})
+	}
+	dealScenes(spec, cases)
+	var got []int
+	for _, pc := range cases {
+		got = append(got, pc.params.Scene)
+	}
+	if want := []int{4, 1, 3, 2, 0}; !slices.Equal(got, want) {
+		t.Errorf("scenes %v, want %v", got, want)
+	}
+	seeds := map[uint64]bool{}
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16, tensor.F32} {
+		for _, ws := range []int{1, 2} {
+			seeds[rowSeed(7, dt, ws)] = true
+		}
+	}
+	if len(seeds) != 6 || rowSeed(7, tensor.F32, 1) != rowSeed(7, tensor.F32, 1) {
+		t.Errorf("row seeds %v: want six distinct, each reproducible", seeds)
 	}
 }

@@ -342,6 +342,8 @@ func dealScenes(spec *slot.Spec, cases []*plannedCase) {
 	size := make([]int, len(cases))
 	order := make([]int, len(cases))
 	for i, pc := range cases {
+		// A shape whose inputs cannot be sized fails at its case
+		// (slot.NewCase says why); here it is dealt last.
 		size[i], _ = spec.InputElements(pc.params.Shape.Dims)
 		order[i] = i
 	}
