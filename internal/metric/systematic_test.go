@@ -39,6 +39,21 @@ func mapped(v []float64, f func(i int, x float64) float64) []float64 {
 	return out
 }
 
+// rowsWithChannels is rows of width standard normals (a PCG stream of
+// seed) whose elements at the channels isChannel names are big's draw
+// instead: a massive channel in every row.
+func rowsWithChannels(seed uint64, rows, width int, isChannel func(j int) bool, big func(r *rand.Rand) float64) []float64 {
+	r := rand.New(rand.NewPCG(seed, seed))
+	v := make([]float64, rows*width)
+	for i := range v {
+		v[i] = r.NormFloat64()
+		if isChannel(i % width) {
+			v[i] = big(r)
+		}
+	}
+	return v
+}
+
 func TestSystematic(t *testing.T) {
 	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
 	exp := sysValues(1, 40000)
@@ -310,14 +325,9 @@ func TestSystematicRepeatedRows(t *testing.T) {
 // slot and in a reduction.
 func TestSystematicRowOutliers(t *testing.T) {
 	const rows, width = 96, 1024
-	r := rand.New(rand.NewPCG(7, 7))
-	exp := make([]float64, rows*width)
-	for i := range exp {
-		exp[i] = r.NormFloat64()
-		if i%width < 2 {
-			exp[i] = math.Copysign(20*math.Exp(r.Float64()*math.Log(100)), r.NormFloat64())
-		}
-	}
+	exp := rowsWithChannels(7, rows, width, func(j int) bool { return j < 2 }, func(r *rand.Rand) float64 {
+		return math.Copysign(20*math.Exp(r.Float64()*math.Log(100)), r.NormFloat64())
+	})
 	// silu_massive_amplify's rule: above 16 and 6× the row's RMS.
 	rms := make([]float64, rows)
 	for i, x := range exp {
@@ -381,14 +391,9 @@ func TestSystematicRowOutliers(t *testing.T) {
 // allowance, still is.
 func TestSystematicAway(t *testing.T) {
 	const rows, width = 16, 4096
-	r := rand.New(rand.NewPCG(3, 3))
-	exp := make([]float64, rows*width)
-	for i := range exp {
-		exp[i] = r.NormFloat64()
-		if i%width == 7 {
-			exp[i] = math.Copysign(1500+1000*r.Float64(), r.NormFloat64())
-		}
-	}
+	exp := rowsWithChannels(3, rows, width, func(j int) bool { return j == 7 }, func(r *rand.Rand) float64 {
+		return math.Copysign(1500+1000*r.Float64(), r.NormFloat64())
+	})
 	f32 := metric.Tolerance{Atol: 1e-5, Rtol: 1e-5}
 	const share = 0.6e-5 // the row's overshoot, relative
 	away := make([]float64, len(exp))
