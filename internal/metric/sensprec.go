@@ -58,6 +58,13 @@ const (
 	// SysWideSig significand bits or more (float32).
 	SysSensNearWide     = 128.0
 	SysSensFarShareWide = 0.5
+	// SysSensNearCancel is SysSensNear for the elements whose values
+	// cancel (addCancelling), where an honest kernel's few u·sens are not
+	// reduced by the output's own size: four times the bound. Half
+	// precision only: a float32 kernel's rounded scores move cancelling
+	// outputs by hundreds of u·sens under verify's outlier channels (53 %
+	// of a call's beyond 128 of them, control_sdpa_f32_scores).
+	SysSensNearCancel = 4 * SysSensNear
 )
 
 // sensPrec accumulates the sensitivity precision test.
@@ -78,16 +85,17 @@ func (s *sensPrec) add(e, x, sens, u, near float64) {
 }
 
 // sensBounds returns the unit roundoff of a format of sig significand bits
-// and the test's bound and share (0, 0, 0 when sig is 0: no format).
-func sensBounds(sig int) (u, near, share float64) {
+// and the test's bound and share, and the bound where values cancel (0 in
+// float32: not judged; all 0 when sig is 0: no format).
+func sensBounds(sig int) (u, near, share, nearCancel float64) {
 	if sig <= 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	u = math.Ldexp(1, -sig)
 	if sig >= SysWideSig {
-		return u, SysSensNearWide, SysSensFarShareWide
+		return u, SysSensNearWide, SysSensFarShareWide, 0
 	}
-	return u, SysSensNear, SysSensFarShare
+	return u, SysSensNear, SysSensFarShare, SysSensNearCancel
 }
 
 // judge returns the test's margin (share over its bound) and what it
@@ -99,6 +107,37 @@ func (s *sensPrec) judge(near, share float64) (margin float64, why func() string
 	got := float64(s.far) / float64(s.n)
 	return got / share, func() string {
 		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity (Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
+			100*got, s.n, SysSensRho, near, 100*share)
+	}, true
+}
+
+// addCancelling counts element e = got − x of sensitivity sens where the
+// output cancels (|x| below SysSensRho × sens; x nonzero and at least
+// atol/64): the second attention precision test (session 31). Where the
+// values cancel an honest kernel's error is still a few u·sens at most
+// (SysSensNearCancel; in half precision only), its probabilities' rounding, while the output is small; a kernel that
+// moved such outputs onto a coarse grid, dithered so that no mean leans
+// (sdpa_cancel_dither, decode_cancel_dither: a grid of 0.9 atol), was off
+// by up to a tolerance there and passed the test above, which leaves them
+// out.
+func (s *sensPrec) addCancelling(e, x, sens, u, near float64) {
+	if !(near > 0) || !(sens > 0) || math.IsInf(sens, 1) || math.Abs(x) >= SysSensRho*sens {
+		return
+	}
+	s.n++
+	if math.Abs(e) > near*u*sens {
+		s.far++
+	}
+}
+
+// judgeCancelling is judge for the elements addCancelling counted.
+func (s *sensPrec) judgeCancelling(near, share float64) (margin float64, why func() string, ok bool) {
+	if s.n < SysMinN || share <= 0 {
+		return 0, nil, false
+	}
+	got := float64(s.far) / float64(s.n)
+	return got / share, func() string {
+		return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
 			100*got, s.n, SysSensRho, near, 100*share)
 	}, true
 }

@@ -157,10 +157,11 @@ func TestSystematicSensitivityPrecision(t *testing.T) {
 	}
 }
 
-// The sensitivity test judges only elements that do not cancel and only
-// with enough of them: an honest flash kernel's error on outputs far
-// below Σ p·|v| is many u·sens of nothing, and a few elements are no
-// evidence.
+// The sensitivity test judges elements that do not cancel at 2 u·sens,
+// those that cancel at SysSensNearCancel (session 31: an honest flash
+// kernel's error on outputs far below Σ p·|v| is a few u·sens of
+// nothing, a grid of 0.9 atol there was up to 100 u·sens off), and only
+// with enough of them: a few elements are no evidence.
 func TestSystematicSensitivityJudged(t *testing.T) {
 	a := newToyAttention(3, 96, 200, 64, 0)
 	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
@@ -175,6 +176,20 @@ func TestSystematicSensitivityJudged(t *testing.T) {
 	})
 	if res := metric.Systematic(a.exp, cancel, shape, metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.99, Sens: a.sens}); !res.Pass {
 		t.Fatalf("errors on cancelling outputs judged: %q", res.Explain)
+	}
+	// Values a tenth as large (sensitivities too), so that 1.5 times
+	// the cancelling bound stays within tolerance: no element misses,
+	// no mean leans.
+	small := mapped(a.exp, func(_ int, x float64) float64 { return x / 10 })
+	smallSens := mapped(a.sens, func(_ int, s float64) float64 { return s / 10 })
+	grid := mapped(small, func(i int, x float64) float64 {
+		if math.Abs(x) < smallSens[i]/4 {
+			return x + 1.5*metric.SysSensNearCancel*math.Ldexp(1, -8)*smallSens[i]*float64(1-2*(i%2))
+		}
+		return roundBF16(x)
+	})
+	if res := metric.Systematic(small, grid, shape, metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.99, Sens: smallSens}); res.Pass || !strings.Contains(res.Explain, "whose values cancel") {
+		t.Fatalf("errors of 12 u·sens on cancelling outputs: pass=%v %q", res.Pass, res.Explain)
 	}
 	few, fs := a.exp[:40], a.sens[:40]
 	short := mapped(few, func(_ int, x float64) float64 { return roundBits(x, 5) })

@@ -216,6 +216,10 @@ type sysAcc struct {
 	radd, rtoward, rprec [len(sysRowRatios)]lean
 	flush, mult          lean
 	sens                 sensPrec
+	// below atol: the elementwise dispersion (subatol.go) and attention's
+	// elements that cancel (sensprec.go)
+	sub    [subBands]lean
+	cancel sensPrec
 }
 
 // Systematic checks the errors of got against expected (shape: the
@@ -251,7 +255,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	if rows {
 		rowRMS = rowsRMS(expected, rowLen)
 	}
-	sensU, sensNear, sensShare := sensBounds(p.Sig)
+	sensU, sensNear, sensShare, sensNearCancel := sensBounds(p.Sig)
 	if len(p.Sens) != len(expected) {
 		sensU = 0
 	}
@@ -312,8 +316,12 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		}
 		if sensU > 0 {
 			a.sens.add(e, x, p.Sens[i], sensU, sensNear)
+			a.cancel.addCancelling(e, x, p.Sens[i], sensU, sensNearCancel)
 		}
 		rel := e / x
+		if p.Elementwise {
+			a.addSub(b, e, ax)
+		}
 		if p.Elementwise && ax < tol.Atol && ax >= tol.Atol/4 {
 			a.flush.add(rel, ulp/ax)
 		}
@@ -405,6 +413,10 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	if m, why, ok := a.sens.judge(sensNear, sensShare); ok {
 		note(m, why)
 	}
+	if m, why, ok := a.cancel.judgeCancelling(sensNearCancel, sensShare); ok {
+		note(m, why)
+	}
+	a.judgeSub(tol.Atol, note)
 	judge(&a.flush, SysFlush, func(mean, z, floor float64) string {
 		return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",
 			a.flush.n, bandName(tol.Atol/4, tol.Atol), mean, z, floor)

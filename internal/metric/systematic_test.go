@@ -75,7 +75,7 @@ func TestSystematic(t *testing.T) {
 		}), ""},
 		// Absolute noise within tolerance is honest only in a reduction
 		// (TestSystematicReductions): here it is fewer bits than bf16 holds.
-		{"noise within tolerance", exp, mapped(exp, func(_ int, x float64) float64 { return x + (r.Float64()-0.5)*0.02 }), "ulps of the output's format"},
+		{"noise within tolerance", exp, mapped(exp, func(_ int, x float64) float64 { return x + (r.Float64()-0.5)*0.02 }), "ulps of the output's format|moved off their values"},
 		{"constant bias", exp, mapped(exp, func(_ int, x float64) float64 { return roundBF16(x + 0.015) }), "lean \\+|ulps"},
 		{"small bias", exp, mapped(exp, func(_ int, x float64) float64 { return x + 0.004 }), "lean \\+|ulps"},
 		{"shrink", exp, mapped(exp, func(_ int, x float64) float64 { return roundBF16(x * 0.984) }), "scaled|ulps"},
@@ -84,7 +84,7 @@ func TestSystematic(t *testing.T) {
 				return 0
 			}
 			return roundBF16(x)
-		}), "flush to zero|ulps|toward zero"},
+		}), "flush to zero|ulps|toward zero|moved off their values"},
 		// Below atol/4 a flush is not judged (honest float16 overflows
 		// return zeros there too): atol/2 is.
 		{"flush below atol/2", exp, mapped(exp, func(_ int, x float64) float64 {

@@ -178,9 +178,21 @@ func (r *rng) outlierChannels(v []float64, rowLen int, lay channelLayout, outlie
 	}
 	tokens := (rows + heads - 1) / heads
 	present := r.presence(tokens, lay.scene)
+	// In the sinks scene a tensor whose rows are tokens has its first
+	// token dominated by one element (sinkLead) and a second sink token
+	// at least, which carries the channels as every other sink does.
+	lead := heads == 1 && lay.scene == sceneSinks
+	second := -1
+	if lead && tokens >= 2 {
+		second = 1 + r.intn(tokens-1)
+	}
 	for row := range rows {
 		t := row / heads
-		if !present(t) {
+		if lead && t == 0 {
+			r.sinkLead(v[row*rowLen:(row+1)*rowLen], plan.idx[0], math.Abs(mag[0]))
+			continue
+		}
+		if !present(t) && t != second {
 			continue
 		}
 		for j, at := range perHead[row%heads] {
@@ -196,6 +208,24 @@ func (r *rng) outlierChannels(v []float64, rowLen int, lay channelLayout, outlie
 	sinkAt := shared.intn(rowLen)
 	if heads == 1 && lay.scene != sceneSinks {
 		r.sinkTokens(v, rowLen, sinkAt, hi)
+	}
+}
+
+// sinkLead makes row (a sink token's) one massive element and its
+// partner: at index at the magnitude m times 0.5 + 0.5·U, positive, and at
+// the rotary partner (at + len/2, where the row's length is even) a
+// positive value 1/16 of that times 0.5 + 0.5·U; no other channel. Where
+// massive activations are born (an MLP's gate and up, the residual after
+// it) one element dwarfs the rest of its token's row, and gate and up fire
+// together with a positive gate: a kernel that clamped such an element
+// relative to the rest of its row (silu_sink_token_clamp) or left it out
+// of the row's mean square (rmsnorm_sink_token_drop) met it only where
+// the scene's several channels and their signs happened to allow it.
+func (r *rng) sinkLead(row []float64, at int, m float64) {
+	x := m * (0.5 + 0.5*r.uniform())
+	row[at] = x
+	if n := len(row); n%2 == 0 {
+		row[(at+n/2)%n] = x / 16 * (0.5 + 0.5*r.uniform())
 	}
 }
 

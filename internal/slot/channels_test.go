@@ -9,12 +9,19 @@ import (
 )
 
 // hotChannels returns the channels of rows v (of rowLen) that are above
-// ratio times their row's RMS in at least share of the rows.
+// ratio times their row's RMS in at least share of the distinct rows
+// (graph pad rows copy one row into many).
 func hotChannels(v []float64, rowLen int, ratio, share float64) []int {
-	rows := len(v) / rowLen
-	count := make([]int, rowLen)
-	for r := range rows {
+	var distinct [][]float64
+	for r := range len(v) / rowLen {
 		row := v[r*rowLen : (r+1)*rowLen]
+		if !slices.ContainsFunc(distinct, func(d []float64) bool { return slices.Equal(d, row) }) {
+			distinct = append(distinct, row)
+		}
+	}
+	rows := len(distinct)
+	count := make([]int, rowLen)
+	for _, row := range distinct {
 		ss := 0.0
 		for _, x := range row {
 			ss += x * x
@@ -81,10 +88,14 @@ func TestOutlierChannels(t *testing.T) {
 	for _, tt := range tests {
 		s, _ := c.Lookup(tt.slot)
 		hit := map[Distribution]int{}
+		// Every seed in each of the four scenes (a row deals them in
+		// turn from an offset drawn per seed).
 		const seeds = 24
-		for seed := uint64(1); seed <= seeds; seed++ {
+		const cases = seeds * int(channelScenes)
+		for k := range cases {
+			seed := uint64(1 + k/int(channelScenes))
 			for _, dist := range Distributions() {
-				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: tt.dims}, DType: tensor.F32, Dist: dist, Index: int(seed), Scene: int(seed)})
+				cs, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: tt.dims}, DType: tensor.F32, Dist: dist, Index: k, Scene: k})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,8 +129,8 @@ func TestOutlierChannels(t *testing.T) {
 		}
 		for _, dist := range Distributions() {
 			switch {
-			case dist == HeavyTailed && (hit[dist] < seeds/4 || hit[dist] > seeds*3/4):
-				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want a quarter to three quarters", tt.slot, hit[dist], seeds, tt.arg)
+			case dist == HeavyTailed && (hit[dist] < cases/4 || hit[dist] > cases*3/4):
+				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want a quarter to three quarters", tt.slot, hit[dist], cases, tt.arg)
 			case dist != HeavyTailed && hit[dist] > 0:
 				t.Errorf("%s: %d %s cases have an outlier channel in %s, want none", tt.slot, hit[dist], dist, tt.arg)
 			}
@@ -348,5 +359,82 @@ func TestNormGains(t *testing.T) {
 	}
 	if ones == 0 || gains == 0 || negative == 0 || small == 0 {
 		t.Errorf("%d all-ones weights, %d with gains, %d negative gains, %d of a median below 0.5: want each", ones, gains, negative, small)
+	}
+}
+
+// TestSinkLead: in the sinks scene a tensor whose rows are tokens has one
+// element dominating token 0 (positive, at the plan's first index, its
+// rotary partner positive and at most a sixteenth of it, nothing else
+// outstanding), and a second sink token that carries the channels.
+func TestSinkLead(t *testing.T) {
+	const tokens, rowLen, bound = 64, 128, 4096.0
+	for seed := uint64(1); seed <= 16; seed++ {
+		g := newStream(seed, "test", "t", 0, 0, 0, "x")
+		lay := channelLayout{heads: 1, groups: 1, scene: sceneSinks, shared: func() *rng {
+			return newStream(seed, "test", "t", 0, 0, 0, "channels")
+		}}
+		v := make([]float64, tokens*rowLen)
+		for i := range v {
+			v[i] = g.normal()
+		}
+		g.outlierChannels(v, rowLen, lay, bound)
+		plan := sharedChannels(lay.shared(), rowLen)
+		lead, partner := plan.idx[0], (plan.idx[0]+rowLen/2)%rowLen
+		row0 := v[:rowLen]
+		if x := row0[lead]; !(x >= bound/32) {
+			t.Fatalf("seed %d: token 0's lead element is %g, want at least %g", seed, x, bound/32)
+		}
+		if p := row0[partner]; !(p > 0 && p <= row0[lead]/16) {
+			t.Fatalf("seed %d: the lead's partner is %g against %g", seed, p, row0[lead])
+		}
+		for j, x := range row0 {
+			if j != lead && j != partner && math.Abs(x) >= channelMin*2 {
+				t.Fatalf("seed %d: token 0 has %g at %d beside its lead", seed, x, j)
+			}
+		}
+		sinks := 0
+		for r := 1; r < tokens; r++ {
+			for _, x := range v[r*rowLen : (r+1)*rowLen] {
+				if math.Abs(x) >= bound/32 {
+					sinks++
+					break
+				}
+			}
+		}
+		if sinks < 1 || sinks > tokens/32+1 {
+			t.Fatalf("seed %d: %d sink tokens besides token 0, want 1 to %d", seed, sinks, tokens/32+1)
+		}
+	}
+}
+
+// TestSceneReplays: a case whose graph-dynamic input takes scenes has a
+// replay for each scene the row did not deal it, heavy-tailed in that
+// scene; one that takes none has none.
+func TestSceneReplays(t *testing.T) {
+	s, _ := catalog(t).Lookup("activation.silu_and_mul")
+	for _, tc := range []struct {
+		n, want int
+	}{{n: 8, want: int(channelScenes) - 1}, {n: 1, want: 0}} {
+		c, err := s.NewCase(CaseParams{Seed: 3, Shape: Shape{Name: "t", Dims: Dims{"N": tc.n, "D": 64}}, DType: tensor.F32, Dist: Normal, Scene: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.SceneReplays(); got != tc.want {
+			t.Fatalf("N=%d: %d scene replays, want %d", tc.n, got, tc.want)
+		}
+		seen := map[channelScene]bool{c.channelsOf([]int{tc.n, 128}).scene: true}
+		for step := 1; step <= tc.want; step++ {
+			cc := c.Clone()
+			if err := cc.RefreshInScene(step, step); err != nil {
+				t.Fatal(err)
+			}
+			if cc.Dist != HeavyTailed {
+				t.Fatalf("scene replay %d drawn from %s", step, cc.Dist)
+			}
+			seen[cc.channelsOf([]int{tc.n, 128}).scene] = true
+		}
+		if tc.want > 0 && len(seen) != int(channelScenes) {
+			t.Errorf("the case and its scene replays meet scenes %v, want all four", seen)
+		}
 	}
 }

@@ -95,7 +95,8 @@ func refSDPA(c *Case) (map[string][]float64, error) {
 		}
 		return dm.S
 	}
-	return c.attentionRef(o, sens, keys)
+	reach := sdpaReach(c.f64(0, "q"), c.f64(0, "k"), dm.T, dm.S, dm.Hq, dm.Hkv, dm.D, c.Scalars["sm_scale"], causal)
+	return c.attentionRef(o, sens, reach, keys)
 }
 
 // attentionRef is an attention call's reference map: its output and
@@ -107,9 +108,11 @@ func refSDPA(c *Case) (map[string][]float64, error) {
 // 8192-key probe is 4.9e-4 of it against the tolerance's 1e-4 (session 23:
 // the shipped decode example computed in float32 rather than float64,
 // torch's CPU bmm summing the keys in order, was 0.35·n·u off there and
-// failed matched_ratio at seed 2). Half precision keeps |o|: its
+// failed matched_ratio at seed 2), plus scoreUnits·u·reach·(sens + |o|)
+// for the scores' own float32 rounding (scorereach.go: reach is each
+// element's sdpaReach or decodeReach). Half precision keeps |o|: its
 // tolerance is 2 % and its honest error is the precision test's.
-func (c *Case) attentionRef(o, sens []float64, keys func(i int) int) (map[string][]float64, error) {
+func (c *Case) attentionRef(o, sens, reach []float64, keys func(i int) int) (map[string][]float64, error) {
 	ref := map[string][]float64{"out": o, SensKey("out"): sens}
 	if c.DType != tensor.F32 {
 		return ref, nil
@@ -122,7 +125,7 @@ func (c *Case) attentionRef(o, sens []float64, keys func(i int) int) (map[string
 	u := math.Ldexp(1, -c.DType.Significand())
 	scale := make([]float64, len(o))
 	for i, x := range o {
-		scale[i] = max(math.Abs(x), float64(keys(i))*u*sens[i]/rtol)
+		scale[i] = max(math.Abs(x), (float64(keys(i))*sens[i]+scoreUnits*reach[i]*(sens[i]+math.Abs(x)))*u/rtol)
 	}
 	ref[ScaleKey("out")] = scale
 	return ref, nil
@@ -154,7 +157,8 @@ func refDecode(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	// Sequence b's rows sum over its seq_lens[b] cached positions.
-	return c.attentionRef(o, sens, func(i int) int { return int(sl[i/(dm.Hq*dm.D)]) })
+	reach := decodeReach(c.f64(0, "q"), kv, bt, sl, dm.B, dm.Hq, dm.Hkv, dm.D, dm.PageSize, dm.MaxPages, c.Scalars["sm_scale"])
+	return c.attentionRef(o, sens, reach, func(i int) int { return int(sl[i/(dm.Hq*dm.D)]) })
 }
 
 // readPages lists the cache pages a paged decode's sequences read (the

@@ -53,3 +53,40 @@ func (c *Case) RefreshAs(replay int, dist Distribution) error {
 	}
 	return c.callLayout(replay)
 }
+
+// SceneReplays is how many replays a case takes beyond its distributions'
+// so that its heavy-tailed inputs meet every outlier scene (channels.go),
+// not only the one its row dealt it: channelScenes - 1 where a
+// graph-dynamic input drawn from the distributions has rows the scenes
+// apply to (fill's rule: at least channelMinRow elements a row, two rows
+// or more), else 0. A row deals the scenes to its cases by size, and an
+// attack keyed on one scene at one width and token count found a case of
+// that kind in a quarter of the rows only (docs/redteam.md, session 31).
+func (c *Case) SceneReplays() int {
+	for _, name := range c.Spec.GraphDynamic {
+		a, ok := c.Spec.arg(name)
+		if !ok || a.Kind != ArgInput || (a.Gen != "" && a.Gen != "values") {
+			continue
+		}
+		shape, err := shapeOf(a, c.Dims)
+		if err != nil || len(shape) == 0 {
+			continue
+		}
+		n, last := numel(shape), shape[len(shape)-1]
+		if c.pagedCache(a) {
+			n = numel(shape[1:]) // one page at least is drawn
+		}
+		if last >= channelMinRow && n >= 2*last {
+			return int(channelScenes) - 1
+		}
+	}
+	return 0
+}
+
+// RefreshInScene is RefreshAs(replay, HeavyTailed) with the case's scene
+// step places further along its row's deal: the scene replays
+// (SceneReplays) take steps 1 to SceneReplays().
+func (c *Case) RefreshInScene(replay, step int) error {
+	c.Scene += step
+	return c.RefreshAs(replay, HeavyTailed)
+}

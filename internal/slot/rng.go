@@ -124,6 +124,13 @@ import (
 //     tokens when a uniform after its channels is below 0.5 (channelsOf,
 //     outlierChannels, sinkTokens), and so has a Scaled one, after its row
 //     scales, at the index of the shared stream's first intn.
+// 13. Since v13 (session 31): in the sinks scene a tensor whose rows are
+//     tokens draws, after the presence, a second sink token 1 + intn(T−1)
+//     (T ≥ 2 tokens), and its token 0 takes only the plan's first index
+//     and its rotary partner, positive, as two uniforms (sinkLead) in
+//     place of the channels. Verify's scene replays (Case.SceneReplays,
+//     RefreshInScene) draw a case's HeavyTailed inputs in the scenes its
+//     row did not deal it, at the replays after the distributions'.
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -133,8 +140,9 @@ import (
 // session 23: MoE pad rows and prepare decoys; v9, session 24: fresh page
 // pools, repeated rows, the engine router's weights; v10, session 25:
 // rooms redrawn per replay; v11, session 29: outlier channels and norm
-// gains, channels.go; v12, session 30: the scenes dealt in turn).
-const InputGenerator = "cacheon.slot.input.v12"
+// gains, channels.go; v12, session 30: the scenes dealt in turn; v13,
+// session 31: the sink token's lead element).
+const InputGenerator = "cacheon.slot.input.v13"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -199,7 +199,7 @@ func TestRouterWeightsSorted(t *testing.T) {
 				}
 				return true
 			}
-			const cases = 40
+			const cases = 64
 			sorted := 0
 			byIndex := map[int]map[bool]bool{0: {}, 1: {}}
 			for i := 0; i < cases; i++ {

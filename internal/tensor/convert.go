@@ -180,8 +180,14 @@ func Float64ToF16(f float64) uint16 {
 	return uint16(f16Format().fromFloat64(f))
 }
 
-// F16ToFloat64 converts IEEE binary16 bits to float64 exactly.
+// F16ToFloat64 converts IEEE binary16 bits to float64 exactly. A normal
+// number's bits are moved into binary32's fields (exponent rebiased by
+// 127 − 15, fraction shifted by 23 − 10), which is exact; zeros,
+// subnormals, infinities and NaNs take the general conversion.
 func F16ToFloat64(h uint16) float64 {
+	if e := h >> 10 & 0x1f; e != 0 && e != 0x1f {
+		return float64(math.Float32frombits(uint32(h>>15)<<31 | (uint32(e)+112)<<23 | uint32(h&0x3ff)<<13))
+	}
 	return f16Format().toFloat64(uint32(h))
 }
 

@@ -26,6 +26,10 @@ const (
 	// The runtime guard's finding (class tamper) at load and after a call.
 	guardAtLoad = `the runtime guard refused the candidate: importing kernel\.py: `
 	guardInCall = firstCall + `: the runtime guard refused the candidate: during the call: `
+	// The dispersion test below atol, and attention's precision test
+	// where the values cancel (session 31).
+	subAtol    = `output out: allclose systematic error: .* are off by more than 0\.125 of their value`
+	cancelling = `output out: matched_ratio systematic error: .* whose values cancel`
 	// The attention precision test, failing every dtype's row.
 	shortOutputBits = `(?s)/default bfloat16: FAIL .*of their rounding sensitivity.*/default float16: FAIL .*of their rounding sensitivity.*/default float32: FAIL .*of their rounding sensitivity`
 )
@@ -460,5 +464,15 @@ func adversarialCases() []adversarialCase {
 		{name: "control_rmsnorm_vllm_double_round", control: true, allDTypes: true},
 		{name: "control_silu_f64", control: true, allDTypes: true},
 		{name: "control_silu_vllm_double_round", control: true, allDTypes: true},
+		// rt31 (session 31): outputs below atol moved onto a coarse grid,
+		// dithered so that no mean leans; honest styles of the pass.
+		{name: "silu_subatol_dither", verify: subAtol},
+		{name: "rmsnorm_subatol_dither", verify: subAtol},
+		{name: "sdpa_cancel_dither", dtype: tensor.BF16, verify: cancelling},
+		{name: "decode_cancel_dither", dtype: tensor.BF16, verify: cancelling},
+		{name: "control_sdpa_online_callable", control: true, allDTypes: true},
+		{name: "control_decode_pageblocks_online", control: true, allDTypes: true},
+		{name: "control_rmsnorm_f64_chunked", control: true, allDTypes: true},
+		{name: "control_silu_exp_rowchunks", control: true, allDTypes: true},
 	}
 }

@@ -105,8 +105,11 @@ func planCase(ctx context.Context, pl *planner, ci int, pc *plannedCase, spec *s
 // first call's inputs), the file it writes, which inputs go in it (nil:
 // all) and where its plan goes.
 type callUnit struct {
-	k      int
-	dist   slot.Distribution
+	k    int
+	dist slot.Distribution
+	// scene > 0: a scene replay, heavy-tailed in the scene that many
+	// places along the row's deal (slot.Case.RefreshInScene).
+	scene  int
 	file   string
 	only   []string
 	phase  string
@@ -120,7 +123,11 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 	c := pc.c
 	if u.k > 0 {
 		c = c.Clone()
-		if err := c.RefreshAs(u.k, u.dist); err != nil {
+		refresh := func() error { return c.RefreshAs(u.k, u.dist) }
+		if u.scene > 0 {
+			refresh = func() error { return c.RefreshInScene(u.k, u.scene) }
+		}
+		if err := refresh(); err != nil {
 			return err
 		}
 	}
@@ -235,24 +242,44 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		}
 		pc.dirs = append(pc.dirs, dir)
 	}
-	total := replays + graphReplays
+	// After the distributions' replays, the scene replays: heavy-tailed
+	// inputs in each outlier scene the row did not deal the case
+	// (slot.Case.SceneReplays).
+	scenes := 0
+	if replays > 0 {
+		scenes = c.SceneReplays()
+	}
+	eager := replays + scenes
+	total := eager + graphReplays
 	pc.calls = make([]plannedCall, total+1)
 	units := []callUnit{{k: 0, dist: c.Dist, file: "in.safetensors", phase: "eager", label: "first call", target: &pc.calls[0]}}
 	var replayFiles, graphFiles []string
 	for k := 1; k <= total; k++ {
+		// The graph replays go on through the distributions where the
+		// eager replays left them.
+		dk, scene := k, 0
+		switch {
+		case k > eager:
+			dk = k - scenes
+		case k > replays:
+			scene = k - replays
+		}
 		dist := c.Dist
 		if first >= 0 && !isBurst {
-			dist = dists[(first+k-1)%len(dists)]
+			dist = dists[(first+dk-1)%len(dists)]
 		}
 		name := fmt.Sprintf("r%d.safetensors", k)
 		phase, label := "replay", fmt.Sprintf("replay %d", k)
-		if k > replays {
-			phase, label = "graph_replay", fmt.Sprintf("graph replay %d", k-replays)
+		if scene > 0 {
+			dist = slot.HeavyTailed
+		}
+		if k > eager {
+			phase, label = "graph_replay", fmt.Sprintf("graph replay %d", k-eager)
 			graphFiles = append(graphFiles, name)
 		} else {
 			replayFiles = append(replayFiles, name)
 		}
-		units = append(units, callUnit{k: k, dist: dist, file: name, only: spec.GraphDynamic, phase: phase, label: label, target: &pc.calls[k]})
+		units = append(units, callUnit{k: k, dist: dist, scene: scene, file: name, only: spec.GraphDynamic, phase: phase, label: label, target: &pc.calls[k]})
 	}
 	var args []worker.RunArg
 	for _, a := range spec.Args {
