@@ -131,6 +131,7 @@ import (
 //     place of the channels. Verify's scene replays (Case.SceneReplays,
 //     RefreshInScene) draw a case's HeavyTailed inputs in the scenes its
 //     row did not deal it, at the replays after the distributions'.
+//     Graph pad rows (step 7) number P = 1 + intn(⌊N/2⌋) (was intn(N−1)).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
