@@ -17,10 +17,30 @@ import (
 // large negative gate is subnormal), so the test counts, per band
 // [atol/16, atol/4) and [atol/4, atol), the share of elements off by more
 // than SysSubRel of their value, and fails a share above SysSubShare.
+//
+// Below atol/16 a share would count an honest flush: an honest float16
+// kernel whose exp overflows returns zeros there (off by all of their
+// value). A dither onto a grid of 0.9 atol that moves only those outputs
+// (rt31b's atk_silu_lowband_dither: most of them to 0, a few to ±0.9
+// atol, the mean kept) passed the bands above and every mean; on
+// activations a twentieth of the usual scale it made a down projection
+// a thousand times an honest kernel's error. So there the test compares
+// root mean squares: the errors' over the expected values', at most
+// SysTinyRMS (a flush to zero is 1; the dither about 1.5 · 0.9 atol ·
+// 16/atol ≈ 20).
 const (
 	// SysSubRel is how far off an element below atol may be, as a share
 	// of |expected|, before the dispersion test counts it.
 	SysSubRel = 0.125
+	// SysTinyRMS bounds the ratio of root mean squares (error over
+	// expected) of the elements in [SysTinyLow·atol, atol/16).
+	SysTinyRMS = 2.0
+	// SysTinyLow is the lowest |expected|, in atols, the ratio counts:
+	// below, an honest kernel's error is negligible in absolute terms but
+	// not against the value (a float32 silu whose exp is clamped returns
+	// 1e-37 where the value is 1e-42; float16's subnormals), and a dither
+	// moves a value there to the grid at odds of a thousandth.
+	SysTinyLow = 1.0 / 1024
 	// SysSubShare is the largest share of a band's elements the test lets
 	// be off by more than SysSubRel.
 	SysSubShare = 0.1
@@ -33,8 +53,24 @@ const (
 	subBands = 2
 )
 
-// addSub counts element error e at |expected| ax in band b (of sysEdges)
-// for the dispersion test.
+// tinyRMS accumulates the squares of the errors and of the expected
+// values of the nonzero elements below atol/16.
+type tinyRMS struct {
+	n      int
+	e2, x2 float64
+}
+
+// addTiny counts element error e at |expected| ax in [SysTinyLow·atol,
+// atol/16) for the ratio of root mean squares (underflows included: an
+// honest rounding is off by |expected| at most).
+func (a *sysAcc) addTiny(e, ax float64) {
+	a.tiny.n++
+	a.tiny.e2 += e * e
+	a.tiny.x2 += ax * ax
+}
+
+// addSub counts element error e at |expected| ax (nonzero) in band b (of
+// sysEdges) for the dispersion test.
 func (a *sysAcc) addSub(b int, e, ax float64) {
 	k := b - subFirst
 	if k < 0 || k >= subBands {
@@ -47,8 +83,16 @@ func (a *sysAcc) addSub(b int, e, ax float64) {
 	a.sub[k].add(far, 0)
 }
 
-// judgeSub notes each band's share over SysSubShare.
+// judgeSub notes each band's share over SysSubShare, and below atol/16
+// the ratio of root mean squares over SysTinyRMS.
 func (a *sysAcc) judgeSub(atol float64, note func(m float64, why func() string)) {
+	if t := a.tiny; t.n >= SysMinN && t.x2 > 0 {
+		r := math.Sqrt(t.e2 / t.x2)
+		note(r/SysTinyRMS, func() string {
+			return fmt.Sprintf("the %d elements with |expected| in %s are off by a root mean square %.3g times theirs (honest rounding, or a flush to zero, at most 1; bound %g): outputs below atol moved off their values",
+				t.n, bandName(atol*SysTinyLow, atol/16), r, SysTinyRMS)
+		})
+	}
 	for k := range a.sub {
 		l := &a.sub[k]
 		if l.n < SysMinN {

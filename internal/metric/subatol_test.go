@@ -62,8 +62,15 @@ func TestSystematicBelowAtol(t *testing.T) {
 	bf := metric.SysParams{Tol: metric.Tolerance{Atol: 0.02, Rtol: 0.02}, Sig: 8, Elementwise: true}
 	f16 := metric.SysParams{Tol: metric.Tolerance{Atol: 0.01, Rtol: 0.01}, Sig: 11, Elementwise: true}
 	f32 := metric.SysParams{Tol: metric.Tolerance{Atol: 1e-5, Rtol: 1e-5}, Sig: 24, Elementwise: true}
-	// float32's atol (1e-5) needs small outputs: a row scale of 1e-4
+	// float32's atol (1e-5) needs small outputs: a row scale of 1e-4;
+	// and those below atol/16 made vanishing (gates far below zero)
 	small := mapped(exp, func(_ int, x float64) float64 { return x * 1e-4 })
+	vanishing := mapped(small, func(i int, x float64) float64 {
+		if math.Abs(x) < 1e-5/16 {
+			return x * 1e-30
+		}
+		return x
+	})
 	tests := []struct {
 		name string
 		exp  []float64
@@ -79,8 +86,28 @@ func TestSystematicBelowAtol(t *testing.T) {
 		{"f16 each op rounded", exp, mapped(exp, func(i int, _ float64) float64 { return siluPerOpF16(gate[i], up[i]) }), f16, false},
 		{"f16 exp overflowing", exp, mapped(exp, func(i int, _ float64) float64 { return siluExpF16(gate[i], up[i]) }), f16, false},
 		{"f32 rounded once", small, mapped(small, func(_ int, x float64) float64 { return toF32(x) }), f32, false},
+		// far below atol/1024 an honest error may dwarf the value (a
+		// clamped exp returns 1e-37 for 1e-42)
+		{"f32 off far below atol/1024", vanishing, mapped(vanishing, func(_ int, x float64) float64 {
+			if math.Abs(x) < 1e-30 {
+				return toF32(x + 1e-20) // 1e-15 atol, many times x
+			}
+			return toF32(x)
+		}), f32, false},
 		{"bf16 dithered onto 0.9 atol", exp, mapped(exp, func(i int, x float64) float64 { return roundBF16(dither(i, x, 0.02, 0.018)) }), bf, true},
 		{"f16 dithered onto atol/8", exp, mapped(exp, func(i int, x float64) float64 { return toF16(dither(i, x, 0.01, 0.01/8)) }), f16, true},
+		{"bf16 dithered below atol/16 only", exp, mapped(exp, func(i int, x float64) float64 {
+			if math.Abs(x) < 0.02/16 {
+				return roundBF16(dither(i, x, 0.02, 0.018))
+			}
+			return roundBF16(x)
+		}), bf, true},
+		{"bf16 flushed below atol/16", exp, mapped(exp, func(i int, x float64) float64 {
+			if math.Abs(x) < 0.02/16 {
+				return 0
+			}
+			return roundBF16(x)
+		}), bf, false},
 		{"f32 dithered onto 0.9 atol", small, mapped(small, func(i int, x float64) float64 { return toF32(dither(i, x, 1e-5, 0.9e-5)) }), f32, true},
 	}
 	for _, tt := range tests {

@@ -219,6 +219,7 @@ type sysAcc struct {
 	// below atol: the elementwise dispersion (subatol.go) and attention's
 	// elements that cancel (sensprec.go)
 	sub    [subBands]lean
+	tiny   tinyRMS
 	cancel sensPrec
 }
 
@@ -310,6 +311,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 					rowMiss++
 				}
 			}
+		}
+		if p.Elementwise && ax >= tol.Atol*SysTinyLow && ax < edge[subFirst-1] { // [atol/1024, atol/16)
+			a.addTiny(e, ax)
 		}
 		if x == 0 || b == 0 {
 			continue

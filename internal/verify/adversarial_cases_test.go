@@ -275,7 +275,7 @@ func adversarialCases() []adversarialCase {
 		{name: "silu_device_rng_advance", verify: guardInCall + `torch's default (CPU|CUDA) random generator( of device [0-9]+)? advanced`},
 		// Red team, session 16: errors within the elementwise tolerance that
 		// lean one way (metric.Systematic), and session 17's variants.
-		{name: "silu_flush_below_atol", allDTypes: true, verify: `systematic error: the [0-9]+ elements with \|expected\| in \[.*\) (are off by -1 of their value|lean [0-9.]+ tolerances toward zero)`},
+		{name: "silu_flush_below_atol", allDTypes: true, verify: `systematic error: (the [0-9]+ elements with \|expected\| in \[.*\) (are off by -1 of their value|lean [0-9.]+ tolerances toward zero)|.* outputs below atol moved off their values)`},
 		{name: "rmsnorm_constant_bias", allDTypes: true, verify: `systematic error: (the [0-9]+ elements with \|expected\| in .* lean \+|[0-9]+ % of the [0-9]+ elements with \|expected\| in .* are off by more than 1\.5 ulps)`},
 		{name: "rmsnorm_shrink", allDTypes: true, verify: `systematic error: .*(≥ atol/rtol are off by -[0-9.e-]+ of their value on average, scaled|tolerances toward zero|ulps of the output's format)`},
 		{name: "sdpa_matched_ratio_slack", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
@@ -420,7 +420,7 @@ func adversarialCases() []adversarialCase {
 		// views without a prefix, and sdpa's rooms of other sequences.
 		{name: "msa_decode_zero_tail_tell", verify: `rank 0, output out: topk_overlap`},
 		{name: "msa_prefill_coherent_offsets", verify: `rank 0, output out: topk_overlap`},
-		{name: "sdpa_packed_room_tell", seed: 2, verify: `rank 0, output out: (matched_ratio|allclose)`},
+		{name: "sdpa_packed_room_tell", seed: 3, verify: `rank 0, output out: (matched_ratio|allclose)`},
 		// Session 25: the rooms redrawn on every replay, as the next
 		// batch packs other sequences around a view.
 		{name: "sdpa_room_replay_tell", verify: `replay [0-9]+, rank 0, output out: (matched_ratio|allclose)`},
@@ -474,5 +474,11 @@ func adversarialCases() []adversarialCase {
 		{name: "control_decode_pageblocks_online", control: true, allDTypes: true},
 		{name: "control_rmsnorm_f64_chunked", control: true, allDTypes: true},
 		{name: "control_silu_exp_rowchunks", control: true, allDTypes: true},
+		// rt31b: the same below atol/16; honest styles of the pass.
+		{name: "silu_lowband_dither", verify: `output out: allclose systematic error: .* below .* are off by a root mean square`},
+		{name: "control_rmsnorm_hf_llama", control: true, allDTypes: true},
+		{name: "control_silu_sigmoid_ops", control: true, allDTypes: true},
+		{name: "control_decode_exp2_flash", control: true, allDTypes: true},
+		{name: "control_sdpa_f32_prescale", control: true, allDTypes: true},
 	}
 }

@@ -69,7 +69,11 @@ func TestRowShapes(t *testing.T) {
 				return ok
 			}
 			got := map[string]slot.Dims{}
-			for _, sh := range rowShapes(tt.spec, dom, 1, fits) {
+			// Seed 2: at seed 1 (generator v13) the row's drawn count is
+			// 300, the upper corner's, and that shape runs once, as
+			// tiny@300 (shapes with an earlier one's dimensions are
+			// dropped).
+			for _, sh := range rowShapes(tt.spec, dom, 2, fits) {
 				if _, dup := got[sh.Name]; dup {
 					t.Errorf("shape %s twice", sh.Name)
 				}
