@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"cacheon/internal/bundle"
 	"cacheon/internal/capability"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -392,5 +393,40 @@ func TestDealScenes(t *testing.T) {
 	}
 	if len(seeds) != 6 {
 		t.Errorf("row seeds %v: want six distinct", seeds)
+	}
+}
+
+// TestSceneReplayUnits: a case whose input takes scenes plans, after the
+// first call and the distributions' replays, one heavy-tailed replay per
+// scene its row did not deal it, and its CUDA-graph replays go on through
+// the distributions where the eager replays left them.
+func TestSceneReplayUnits(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := cat.Lookup("activation.silu_and_mul")
+	c, err := spec.NewCase(slot.CaseParams{Seed: 3, Shape: slot.Shape{Name: "t", Dims: slot.Dims{"N": 8, "D": 64}}, DType: tensor.F32, Dist: slot.Scaled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &plannedCase{c: c, graph: true}
+	units, err := prepareCase(pc, spec, bundle.Op{Slot: spec.Name, Entry: "silu_and_mul"}, Options{Device: "cuda", Replays: 5, GraphReplays: 2}, t.TempDir(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range units {
+		got = append(got, fmt.Sprintf("%s/%s/%d", u.phase, u.dist, u.scene))
+	}
+	want := []string{"eager/scaled/0",
+		"replay/scaled/0", "replay/shifted/0", "replay/heavy_tailed/0", "replay/sparse/0", "replay/normal/0",
+		"replay/heavy_tailed/1", "replay/heavy_tailed/2", "replay/heavy_tailed/3",
+		"graph_replay/scaled/0", "graph_replay/shifted/0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("units %v, want %v", got, want)
+	}
+	if n := len(pc.req[0].Replays); n != 8 {
+		t.Errorf("%d eager replay files, want 8", n)
 	}
 }
