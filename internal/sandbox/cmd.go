@@ -227,6 +227,12 @@ func (c *Cmd) Start() error {
 	c.report = report.sorted()
 	if childErr != nil {
 		_ = c.Wait()
+		if ctxErr := c.ctx.Err(); ctxErr != nil {
+			// The context ended while the child was confining itself
+			// (it was killed before its report): say so, so that a
+			// caller's deadline reads as one.
+			return fmt.Errorf("sandbox: start %s: %w: %w", c.path, ctxErr, childErr)
+		}
 		return fmt.Errorf("sandbox: start %s: %w", c.path, childErr)
 	}
 	return nil
