@@ -59,7 +59,7 @@ const (
 	SysSensNearWide     = 128.0
 	SysSensFarShareWide = 0.5
 	// SysSensNearCancel is SysSensNear for the elements whose values
-	// cancel (addCancelling), where an honest kernel's few u·sens are not
+	// cancel (sensPrec.cancelling), where an honest kernel's few u·sens are not
 	// reduced by the output's own size: four times the bound. Half
 	// precision only: a float32 kernel's rounded scores move cancelling
 	// outputs by hundreds of u·sens under verify's outlier channels (53 %
@@ -67,15 +67,26 @@ const (
 	SysSensNearCancel = 4 * SysSensNear
 )
 
-// sensPrec accumulates the sensitivity precision test.
+// sensPrec accumulates the sensitivity precision test over the elements
+// that do not cancel, or, with cancelling set, over those that do
+// (|expected| below SysSensRho × sens: the second attention precision
+// test, session 31). Where the values cancel an honest kernel's error is
+// still a few u·sens at most, its probabilities' rounding, while the
+// output is small; a kernel that moved such outputs onto a coarse grid,
+// dithered so that no mean leans (sdpa_cancel_dither,
+// decode_cancel_dither: a grid of 0.9 atol), was off by up to a tolerance
+// there and passed the first test, which leaves them out. The second is
+// judged at SysSensNearCancel, in half precision only.
 type sensPrec struct {
-	n, far int
+	cancelling bool
+	n, far     int
 }
 
 // add counts element e = got − x of sensitivity sens (u: the format's unit
-// roundoff, near: the bound in u·sens); x is nonzero and at least atol/64.
+// roundoff, near: the bound in u·sens, 0 for none) if it is one the test
+// judges; x is nonzero and at least atol/64.
 func (s *sensPrec) add(e, x, sens, u, near float64) {
-	if !(sens > 0) || math.IsInf(sens, 1) || math.Abs(x) < SysSensRho*sens {
+	if !(near > 0) || !(sens > 0) || math.IsInf(sens, 1) || (math.Abs(x) < SysSensRho*sens) != s.cancelling {
 		return
 	}
 	s.n++
@@ -106,38 +117,11 @@ func (s *sensPrec) judge(near, share float64) (margin float64, why func() string
 	}
 	got := float64(s.far) / float64(s.n)
 	return got / share, func() string {
+		if s.cancelling {
+			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
+				100*got, s.n, SysSensRho, near, 100*share)
+		}
 		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity (Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
-			100*got, s.n, SysSensRho, near, 100*share)
-	}, true
-}
-
-// addCancelling counts element e = got − x of sensitivity sens where the
-// output cancels (|x| below SysSensRho × sens; x nonzero and at least
-// atol/64): the second attention precision test (session 31). Where the
-// values cancel an honest kernel's error is still a few u·sens at most
-// (SysSensNearCancel; in half precision only), its probabilities' rounding, while the output is small; a kernel that
-// moved such outputs onto a coarse grid, dithered so that no mean leans
-// (sdpa_cancel_dither, decode_cancel_dither: a grid of 0.9 atol), was off
-// by up to a tolerance there and passed the test above, which leaves them
-// out.
-func (s *sensPrec) addCancelling(e, x, sens, u, near float64) {
-	if !(near > 0) || !(sens > 0) || math.IsInf(sens, 1) || math.Abs(x) >= SysSensRho*sens {
-		return
-	}
-	s.n++
-	if math.Abs(e) > near*u*sens {
-		s.far++
-	}
-}
-
-// judgeCancelling is judge for the elements addCancelling counted.
-func (s *sensPrec) judgeCancelling(near, share float64) (margin float64, why func() string, ok bool) {
-	if s.n < SysMinN || share <= 0 {
-		return 0, nil, false
-	}
-	got := float64(s.far) / float64(s.n)
-	return got / share, func() string {
-		return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
 			100*got, s.n, SysSensRho, near, 100*share)
 	}, true
 }

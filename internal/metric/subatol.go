@@ -7,7 +7,8 @@ import (
 
 // The dispersion test below atol (session 31). An element whose
 // |expected| is below atol may be off by nearly a tolerance and still pass
-// allclose, and the tests above judge that range only through means: a
+// allclose, and the other systematic tests (systematic.go) judge that
+// range only through means: a
 // kernel that moved every output below atol onto a grid of 0.9 atol,
 // dithered so that each element lands on either neighbour with the odds
 // that keep its mean (silu_subatol_dither, rmsnorm_subatol_dither, rt31),
@@ -21,13 +22,13 @@ import (
 // Below atol/16 a share would count an honest flush: an honest float16
 // kernel whose exp overflows returns zeros there (off by all of their
 // value). A dither onto a grid of 0.9 atol that moves only those outputs
-// (rt31b's atk_silu_lowband_dither: most of them to 0, a few to ±0.9
+// (silu_lowband_dither, rt31b: most of them to 0, a few to ±0.9
 // atol, the mean kept) passed the bands above and every mean; on
 // activations a twentieth of the usual scale it made a down projection
 // a thousand times an honest kernel's error. So there the test compares
 // root mean squares: the errors' over the expected values', at most
-// SysTinyRMS (a flush to zero is 1; the dither about 1.5 · 0.9 atol ·
-// 16/atol ≈ 20).
+// SysTinyRMS (a flush to zero is 1; the dither measured 2.9 to 5.6 in
+// verify's calls).
 const (
 	// SysSubRel is how far off an element below atol may be, as a share
 	// of |expected|, before the dispersion test counts it.

@@ -217,7 +217,7 @@ type sysAcc struct {
 	flush, mult          lean
 	sens                 sensPrec
 	// below atol: the elementwise dispersion (subatol.go) and attention's
-	// elements that cancel (sensprec.go)
+	// elements that cancel (sensprec.go, cancelling set)
 	sub    [subBands]lean
 	tiny   tinyRMS
 	cancel sensPrec
@@ -229,6 +229,7 @@ type sysAcc struct {
 // must be valid.
 func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	var a sysAcc
+	a.cancel.cancelling = true
 	tol := p.Tol
 	r := SysResult{Pass: true}
 	rowLen := 0
@@ -320,7 +321,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		}
 		if sensU > 0 {
 			a.sens.add(e, x, p.Sens[i], sensU, sensNear)
-			a.cancel.addCancelling(e, x, p.Sens[i], sensU, sensNearCancel)
+			a.cancel.add(e, x, p.Sens[i], sensU, sensNearCancel)
 		}
 		rel := e / x
 		if p.Elementwise {
@@ -417,7 +418,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	if m, why, ok := a.sens.judge(sensNear, sensShare); ok {
 		note(m, why)
 	}
-	if m, why, ok := a.cancel.judgeCancelling(sensNearCancel, sensShare); ok {
+	if m, why, ok := a.cancel.judge(sensNearCancel, sensShare); ok {
 		note(m, why)
 	}
 	a.judgeSub(tol.Atol, note)

@@ -25,11 +25,15 @@ import "math"
 // (CaseParams.Scene), starting at an offset drawn per seed and slot, so
 // that every row of a run meets each of them on its largest shapes and on
 // about a quarter of the rest (v11 drew them per tensor at odds, and an
-// attack keyed on one of them was caught at some seeds only):
+// attack keyed on one of them was caught at some seeds only); since v13
+// verify's scene replays (Case.SceneReplays) give every case the other
+// three as well:
 //
-//   - sinks: channels in a few tokens (token 0 and up to one in 32 more,
-//     where massive activations live) at magnitudes log-uniform over
-//     [outlierMax/16, outlierMax], no scattered outliers;
+//   - sinks: channels in a few tokens (token 0, a second drawn, and up to
+//     one in 32 more, where massive activations live) at magnitudes
+//     log-uniform over [outlierMax/16, outlierMax], no scattered outliers;
+//     where rows are tokens, token 0 carries one lead element and its
+//     partner instead (sinkLead, v13);
 //   - features: channels in every token, the scattered outliers kept
 //     at odds 1/2 (the tensor's first uniform);
 //   - mixed: channels in every token at odds 1/2, else in a rate uniform
