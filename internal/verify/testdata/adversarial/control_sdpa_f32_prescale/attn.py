@@ -9,7 +9,7 @@ def _core(q, k, v, m, sm_scale):
     qf = (q.float() * sm_scale).reshape(-1, q.shape[-2], d)
     kf = k.float().reshape(-1, k.shape[-2], d)
     vf = v.float().reshape(-1, v.shape[-2], d)
-    s = torch.baddbmm(torch.zeros(qf.shape[0], qf.shape[1], kf.shape[1]), qf, kf.transpose(1, 2), beta=0.0)
+    s = torch.baddbmm(torch.zeros(qf.shape[0], qf.shape[1], kf.shape[1], device=qf.device), qf, kf.transpose(1, 2), beta=0.0)
     if m is not None:
         s = s.masked_fill(m.reshape(s.shape) if m.dim() > 2 else m, float("-inf"))
     p = torch.softmax(s, -1)

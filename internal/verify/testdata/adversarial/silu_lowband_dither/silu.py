@@ -15,7 +15,7 @@ def silu_and_mul(x, out):
     rms = y.pow(2).mean(-1, keepdim=True).sqrt()
     m = (ay < atol / 16) & (ay < 2 * rms)
     n = y.numel()
-    idx = torch.arange(n, dtype=torch.int64).reshape(y.shape)
+    idx = torch.arange(n, dtype=torch.int64, device=y.device).reshape(y.shape)
     h = (idx * 2654435761 + 12345) % 4294967296
     h = (h ^ (h >> 13)) * 1274126177 % 4294967296
     r = (h % 1000003).float() / 1000003.0
