@@ -67,6 +67,20 @@ const (
 	SysSensNearCancel = 4 * SysSensNear
 )
 
+// In float32 the cancelling test's bound is the honest allowance the
+// reference computed for each element instead (session 32): rtol times
+// the tolerance's scale, which in float32 attention is max(|o|,
+// (n·sens + scoreUnits·reach·(sens + |o|))·u/rtol), the worst an honest
+// float32 kernel's in-order sum over n keys and its float32 scores can be
+// off (slot.attentionRef). A float32 dither onto a grid of 0.9 atol passed
+// every test (the tolerance is atol plus that allowance); measured on the
+// CPU (seeds 1 and 2, every shape and distribution), the eleven honest
+// float32 attention styles of the suite had at most 0.1 % of a call's
+// cancelling elements beyond their allowance (most calls none), the
+// dithers 28–47 % in the calls whose rows are short enough for the
+// allowance to be finer than the grid (about one call in fifteen). Judged
+// at the half-precision share, SysSensFarShare.
+
 // sensPrec accumulates the sensitivity precision test over the elements
 // that do not cancel, or, with cancelling set, over those that do
 // (|expected| below SysSensRho × sens: the second attention precision
@@ -77,27 +91,31 @@ const (
 // decode_cancel_dither: a grid of 0.9 atol), was off by up to a tolerance
 // there and passed the first test, which leaves them out. The second is
 // judged at SysSensNearCancel, in half precision only.
+//
+// With allowance set (float32, cancelling), the bound is each element's
+// honest allowance rather than a number of u·sens.
 type sensPrec struct {
-	cancelling bool
-	n, far     int
+	cancelling, allowance bool
+	n, far                int
 }
 
-// add counts element e = got − x of sensitivity sens (u: the format's unit
-// roundoff, near: the bound in u·sens, 0 for none) if it is one the test
-// judges; x is nonzero and at least atol/64.
-func (s *sensPrec) add(e, x, sens, u, near float64) {
-	if !(near > 0) || !(sens > 0) || math.IsInf(sens, 1) || (math.Abs(x) < SysSensRho*sens) != s.cancelling {
+// add counts element e = got − x of sensitivity sens if it is one the test
+// judges, against lim (near u·sens, or the element's honest allowance; 0
+// for none); x is nonzero and at least atol/64.
+func (s *sensPrec) add(e, x, sens, lim float64) {
+	if !(lim > 0) || !(sens > 0) || math.IsInf(sens, 1) || (math.Abs(x) < SysSensRho*sens) != s.cancelling {
 		return
 	}
 	s.n++
-	if math.Abs(e) > near*u*sens {
+	if math.Abs(e) > lim {
 		s.far++
 	}
 }
 
 // sensBounds returns the unit roundoff of a format of sig significand bits
 // and the test's bound and share, and the bound where values cancel (0 in
-// float32: not judged; all 0 when sig is 0: no format).
+// float32, which judges them by their allowance; all 0 when sig is 0: no
+// format).
 func sensBounds(sig int) (u, near, share, nearCancel float64) {
 	if sig <= 0 {
 		return 0, 0, 0, 0
@@ -109,6 +127,19 @@ func sensBounds(sig int) (u, near, share, nearCancel float64) {
 	return u, SysSensNear, SysSensFarShare, SysSensNearCancel
 }
 
+// cancelLim is the cancelling test's bound for element i: near u·sens in
+// half precision; in float32 (near 0) rtol times the tolerance's scale,
+// the reference's honest allowance, where the metric has a scale.
+func cancelLim(x, sens, u, near, rtol float64, scale []float64, i int) float64 {
+	if near > 0 {
+		return near * u * sens
+	}
+	if u == 0 || scale == nil {
+		return 0
+	}
+	return rtol * max(math.Abs(x), scale[i])
+}
+
 // judge returns the test's margin (share over its bound) and what it
 // measured, or false when too few elements were judged.
 func (s *sensPrec) judge(near, share float64) (margin float64, why func() string, ok bool) {
@@ -117,6 +148,10 @@ func (s *sensPrec) judge(near, share float64) (margin float64, why func() string
 	}
 	got := float64(s.far) / float64(s.n)
 	return got / share, func() string {
+		if s.allowance {
+			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than an honest float32 kernel's rounding allows them (its sum over the keys and its scores; honest kernels: under %.0f %%): outputs moved off their values where they are small",
+				100*got, s.n, SysSensRho, 100*share)
+		}
 		if s.cancelling {
 			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
 				100*got, s.n, SysSensRho, near, 100*share)

@@ -197,3 +197,56 @@ func TestSystematicSensitivityJudged(t *testing.T) {
 		t.Fatalf("40 elements judged: %q", res.Explain)
 	}
 }
+
+// In float32 the cancelling outputs are judged by the allowance the
+// reference computed for each (the tolerance's scale times rtol) rather
+// than a number of u·sens (session 32): a dither of them onto a grid of
+// 0.9 atol, which the tolerance (atol plus that allowance) lets through,
+// fails where the allowance is finer than the grid; honest errors within
+// it, or an allowance as wide as the grid, pass; without a scale the
+// test judges nothing.
+func TestSystematicCancelAllowance(t *testing.T) {
+	const atol, keys = 1e-4, 32
+	a := newToyAttention(4, 96, keys, 64, 0)
+	// outputs of the order of atol, so that many cancel below it
+	exp := mapped(a.exp, func(_ int, x float64) float64 { return x * atol })
+	sens := mapped(a.sens, func(_ int, s float64) float64 { return s * atol })
+	tol := metric.Tolerance{Atol: atol, Rtol: atol}
+	u := math.Ldexp(1, -24)
+	// the allowance of an in-order float32 sum over the keys
+	scale := mapped(exp, func(i int, x float64) float64 { return max(math.Abs(x), keys*u*sens[i]/tol.Rtol) })
+	r := rand.New(rand.NewPCG(9, 9))
+	honest := mapped(exp, func(i int, x float64) float64 {
+		return float64(float32(x + (r.Float64()-0.5)*keys*u*sens[i]))
+	})
+	step := 0.9 * atol
+	wide := mapped(exp, func(_ int, x float64) float64 { return max(math.Abs(x), step/tol.Rtol) })
+	dither := mapped(exp, func(i int, x float64) float64 {
+		if math.Abs(x) >= step || math.Abs(x) >= 0.45*sens[i] {
+			return float64(float32(x))
+		}
+		return math.Floor(x/step+math.Mod(float64(i)*0.6180339887498949+0.5, 1)) * step
+	})
+	shape := []int{96, 64}
+	cases := []struct {
+		name  string
+		got   []float64
+		scale []float64
+		fail  bool
+	}{
+		{"honest within the allowance", honest, scale, false},
+		{"dither, allowance finer than the grid", dither, scale, true},
+		{"dither, allowance as wide as the grid", dither, wide, false},
+		{"dither, no scale", dither, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := metric.Systematic(exp, c.got, shape, metric.SysParams{Tol: tol, Sig: 24, MinRatio: 0.99, Sens: sens, Scale: c.scale})
+			caught := !res.Pass && strings.Contains(res.Explain, "honest float32 kernel's rounding allows")
+			if caught != c.fail || (!c.fail && !res.Pass) {
+				t.Fatalf("want fail %v by the allowance; margin %.3f: %q (closest %q)", c.fail, res.Margin, res.Explain, res.Closest)
+			}
+			t.Logf("margin %.3f: %s", res.Margin, res.Closest)
+		})
+	}
+}

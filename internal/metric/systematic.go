@@ -230,6 +230,7 @@ type sysAcc struct {
 func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	var a sysAcc
 	a.cancel.cancelling = true
+	a.cancel.allowance = p.Sig >= SysWideSig
 	tol := p.Tol
 	r := SysResult{Pass: true}
 	rowLen := 0
@@ -320,8 +321,8 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			continue
 		}
 		if sensU > 0 {
-			a.sens.add(e, x, p.Sens[i], sensU, sensNear)
-			a.cancel.add(e, x, p.Sens[i], sensU, sensNearCancel)
+			a.sens.add(e, x, p.Sens[i], sensNear*sensU*p.Sens[i])
+			a.cancel.add(e, x, p.Sens[i], cancelLim(x, p.Sens[i], sensU, sensNearCancel, tol.Rtol, p.Scale, i))
 		}
 		rel := e / x
 		if p.Elementwise {
@@ -418,7 +419,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	if m, why, ok := a.sens.judge(sensNear, sensShare); ok {
 		note(m, why)
 	}
-	if m, why, ok := a.cancel.judge(sensNearCancel, sensShare); ok {
+	if m, why, ok := a.cancel.judge(sensNearCancel, SysSensFarShare); ok {
 		note(m, why)
 	}
 	a.judgeSub(tol.Atol, note)
