@@ -72,7 +72,8 @@ func keyOutlierChannels(v []float64, rowLen int) []int {
 // large in most rows (a residual stream's massive channels, attention's
 // key outlier channels) in a good share of cases (the features and mixed
 // scenes, half the cases as the scenes go round, of which those present in
-// most tokens pass rt28b's tests), within the slot's outlier bound; no
+// most tokens pass rt28b's tests: about a quarter of the norm's), within
+// the slot's outlier bound; no
 // other distribution has them.
 func TestOutlierChannels(t *testing.T) {
 	c := catalog(t)
@@ -90,7 +91,7 @@ func TestOutlierChannels(t *testing.T) {
 		hit := map[Distribution]int{}
 		// Every seed in each of the four scenes (a row deals them in
 		// turn from an offset drawn per seed).
-		const seeds = 24
+		const seeds = 40
 		const cases = seeds * int(channelScenes)
 		for k := range cases {
 			seed := uint64(1 + k/int(channelScenes))
@@ -127,10 +128,12 @@ func TestOutlierChannels(t *testing.T) {
 				}
 			}
 		}
+		t.Logf("%s: heavy-tailed hits %d of %d", tt.slot, hit[HeavyTailed], cases)
 		for _, dist := range Distributions() {
 			switch {
-			case dist == HeavyTailed && (hit[dist] < cases/4 || hit[dist] > cases*3/4):
-				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want a quarter to three quarters", tt.slot, hit[dist], cases, tt.arg)
+			// measured (v13, v14): the norm's x 38–41 of 160, sdpa's k 80
+			case dist == HeavyTailed && (hit[dist] < cases/5 || hit[dist] > cases*3/4):
+				t.Errorf("%s: %d of %d heavy-tailed cases have an outlier channel in %s, want a fifth to three quarters", tt.slot, hit[dist], cases, tt.arg)
 			case dist != HeavyTailed && hit[dist] > 0:
 				t.Errorf("%s: %d %s cases have an outlier channel in %s, want none", tt.slot, hit[dist], dist, tt.arg)
 			}
@@ -435,6 +438,28 @@ func TestSceneReplays(t *testing.T) {
 		}
 		if tc.want > 0 && len(seen) != int(channelScenes) {
 			t.Errorf("the case and its scene replays meet scenes %v, want all four", seen)
+		}
+	}
+}
+
+// SinksStep takes a case's scene replay to the sinks scene from whatever
+// scene its row dealt it, the sinks scene itself included (a whole turn).
+func TestSinksStep(t *testing.T) {
+	s, _ := catalog(t).Lookup("norm.rmsnorm")
+	for seed := uint64(1); seed <= 4; seed++ {
+		for scene := range int(channelScenes) {
+			c, err := s.NewCase(CaseParams{Seed: seed, Shape: Shape{Name: "t", Dims: Dims{"N": 40, "H": 256}}, DType: tensor.F32, Dist: Normal, Scene: scene})
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := c.SinksStep()
+			cc := c.Clone()
+			if err := cc.RefreshInScene(1, step); err != nil {
+				t.Fatal(err)
+			}
+			if got := cc.channelsOf([]int{40, 256}).scene; got != sceneSinks || step < 1 || step > int(channelScenes) {
+				t.Fatalf("seed %d scene %d: step %d gives %s, want sinks", seed, scene, step, got)
+			}
 		}
 	}
 }

@@ -83,6 +83,24 @@ func (c *Case) SceneReplays() int {
 	return 0
 }
 
+// SinksStep is the step (RefreshInScene) that puts the case's
+// heavy-tailed inputs in the sinks scene, in [1, channelScenes]: a whole
+// turn of the deal where the row dealt the case that scene. Verify's
+// drawn wide case, a prefill's count at a served width, runs one scene
+// replay, in that scene (session 32): massive activations are a
+// prefill's, and a kernel that mishandled a sink token only among many
+// distinct tokens (silu_sink_token_clamp, rmsnorm_sink_token_drop: at
+// least 32, the sinks at most one in 16) met such a case in the rows
+// whose smaller shapes happened to allow it (19 and 16 of 20 seeds).
+func (c *Case) SinksStep() int {
+	n := int(channelScenes)
+	cur := (c.Scene + c.sceneOffset()) % n
+	if step := (int(sceneSinks) - cur + n) % n; step > 0 {
+		return step
+	}
+	return n
+}
+
 // RefreshInScene is RefreshAs(replay, HeavyTailed) with the case's scene
 // step places further along its row's deal: the scene replays
 // (SceneReplays) take steps 1 to SceneReplays().

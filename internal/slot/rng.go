@@ -132,6 +132,11 @@ import (
 //     RefreshInScene) draw a case's HeavyTailed inputs in the scenes its
 //     row did not deal it, at the replays after the distributions'.
 //     Graph pad rows (step 7) number P = 1 + intn(⌊N/2⌋) (was intn(N−1)).
+// 14. Since v14 (session 32): the sinks scene's presence (presence, also
+//     sinkTokens') draws further tokens only where T ≥ 32 and a uniform
+//     is below 0.5, then 1 + intn(T/32) of them (was intn(T/32 + 1)
+//     draws in every tensor). Verify's drawn wide case runs one scene
+//     replay, heavy-tailed in the sinks scene (Case.SinksStep).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -142,8 +147,9 @@ import (
 // pools, repeated rows, the engine router's weights; v10, session 25:
 // rooms redrawn per replay; v11, session 29: outlier channels and norm
 // gains, channels.go; v12, session 30: the scenes dealt in turn; v13,
-// session 31: the sink token's lead element).
-const InputGenerator = "cacheon.slot.input.v13"
+// session 31: the sink token's lead element; v14, session 32: sinks
+// alone in half the tensors).
+const InputGenerator = "cacheon.slot.input.v14"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -358,6 +364,12 @@ type channelLayout struct {
 // from the stream of argument "channels.scene" with shape "" and case 0,
 // modulo the scenes), the stream of argument "channels" at replay 0,
 // rank 0.
+// sceneOffset is where the deal of the scenes starts for the case's seed
+// and slot (CaseParams.Scene counts from it).
+func (c *Case) sceneOffset() int {
+	return newStream(c.Seed, c.Spec.Name, "", 0, 0, 0, "channels.scene").intn(int(channelScenes))
+}
+
 func (c *Case) channelsOf(shape []int) channelLayout {
 	heads := 1
 	if len(shape) >= 3 {
@@ -372,7 +384,7 @@ func (c *Case) channelsOf(shape []int) channelLayout {
 			groups = min(groups, max(1, s[len(s)-2]))
 		}
 	}
-	off := newStream(c.Seed, c.Spec.Name, "", 0, 0, 0, "channels.scene").intn(int(channelScenes))
+	off := c.sceneOffset()
 	return channelLayout{heads: heads, groups: groups, scene: channelScene((c.Scene + off) % int(channelScenes)),
 		shared: func() *rng {
 			return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "channels")

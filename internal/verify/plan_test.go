@@ -430,3 +430,37 @@ func TestSceneReplayUnits(t *testing.T) {
 		t.Errorf("%d eager replay files, want 8", n)
 	}
 }
+
+// The drawn wide case (first call only) takes one scene replay, in the
+// sinks scene, whatever scene its row dealt it (session 32); its graph
+// replays go on through the distributions.
+func TestWideCaseSinksReplay(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := cat.Lookup("norm.rmsnorm")
+	for scene := range 4 {
+		c, err := spec.NewCase(slot.CaseParams{Seed: 5, Shape: slot.Shape{Name: "w", Dims: slot.Dims{"N": 64, "H": 1024}}, DType: tensor.F32, Dist: slot.Normal, Scene: scene})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := &plannedCase{c: c, graph: true, firstOnly: true}
+		units, err := prepareCase(pc, spec, bundle.Op{Slot: spec.Name, Entry: "rmsnorm"}, Options{Device: "cuda", Replays: 5, GraphReplays: 2}, t.TempDir(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, u := range units {
+			got = append(got, fmt.Sprintf("%s/%s", u.phase, u.dist))
+		}
+		want := []string{"eager/normal", "replay/heavy_tailed", "graph_replay/normal", "graph_replay/scaled"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("scene %d: units %v, want %v", scene, got, want)
+		}
+		if step := units[1].scene; step != c.SinksStep() || step < 1 || step > 4 {
+			t.Fatalf("scene %d: the replay's step is %d, want SinksStep %d in [1, 4]", scene, step, c.SinksStep())
+		}
+	}
+}
+

@@ -245,9 +245,14 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	// After the distributions' replays, the scene replays: heavy-tailed
 	// inputs in each outlier scene the row did not deal the case
 	// (slot.Case.SceneReplays).
-	scenes := 0
-	if replays > 0 {
+	// The drawn wide case takes one, in the sinks scene
+	// (slot.Case.SinksStep).
+	scenes, sinksOnly := 0, false
+	switch {
+	case replays > 0:
 		scenes = c.SceneReplays()
+	case pc.firstOnly && c.SceneReplays() > 0:
+		scenes, sinksOnly = 1, true
 	}
 	eager := replays + scenes
 	total := eager + graphReplays
@@ -261,6 +266,8 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		switch {
 		case k > eager:
 			dk = k - scenes
+		case sinksOnly:
+			scene = c.SinksStep()
 		case k > replays:
 			scene = k - replays
 		}
