@@ -463,4 +463,3 @@ func TestWideCaseSinksReplay(t *testing.T) {
 		}
 	}
 }
-
