@@ -126,7 +126,7 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.StringVar(&dtype, "dtype", "", "verify only this dtype: bfloat16, float16 or float32 (default: all three)")
 	f.Uint64Var(&seed, "seed", 0, "input seed, for every bundle (default: a fresh secret seed per bundle, printed)")
 	f.IntVar(&worldSize, "world-size", 0, "ranks for collective slots (default: 2, 3, 4, 8 and a variant's declared world_size bounds up to 8 on cpu; on cuda those of 2, 3, 4, 8 the visible GPUs allow, 1 on one GPU)")
-	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution, then 3 more in the outlier scenes its row did not deal it) and CUDA-graph replays")
+	f.IntVar(&replays, "replays", 3, "in-place replays after the first call (eager: at least 5, so that every case meets every value distribution, then 3 more in the outlier scenes its row did not deal it; the drawn wide count case: one, in the sinks scene) and CUDA-graph replays")
 	f.IntVar(&lanes, "lanes", 0, "rows run side by side, each lane with its own worker (default: one per four cores)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (with its timing); with several bundles, one JSON object per bundle per line")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where the time went (phase by phase) on stderr")
