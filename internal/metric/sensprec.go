@@ -63,23 +63,10 @@ const (
 	// reduced by the output's own size: four times the bound. Half
 	// precision only: a float32 kernel's rounded scores move cancelling
 	// outputs by hundreds of u·sens under verify's outlier channels (53 %
-	// of a call's beyond 128 of them, control_sdpa_f32_scores).
+	// of a call's beyond 128 of them, control_sdpa_f32_scores); float32
+	// judges them by their allowance instead (cancelLim).
 	SysSensNearCancel = 4 * SysSensNear
 )
-
-// In float32 the cancelling test's bound is the honest allowance the
-// reference computed for each element instead (session 32): rtol times
-// the tolerance's scale, which in float32 attention is max(|o|,
-// (n·sens + scoreUnits·reach·(sens + |o|))·u/rtol), the worst an honest
-// float32 kernel's in-order sum over n keys and its float32 scores can be
-// off (slot.attentionRef). A float32 dither onto a grid of 0.9 atol passed
-// every test (the tolerance is atol plus that allowance); measured on the
-// CPU (seeds 1 and 2, every shape and distribution), the eleven honest
-// float32 attention styles of the suite had at most 0.1 % of a call's
-// cancelling elements beyond their allowance (most calls none), the
-// dithers 28–47 % in the calls whose rows are short enough for the
-// allowance to be finer than the grid (about one call in fifteen). Judged
-// at the half-precision share, SysSensFarShare.
 
 // sensPrec accumulates the sensitivity precision test over the elements
 // that do not cancel, or, with cancelling set, over those that do
@@ -90,7 +77,8 @@ const (
 // dithered so that no mean leans (sdpa_cancel_dither,
 // decode_cancel_dither: a grid of 0.9 atol), was off by up to a tolerance
 // there and passed the first test, which leaves them out. The second is
-// judged at SysSensNearCancel, in half precision only.
+// judged at SysSensNearCancel in half precision, and in float32 against
+// each element's honest allowance (allowance set; cancelLim).
 //
 // With allowance set (float32, cancelling), the bound is each element's
 // honest allowance rather than a number of u·sens.
@@ -129,7 +117,21 @@ func sensBounds(sig int) (u, near, share, nearCancel float64) {
 
 // cancelLim is the cancelling test's bound for element i: near u·sens in
 // half precision; in float32 (near 0) rtol times the tolerance's scale,
-// the reference's honest allowance, where the metric has a scale.
+// the reference's honest allowance, where the metric has a scale (none:
+// not judged).
+//
+// In float32 that allowance replaced u·sens (session 32): rtol times
+// the tolerance's scale, which in float32 attention is max(|o|,
+// (n·sens + scoreUnits·reach·(sens + |o|))·u/rtol), the worst an honest
+// float32 kernel's in-order sum over n keys and its float32 scores can be
+// off (slot.attentionRef). A float32 dither onto a grid of 0.9 atol passed
+// every test (the tolerance is atol plus that allowance); measured on the
+// CPU (seeds 1 and 2, every shape and distribution), the eleven honest
+// float32 attention styles of the suite had at most 0.1 % of a call's
+// cancelling elements beyond their allowance (most calls none), the
+// dithers 28–47 % in the calls whose rows are short enough for the
+// allowance to be finer than the grid (about one call in fifteen). Judged
+// at the half-precision share, SysSensFarShare.
 func cancelLim(x, sens, u, near, rtol float64, scale []float64, i int) float64 {
 	if near > 0 {
 		return near * u * sens
