@@ -212,7 +212,7 @@ func adversarialCases() []adversarialCase {
 		{name: "reduce_getattr_globals", scan: `dynamic-attribute passing getattr around`},
 		{name: "format_nonliteral_modules", scan: `dynamic-attribute format\(\) on a format string that is not a literal`},
 		{name: "abc_register_tensor", scan: `module-attribute-not-allowed use of "numbers\.Real\.register"`},
-		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), first call, rank 0, output out: matched_ratio ratio below minimum`},
+		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), (first call|replay \d+), rank 0, output out: matched_ratio ratio below minimum`},
 		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator called with the wrapped function alone`},
 		// Session 13's red team.
 		{name: "version_tell_rmsnorm", scan: `tensor-internals use of "x\._version"`},
@@ -283,7 +283,9 @@ func adversarialCases() []adversarialCase {
 		// Red team, session 17: leans the first check did not see, and
 		// honest half-precision styles it must keep passing.
 		{name: "silu_balanced_shrink", allDTypes: true, verify: `systematic error: .*(toward zero|ulps of the output's format)`},
-		{name: "sdpa_balanced_shrink", allDTypes: true, everyRow: true, verify: `systematic error: .*toward zero`},
+		// float32 since session 32: the outputs that cancel, shrunk beyond
+		// their honest allowance, before the lean toward zero
+		{name: "sdpa_balanced_shrink", allDTypes: true, everyRow: true, verify: `systematic error: .*(toward zero|whose values cancel)`},
 		{name: "silu_fewer_bits", allDTypes: true, verify: `systematic error: .*(ulps of the output's format|away from zero)`},
 		{name: "rmsnorm_channel_factor", allDTypes: true, verify: `systematic error: .*(ulps of the output's format|toward zero)`},
 		{name: "sdpa_row_misses", verify: `systematic error: row [0-9]+ \(over the last dimension, [0-9]+ elements\) has [0-9]+ % of its elements out of tolerance`},
