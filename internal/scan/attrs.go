@@ -179,7 +179,7 @@ func torchTable() []attrEntry {
 		"compiler": {"is_compiling", "is_dynamo_compiling"},
 		// The collectives, on the group the validator passes.
 		"distributed": {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-			"reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier",
+			"reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier",
 			"send", "recv", "isend", "irecv", "batch_isend_irecv", "P2POp", "ReduceOp", "get_rank",
 			"get_world_size", "get_global_rank", "get_group_rank", "get_process_group_ranks", "is_available",
 			"is_initialized", "get_backend", "ProcessGroup", "Work"},

@@ -98,6 +98,15 @@ func TestAttributeAllowList(t *testing.T) {
 		{"torch.distributed.get_world_size", ""},
 		{"torch.distributed.get_global_rank", ""}, // reduce(dst=)/broadcast(src=) take global ranks
 		{"torch.distributed.get_process_group_ranks", ""},
+		// Tensor collectives to and from one rank (hs33: an honest
+		// all-reduce through gather and scatter); their _object forms
+		// pickle and stay refused.
+		{"torch.distributed.gather", ""},
+		{"torch.distributed.scatter", ""},
+		{"torch.distributed.gather_object", "allow-list of torch.distributed"},
+		{"torch.distributed.scatter_object_list", "allow-list of torch.distributed"},
+		{"torch.distributed.all_gather_object", "allow-list of torch.distributed"},
+		{"torch.distributed.broadcast_object_list", "allow-list of torch.distributed"},
 		{"torch.cuda.jiterator", "allow-list of torch.cuda"},
 		{"torch.distributed.new_group", "allow-list of torch.distributed"},
 		{"torch.distributed.distributed_c10d._world", "allow-list of torch.distributed"},

@@ -93,6 +93,12 @@ type Options struct {
 	KernelRoot string
 	// Open starts and loads an engine (nil: engine.Open).
 	Open func(ctx context.Context, c engine.Config) (Session, error)
+	// Unsupported says why a candidate's failure in an arena of this
+	// dtype ("bfloat16", ...) is the cpu collectives' backend's, which
+	// cannot run what the candidate called, and not the candidate's ("":
+	// it is the candidate's). The stage is then N/A, as verify's row is.
+	// nil: every candidate failure is a FAIL.
+	Unsupported func(ctx context.Context, dtype, msg string) string
 	// Progress receives one short line per step; may be nil.
 	Progress func(string)
 }
@@ -260,7 +266,7 @@ func run(ctx context.Context, o Options, a *arena.Arena) *Report {
 	say(o, fmt.Sprintf("loading the engine with the candidate as %s", strings.Join(o.slots(), " and ")))
 	s, err := open(ctx, cfg)
 	if err != nil {
-		return failed(rep, "load", err)
+		return o.failed(ctx, a, rep, "load", err)
 	}
 	defer func() { _ = s.Close() }()
 	cacheMiss(o, s)
@@ -276,7 +282,7 @@ func run(ctx context.Context, o Options, a *arena.Arena) *Report {
 		counters, err = s.Serve(wctx, w)
 		cancel()
 		if err != nil {
-			return failed(rep, fmt.Sprintf("serve (wave %d)", i+1), err)
+			return o.failed(ctx, a, rep, fmt.Sprintf("serve (wave %d)", i+1), err)
 		}
 	}
 	var c engine.SlotCounters
@@ -344,17 +350,25 @@ func verdict(rep *Report, slots []string, c engine.SlotCounters, results []engin
 
 // failed is the report of a load or serve step that returned err: the
 // candidate's failure (an exception in its call, a load it broke, a wave
-// that outlived its limit) is a FAIL, anything else INFRA.
-func failed(rep *Report, step string, err error) *Report {
+// that outlived its limit) is a FAIL, unless o.Unsupported blames the
+// backend for it (N/A), anything else INFRA.
+func (o Options) failed(ctx context.Context, a *arena.Arena, rep *Report, step string, err error) *Report {
 	rep.Outcome = Infra
+	rep.Reason = fmt.Sprintf("%s: %v", step, err)
 	var te *worker.TimeoutError
-	if fault.Of(err) == fault.Candidate || (errors.As(err, &te) && te.Limit > 0) {
+	switch {
+	case fault.Of(err) == fault.Candidate && o.Unsupported != nil:
+		if why := o.Unsupported(ctx, a.DType, err.Error()); why != "" {
+			rep.Outcome, rep.Reason = NotApplicable, why
+			return rep
+		}
+		rep.Outcome = Fail
+	case fault.Of(err) == fault.Candidate || (errors.As(err, &te) && te.Limit > 0):
 		// A wave that outlived its limit is the candidate's, as a row's
 		// call that outlives --timeout is: the engine's own work in a
 		// wave of the stage's size takes seconds.
 		rep.Outcome = Fail
 	}
-	rep.Reason = fmt.Sprintf("%s: %v", step, err)
 	return rep
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"cacheon/internal/tensor"
+	"cacheon/internal/verify"
 )
 
 type adversarialCase struct {
@@ -59,6 +60,9 @@ type adversarialCase struct {
 	// 2, for a case that changes only at one of verify's defaults (the
 	// defaults themselves: TestDefaultWorldSizes).
 	worldSizes []int
+	// notApplicable: a control's rows that are N/A must give a reason
+	// matching this regexp (a control the cpu backend cannot run).
+	notApplicable string
 }
 
 func adversarialDir(t *testing.T) string {
@@ -166,6 +170,14 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 	case c.control:
 		if res.stage != stagePass {
 			t.Fatalf("honest control rejected at %s:\n%s\n%s", res.stage, res.reason, res.stderrTail())
+		}
+		if c.notApplicable == "" {
+			break
+		}
+		for _, r := range res.report.Rows {
+			if r.Outcome == verify.NotApplicable && !regexp.MustCompile(c.notApplicable).MatchString(r.Reason) {
+				t.Errorf("%s/%s %s: N/A, but the reason does not match %q: %s", r.Slot, r.Variant, r.DType, c.notApplicable, r.Reason)
+			}
 		}
 	case res.stage == stageScan && c.scan != "":
 		if !regexp.MustCompile(c.scan).MatchString(res.reason) {

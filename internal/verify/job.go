@@ -220,7 +220,7 @@ func (j *Job) startServed(ctx context.Context, callTimeout time.Duration, progre
 		stages = append(stages, served.Options{
 			Bundle: j.bundlePath, Rows: []served.Row{row}, Device: j.Device, GPUs: worker.VisibleGPUs(), Arenas: j.arenas,
 			Slots: j.slots, Seed: j.Seed, CallTimeout: callTimeout, Python: j.Python, ScratchRoot: j.scratchRoot, Progress: progress,
-			KernelRoot: j.kernelRoot,
+			KernelRoot: j.kernelRoot, Unsupported: j.unsupported(op),
 		})
 		if atomic {
 			stages[0].Label = m.Competition.Target
@@ -234,6 +234,23 @@ func (j *Job) startServed(ctx context.Context, callTimeout time.Duration, progre
 		done <- reps
 	}()
 	return func() []*served.Report { return <-done }
+}
+
+// unsupported is the served stage's Unsupported for op's row: on cpu, a
+// collective slot's failure the backend's probe blames on gloo (as a
+// row's, nativeUnsupported); nil elsewhere.
+func (j *Job) unsupported(op bundle.Op) func(ctx context.Context, dtype, msg string) string {
+	spec, ok := j.slots.Lookup(op.Slot)
+	if j.Device == "cuda" || !ok || spec.Kind != slot.Collective {
+		return nil
+	}
+	return func(ctx context.Context, dtype, msg string) string {
+		dt, err := tensor.ParseDType(dtype)
+		if err != nil {
+			dt = tensor.Invalid
+		}
+		return j.opts.backend.unsupported(ctx, dt, msg)
+	}
 }
 
 // servedEligible reports whether the engine may load op on the run's

@@ -362,7 +362,9 @@ func Run(ctx context.Context, a *scan.Admitted, slots *slot.Catalog, o Options) 
 	clk := p.clock
 	defer p.close()
 	o.planner = newPlanner(planSlots(min(o.Lanes, len(o.DTypes))))
-	o.backend = &backendFacts{python: o.Python}
+	if o.backend == nil {
+		o.backend = &backendFacts{python: o.Python}
+	}
 	// Every row (manifest row × dtype × world size), in report order; the
 	// rows of dtype i run in lane i mod lanes, lanes side by side, the
 	// rows of a lane in order.

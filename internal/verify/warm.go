@@ -402,6 +402,9 @@ func (w *Warm) take(ctx context.Context, s Setup, t0 time.Time, warmed time.Dura
 	j.opts = w.options(s)
 	j.opts.Seed = j.Seed
 	j.opts.pool = w.pool
+	// One probe of the cpu collectives' backend for the rows and the
+	// served stage alike.
+	j.opts.backend = &backendFacts{python: w.python}
 	settled := j.opts
 	if err := settled.settle(); err != nil {
 		return nil, err
