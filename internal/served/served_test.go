@@ -311,24 +311,36 @@ func TestRunAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := Options{Bundle: "b", Rows: []Row{{Slot: "norm.rmsnorm"}}, Device: "cpu", Arenas: as, Slots: slots, Seed: 3}
+	// The backend's hook blames words of its own (verify's probe of gloo).
+	unsupported := func(_ context.Context, dtype, msg string) string {
+		if dtype == "" || !strings.Contains(msg, "gloo does not support") {
+			return ""
+		}
+		return "gloo lacks it"
+	}
 	for _, tc := range []struct {
-		name    string
-		openErr error
-		sess    *fakeSession
-		want    string
+		name        string
+		openErr     error
+		sess        *fakeSession
+		want        string
+		unsupported func(ctx context.Context, dtype, msg string) string
 	}{
-		{"load raises", fault.CandidateErr(errors.New("kernel raised")), nil, Fail},
-		{"no python", fault.InfraErr(errors.New("no torch")), nil, Infra},
-		{"serve raises", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("strict abort"))}, Fail},
-		{"runtime died", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("EOF"))}, Infra},
-		{"wave outlived its limit", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute, Limit: time.Minute, Name: "limit"})}, Fail},
-		{"wave cut short, no limit of ours", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute})}, Infra},
-		{"regrade broke", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}, regradeErr: errors.New("disk")}, Infra},
+		{"load raises", fault.CandidateErr(errors.New("kernel raised")), nil, Fail, nil},
+		{"no python", fault.InfraErr(errors.New("no torch")), nil, Infra, nil},
+		{"serve raises", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("strict abort"))}, Fail, nil},
+		{"runtime died", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("EOF"))}, Infra, nil},
+		{"wave outlived its limit", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute, Limit: time.Minute, Name: "limit"})}, Fail, nil},
+		{"wave cut short, no limit of ours", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute})}, Infra, nil},
+		{"regrade broke", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}, regradeErr: errors.New("disk")}, Infra, nil},
 		{"clean", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}},
-			results: []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}}, Pass},
+			results: []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}}, Pass, nil},
+		{"backend lacks what it called", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("raised RuntimeError: ProcessGroup gloo does not support alltoall"))}, NotApplicable, unsupported},
+		{"other failure, hook set", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("raised ValueError"))}, Fail, unsupported},
+		{"backend words, infrastructure", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("ProcessGroup gloo does not support alltoall"))}, Infra, unsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
+			o.Unsupported = tc.unsupported
 			var cfg engine.Config
 			o.Open = func(ctx context.Context, c engine.Config) (Session, error) {
 				cfg = c
