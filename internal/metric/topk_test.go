@@ -144,3 +144,48 @@ func TestTopKOverlapTolerance(t *testing.T) {
 		})
 	}
 }
+
+// TestTopKOverlapClearCells: the overlap's slack covers near-ties only; a
+// cell clearly in the reference's top-K (beyond 4 tolerances above the
+// K-th) that the candidate leaves out fails its row at any overlap.
+func TestTopKOverlapClearCells(t *testing.T) {
+	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
+	ninf := math.Inf(-1)
+	// K = 4, K-th reference value 5: clear above 5 + 4·(0.02 + 0.1) = 5.48.
+	expected := []float64{20, 9, 5.4, 5, 4.99, 1, 0, -1}
+	tests := []struct {
+		name    string
+		got     []float64
+		pass    bool
+		explain string
+	}{
+		{"exact", expected, true, "pass"},
+		{"near-tie swap (K-th for K+1-th)", []float64{20, 9, 5.4, 4.9, 5.1, 1, 0, -1}, true, "pass"},
+		{"a near cell dropped within the slack", []float64{20, 9, 1, 5, 4.99, 1, 0, -1}, true, "pass"},
+		{"the clear winner masked", []float64{ninf, 9, 5.4, 5, 4.99, 1, 0, -1}, false, "cell 0 (reference 20) is beyond 4 tolerances"},
+		{"a clear cell pushed out", []float64{20, 0.5, 5.4, 5, 4.99, 1, 0, -1}, false, "cell 1 (reference 9)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := metric.TopKOverlapScoreTol(expected, tc.got, []int{len(expected)}, 4, 0.75, tol)
+			if r.Pass != tc.pass {
+				t.Fatalf("pass = %v, want %v (%s)", r.Pass, tc.pass, r.Explain)
+			}
+			mustContain(t, r.Explain, tc.explain)
+		})
+	}
+	// Without a tolerance no cell is clear: the slack is the overlap's.
+	r := metric.TopKOverlapScoreTol(expected, tests[3].got, []int{len(expected)}, 4, 0.75, metric.Tolerance{})
+	if !r.Pass {
+		t.Errorf("exact ties only: %s", r.Explain)
+	}
+	// A row that loses a clear cell is the one shown, when every row meets
+	// the overlap.
+	two := append(append([]float64{}, expected...), expected...)
+	got := append(append([]float64{}, expected...), tests[3].got...)
+	r = metric.TopKOverlapScoreTol(two, got, []int{2, len(expected)}, 4, 0.75, tol)
+	if r.Pass || r.Worst != 1 {
+		t.Errorf("got %+v, want row 1 failing", r)
+	}
+	mustContain(t, r.Explain, "1/2 rows below", "worst row [1]")
+}

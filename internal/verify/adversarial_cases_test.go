@@ -362,6 +362,14 @@ func adversarialCases() []adversarialCase {
 			notApplicable: `gloo in this torch (does not implement reduce_scatter|has no bfloat16 reduction)`},
 		{name: "control_all_reduce_gather_scatter", control: true},
 		{name: "control_ar_rmsnorm_gather_bcast", control: true},
+		// Red team, session 33 (rt33a): ranks that round differently
+		// (a local sum in a rank-dependent order, equal at 2 ranks), and
+		// an MSA sheet that drops each row's first block, one miss a row
+		// inside topk_overlap's slack.
+		{name: "allreduce_rank_rotated_sum", verify: `rank [1-2]: output out: ranks disagree`, worldSizes: []int{3}},
+		{name: "ar_rmsnorm_rank_rotated_sum", verify: `rank [1-2]: output out_(norm|residual): ranks disagree`, worldSizes: []int{3}},
+		{name: "msa_decode_sink_block_drop", verify: `output out: topk_overlap .*beyond 4 tolerances above the K-th`},
+		{name: "msa_decode_sink_block_drop_long", verify: `output out: topk_overlap .*beyond 4 tolerances above the K-th`},
 		// Its second pass: the skip, off where verify's first sinks told
 		// themselves apart (one norm in every head, shrunk other keys).
 		{name: "sdpa_synth_tell_skip", allDTypes: true, verify: `output out: matched_ratio`},

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -27,6 +28,9 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 		return
 	}
 	var firstOut map[string]worker.Identity // output identity of the first call, rank 0..n
+	// rank0 holds rank 0's outputs of each call, which every other rank's
+	// must equal bit for bit (a collective's outputs are replicated).
+	var rank0 []map[string]*tensor.Tensor
 	for r, rep := range replies {
 		firstOut = nil
 		var firstIn map[string]worker.Identity
@@ -102,12 +106,58 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				st.fail(gradeReason(where, res.Failure))
 				return
 			}
+			if len(replies) > 1 {
+				if r == 0 {
+					rank0 = append(rank0, f.Tensors)
+				} else if reason := rankDisagreement(pc.outputs, rank0[i], f.Tensors); reason != "" {
+					st.fail(fmt.Sprintf("%s: %s", where, reason))
+					return
+				}
+			}
 		}
 		if len(rep.Calls) < len(pc.calls) {
 			st.fail(fmt.Sprintf("%s, rank %d: the worker stopped after %d of %d calls", pc.label, r, len(rep.Calls), len(pc.calls)))
 			return
 		}
 	}
+}
+
+// rankDisagreement says where a rank's outputs of a call differ from rank
+// 0's by a single bit ("" when none does). Every rank of a collective
+// slot has one expected value, the all-reduced result: NCCL's and gloo's
+// all-reduces return the same bits on every rank, and serving's ranks
+// each go on from their own copy (each samples its next token from it),
+// so ranks that round differently (a local sum in a rank-dependent
+// order, rt33's allreduce_rank_rotated_sum) drift apart in serving while
+// each stays within the tolerance of the reference.
+func rankDisagreement(outputs []slot.Output, zero, mine map[string]*tensor.Tensor) string {
+	for _, o := range outputs {
+		a, b := zero[o.Name], mine[o.Name]
+		if a == nil || b == nil || a.DType != b.DType || !slices.Equal(a.Shape, b.Shape) || len(a.Data) != len(b.Data) {
+			continue // the contract checks above answer for these
+		}
+		size := a.DType.Size()
+		if size <= 0 || bytes.Equal(a.Data, b.Data) {
+			continue
+		}
+		n, first := 0, -1
+		for i := 0; i+size <= len(a.Data); i += size {
+			if !bytes.Equal(a.Data[i:i+size], b.Data[i:i+size]) {
+				if first < 0 {
+					first = i / size
+				}
+				n++
+			}
+		}
+		if n > 0 {
+			at := []tensor.Span{{Lo: first, N: 1}}
+			x, y := a.Float64sOf(at), b.Float64sOf(at)
+			return fmt.Sprintf("output %s: ranks disagree: %d of %d elements differ from rank 0's "+
+				"(first: element %d, rank 0 %g, this rank %g); a collective's output is the same on every rank, "+
+				"bit for bit, as an all-reduce's is", o.Name, n, a.NumElements(), first, x[0], y[0])
+		}
+	}
+	return ""
 }
 
 // sentInputs lists the inputs Go sent for one call, by name.
