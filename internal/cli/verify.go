@@ -105,11 +105,14 @@ Collective slots run --world-size ranks in one loopback-only network
 namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
 environment's NCCL_* settings except NVLink multicast (always off) and
 NCCL_CUMEM_ENABLE; NCCL_P2P_DISABLE defaults to 1, because NCCL's
-peer-to-peer transport fails inside the sandbox (docs/verify.md).
+peer-to-peer transport fails inside the sandbox (docs/verify.md). Every
+rank's outputs must equal rank 0's bit for bit, as an all-reduce's do.
 
 Outcomes per row: PASS, NUMERICAL_PASS (all calls pass; CUDA graphs cannot be
 checked on cpu), FAIL (with the reason), N/A (outside the variant's
-capability domain), INFRA (the run could not be established).
+capability domain; on cpu also a collective call gloo cannot run here, a
+bfloat16 reduction or a collective it does not implement, as verify's own
+probe of gloo finds), INFRA (the run could not be established).
 Exit status: 0 every applicable row passed, 2 a row failed, no row was
 applicable ("no variant applicable": nothing was verified) or scan findings,
 3 infrastructure failure, 1 usage error.`,
