@@ -42,8 +42,11 @@ type glooFacts struct {
 // element and calls each allowed collective once on float32: trusted code
 // of the validator's, no candidate's, in the run's interpreter. It prints
 // one JSON object (glooFacts). A collective counts as missing only when it
-// raised a RuntimeError naming gloo or the operation as unsupported, so
-// that an argument mistake of the probe's own is never taken for one.
+// raised a RuntimeError whose first line says "support" or "not
+// implemented" (torch 1.13: "ProcessGroupGloo does not support
+// reduce_scatter") and is at least 16 characters long, so that an
+// argument mistake of the probe's own is not taken for one and a
+// candidate's short message never matches it.
 const glooProbe = `import json, sys, torch, torch.distributed as dist
 dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
 facts = {"bf16": "reduces", "missing": {}}
