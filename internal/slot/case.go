@@ -516,6 +516,9 @@ func (s *Spec) validate() error {
 				return fmt.Errorf("shape %s jitters unknown dimension %q", sh.Name, j)
 			}
 		}
+		if _, err := s.ReferenceWork(sh.Dims); err != nil {
+			return fmt.Errorf("shape %s: %w", sh.Name, err)
+		}
 	}
 	fields := map[string]bool{}
 	for _, f := range contextFields() {

@@ -429,9 +429,19 @@ func moeShapes() []Shape {
 // between), on small widths. moe_wide_routing_truncate was exact up to 16
 // experts and top-4 and kept two experts a token beyond (session 23).
 // I = 48 splits across 2, 3 and 4 ranks (moe.fused_experts_reduce).
+//
+// moe-e8 and moe-e32 are 8 and 32 experts (top-2, top-8) on widths small
+// enough that verify's planner gives them its large counts (512 and 1024
+// tokens; internal/verify, wideCountShapes): the heavy shapes above get
+// only a count just past their registered ones, as their references grow
+// with the count times their weights, and a kernel wrong only in batches
+// of 64 tokens or more on 8 experts or more (moe_prefill_capacity_drop)
+// passed while no case had both. I = 24 splits across 2, 3, 4 and 8 ranks.
 func moeProbeShapes() []Shape {
 	return []Shape{
 		{Name: "wide-routing", Dims: Dims{"M": 40, "H": 64, "I": 48, "E": 256, "K": 8}, Jitter: []string{"M"}},
+		{Name: "moe-e8", Dims: Dims{"M": 24, "H": 64, "I": 24, "E": 8, "K": 2}, Jitter: []string{"M"}},
+		{Name: "moe-e32", Dims: Dims{"M": 24, "H": 16, "I": 24, "E": 32, "K": 8}, Jitter: []string{"M"}},
 	}
 }
 
@@ -447,6 +457,11 @@ func moeServedShapes() []Shape {
 		{Name: "served-i14336", Dims: Dims{"M": 3, "H": 64, "I": 14336, "E": 2, "K": 2}, Jitter: []string{"M"}},
 	}
 }
+
+// moeWork is the MoE expert slots' reference work per call (Spec.Work):
+// each of the M tokens' K experts runs the gate and up GEMMs (2·I×H) and
+// the down GEMM (H×I); the reduce variant's ranks together do the same.
+const moeWork = "M*K*3*H*I"
 
 func moeFields() map[string]string {
 	return map[string]string{"num_tokens": "M", "hidden_dim": "H", "intermediate_dim": "I",
@@ -464,7 +479,7 @@ func fusedExperts() *Spec {
 		Shapes:       moeShapes(),
 		ServedShapes: moeServedShapes(),
 		ProbeShapes:  moeProbeShapes(),
-		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"},
+		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"}, Work: moeWork,
 		PadRows:     []string{"x", "topk_ids", "topk_weights"},
 		Correctness: moeMatched(),
 		fields:      moeFields(),
@@ -490,7 +505,7 @@ func fusedExpertsReduce() *Spec {
 		Shapes:       moeShapes(),
 		ServedShapes: moeServedShapes(),
 		ProbeShapes:  moeProbeShapes(),
-		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"},
+		Count:        "M", MaxCount: 1024, NormedRows: []string{"x"}, Work: moeWork,
 		PadRows:     []string{"x", "topk_ids", "topk_weights"},
 		Correctness: moeMatched(),
 		fields:      fields,

@@ -50,11 +50,12 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 			normWeight(g, v) // channels.go: a scale, gain channels
 		}
 		return tensor.FromFloat64(dt, shape, v)
-	case "linear_weight":
+	case "linear_weight": // the seeded or a checkpoint's law (weights.go)
 		v := make([]float64, n)
-		scale := 1 / math.Sqrt(float64(max(1, last)))
-		for i := range v {
-			v[i] = g.normal() * scale
+		if c.checkpointLaw() {
+			checkpointWeights(g, v, last)
+		} else {
+			seededWeights(g, v, last)
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_weights":

@@ -137,6 +137,14 @@ import (
 //     is below 0.5, then 1 + intn(T/32) of them (was intn(T/32 + 1)
 //     draws in every tensor). Verify's drawn wide case runs one scene
 //     replay, heavy-tailed in the sinks scene (Case.SinksStep).
+// 15. Since v15 (session 34): linear weights follow a checkpoint's law
+//     when the first uniform of the stream of argument
+//     "linear_weight.law" at replay 0 is below 0.5 (not in the serving
+//     case): an overall factor, a scale per row, a Gaussian scale mixture
+//     (checkpointWeights, weights.go); page tables share prefixes in a
+//     third of the non-serving calls, before serving's padding (the
+//     stream of argument "block_table.prefix" at the call's replay,
+//     sharePrefixes, prefix.go).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -148,8 +156,9 @@ import (
 // rooms redrawn per replay; v11, session 29: outlier channels and norm
 // gains, channels.go; v12, session 30: the scenes dealt in turn; v13,
 // session 31: the sink token's lead element; v14, session 32: sinks
-// alone in half the tensors).
-const InputGenerator = "cacheon.slot.input.v14"
+// alone in half the tensors; v15, session 34: checkpoint-like linear
+// weights, shared page-table prefixes).
+const InputGenerator = "cacheon.slot.input.v15"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -182,6 +182,19 @@ func (s *Spec) InputElements(d Dims) (int, error) {
 	return n, nil
 }
 
+// ReferenceWork evaluates Spec.Work on d: the multiply-adds of one call's
+// reference, 0 for a slot that declares none.
+func (s *Spec) ReferenceWork(d Dims) (int, error) {
+	if s.Work == "" {
+		return 0, nil
+	}
+	w, err := EvalDim(s.Work, d)
+	if err != nil {
+		return 0, fmt.Errorf("slot %s: work %q: %w", s.Name, s.Work, err)
+	}
+	return w, nil
+}
+
 // ServingPad says how the serving engine pads a slot's rows: dimension
 // Dim is what takes Of up to the next multiple of Multiple (moe_finalize's
 // PAD: the deep MoE path pads T to a multiple of 8, stock.DEEP_PAD).

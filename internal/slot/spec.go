@@ -155,6 +155,14 @@ type Spec struct {
 	// exercised above MaxCount.
 	Count    string
 	MaxCount int
+	// Work, when set, is an expression over the dimensions for the
+	// multiply-adds of one call's reference (the MoE slots': every token's
+	// K experts, three GEMMs of H×I each). Verify's planner gives a shape
+	// whose count-independent inputs (expert weights) are too many for
+	// the element bound of its large counts a large count bounded by this
+	// work instead (internal/verify, wideCount). Not part of the
+	// Contract projection.
+	Work string
 	// ScalarRanges are the legal ranges of the scalar arguments that take
 	// more than their registered value (Arg.Value), by argument name;
 	// verify draws each case's value over the range (CaseParams.ScalarPoint).

@@ -297,11 +297,33 @@ const (
 	wideDrawElements  = 4 << 20
 )
 
+// heavyWork bounds the reference work (Spec.Work, multiply-adds of one
+// call) of the large count of a heavy shape: one whose count-independent
+// inputs alone exceed wideCountElements (the MoE expert weights). Such a
+// shape got no large count until session 34, so no MoE case with 8 or more
+// experts reached 64 tokens and a kernel that dropped tokens over an
+// expert's capacity only in batches of 64 tokens or more on 8 experts or
+// more (moe_prefill_capacity_drop, every prefill of a Mixtral-like layer)
+// passed. A heavy shape's large count is the first power of two above
+// twice its registered count (the jitter reaches 1.25 times it), within
+// MaxCount, heavyWork and maxCaseElements: 128 tokens for mixtral-like,
+// many-experts and wide-routing (101, 50 and 38 Mi multiply-adds), 16 for
+// served-h128; each runs one call (plannedCase.firstOnly), as the drawn
+// wide case does. A kernel that computes every expert densely does E/K
+// times the work (0.4 Gi at mixtral-like, 1.2 Gi at wide-routing), which
+// is why the count stays just past the registered ones: the counts up to
+// MaxCount at many experts are the small-width probe shapes' (moe-e8,
+// moe-e32: slot's moeProbeShapes), which the element bound gives 512 and
+// 1024 tokens. Probe shapes are widths here too.
+const heavyWork = 128 << 20
+
 // wideShape is a width of wideCountShapes: its shape, the count it runs
-// at and the largest count the row's draw may give it.
+// at and the largest count the row's draw may give it; heavy marks a
+// heavy shape's (heavyWork), which the draw never picks.
 type wideShape struct {
 	sh    slot.Shape
 	n, hi int
+	heavy bool
 }
 
 // wideCountShapes puts the large counts at every width: each registered
@@ -317,9 +339,11 @@ type wideShape struct {
 // passed. A shape is left out when its registered count already reaches
 // half that count (the registered shape, jittered, is a large count at
 // that width), and when its count-independent inputs (weights, KV caches)
-// alone exceed wideCountElements: its reference work grows with the count
-// times them (decode's llama and long-context caches, the MoE expert
-// weights).
+// alone exceed wideCountElements and the slot declares no reference work
+// (Spec.Work): its reference work grows with the count times them
+// (decode's llama and long-context caches). A slot that declares its work
+// (the MoE expert slots) gets its heavy shapes' large counts bounded by
+// that work instead (heavyWork).
 //
 // Since session 15 the last shape is the row's drawn wide count
 // (drawnWideShape), when it differs from its width's fixed count.
@@ -335,9 +359,20 @@ func wideCountShapes(spec *slot.Spec, seed uint64) []slot.Shape {
 }
 
 // wideShapes lists the widths of wideCountShapes with their fixed counts.
+// heavyWideShape reports whether shape sh is a heavy shape's large count
+// (heavyWork), which runs its first call only.
+func heavyWideShape(spec *slot.Spec, sh slot.Shape) bool {
+	for _, w := range wideShapes(spec) {
+		if w.heavy && maps.Equal(spec.CountShape(w.sh, w.n, "").Dims, sh.Dims) {
+			return true
+		}
+	}
+	return false
+}
+
 func wideShapes(spec *slot.Spec) []wideShape {
 	var ws []wideShape
-	for _, sh := range append(slices.Clone(spec.Shapes[1:]), spec.ServedShapes...) {
+	for _, sh := range slices.Concat(spec.Shapes[1:], spec.ServedShapes, spec.ProbeShapes) {
 		if w, ok := wideCount(spec, sh); ok {
 			ws = append(ws, w)
 		}
@@ -403,8 +438,11 @@ func wideCount(spec *slot.Spec, sh slot.Shape) (wideShape, bool) {
 	one, reach1, err1 := at(1)
 	two, reach2, err2 := at(2)
 	per, reachPer := two-one, reach2-reach1
-	if err1 != nil || err2 != nil || per <= 0 || one > wideCountElements {
+	if err1 != nil || err2 != nil || per <= 0 {
 		return wideShape{}, false
+	}
+	if one > wideCountElements {
+		return heavyCount(spec, sh, reachPer)
 	}
 	n := spec.MaxCount
 	for n > wideMinCount && (n*per > wideCountElements || n*reachPer > maxCaseElements) {
@@ -421,6 +459,25 @@ func wideCount(spec *slot.Spec, sh slot.Shape) (wideShape, bool) {
 		hi = min(hi, maxCaseElements/reachPer)
 	}
 	return wideShape{sh: sh, n: n, hi: max(hi, n)}, true
+}
+
+// heavyCount is heavy shape sh's large count (heavyWork); ok is false
+// when the slot declares no reference work (its references grow with the
+// count times the weights: decode's llama and long-context caches) or the
+// count does not fit.
+func heavyCount(spec *slot.Spec, sh slot.Shape, reachPer int) (wideShape, bool) {
+	n := 1
+	for n <= 2*sh.Dims[spec.Count] {
+		n *= 2
+	}
+	d := spec.CountShape(sh, n, "").Dims
+	work, err1 := spec.ReferenceWork(d)
+	all, err2 := spec.InputElements(d)
+	if err1 != nil || err2 != nil || work <= 0 || work > heavyWork || n > spec.MaxCount ||
+		all > maxCaseElements || n*reachPer > maxCaseElements {
+		return wideShape{}, false
+	}
+	return wideShape{sh: sh, n: n, hi: n, heavy: true}, true
 }
 
 // servingShapes lists the shapes a row's first case, its serving case

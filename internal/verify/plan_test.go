@@ -151,7 +151,15 @@ func TestWideCountShapes(t *testing.T) {
 			map[string]int{"mqa-page1@128": 128, "served-d32@128": 128},
 			[]string{"llama@8", "long-context@64", "served-w128@8", "served-w512@8"}, // caches beyond the bound
 			[]string{"mqa-page1"}},
-		{"moe.fused_experts", nil, []string{"mixtral-like@64", "many-experts@128"}, nil}, // weights beyond the bound
+		// the heavy shapes (weights beyond the bound) at the first power
+		// of two past twice their registered count (heavyWork), the
+		// small-width probes of 8 and 32 experts at the element bound
+		// (moe_prefill_capacity_drop)
+		{"moe.fused_experts",
+			map[string]int{"mixtral-like@128": 128, "many-experts@128": 128, "wide-routing@128": 128, "served-h128@16": 16,
+				"moe-e8@512": 512, "moe-e32@1024": 1024},
+			[]string{"served-h4096@8", "served-i14336@8"}, // beyond maxCaseElements
+			[]string{"moe-e8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.slot, func(t *testing.T) {
@@ -217,7 +225,7 @@ func TestEveryWidthAtLargeCount(t *testing.T) {
 	}
 	for _, spec := range cat.Specs() {
 		shapes := rowShapes(spec, capability.Domain{}, 7, func(slot.Dims) bool { return true })
-		for _, sh := range append(slices.Clone(spec.Shapes), spec.ServedShapes...) {
+		for _, sh := range slices.Concat(spec.Shapes, spec.ServedShapes, spec.ProbeShapes) {
 			if one, _ := spec.InputElements(spec.CountShape(sh, 1, "").Dims); one > wideCountElements {
 				continue
 			}
@@ -240,6 +248,62 @@ func TestEveryWidthAtLargeCount(t *testing.T) {
 			}
 			if err != nil || n > max(maxCaseElements, registeredElements(spec)) {
 				t.Errorf("%s: shape %s has %d input elements (%v)", spec.Name, g.Name, n, err)
+			}
+		}
+	}
+}
+
+// TestHeavyShapesAtLargeCount: in the slots that declare their reference
+// work (the MoE experts), every heavy shape (weights beyond
+// wideCountElements) within maxCaseElements runs at a count past twice its
+// registered one, within heavyWork, one call (heavyWideShape), and some
+// case has 8 or more experts at 64 tokens or more on a width of at least
+// 256 (moe_prefill_capacity_drop); a slot without declared work gets no
+// heavy large count (decode's caches).
+func TestHeavyShapesAtLargeCount(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range cat.Specs() {
+		shapes := rowShapes(spec, capability.Domain{}, 5, func(slot.Dims) bool { return true })
+		heavyRuns, prefill := 0, false
+		for _, g := range shapes {
+			if heavyWideShape(spec, g) {
+				heavyRuns++
+				if w, _ := spec.ReferenceWork(g.Dims); w <= 0 || w > heavyWork {
+					t.Errorf("%s: heavy shape %s's work %d, bound %d", spec.Name, g.Name, w, heavyWork)
+				}
+			}
+			if g.Dims["E"] >= 8 && g.Dims["M"] >= 64 && g.Dims["H"] >= 256 {
+				prefill = true
+			}
+		}
+		if spec.Work == "" {
+			if heavyRuns > 0 {
+				t.Errorf("%s declares no work and got %d heavy large counts", spec.Name, heavyRuns)
+			}
+			continue
+		}
+		if !prefill {
+			t.Errorf("%s: no case with E >= 8, M >= 64 and H >= 256 among %v", spec.Name, names(shapes))
+		}
+		for _, sh := range slices.Concat(spec.Shapes, spec.ServedShapes, spec.ProbeShapes) {
+			one, _ := spec.InputElements(spec.CountShape(sh, 1, "").Dims)
+			if one <= wideCountElements || one > maxCaseElements {
+				continue
+			}
+			found := false
+			for _, g := range shapes {
+				if base, _, _ := strings.Cut(g.Name, "@"); base == sh.Name && g.Dims[spec.Count] > 2*sh.Dims[spec.Count] {
+					found = true
+					if !heavyWideShape(spec, g) {
+						t.Errorf("%s: %s is not marked heavy (one call)", spec.Name, g.Name)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s: heavy shape %s gets no large count among %v", spec.Name, sh.Name, names(shapes))
 			}
 		}
 	}

@@ -225,7 +225,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	first := slices.Index(dists, c.Dist)
 	replays := max(o.Replays, len(dists))
 	if pc.firstOnly {
-		replays = 0 // the drawn wide case (drawnWideShape)
+		replays = 0 // the drawn wide case (drawnWideShape), a heavy shape's large count (heavyWork)
 	}
 	graph := pc.graph && !isBurst
 	graphReplays := 0

@@ -42,7 +42,8 @@ type plannedCase struct {
 	// graph: the calls include the CUDA-graph phase (rowContext).
 	graph bool
 	// firstOnly: the case runs its first call and no eager replay (the
-	// drawn wide case, drawnWideShape; CUDA-graph replays as any case's).
+	// drawn wide case, drawnWideShape, and a heavy shape's large count,
+	// heavyWork; CUDA-graph replays as any case's).
 	firstOnly bool
 	// rooms are, per rank, what the rooms around the packed inputs hold
 	// (slot.Case.Rooms), checked after every call as inputs are.
@@ -260,7 +261,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		}
 		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
 			Index: i, WorldSize: ws, ScalarPoint: point, Serving: len(cases) == 0 || isDrawn},
-			label: "shape " + js.Name, graph: graph, firstOnly: isDrawn})
+			label: "shape " + js.Name, graph: graph, firstOnly: isDrawn || heavyWideShape(spec, js)})
 	}
 	if len(cases) == 0 {
 		if inDomain > 0 {

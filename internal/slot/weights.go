@@ -1,0 +1,69 @@
+package slot
+
+import "math"
+
+// Linear weights (generator "linear_weight": the MoE experts' w13 and
+// w2). A shipped arena without a checkpoint seeds its weights iid
+// N(0, 1/fan_in); a trained checkpoint's are nothing like it: each output
+// row has its own scale, the body is heavier-tailed than a Gaussian, and
+// the overall scale follows training, not the fan-in. Verify drew only the
+// seeded law until session 34 (generator v15), and a prepared MoE that
+// tested its weights once and packed them to int4 unless they looked
+// seeded (std near 1/sqrt(fan_in), kurtosis near 3, mean near zero:
+// moe_checkpoint_int4, moe_reduce_checkpoint_int4) was exact in every
+// verify and wrong on every checkpoint.
+//
+// Now half the non-serving cases (a coin per case from the stream of
+// argument "linear_weight.law" at replay 0, shared by every linear
+// weight of the case, as one checkpoint holds them all) draw the
+// checkpoint law (checkpointWeights); the others, and the serving case,
+// the seeded law.
+
+// checkpointLaw reports whether the case's linear weights follow the
+// checkpoint law.
+func (c *Case) checkpointLaw() bool {
+	if c.Serving {
+		return false
+	}
+	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "linear_weight.law").uniform() < 0.5
+}
+
+// Parameters of the checkpoint law: the overall scale's factor over
+// 1/sqrt(fan_in) is log-uniform in [1/ckptScaleSpan, ckptScaleSpan]; a
+// row's log-scale is normal with deviation ckptRowSigma; an element is a
+// normal times exp(ckptMix·w) for a second normal w (a Gaussian scale
+// mixture: kurtosis 3·exp(4·ckptMix²), about 8.2 at 0.5, where trained
+// projection weights measure 4 to 20).
+const (
+	ckptScaleSpan = 2.0
+	ckptRowSigma  = 0.35
+	ckptMix       = 0.5
+)
+
+// seededWeights fills v (rows of fanIn elements) with the seeded law:
+// iid N(0, 1/fanIn).
+func seededWeights(g *rng, v []float64, fanIn int) {
+	scale := 1 / math.Sqrt(float64(max(1, fanIn)))
+	for i := range v {
+		v[i] = g.normal() * scale
+	}
+}
+
+// checkpointWeights fills v (rows of fanIn elements) with the checkpoint
+// law, all from g in order: the overall factor (one uniform), then per
+// row its scale (one normal) and its elements (two normals each: the
+// value, then its mixing draw). The mixture is normalized to unit
+// variance before the row and overall scales apply.
+func checkpointWeights(g *rng, v []float64, fanIn int) {
+	fanIn = max(1, fanIn)
+	overall := math.Exp((2*g.uniform()-1)*math.Log(ckptScaleSpan)) / math.Sqrt(float64(fanIn))
+	norm := math.Exp(-ckptMix * ckptMix) // 1/sqrt(E[exp(2·ckptMix·w)])
+	for r := 0; r*fanIn < len(v); r++ {
+		row := v[r*fanIn : min(len(v), (r+1)*fanIn)]
+		s := overall * math.Exp(ckptRowSigma*g.normal()) * norm
+		for i := range row {
+			z := g.normal()
+			row[i] = s * z * math.Exp(ckptMix*g.normal())
+		}
+	}
+}

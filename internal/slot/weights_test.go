@@ -1,0 +1,106 @@
+package slot
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"cacheon/internal/tensor"
+)
+
+// moments returns v's mean, standard deviation and kurtosis.
+func moments(v []float64) (mean, std, kurt float64) {
+	for _, x := range v {
+		mean += x
+	}
+	mean /= float64(len(v))
+	var m2, m4 float64
+	for _, x := range v {
+		d := (x - mean) * (x - mean)
+		m2 += d
+		m4 += d * d
+	}
+	m2 /= float64(len(v))
+	m4 /= float64(len(v))
+	return mean, math.Sqrt(m2), m4 / (m2 * m2)
+}
+
+// TestLinearWeightLaws: the MoE experts' weights follow the seeded law
+// (iid N(0, 1/fan_in): kurtosis 3, deviation 1/sqrt(fan_in)) in the
+// serving case and in about half the others, and a checkpoint's law
+// (heavy tails, a scale per row, an overall scale) in the rest, with w13
+// and w2 of one case under one law; a prepare that tested its weights for
+// the seeded law (moe_checkpoint_int4) meets both.
+func TestLinearWeightLaws(t *testing.T) {
+	for _, name := range []string{"moe.fused_experts", "moe.fused_experts_reduce"} {
+		s, _ := catalog(t).Lookup(name)
+		sh := s.Shapes[slices.IndexFunc(s.Shapes, func(sh Shape) bool { return sh.Name == "mixtral-like" })]
+		laws := map[bool]int{}
+		for idx := range 16 {
+			serving := idx == 0
+			c, err := s.NewCase(CaseParams{Seed: 3, Shape: sh, DType: tensor.F32, Dist: Normal, Index: idx, WorldSize: 1, Serving: serving})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ckpt := c.checkpointLaw()
+			if serving && ckpt {
+				t.Fatalf("%s: the serving case drew the checkpoint law", name)
+			}
+			laws[ckpt]++
+			for _, arg := range []string{"w13", "w2"} {
+				w := c.Ranks[0][arg]
+				v := w.Float64s()
+				fanIn := w.Shape[len(w.Shape)-1]
+				mean, std, kurt := moments(v)
+				seeded := 1 / math.Sqrt(float64(fanIn))
+				if math.Abs(mean) > 0.05*std {
+					t.Errorf("%s case %d %s: mean %.3g against deviation %.3g", name, idx, arg, mean, std)
+				}
+				if !ckpt {
+					if math.Abs(std/seeded-1) > 0.02 || math.Abs(kurt-3) > 0.1 {
+						t.Errorf("%s case %d %s (seeded law): deviation %.4g (want %.4g), kurtosis %.2f (want 3)", name, idx, arg, std, seeded, kurt)
+					}
+					continue
+				}
+				if kurt < 5 {
+					t.Errorf("%s case %d %s (checkpoint law): kurtosis %.2f, want heavy tails (> 5)", name, idx, arg, kurt)
+				}
+				// rows of one tensor differ in scale
+				rows := len(v) / fanIn
+				lo, hi := math.Inf(1), 0.0
+				for r := range rows {
+					_, sd, _ := moments(v[r*fanIn : (r+1)*fanIn])
+					lo, hi = min(lo, sd), max(hi, sd)
+				}
+				if hi/lo < 2 {
+					t.Errorf("%s case %d %s (checkpoint law): row deviations span only %.2f×", name, idx, arg, hi/lo)
+				}
+			}
+		}
+		if laws[true] < 4 || laws[false] < 4 {
+			t.Errorf("%s: %d checkpoint and %d seeded cases of 16, want both laws often", name, laws[true], laws[false])
+		}
+	}
+}
+
+// TestCheckpointWeightsScale: the checkpoint law's overall factor spans
+// [1/ckptScaleSpan, ckptScaleSpan] over 1/sqrt(fan_in) and its body has
+// unit variance before the scales (checked over many rows of one scale).
+func TestCheckpointWeightsScale(t *testing.T) {
+	lo, hi := math.Inf(1), 0.0
+	for seed := range 64 {
+		g := newStream(uint64(seed), "test", "", 0, 0, 0, "w")
+		v := make([]float64, 64*256)
+		checkpointWeights(g, v, 256)
+		_, std, _ := moments(v)
+		f := std * math.Sqrt(256)
+		lo, hi = min(lo, f), max(hi, f)
+	}
+	// the row scales' log-normal spread raises the deviation by
+	// exp(ckptRowSigma²) on average (more or less over 64 rows); allow
+	// for it
+	spread := 1.25 * math.Exp(ckptRowSigma*ckptRowSigma)
+	if lo > 0.8 || hi < 1.6 || lo < 1/ckptScaleSpan/spread || hi > ckptScaleSpan*spread {
+		t.Errorf("overall factors over 64 draws span [%.3f, %.3f], want most of [%.2f, %.2f]", lo, hi, 1/ckptScaleSpan, ckptScaleSpan)
+	}
+}
