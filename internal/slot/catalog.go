@@ -347,8 +347,18 @@ func msaBlockScore() *Spec {
 			{Name: "served-d32", Dims: Dims{"B": 2, "HQ": 2, "S": 256, "D": 32, "BS": 16}, Jitter: []string{"B"}},
 			{Name: "served-h8-d64", Dims: Dims{"B": 3, "HQ": 8, "S": 2048, "D": 64, "BS": 64}, Jitter: []string{"B"}},
 		},
+		// A long sheet (47 blocks) outside the serving case: a row's first
+		// case is its serving case, often served-h8-d64, the only shape
+		// above 16 blocks, which takes no sink blocks (sheetsinks.go), and
+		// a sparse attention that dropped block 0 only on rows of more
+		// than 16 blocks (msa_decode_sink_block_drop_long) passed such
+		// seeds.
+		ProbeShapes: []Shape{
+			{Name: "long-sheet", Dims: Dims{"B": 4, "HQ": 2, "S": 3000, "D": 32, "BS": 64}, Jitter: []string{"B"}},
+		},
 		Count: "B", MaxCount: 64, PadRows: []string{"q", "index_k"},
 		ZeroTail:    []string{"index_k"},
+		SheetSinks:  &SheetSinkSpec{Query: "q", Key: "index_k", Lens: "seq_lens"},
 		Correctness: topk(8, "0.875"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
 			"head_dim": "D", "block_size": "BS"},

@@ -113,10 +113,14 @@ func rankPages(rank map[string]*tensor.Tensor, table, lens Arg) (v, n []int64, w
 }
 
 // callLayout gives a call's drawn inputs the structure serving gives them
-// (pageLayout), then plants the case's attention sinks (sinks.go), which
-// follow the final tables and pad rows.
+// (pageLayout), then plants the case's attention sinks (sinks.go) or an
+// MSA sheet's sink blocks (sheetsinks.go), which follow the final tables,
+// lengths and pad rows.
 func (c *Case) callLayout(replay int) error {
 	if err := c.pageLayout(replay); err != nil {
+		return err
+	}
+	if err := c.sheetSinks(replay); err != nil {
 		return err
 	}
 	return c.sinks(replay)

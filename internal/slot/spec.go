@@ -229,6 +229,10 @@ type Spec struct {
 	// cases plant attention sinks (sinks.go). Not part of the Contract
 	// projection.
 	Sinks *SinkSpec
+	// SheetSinks names the query, keys and lengths of an MSA decode
+	// sheet whose cases plant sink blocks (sheetsinks.go). Not part of
+	// the Contract projection.
+	SheetSinks *SheetSinkSpec
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding
