@@ -169,7 +169,7 @@ func adversarialCases() []adversarialCase {
 		// binary (scan and verify exit 0) unless its README says otherwise.
 		// Class 7 and 8: inputs and domains verify never generated.
 		{name: "bucket_counts_only", verify: `shape tiny@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element .* got 0 `},
-		{name: "massive_activations", verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "massive_activations", verify: `\((heavy_tailed|scaled)\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 		{name: "moe_capacity_drop", verify: `output out: matched_ratio ratio below minimum`},
 		{name: "domain_interior", verify: `/mid float32: FAIL shape tiny@(mid|[0-9]+) .*output out: allclose worst element`},
 		{name: "hidden_dim_interior", verify: `/b float32: FAIL shape tiny@mid .*output out: allclose worst element`},
@@ -240,7 +240,7 @@ func adversarialCases() []adversarialCase {
 		// (class 7): wide shapes at prefill counts, outliers above 96.
 		{name: "silu_wide_prefill", verify: `shape served-[0-9]+@[0-9]+ \([a-z_]+\), first call, rank 0, output out: allclose worst element`},
 		{name: "rmsnorm_wide_prefill", verify: `shape served-4096@16 \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
-		{name: "silu_clamp_100", verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "silu_clamp_100", verify: `\((heavy_tailed|scaled)\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 		// (class 6 via 2): the module's repr names where it was staged;
 		// verify and the engine now stage alike (worker.StageBundle), so
 		// a kernel that cheats on serving's path cheats in verify too.
@@ -248,7 +248,7 @@ func adversarialCases() []adversarialCase {
 		{name: "silu_cuda_mem_tell", scan: `module-attribute-not-allowed use of "torch\.cuda\.memory_allocated": it reads the state`},
 		{name: "dc_init_op_packet", scan: `unbound-method "Knob\.__init__"`},
 		{name: "zero_page_tell_decode", verify: `output out: matched_ratio`},
-		{name: "fp16_square_overflow_rmsnorm", dtype: tensor.F16, verify: `\(heavy_tailed\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
+		{name: "fp16_square_overflow_rmsnorm", dtype: tensor.F16, verify: `\((heavy_tailed|scaled)\), [a-z0-9 ]+, rank 0, output out: allclose worst element`},
 		// Red team, session 14, closed in session 15: a drawn wide count,
 		// the engine's zero cache pages and table widths, a serving-like
 		// first case.
@@ -282,7 +282,7 @@ func adversarialCases() []adversarialCase {
 		{name: "sdpa_outliers_both_ways", verify: `systematic error: [0-9]+ of [0-9]+ elements are off by more than 2 tolerances`},
 		// Red team, session 17: leans the first check did not see, and
 		// honest half-precision styles it must keep passing.
-		{name: "silu_balanced_shrink", allDTypes: true, verify: `systematic error: .*(toward zero|ulps of the output's format)`},
+		{name: "silu_balanced_shrink", allDTypes: true, verify: `systematic error: .*(toward zero|ulps of the output's format|outputs below atol moved off their values)`},
 		// float32 since session 32: the outputs that cancel, shrunk beyond
 		// their honest allowance, before the lean toward zero
 		{name: "sdpa_balanced_shrink", allDTypes: true, everyRow: true, verify: `systematic error: .*(toward zero|whose values cancel)`},
@@ -377,6 +377,9 @@ func adversarialCases() []adversarialCase {
 		{name: "moe_reduce_checkpoint_int4", verify: `output out: matched_ratio`},
 		{name: "moe_prefill_capacity_drop", verify: `shape (mixtral-like|many-experts|wide-routing|moe-e8|moe-e32)@\d+ .*output out: matched_ratio`},
 		{name: "decode_shared_prefix_cascade", verify: `output out: matched_ratio`},
+		// hs34's honest styles under generator v15 (graph-safe ones)
+		{name: "control_moe_split_gateup_f64", control: true},
+		{name: "control_msa_maxpool", control: true},
 		// Its second pass: the skip, off where verify's first sinks told
 		// themselves apart (one norm in every head, shrunk other keys).
 		{name: "sdpa_synth_tell_skip", allDTypes: true, verify: `output out: matched_ratio`},
