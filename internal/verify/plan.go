@@ -307,10 +307,10 @@ const (
 // passed. A heavy shape's large count is the first power of two above
 // twice its registered count (the jitter reaches 1.25 times it), within
 // MaxCount, heavyWork and maxCaseElements: 128 tokens for mixtral-like,
-// many-experts and wide-routing (101, 50 and 38 Mi multiply-adds), 16 for
+// many-experts and wide-routing (96, 48 and 9 Mi multiply-adds), 16 for
 // served-h128; each runs one call (plannedCase.firstOnly), as the drawn
 // wide case does. A kernel that computes every expert densely does E/K
-// times the work (0.4 Gi at mixtral-like, 1.2 Gi at wide-routing), which
+// times the work (0.4 Gi at mixtral-like, 0.3 Gi at wide-routing), which
 // is why the count stays just past the registered ones: the counts up to
 // MaxCount at many experts are the small-width probe shapes' (moe-e8,
 // moe-e32: slot's moeProbeShapes), which the element bound gives 512 and
@@ -358,7 +358,6 @@ func wideCountShapes(spec *slot.Spec, seed uint64) []slot.Shape {
 	return out
 }
 
-// wideShapes lists the widths of wideCountShapes with their fixed counts.
 // heavyWideShape reports whether shape sh is a heavy shape's large count
 // (heavyWork), which runs its first call only.
 func heavyWideShape(spec *slot.Spec, sh slot.Shape) bool {
@@ -370,6 +369,7 @@ func heavyWideShape(spec *slot.Spec, sh slot.Shape) bool {
 	return false
 }
 
+// wideShapes lists the widths of wideCountShapes with their fixed counts.
 func wideShapes(spec *slot.Spec) []wideShape {
 	var ws []wideShape
 	for _, sh := range slices.Concat(spec.Shapes[1:], spec.ServedShapes, spec.ProbeShapes) {
