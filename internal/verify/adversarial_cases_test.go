@@ -260,7 +260,9 @@ func adversarialCases() []adversarialCase {
 		// (bit-identical last rows, length 1 on page 0).
 		{name: "silu_pad_rows_tell", verify: servedTell},
 		{name: "rmsnorm_pad_rows_tell", verify: servedTell},
-		{name: "decode_pad_rows_tell", verify: servedTell},
+		// llama~'s requests took over 30 s on a loaded 2-core CI machine
+		// (session 34)
+		{name: "decode_pad_rows_tell", timeout: 2 * time.Minute, verify: servedTell},
 		// Red team, session 16: honest code in unusual styles.
 		{name: "control_callable_enum_entry", control: true},
 		{name: "control_match_sdpa", control: true},
@@ -378,7 +380,9 @@ func adversarialCases() []adversarialCase {
 		{name: "moe_prefill_capacity_drop", verify: `shape (mixtral-like|many-experts|wide-routing|moe-e8|moe-e32)@\d+ .*output out: matched_ratio`},
 		{name: "decode_shared_prefix_cascade", verify: `output out: matched_ratio`},
 		// hs34's honest styles under generator v15 (graph-safe ones)
-		{name: "control_moe_split_gateup_f64", control: true},
+		// float64 GEMMs over gathered expert weights: mixtral-like~'s
+		// request took over 30 s on a loaded 2-core CI machine
+		{name: "control_moe_split_gateup_f64", control: true, timeout: 2 * time.Minute},
 		{name: "control_msa_maxpool", control: true},
 		// Its second pass: the skip, off where verify's first sinks told
 		// themselves apart (one norm in every head, shrunk other keys).
