@@ -379,6 +379,9 @@ func adversarialCases() []adversarialCase {
 		{name: "moe_reduce_checkpoint_int4", verify: `output out: matched_ratio`},
 		{name: "moe_prefill_capacity_drop", verify: `shape (mixtral-like|many-experts|wide-routing|moe-e8|moe-e32)@\d+ .*output out: matched_ratio`},
 		{name: "decode_shared_prefix_cascade", verify: `output out: matched_ratio`},
+		// Session 35: the sink drop on the prefill sheet, refused by its
+		// per-row top-k rule without sink blocks in its keys.
+		{name: "msa_prefill_sink_block_drop", verify: `output out: topk_overlap \d+/\d+ rows below min overlap`},
 		// hs34's honest styles under generator v15 (graph-safe ones)
 		// float64 GEMMs over gathered expert weights: mixtral-like~'s
 		// request took over 30 s on a loaded 2-core CI machine
