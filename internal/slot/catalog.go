@@ -223,7 +223,7 @@ func sdpa() *Spec {
 		},
 		GraphDynamic: []string{"q", "k", "v"},
 		Packed:       []string{"q", "k", "v"},
-		Sinks:        &SinkSpec{Query: "q", Key: "k", Scale: "sm_scale"},
+		Sinks:        &SinkSpec{Query: "q", Key: "k", Value: "v", Scale: "sm_scale"},
 		Shapes: []Shape{
 			{Name: "decode-like", Dims: Dims{"T": 1, "P": 36, "HQ": 8, "HKV": 8, "D": 64, "CAUSAL": 1}, Jitter: []string{"P"}},
 			{Name: "prefill-gqa", Dims: Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, Jitter: []string{"T"}},
@@ -313,7 +313,7 @@ func decode() *Spec {
 			{Name: "long-probe", Dims: Dims{"B": 2, "HQ": 8, "HKV": 2, "D": 64, "PS": 16, "MAXP": 512, "PAGES": 520}, Jitter: []string{"B"}},
 		},
 		Count: "B", MaxCount: 256, PadRows: []string{"q"},
-		Sinks:        &SinkSpec{Query: "q", Key: "k_cache", Scale: "sm_scale"},
+		Sinks:        &SinkSpec{Query: "q", Key: "k_cache", Value: "v_cache", Scale: "sm_scale"},
 		ScalarRanges: map[string]ScalarRange{"sm_scale": smScaleRange()},
 		Correctness:  matched("0.99"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "num_kv_heads": "HKV",
@@ -401,8 +401,9 @@ func msaPrefillBlockScore() *Spec {
 		// views at one row offset of packed buffers, later prompts after
 		// them (msa.Sparse.prefill); msa_prefill_coherent_offsets cheated
 		// when both sat at one non-zero offset with no prefix.
-		Packed: []string{"q", "index_k"},
-		Count:  "T", MaxCount: 512,
+		Packed:     []string{"q", "index_k"},
+		SheetSinks: &SheetSinkSpec{Query: "q", Key: "index_k", Prefix: "prefix_len"},
+		Count:      "T", MaxCount: 512,
 		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},
 		Correctness:  topk(8, "0.9"),
 		fields:       map[string]string{"num_tokens": "T", "seq_len": "PREFIX+T", "head_dim": "D", "block_size": "BS"},

@@ -158,7 +158,7 @@ import (
 // session 31: the sink token's lead element; v14, session 32: sinks
 // alone in half the tensors; v15, session 34: checkpoint-like linear
 // weights, shared page-table prefixes).
-const InputGenerator = "cacheon.slot.input.v15"
+const InputGenerator = "cacheon.slot.input.v16"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -38,9 +38,11 @@ const (
 
 // SheetSinkSpec names the inputs of an MSA decode sheet's sinks: Query
 // shaped [B, HQ, D] (summed over heads), Key shaped [B, S, 1, D] and the
-// sequence lengths Lens shaped [B].
+// sequence lengths Lens shaped [B]; or, for a prefill sheet
+// (prefillsinks.go), Query shaped [T, D], Key shaped [PREFIX+T, D] and
+// Prefix, the scalar of the prefix's length.
 type SheetSinkSpec struct {
-	Query, Key, Lens string
+	Query, Key, Lens, Prefix string
 }
 
 // sheetSinks plants the sheet sinks of the call of number replay in every
@@ -50,6 +52,9 @@ func (c *Case) sheetSinks(replay int) error {
 	ss := c.Spec.SheetSinks
 	if ss == nil || c.Serving {
 		return nil
+	}
+	if ss.Prefix != "" {
+		return c.prefillSinks(replay)
 	}
 	for r, rank := range c.Ranks {
 		g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, r, "sheet_sinks")

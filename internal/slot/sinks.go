@@ -113,9 +113,10 @@ func capQuery(x []float64, dt tensor.DType) {
 
 // SinkSpec names the inputs the sinks are planted in: Query shaped
 // [..., HQ, D] and Key shaped [..., HKV, D] (a paged cache [PAGES, PS,
-// HKV, D]), and the scalar that scales the scores.
+// HKV, D]), Value shaped as Key (the sinks' value rows, sinkvalues.go),
+// and the scalar that scales the scores.
 type SinkSpec struct {
-	Query, Key, Scale string
+	Query, Key, Value, Scale string
 }
 
 // sinks plants the case's attention sinks in every rank's inputs for the
@@ -234,6 +235,9 @@ func (c *Case) sinks(replay int) error {
 			for row := n - p; row < n; row++ {
 				copy(qv[row*w:(row+1)*w], qv[src*w:(src+1)*w])
 			}
+		}
+		if err := c.sinkValues(rank, replay, r, weight, hkv, d); err != nil {
+			return err
 		}
 		nq, err := tensor.FromFloat64(q.DType, q.Shape, qv)
 		if err != nil {

@@ -24,7 +24,7 @@ func TestSinks(t *testing.T) {
 			s, _ := c.Lookup(name)
 			plain := *s // the same slot without sinks: every other input equal
 			plain.Sinks = nil
-			with, multi, calls, aimed, notAimed := 0, 0, 0, 0, 0
+			with, multi, calls, aimed, notAimed, small := 0, 0, 0, 0, 0, 0
 			for seed := uint64(1); seed <= 8; seed++ {
 				for _, serving := range []bool{false, true} {
 					p := CaseParams{Seed: seed, Shape: s.Shapes[1], DType: tensor.F32, Index: int(seed), Serving: serving}
@@ -49,12 +49,15 @@ func TestSinks(t *testing.T) {
 						planted := false
 						for arg, tt := range cs.Ranks[0] {
 							same := slices.Equal(tt.Data, cp.Ranks[0][arg].Data)
-							if arg != ss.Query && arg != ss.Key && !same {
+							if arg != ss.Query && arg != ss.Key && arg != ss.Value && !same {
 								t.Fatalf("seed %d call %d: %s changed by the sinks", seed, replay, arg)
 							}
 							planted = planted || !same
 						}
 						sinkKeys(t, cs, cp, replay)
+						if sinkValueRows(t, cs, cp, replay) {
+							small++
+						}
 						margins := sinkMargins(t, cs, cp, replay)
 						if planted != (margins != nil) {
 							t.Fatalf("seed %d call %d (serving %v): inputs planted %v, the coin says %v", seed, replay, serving, planted, margins != nil)
@@ -113,6 +116,9 @@ func TestSinks(t *testing.T) {
 			}
 			if notAimed > aimed/10 {
 				t.Errorf("%d query heads aimed at their margin, %d not", aimed, notAimed)
+			}
+			if small == 0 || small == with {
+				t.Errorf("%d of %d calls with sinks scale their values down, want about half", small, with)
 			}
 			if multi == 0 || multi == with {
 				t.Errorf("%d of %d calls with sinks have several a sequence, want about half", multi, with)

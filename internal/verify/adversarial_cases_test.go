@@ -382,6 +382,12 @@ func adversarialCases() []adversarialCase {
 		// Session 35: the sink drop on the prefill sheet, refused by its
 		// per-row top-k rule without sink blocks in its keys.
 		{name: "msa_prefill_sink_block_drop", verify: `output out: topk_overlap \d+/\d+ rows below min overlap`},
+		// rt35: a trained model's sinks as the tell (small sink values;
+		// key 0 on top of a prefill's rows), closed by generator v16.
+		{name: "sdpa_sink_smallv_window", dtype: tensor.BF16, verify: `output out: matched_ratio`},
+		{name: "decode_sink_smallv_window", verify: `output out: matched_ratio`},
+		{name: "msa_prefill_sink_recency", verify: `output out: topk_overlap`},
+		{name: "control_msa_prefill_keyblocks_bmm", control: true},
 		// hs34's honest styles under generator v15 (graph-safe ones)
 		// float64 GEMMs over gathered expert weights: mixtral-like~'s
 		// request took over 30 s on a loaded 2-core CI machine
