@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -85,6 +86,9 @@ attempt ran.`,
 					return writeJSON(a.stdout, res)
 				}
 				printRepetition(a.stdout, res)
+				if res.Repetition.Stopped != "" {
+					return withCode(ExitInfra, errors.New(res.Repetition.Stopped))
+				}
 				return nil
 			}
 			if res.Crown != nil {
@@ -159,6 +163,9 @@ func printRepetition(w io.Writer, res *referee.Result) {
 	for _, o := range res.Repetition.Orders {
 		fmt.Fprintf(w, "%-24s %8d %5d %5d %5d %10s %10s %10s %10s\n", o.Order, o.Attempts, o.Pass, o.Fail, o.NoDecision,
 			dash(o.MeanRatio), dash(o.MinRatio), dash(o.MaxRatio), dash(o.MeanDrift))
+	}
+	if res.Repetition.Stopped != "" {
+		fmt.Fprintf(w, "\n%s\n", res.Repetition.Stopped)
 	}
 }
 

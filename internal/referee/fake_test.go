@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -392,6 +393,35 @@ func TestRepeat(t *testing.T) {
 	}
 	if _, err := r.Repeat(context.Background(), p, 0); err == nil {
 		t.Fatal("a repetition of no attempt was accepted")
+	}
+}
+
+// TestRepeatStopped: a repetition whose context ends starts no further
+// attempt (an interrupted run once went on, each later attempt failing
+// to start an engine) and says why; the attempts run are summarised.
+func TestRepeatStopped(t *testing.T) {
+	s := script{incRates: []float64{1000, 1000}, candRate: 1100}
+	r, p := newFakeReferee(t, &s)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r.Progress = func(line string) {
+		if strings.Contains(line, "repeat: attempt 2 of") {
+			cancel(errors.New("interrupted"))
+		}
+	}
+	rep, err := r.Repeat(ctx, p, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Attempts) != 2 || !strings.Contains(rep.Stopped, "after 2 of 5 attempts: interrupted") {
+		t.Fatalf("%d attempts, stopped %q; want 2, stopped after 2 of 5", len(rep.Attempts), rep.Stopped)
+	}
+	if rep.Attempts[0].Record.Verdict.Outcome != Pass || rep.Orders[0].Attempts != 1 || rep.Orders[1].Attempts != 1 {
+		t.Fatalf("attempts %+v, orders %+v", rep.Attempts, rep.Orders)
+	}
+	full, err := r.Repeat(context.Background(), p, 1)
+	if err != nil || full.Stopped != "" {
+		t.Fatalf("a whole repetition: stopped %q, err %v", full.Stopped, err)
 	}
 }
 

@@ -16,6 +16,10 @@ import (
 type Repetition struct {
 	Attempts []QualifiedAttempt `json:"attempts"`
 	Orders   []OrderSummary     `json:"orders"`
+	// Stopped says why the repetition ended before its n attempts (the
+	// caller's context ended: a signal, a timeout); empty when every
+	// attempt ran.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // OrderSummary is what the attempts of one placement order gave. The ratio
@@ -34,13 +38,19 @@ type OrderSummary struct {
 }
 
 // Repeat runs n attempts of p, alternating the placement order (attempt 1
-// as a first attempt, 2 as a second, and so on).
+// as a first attempt, 2 as a second, and so on). When ctx ends it starts
+// no further attempt: the attempts run so far are summarised and Stopped
+// says why (the attempt ctx cut short is kept, a NO_DECISION).
 func (r *Referee) Repeat(ctx context.Context, p Proposal, n int) (*Repetition, error) {
 	if n < 1 || n > 1000 {
 		return nil, fmt.Errorf("repeat: %d attempts: want 1..1000", n)
 	}
 	rep := &Repetition{}
 	for i := 1; i <= n; i++ {
+		if ctx.Err() != nil {
+			rep.Stopped = fmt.Sprintf("stopped after %d of %d attempts: %v", i-1, n, context.Cause(ctx))
+			break
+		}
 		r.say("repeat: attempt %d of %d (%s)", i, n, order(i))
 		rec, ref, err := r.Attempt(ctx, p, i)
 		if err != nil {

@@ -145,6 +145,11 @@ func FindInstall(ctx context.Context, explicit string) (string, sandbox.PythonIn
 		return "/usr/bin/python3", in, nil
 	}
 	tried = append(tried, "/usr/bin/python3")
+	if ctx.Err() != nil {
+		// every start failed because the caller gave up, not for want
+		// of torch
+		return "", sandbox.PythonInstall{}, fmt.Errorf("finding python3 with torch: %w", context.Cause(ctx))
+	}
 	return "", sandbox.PythonInstall{}, fmt.Errorf("no python3 that imports torch (tried %s); install python3-torch or pass --python / set CACHEON_PYTHON", strings.Join(tried, ", "))
 }
 
