@@ -46,7 +46,8 @@ counts and the mean, lowest and highest r. No crown is written.
 
 Exit status: 0 PASS (crowned with two attempts), 2 candidate FAIL, 3
 NO_DECISION or infrastructure, 1 usage; with --repeat, 0 once every
-attempt ran.`,
+attempt ran, 3 when an interrupt or a timeout stopped it (the attempts
+run so far are summarised, and no further one starts).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if candidate == "" || calibration == "" {
@@ -83,9 +84,12 @@ attempt ran.`,
 			prog.done()
 			if res.Repetition != nil {
 				if fl.json {
-					return writeJSON(a.stdout, res)
+					if err := writeJSON(a.stdout, res); err != nil {
+						return err
+					}
+				} else {
+					printRepetition(a.stdout, res)
 				}
-				printRepetition(a.stdout, res)
 				if res.Repetition.Stopped != "" {
 					return withCode(ExitInfra, errors.New(res.Repetition.Stopped))
 				}

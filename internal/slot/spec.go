@@ -225,13 +225,14 @@ type Spec struct {
 	// (ar_rmsnorm_output_feedback_tell) passed. Not part of the Contract
 	// projection.
 	Chained map[string]string
-	// Sinks names the query, key and scale of an attention slot whose
-	// cases plant attention sinks (sinks.go). Not part of the Contract
-	// projection.
+	// Sinks names the query, key, value and scale of an attention slot
+	// whose cases plant attention sinks (sinks.go, sinkvalues.go). Not
+	// part of the Contract projection.
 	Sinks *SinkSpec
 	// SheetSinks names the query, keys and lengths of an MSA decode
-	// sheet whose cases plant sink blocks (sheetsinks.go). Not part of
-	// the Contract projection.
+	// sheet whose cases plant sink blocks (sheetsinks.go), or the query,
+	// keys and prefix length of a prefill sheet whose cases plant a sink
+	// key (prefillsinks.go). Not part of the Contract projection.
 	SheetSinks *SheetSinkSpec
 
 	// fields maps each numeric descriptor field to its dimension
