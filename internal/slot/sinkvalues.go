@@ -18,22 +18,23 @@ import (
 // stage, whose arenas carry random weights.
 //
 // In three calls of four that get sinks (a coin of the stream of argument
-// "sinks.values"), every sink row's values are scaled down, per KV head,
-// by the call's factor log-uniform over [sinkValueMin, 1] times one
-// log-uniform over [1/sinkValueJitter, sinkValueJitter] per head and sink,
-// so that the ratio of a sink's value norm to the rest's ranges from a
-// hundredth of it up to the rest's own, alike in every head (a trained
-// model's) or not; a call's further sinks (sinkCount) share the scaling
-// at odds of one in three (a coin of the same stream), else keep their
-// values, so
-// that a lone small value row among rows alike (the tell above) comes
-// with every count of sinks. The long sequences such a window cuts come mostly from
-// the probe shapes, whose calls all have sinks (sinkCount): there every
-// call scales its sinks' values, the call's factor drawn from one of
-// sinkValueStrata equal strata of the log range in turn from a stratum
-// drawn per case (the stream of argument "sinks.values.probe"), so that
-// any three calls of a probe case meet every stratum and, as the sink
-// counts go in fours, the strata meet every count. The other value rows
+// "sinks.values"), the sinks' value rows are scaled down, per KV head, by
+// the call's factor log-uniform over [sinkValueMin, 1] times one
+// log-uniform over [1/sinkValueJitter, sinkValueJitter] per head and sink:
+// the ratio of a sink's value norm to the rest's ranges from under a
+// hundredth up to about one, alike in every head (a trained model's) or
+// not. A call's first sinks are scaled; its further sinks (sinkCount)
+// share the scaling at odds of one in three (a coin of the same stream)
+// and else keep their values, so that a lone small value row among rows
+// alike (the tell above) comes with every count of sinks.
+//
+// The long sequences such a window cuts come mostly from the probe
+// shapes, whose calls all have sinks (sinkCount). There every call scales
+// its sinks' values, the call's factor drawn from one of sinkValueStrata
+// equal strata of the log range, in turn from a stratum drawn per case
+// (the stream of argument "sinks.values.probe"): any three calls of a
+// probe case meet every stratum, and as the sink counts go in fours,
+// twelve calls meet every pair of count and stratum. The other value rows
 // stay as drawn; the reference grades the outputs as ever.
 const (
 	sinkValueOdds   = 0.75
