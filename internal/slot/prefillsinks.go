@@ -60,6 +60,9 @@ func (c *Case) prefillSinks(replay int) error {
 			continue
 		}
 		qv, kv := q.Float64s(), k.Float64s()
+		if len(qv) != t*d || len(kv) != s*d {
+			return fmt.Errorf("slot %s: prefill sinks: %s %v or %s %v does not hold its elements", c.Spec.Name, ss.Query, q.Shape, ss.Key, k.Shape)
+		}
 		ms := 0.0
 		for _, x := range qv {
 			ms += x * x

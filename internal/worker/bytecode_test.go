@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -245,5 +246,20 @@ func TestFindInstall(t *testing.T) {
 	_, _, err = FindInstall(ctx, bare)
 	if err == nil || !strings.Contains(err.Error(), "No module named torch") || !strings.Contains(err.Error(), bare) {
 		t.Fatalf("FindInstall(%s) = %v, want the interpreter named and no torch", bare, err)
+	}
+}
+
+// TestFindInstallCancelled: a search whose caller gave up says so, not
+// that no interpreter has torch (an interrupted `qualify --repeat` once
+// reported each later attempt as a missing torch).
+func TestFindInstallCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupted"))
+	for _, explicit := range []string{"", "/usr/bin/python3"} {
+		_, _, err := FindInstall(ctx, explicit)
+		if err == nil || !strings.Contains(err.Error(), "interrupted") ||
+			strings.Contains(err.Error(), "cannot import torch") || strings.Contains(err.Error(), "no python3 that imports torch") {
+			t.Errorf("FindInstall(%q) after the caller gave up: %v, want the cancellation named", explicit, err)
+		}
 	}
 }

@@ -173,9 +173,14 @@ func AbsCommand(p string) string {
 // inspectTorch inspects python's installation and reports whether it
 // finds the torch package.
 func inspectTorch(ctx context.Context, python string) (sandbox.PythonInstall, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	in, err := sandbox.InspectPython(ctx, python)
+	if err != nil && parent.Err() != nil {
+		// the caller gave up: say so, not that torch is missing
+		return sandbox.PythonInstall{}, fmt.Errorf("inspecting %s: %w", python, context.Cause(parent))
+	}
 	if err != nil {
 		return sandbox.PythonInstall{}, fmt.Errorf("%s cannot import torch: %w", python, err)
 	}
