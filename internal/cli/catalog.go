@@ -177,6 +177,12 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		if len(s.NormedRows) > 0 {
 			extra += "; rows of one RMS in " + strings.Join(s.NormedRows, ", ") + " (an RMS norm's output, as served)"
 		}
+		if len(s.GatedRows) > 0 {
+			extra += "; gate halves of " + strings.Join(s.GatedRows, ", ") + " leaning negative alone in some calls"
+		}
+		if s.Rotary != nil {
+			extra += fmt.Sprintf("; %s and %s turned by a rotary embedding at their positions in some calls", s.Rotary.Query, s.Rotary.Key)
+		}
 		if s.OutlierMax > 0 {
 			extra += fmt.Sprintf("; heavy-tailed outliers up to %g", s.OutlierMax)
 			if f16 := s.OutlierBound(tensor.F16); f16 < s.OutlierBound(tensor.F32) {

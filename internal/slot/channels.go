@@ -73,8 +73,9 @@ import "math"
 // constant channel is one a softmax cancels) and never exceeds the slot's
 // outlier bound.
 //
-// A norm weight that is not all ones (half the cases, generators.go) is
-// 1 + 0.25·N scaled by s log-uniform over [1/32, 1] (the small norms of
+// A norm weight that is not all ones (three cases in four, generators.go) is
+// a body (normWeight: its spread and skew drawn, v17) scaled by s
+// log-uniform over [1/32, 1] (the small norms of
 // some layers: a norm that floored its weights at 0.5 passed,
 // rmsnorm_small_weight_floor), and has gain channels: each element at
 // odds 1/32, and one at least, set to a magnitude log-uniform over
@@ -287,11 +288,33 @@ func (r *rng) presence(tokens int, scene channelScene) func(t int) bool {
 	return func(t int) bool { return on[t] }
 }
 
-// normWeight fills v with a norm weight that is not all ones, from g.
+// The body of a norm weight (v17, session 36): s·(1 + σ·Z), σ
+// log-uniform over [normSpreadMin, normSpreadMax] and Z = (e^(κN) − 1)/κ
+// for a normal N, κ uniform over [−normSkewMax, normSkewMax] (Z is N at
+// κ = 0, and the body is lognormal where κ = σ). Until v16 every body was
+// s·(1 + 0.25·N), its IQR over its median about 0.34 in every draw, and
+// norms honest only there (rmsnorm_weight_spread_int8 and its kin, rt35b)
+// passed: a trained layer's norm weights spread from a few percent of
+// their median to more than it, often skewed.
+const (
+	normSpreadMin = 1.0 / 64
+	normSpreadMax = 1.0
+	normSkewMax   = 0.75
+)
+
+// normWeight fills v with a norm weight that is not all ones, from g: the
+// scale s, σ and κ (three uniforms), the body (a normal each), then the
+// gain channels.
 func normWeight(g *rng, v []float64) {
 	s := math.Exp(g.uniform() * math.Log(1.0/32))
+	sigma := normSpreadMin * math.Exp(g.uniform()*math.Log(normSpreadMax/normSpreadMin))
+	kappa := normSkewMax * (2*g.uniform() - 1)
 	for i := range v {
-		v[i] = s * (1 + 0.25*g.normal())
+		z := g.normal()
+		if kappa != 0 {
+			z = math.Expm1(kappa*z) / kappa
+		}
+		v[i] = s * (1 + sigma*z)
 	}
 	gainChannels(g, v)
 }

@@ -73,8 +73,8 @@ func keyOutlierChannels(v []float64, rowLen int) []int {
 // key outlier channels) in a good share of cases (the features and mixed
 // scenes, half the cases as the scenes go round, of which those present in
 // most tokens pass rt28b's tests: about a quarter of the norm's), within
-// the slot's outlier bound; no
-// other distribution has them.
+// the slot's outlier bound; no other distribution has them (rotary calls
+// aside, whose persistent pairs TestRope checks).
 func TestOutlierChannels(t *testing.T) {
 	c := catalog(t)
 	tests := []struct {
@@ -87,7 +87,11 @@ func TestOutlierChannels(t *testing.T) {
 		{"attention.sdpa", "k", Dims{"T": 64, "P": 0, "HQ": 8, "HKV": 2, "D": 64, "CAUSAL": 1}, 64, true},
 	}
 	for _, tt := range tests {
-		s, _ := c.Lookup(tt.slot)
+		spec, _ := c.Lookup(tt.slot)
+		// the rotary calls' persistent pairs are channels of their own
+		// (rope.go, TestRope)
+		s := new(*spec)
+		s.Rotary = nil
 		hit := map[Distribution]int{}
 		// Every seed in each of the four scenes (a row deals them in
 		// turn from an offset drawn per seed).
@@ -461,5 +465,56 @@ func TestSinksStep(t *testing.T) {
 				t.Fatalf("seed %d scene %d: step %d gives %s, want sinks", seed, scene, step, got)
 			}
 		}
+	}
+}
+
+// TestNormWeightSpread: a drawn norm weight's body spreads over a wide
+// range of IQR over median (v17): no window as narrow as [0.2, 0.5], where
+// every v16 body fell, holds most draws, and some bodies are skewed
+// either way; all ones stays a quarter of the cases or so.
+func TestNormWeightSpread(t *testing.T) {
+	const draws = 400
+	in, below, above, left, right := 0, 0, 0, 0, 0
+	for seed := range draws {
+		g := newStream(uint64(seed), "test", "", 0, 0, 0, "weight")
+		v := make([]float64, 4096)
+		normWeight(g, v)
+		// the body: leave out the gain channels
+		body := slices.DeleteFunc(slices.Clone(v), func(x float64) bool { return math.Abs(x) >= gainMin })
+		slices.Sort(body)
+		n := len(body)
+		q1, med, q3 := body[n/4], body[n/2], body[3*n/4]
+		switch r := (q3 - q1) / med; {
+		case r < 0.2:
+			below++
+		case r > 0.5:
+			above++
+		default:
+			in++
+		}
+		// Bowley's skewness of the body
+		switch b := (q3 + q1 - 2*med) / (q3 - q1); {
+		case b > 0.1:
+			right++
+		case b < -0.1:
+			left++
+		}
+	}
+	if in > draws*35/100 || below < draws/5 || above < draws/5 || left < draws/10 || right < draws/10 {
+		t.Errorf("IQR/median: %d below 0.2, %d in [0.2, 0.5], %d above; skew: %d left, %d right, of %d", below, in, above, left, right, draws)
+	}
+	s, _ := catalog(t).Lookup("norm.rmsnorm")
+	ones := 0
+	for idx := 1; idx <= 200; idx++ {
+		c, err := s.NewCase(CaseParams{Seed: 5, Shape: s.Shapes[0], DType: tensor.F32, Dist: Normal, Index: idx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.IndexFunc(c.Ranks[0]["weight"].Float64s(), func(x float64) bool { return x != 1 }) < 0 {
+			ones++
+		}
+	}
+	if ones < 30 || ones > 70 {
+		t.Errorf("%d of 200 cases drew an all-ones weight, want about 50", ones)
 	}
 }

@@ -11,6 +11,10 @@ import (
 // The argument generators: what each Arg.Gen draws for a case (see
 // rng.go for the streams and the reproduction rules).
 
+// onesOdds is the share of non-serving cases whose norm weight is all
+// ones.
+const onesOdds = 0.25
+
 // values runs argument a's generator.
 func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
 	n := numel(shape)
@@ -32,17 +36,22 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's gemm_out (rowmap.go)
 			return nil, err
 		}
-		c.normRows(a, v, last) // the MoE experts' x (normed.go)
+		c.normRows(a, v, last)                            // the MoE experts' x (normed.go)
+		c.shiftGates(a, v, last, c.Spec.OutlierBound(dt)) // silu_and_mul's x (gates.go)
 		return tensor.FromFloat64(dt, shape, v)
 	case "norm_weight":
-		// Around one; in half the cases (a coin per case from the stream
-		// of argument NAME+".ones" at replay 0) exactly one everywhere, as
-		// an arena without a checkpoint initialises its norms: an rmsnorm
-		// honest only when the weight was not all ones passed
-		// (rmsnorm_ones_weight_tell). The serving case's is all ones, as
-		// every shipped arena's (none has a checkpoint).
+		// A checkpoint's norm weight (normWeight, channels.go); in a
+		// quarter of the cases (a coin per case from the stream of
+		// argument NAME+".ones" at replay 0; half until v16) exactly one
+		// everywhere, as an arena without a checkpoint initialises its
+		// norms: an rmsnorm honest only when the weight was not all ones
+		// passed (rmsnorm_ones_weight_tell). The serving case's is all
+		// ones, as every shipped arena's (none has a checkpoint). A row
+		// has only a few cases of a wide hidden size, and with half of
+		// them all ones a norm keyed on a drawn weight's spread
+		// (rmsnorm_weight_spread_int8) met too few of the others.
 		v := make([]float64, n)
-		ones := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".ones").uniform() < 0.5 || c.Serving
+		ones := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, a.Name+".ones").uniform() < onesOdds || c.Serving
 		for i := range v {
 			v[i] = 1
 		}

@@ -128,8 +128,9 @@ func (c *Case) callLayout(replay int) error {
 
 // pageLayout gives a call's page tables and KV caches their layout once
 // every input of the call is drawn: a prefix cache's shared pages first
-// (sharePrefixes, prefix.go), then serving's padding (padTables),
-// then repeated tokens (repeatRows) and the graph's pad rows of every slot
+// (sharePrefixes, prefix.go), then serving's padding (padTables), then
+// the rotary positions of attention's queries and keys (rope.go), then
+// repeated tokens (repeatRows) and the graph's pad rows of every slot
 // that has them (padRows, which may copy a repeated row), then the zero
 // keys past the lengths (zeroTail) and the zero slots (zeroUnreached),
 // which follow the padded tables and lengths.
@@ -138,6 +139,9 @@ func (c *Case) pageLayout(replay int) error {
 		return err
 	}
 	if err := c.padTables(replay); err != nil {
+		return err
+	}
+	if err := c.rope(replay); err != nil { // rope.go
 		return err
 	}
 	if err := c.repeatRows(replay); err != nil {

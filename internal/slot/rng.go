@@ -145,6 +145,21 @@ import (
 //     third of the non-serving calls, before serving's padding (the
 //     stream of argument "block_table.prefix" at the call's replay,
 //     sharePrefixes, prefix.go).
+// 16. Since v16 (session 35): attention sinks' value rows are scaled
+//     down per KV head (the streams "sinks.values" at the call's replay
+//     and "sinks.values.probe": sinkvalues.go), and the MSA prefill
+//     sheet's calls put key 0 on top of a share of the queries (the
+//     stream "sheet_sinks": prefillsinks.go).
+// 17. Since v17 (session 36): statistics of trained tensors. A norm
+//     weight is all ones at odds 1/4 (was 1/2) and otherwise draws, after
+//     its scale, a spread and a skew for its body (normWeight,
+//     channels.go); the checkpoint law covers a case when its coin is
+//     below 0.75 (was 0.5) and draws column scales after its overall
+//     factor (columnScales, weights.go); a Spec.GatedRows input's
+//     gate halves lean negative in half the calls (the stream NAME.gate
+//     at the call's replay, shiftGates, gates.go); a Spec.Rotary slot's
+//     queries and keys take a rotary rotation in half the calls (the
+//     stream "rope" at the call's replay, after padTables: rope.go).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -157,8 +172,10 @@ import (
 // gains, channels.go; v12, session 30: the scenes dealt in turn; v13,
 // session 31: the sink token's lead element; v14, session 32: sinks
 // alone in half the tensors; v15, session 34: checkpoint-like linear
-// weights, shared page-table prefixes).
-const InputGenerator = "cacheon.slot.input.v16"
+// weights, shared page-table prefixes; v16, session 35: sink values and
+// prefill sheet sinks; v17, session 36: trained tensors' spreads, column
+// scales, gate halves and rotary positions).
+const InputGenerator = "cacheon.slot.input.v17"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -206,6 +206,13 @@ type Spec struct {
 	// norm's output: every row of one root mean square (normed.go). Not
 	// part of the Contract projection.
 	NormedRows []string
+	// Rotary names the query and key a rotary embedding turns in some
+	// calls (rope.go). Not part of the Contract projection.
+	Rotary *RotarySpec
+	// GatedRows names the inputs whose rows are a gated MLP's gate half
+	// then its up half, of which the gate alone is shifted in some calls
+	// (gates.go). Not part of the Contract projection.
+	GatedRows []string
 	// Packed names the inputs serving hands as views of packed buffers
 	// at one row offset, later rows after them (packed.go). Not part of
 	// the Contract projection.

@@ -13,11 +13,15 @@ import "math"
 // moe_checkpoint_int4, moe_reduce_checkpoint_int4) was exact in every
 // verify and wrong on every checkpoint.
 //
-// Now half the non-serving cases (a coin per case from the stream of
-// argument "linear_weight.law" at replay 0, shared by every linear
-// weight of the case, as one checkpoint holds them all) draw the
-// checkpoint law (checkpointWeights); the others, and the serving case,
-// the seeded law.
+// Now three non-serving cases in four (a coin per case from the stream
+// of argument "linear_weight.law" at replay 0, shared by every linear
+// weight of the case, as one checkpoint holds them all; half until v16)
+// draw the checkpoint law (checkpointWeights); the others, and the
+// serving case, the seeded law. A row has only a few cases whose shards
+// are wide enough for a weight's statistics to show, and with half of
+// them seeded a prepare keyed on salient columns (moe_colnorm_int4_reduce,
+// float16 at world size 8, seed 3) met none.
+const ckptLawOdds = 0.75
 
 // checkpointLaw reports whether the case's linear weights follow the
 // checkpoint law.
@@ -25,7 +29,7 @@ func (c *Case) checkpointLaw() bool {
 	if c.Serving {
 		return false
 	}
-	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "linear_weight.law").uniform() < 0.5
+	return newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "linear_weight.law").uniform() < ckptLawOdds
 }
 
 // Parameters of the checkpoint law: the overall scale's factor over
@@ -40,6 +44,52 @@ const (
 	ckptMix       = 0.5
 )
 
+// Salient input columns (v17, session 36): a trained projection's
+// columns (its input channels) differ in norm too, a few of them by
+// several times the median (the channels a residual stream's outliers
+// live in, which activation-aware quantizers keep). The checkpoint law
+// scales column i by exp(σc·N_i), σc uniform over [0, ckptColSigma], and
+// at odds ckptSalientOdds 1 to max(1, fanIn/64) drawn columns (repeats
+// allowed) further by a factor log-uniform over [ckptSalientMin,
+// ckptSalientMax]; the scales are normalized to a mean square of one and
+// shared by every row of the tensor (every expert's rows read the same
+// input). Until v16 rows alone were scaled, and a prepared MoE that
+// packed to int4 whenever half its experts had a column five times the
+// median's (moe_colnorm_int4, rt35b) was exact in every verify.
+const (
+	ckptColSigma     = 0.5
+	ckptSalientOdds  = 0.9
+	ckptSalientMin   = 2.0
+	ckptSalientMax   = 32.0
+	ckptSalientShare = 64
+)
+
+// columnScales draws the checkpoint law's scale of each of fanIn input
+// columns from g (see above): σc, a normal per column, the salient coin,
+// the count and each column's index and factor.
+func columnScales(g *rng, fanIn int) []float64 {
+	cs := make([]float64, fanIn)
+	sigma := ckptColSigma * g.uniform()
+	for i := range cs {
+		cs[i] = math.Exp(sigma * g.normal())
+	}
+	if g.uniform() < ckptSalientOdds {
+		for range 1 + g.intn(max(1, fanIn/ckptSalientShare)) {
+			i := g.intn(fanIn)
+			cs[i] *= ckptSalientMin * math.Exp(g.uniform()*math.Log(ckptSalientMax/ckptSalientMin))
+		}
+	}
+	ms := 0.0
+	for _, x := range cs {
+		ms += x * x
+	}
+	k := 1 / math.Sqrt(ms/float64(fanIn))
+	for i := range cs {
+		cs[i] *= k
+	}
+	return cs
+}
+
 // seededWeights fills v (rows of fanIn elements) with the seeded law:
 // iid N(0, 1/fanIn).
 func seededWeights(g *rng, v []float64, fanIn int) {
@@ -50,20 +100,22 @@ func seededWeights(g *rng, v []float64, fanIn int) {
 }
 
 // checkpointWeights fills v (rows of fanIn elements) with the checkpoint
-// law, all from g in order: the overall factor (one uniform), then per
-// row its scale (one normal) and its elements (two normals each: the
-// value, then its mixing draw). The mixture is normalized to unit
-// variance before the row and overall scales apply.
+// law, all from g in order: the overall factor (one uniform), the column
+// scales (columnScales), then per row its scale (one normal) and its
+// elements (two normals each: the value, then its mixing draw). The
+// mixture is normalized to unit variance before the column, row and
+// overall scales apply.
 func checkpointWeights(g *rng, v []float64, fanIn int) {
 	fanIn = max(1, fanIn)
 	overall := math.Exp((2*g.uniform()-1)*math.Log(ckptScaleSpan)) / math.Sqrt(float64(fanIn))
+	cols := columnScales(g, fanIn)
 	norm := math.Exp(-ckptMix * ckptMix) // 1/sqrt(E[exp(2·ckptMix·w)])
 	for r := 0; r*fanIn < len(v); r++ {
 		row := v[r*fanIn : min(len(v), (r+1)*fanIn)]
 		s := overall * math.Exp(ckptRowSigma*g.normal()) * norm
 		for i := range row {
 			z := g.normal()
-			row[i] = s * z * math.Exp(ckptMix*g.normal())
+			row[i] = s * cols[i] * z * math.Exp(ckptMix*g.normal())
 		}
 	}
 }

@@ -388,6 +388,18 @@ func adversarialCases() []adversarialCase {
 		{name: "decode_sink_smallv_window", verify: `output out: matched_ratio`},
 		{name: "msa_prefill_sink_recency", verify: `output out: topk_overlap`},
 		{name: "control_msa_prefill_keyblocks_bmm", control: true},
+		// rt35b: statistics of trained tensors the generator never drew
+		// (a norm weight's spread, salient weight columns, a gate half
+		// leaning alone, a rotary rotation), closed by generator v17.
+		{name: "rmsnorm_weight_spread_int8", verify: `output out: allclose`},
+		{name: "rmsnorm_weight_spread_clamp", verify: `output out: allclose`},
+		{name: "ar_rmsnorm_weight_spread_int8", verify: `output out_norm: matched_ratio`},
+		{name: "moe_finalize_weight_spread_int8", verify: `output out_norm: matched_ratio`},
+		{name: "moe_colnorm_int4", verify: `output out: matched_ratio`},
+		{name: "moe_colnorm_int4_reduce", verify: `output out: matched_ratio`},
+		{name: "silu_gate_negbias_sparsify", verify: `output out: allclose`},
+		{name: "sdpa_rope_multilag_window", verify: `output out: matched_ratio`},
+		{name: "decode_rope_multilag_window", verify: `output out: matched_ratio`},
 		// hs34's honest styles under generator v15 (graph-safe ones)
 		// float64 GEMMs over gathered expert weights: mixtral-like~'s
 		// request took over 30 s on a loaded 2-core CI machine
