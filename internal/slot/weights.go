@@ -1,6 +1,9 @@
 package slot
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Linear weights (generator "linear_weight": the MoE experts' w13 and
 // w2). A shipped arena without a checkpoint seeds its weights iid
@@ -51,8 +54,8 @@ const (
 // scales column i by exp(σc·N_i), σc uniform over [0, ckptColSigma], and
 // at odds ckptSalientOdds 1 to max(1, fanIn/64) drawn columns (repeats
 // allowed) further by a factor log-uniform over [ckptSalientMin,
-// ckptSalientMax]; the scales are normalized to a mean square of one and
-// shared by every row of the tensor (every expert's rows read the same
+// ckptSalientMax]; the scales are normalized to a mean square of one
+// (less where a column would exceed ckptColMax) and shared by every row of the tensor (every expert's rows read the same
 // input). Until v16 rows alone were scaled, and a prepared MoE that
 // packed to int4 whenever half its experts had a column five times the
 // median's (moe_colnorm_int4, rt35b) was exact in every verify.
@@ -62,6 +65,11 @@ const (
 	ckptSalientMin   = 2.0
 	ckptSalientMax   = 32.0
 	ckptSalientShare = 64
+	// ckptColMax bounds a column's scale after the normalization: every
+	// column shrinks with it, so that a salient column meeting a massive
+	// activation keeps an honest float16 kernel's gate·up finite (at
+	// 7.8 an honest split-K MoE overflowed to NaN on moe-e8@512, seed 1).
+	ckptColMax = 2.0
 )
 
 // columnScales draws the checkpoint law's scale of each of fanIn input
@@ -84,6 +92,9 @@ func columnScales(g *rng, fanIn int) []float64 {
 		ms += x * x
 	}
 	k := 1 / math.Sqrt(ms/float64(fanIn))
+	if top := slices.Max(cs) * k; top > ckptColMax {
+		k *= ckptColMax / top // a salient column stays within float16's reach
+	}
 	for i := range cs {
 		cs[i] *= k
 	}

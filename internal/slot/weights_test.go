@@ -98,9 +98,11 @@ func TestCheckpointWeightsScale(t *testing.T) {
 	}
 	// the row scales' log-normal spread raises the deviation by
 	// exp(ckptRowSigma²) on average (more or less over 64 rows); allow
-	// for it
+	// for it. Column scales never raise it (a mean square of one), and
+	// where a salient column is capped (ckptColMax) they lower it, so
+	// the lower end has no bound of its own.
 	spread := 1.25 * math.Exp(ckptRowSigma*ckptRowSigma)
-	if lo > 0.8 || hi < 1.6 || lo < 1/ckptScaleSpan/spread || hi > ckptScaleSpan*spread {
+	if lo > 0.8 || hi < 1.6 || hi > ckptScaleSpan*spread {
 		t.Errorf("overall factors over 64 draws span [%.3f, %.3f], want most of [%.2f, %.2f]", lo, hi, 1/ckptScaleSpan, ckptScaleSpan)
 	}
 }
