@@ -18,13 +18,17 @@ const maxListed = 8
 // with score 0 and Worst set to the offending row (likewise, failing closed,
 // for NaN or +Inf in the reference). In each row K is clipped
 // to the number of finite reference cells; a row with none is vacuous and
-// scores 1. A row of at most K finite reference cells is graded by its
-// ranking too: its set is every finite cell, which a candidate meets in any
-// order, while the engine reads its best msa_topk − 1 blocks beside its
-// own (msa_short_rows_any_order, session 23); so for every width j below
-// its cell count the candidate's top-j meets the reference's top-j (hits
-// as below, at the reference's j-th value), and the row's overlap is the
-// least of them. The reference's top-K threshold T is its K-th largest value, and
+// scores 1. Every row is graded by its ranking too: the engine reads its
+// best msa_topk − 1 blocks beside its own, and an arena's msa_topk may be
+// below K (cpu-tiny-msa's is 3). A row of at most K finite cells has every
+// cell in its set, which a candidate meets in any order
+// (msa_short_rows_any_order, session 23), and a wider row's set is met by
+// a candidate that reverses its order inside it (msa_prefill_top8_set_only,
+// session 35). So for every width j below K the candidate's top-j meets the
+// reference's top-j, with hits as below at the reference's j-th value less
+// two tolerances (a candidate within one tolerance of every cell can rank
+// a cell above one up to two tolerances better), and the row's overlap is
+// the least of them. The reference's top-K threshold T is its K-th largest value, and
 // a candidate top-K index is a hit iff its reference value is >= T (so the
 // order in which an honest kernel breaks ties cannot fail it) and its
 // candidate value is not −Inf (a candidate that masks a cell the reference
@@ -108,6 +112,9 @@ func topKOverlap(expected, got []float64, shape []int, k int, minOverlap float64
 	}
 	r.Explain = fmt.Sprintf("%s; worst row %s: overlap %d/%d; expected top-%d %s, got top-%d %s",
 		head, FormatIndex(worst, rowShape), o.hits, o.k, o.k, listIndices(o.expTop), o.k, listIndices(o.gotTop))
+	if o.of > 0 {
+		r.Explain += fmt.Sprintf(" (the ranking inside the top-%d: every top-j counts)", o.of)
+	}
 	if o.lost >= 0 {
 		kth := expected[lo+o.expTop[o.k-1]]
 		r.Explain += fmt.Sprintf("; cell %d (reference %s) is beyond %g tolerances above the K-th (%s) "+
@@ -145,6 +152,7 @@ func firstBadCandidateCell(got []float64) (first, count int) {
 // selector's buffers and are valid until the next rowOverlap call.
 type rowResult struct {
 	k      int   // clipped K; 0 for a vacuous row
+	of     int   // for a ranking prefix (k below the clipped K), that K; else 0
 	hits   int   // candidate top-K indices counted correct
 	expTop []int // reference top-K indices, best first
 	gotTop []int // candidate top-K indices, best first
@@ -189,15 +197,13 @@ func (s *topkSelector) rowOverlap(expRow, gotRow []float64, k int) rowResult {
 	}
 	s.expBuf = s.topIndices(expRow, k, s.expBuf)
 	s.gotBuf = s.topIndices(gotRow, k, s.gotBuf)
-	worst := s.prefixOverlap(expRow, gotRow, k)
+	worst := s.prefixOverlap(expRow, gotRow, k, 1)
 	worst.lost = s.lostCell(expRow, gotRow, k)
-	if k < finite {
-		return worst
-	}
-	// a short row: its set is every finite cell; grade each ranking prefix
+	// the ranking: each top-j inside the top-K
 	for j := 1; j < k; j++ {
-		if o := s.prefixOverlap(expRow, gotRow, j); o.hits*worst.k < worst.hits*o.k {
+		if o := s.prefixOverlap(expRow, gotRow, j, 2); o.hits*worst.k < worst.hits*o.k {
 			o.lost = worst.lost
+			o.of = k
 			worst = o
 		}
 	}
@@ -241,10 +247,10 @@ func (s *topkSelector) lostCell(expRow, gotRow []float64, k int) int {
 
 // prefixOverlap grades the first j of the selector's top lists (best
 // first): a candidate index is a hit iff it is not masked and its
-// reference value reaches the reference's j-th, less the tolerance.
-func (s *topkSelector) prefixOverlap(expRow, gotRow []float64, j int) rowResult {
+// reference value reaches the reference's j-th, less tols tolerances.
+func (s *topkSelector) prefixOverlap(expRow, gotRow []float64, j int, tols float64) rowResult {
 	threshold := expRow[s.expBuf[j-1]] // finite: j <= number of finite cells
-	threshold -= s.tol.Atol + s.tol.Rtol*math.Abs(threshold)
+	threshold -= tols * (s.tol.Atol + s.tol.Rtol*math.Abs(threshold))
 	hits := 0
 	for _, i := range s.gotBuf[:j] {
 		if !math.IsInf(gotRow[i], -1) && expRow[i] >= threshold {

@@ -2,6 +2,7 @@ package metric_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"cacheon/internal/metric"
@@ -28,22 +29,32 @@ func TestTopKOverlapScore(t *testing.T) {
 	}{
 		{"identical", base, base, shape, 3, 1, true, 1, 0,
 			[]string{"pass: min overlap 1 >= 1 over 2 rows", "worst row [0]: overlap 3/3", "expected top-3 [0 2 4]"}},
-		{"reordered values same sets", base, []float64{
-			90, 1, 80, 2, 85, 3, 6, 4,
+		{"other values, same ranking", base, []float64{
+			90, 1, 85, 2, 80, 3, 6, 4,
 			0, 5, 1, 6, 2, 70, 3, 80,
 		}, shape, 3, 1, true, 1, 0, nil},
+		// msa_prefill_top8_set_only: the set kept, its order reversed
+		{"same set, reversed inside it", base, []float64{
+			70, 1, 80, 2, 90, 3, 6, 4,
+			0, 5, 1, 6, 2, 7, 3, 8,
+		}, shape, 3, 1, false, 0, 0,
+			[]string{"worst row [0]: overlap 0/1; expected top-1 [0], got top-1 [4] (the ranking inside the top-3: every top-j counts)"}},
 		{"one miss in row 1", base, []float64{
 			9, 1, 8, 2, 7, 3, 6, 4,
-			0, 5, 1, 9, 2, 7, 3, 1,
+			0, 6.5, 1, 1, 2, 7, 3, 8,
 		}, shape, 3, 0.9, false, 2.0 / 3, 1,
-			[]string{"1/2 rows below min overlap 0.9", "worst row [1]: overlap 2/3", "expected top-3 [7 5 3]", "got top-3 [3 5 1]"}},
+			[]string{"1/2 rows below min overlap 0.9", "worst row [1]: overlap 2/3", "expected top-3 [7 5 3]", "got top-3 [7 5 1]"}},
 		{"one miss tolerated", base, []float64{
 			9, 1, 8, 2, 7, 3, 6, 4,
-			0, 5, 1, 9, 2, 7, 3, 1,
+			0, 6.5, 1, 1, 2, 7, 3, 8,
 		}, shape, 3, 0.6, true, 2.0 / 3, 1, []string{"pass: min overlap 0.66667 >= 0.6"}},
+		{"a miss ranked first", base, []float64{
+			9, 1, 8, 2, 7, 3, 6, 4,
+			0, 5, 1, 9, 2, 7, 3, 1,
+		}, shape, 3, 0.6, false, 0, 1, []string{"worst row [1]: overlap 0/1; expected top-1 [7], got top-1 [3]"}},
 		{"ties in expected: any tied choice is correct", []float64{5, 5, 5, 5, 1, 0}, []float64{0, 0, 5, 5, 1, 0}, nil, 2, 1, true, 1, 0, nil},
-		{"ties in expected: below the tie misses", []float64{5, 5, 5, 5, 1, 0}, []float64{0, 0, 5, 0, 9, 0}, nil, 2, 1, false, 0.5, 0,
-			[]string{"overlap 1/2", "expected top-2 [0 1]", "got top-2 [4 2]"}},
+		{"ties in expected: below the tie misses", []float64{5, 5, 5, 5, 1, 0}, []float64{0, 0, 5, 0, 4, 0}, nil, 2, 1, false, 0.5, 0,
+			[]string{"overlap 1/2", "expected top-2 [0 1]", "got top-2 [2 4]"}},
 		{"masked row: K clipped to finite cells", []float64{ninf, 3, ninf, 1, ninf, 2, ninf, ninf}, []float64{ninf, 3.1, ninf, 0.9, ninf, 2.2, ninf, ninf},
 			nil, 8, 1, true, 1, 0, []string{"overlap 3/3"}},
 		{"masked row: unmasked candidate cell misses", []float64{ninf, 3, ninf, 1, ninf, 2, ninf, ninf}, []float64{ninf, 3, 7, 1, ninf, 2, ninf, ninf},
@@ -161,7 +172,8 @@ func TestTopKOverlapClearCells(t *testing.T) {
 	}{
 		{"exact", expected, true, "pass"},
 		{"near-tie swap (K-th for K+1-th)", []float64{20, 9, 5.4, 4.9, 5.1, 1, 0, -1}, true, "pass"},
-		{"a near cell dropped within the slack", []float64{20, 9, 1, 5, 4.99, 1, 0, -1}, true, "pass"},
+		{"the K-th dropped within the slack", []float64{20, 9, 5.4, 0.5, 0.6, 1, 0, -1}, true, "pass"},
+		{"a near cell above the K-th dropped", []float64{20, 9, 1, 5, 4.99, 1, 0, -1}, false, "overlap 2/3"},
 		{"the clear winner masked", []float64{ninf, 9, 5.4, 5, 4.99, 1, 0, -1}, false, "cell 0 (reference 20) is beyond 4 tolerances"},
 		{"a clear cell pushed out", []float64{20, 0.5, 5.4, 5, 4.99, 1, 0, -1}, false, "cell 1 (reference 9)"},
 	}
@@ -174,8 +186,8 @@ func TestTopKOverlapClearCells(t *testing.T) {
 			mustContain(t, r.Explain, tc.explain)
 		})
 	}
-	// Without a tolerance no cell is clear: the slack is the overlap's.
-	r := metric.TopKOverlapScoreTol(expected, tests[3].got, []int{len(expected)}, 4, 0.75, metric.Tolerance{})
+	// Without a tolerance the slack is the overlap's.
+	r := metric.TopKOverlapScoreTol(expected, tests[2].got, []int{len(expected)}, 4, 0.75, metric.Tolerance{})
 	if !r.Pass {
 		t.Errorf("exact ties only: %s", r.Explain)
 	}
@@ -188,4 +200,29 @@ func TestTopKOverlapClearCells(t *testing.T) {
 		t.Errorf("got %+v, want row 1 failing", r)
 	}
 	mustContain(t, r.Explain, "1/2 rows below", "worst row [1]")
+}
+
+// TestTopKRankingWithinTolerance: a candidate within one tolerance of every
+// cell passes every ranking prefix, which needs the prefixes' two
+// tolerances (a cell one tolerance low can rank below one a tolerance
+// high). Rows of at most K cells are graded by their ranking alone; wider
+// rows meet the top-K's one tolerance at half the error.
+func TestTopKRankingWithinTolerance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tol := metric.Tolerance{Atol: 0.05}
+	for trial := range 2000 {
+		width, errScale := 2+rng.IntN(7), 1.0 // at most K = 8 cells
+		if trial%2 == 1 {
+			width, errScale = 9+rng.IntN(40), 0.5
+		}
+		exp, got := make([]float64, width), make([]float64, width)
+		for i := range exp {
+			// values on a coarse grid, so near-ties are common
+			exp[i] = float64(rng.IntN(20)) * 0.03
+			got[i] = exp[i] + errScale*tol.Atol*(2*rng.Float64()-1)
+		}
+		if r := metric.TopKOverlapScoreTol(exp, got, []int{width}, 8, 1, tol); !r.Pass {
+			t.Fatalf("trial %d: exp %v got %v: %s", trial, exp, got, r.Explain)
+		}
+	}
 }

@@ -448,6 +448,10 @@ func adversarialCases() []adversarialCase {
 		{name: "msa_decode_pad_rows_tell", verify: `rank 0, output out: topk_overlap`},
 		// rows of at most 8 blocks in any order: graded by their ranking
 		{name: "msa_short_rows_any_order", verify: `rank 0, output out: topk_overlap [0-9]+/[0-9]+ rows below min overlap 0\.875; worst row \[[0-9]+\]: overlap [0-9]+/[1-7];`},
+		// wider rows' top-8 set kept, its order reversed (rt35, session
+		// 37): every row is graded by its ranking inside the top-8
+		{name: "msa_prefill_top8_set_only", allDTypes: true, verify: `rank 0, output out: topk_overlap .*\(the ranking inside the top-8: every top-j counts\)`},
+		{name: "msa_decode_top8_set_only", allDTypes: true, verify: `rank 0, output out: topk_overlap .*\(the ranking inside the top-8: every top-j counts\)`},
 		// Red team, session 23: a prepare that leaves its result in module
 		// state (decoy prepared states around each case's, slot.Decoy); a
 		// reduce that runs only the top expert on serving's pad rows (the
