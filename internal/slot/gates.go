@@ -49,8 +49,7 @@ func (c *Case) shiftGates(a Arg, v []float64, last int, bound float64) {
 		for i, x := range gate {
 			abs[i] = math.Abs(x)
 		}
-		slices.Sort(abs)
-		sigma := 1.4826 * abs[half/2]
+		sigma := 1.4826 * sortedAt(abs, half/2)
 		if sigma == 0 {
 			continue // a zero row (Sparse's) stays zero
 		}

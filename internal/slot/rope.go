@@ -3,7 +3,6 @@ package slot
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"cacheon/internal/tensor"
 )
@@ -214,8 +213,7 @@ func persist(g *rng, plan ropePlan, v []float64, pos []int, h, heads, d int, pai
 	if len(abs) == 0 {
 		return
 	}
-	slices.Sort(abs)
-	sigma := 1.4826 * abs[len(abs)/2]
+	sigma := 1.4826 * sortedAt(abs, len(abs)/2)
 	if sigma == 0 {
 		return
 	}
