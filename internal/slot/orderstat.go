@@ -7,7 +7,7 @@ import "slices"
 // place (a quickselect with three-way partitions, so runs of equal values,
 // zeros above all, cost one pass). The generator's robust deviations
 // (1.4826 times a median absolute value) read one order statistic of a
-// row or a head's keys; sorting every such slice took a sixth of a silu
+// row or a head's keys; sorting every such slice took a seventh of a silu
 // verify's Go time (session 37).
 func sortedAt(xs []float64, k int) float64 {
 	lo, hi := 0, len(xs) // the answer lies in xs[lo:hi]
