@@ -321,7 +321,7 @@ func GradeScaled(p Policy, tol Tolerance, expected, scale, got []float64, shape 
 		if tol.Validate() != nil {
 			tol = Tolerance{} // no tolerance given: exact ties only
 		}
-		return TopKOverlapScoreTol(expected, got, shape, p.K, p.MinOverlap, tol), nil
+		return TopKOverlapScoreScaled(expected, scale, got, shape, p.K, p.MinOverlap, tol), nil
 	}
 }
 

@@ -41,17 +41,26 @@ const maxListed = 8
 // fp64 reference selects a cell equal to the K-th within tolerance, as
 // allclose would judge it.
 func TopKOverlapScoreTol(expected, got []float64, shape []int, k int, minOverlap float64, tol Tolerance) Result {
-	return topKOverlap(expected, got, shape, k, minOverlap, tol)
+	return topKOverlap(expected, nil, got, shape, k, minOverlap, tol)
+}
+
+// TopKOverlapScoreScaled is TopKOverlapScoreTol where each cell's
+// tolerance applies to max(|expected|, scale) (GradeScaled's scale): a cell
+// whose honest rounding is larger than its value says (an MSA sheet's
+// heads that cancel) is tied with its neighbours that much further. A nil
+// scale is TopKOverlapScoreTol.
+func TopKOverlapScoreScaled(expected, scale, got []float64, shape []int, k int, minOverlap float64, tol Tolerance) Result {
+	return topKOverlap(expected, scale, got, shape, k, minOverlap, tol)
 }
 
 // Overlap is hits/K; Score is the minimum over rows and Worst the first row
 // attaining it. It passes iff every row's overlap is >= minOverlap. A k < 1
 // fails closed. An empty tensor passes vacuously with score 1.
 func TopKOverlapScore(expected, got []float64, shape []int, k int, minOverlap float64) Result {
-	return topKOverlap(expected, got, shape, k, minOverlap, Tolerance{})
+	return topKOverlap(expected, nil, got, shape, k, minOverlap, Tolerance{})
 }
 
-func topKOverlap(expected, got []float64, shape []int, k int, minOverlap float64, tol Tolerance) Result {
+func topKOverlap(expected, scale, got []float64, shape []int, k int, minOverlap float64, tol Tolerance) Result {
 	const kind = TopKOverlap
 	if len(expected) != len(got) {
 		return lengthMismatchResult(kind, expected, got)
@@ -82,6 +91,7 @@ func topKOverlap(expected, got []float64, shape []int, k int, minOverlap float64
 	worst, worstOverlap, failing, lostRow := 0, math.Inf(1), 0, -1
 	for row := range rows {
 		lo, hi := row*cols, (row+1)*cols
+		sel.scale = rowScale(scale, lo, hi)
 		o := sel.rowOverlap(expected[lo:hi], got[lo:hi], k)
 		if o.failed(minOverlap) {
 			failing++
@@ -101,6 +111,7 @@ func topKOverlap(expected, got []float64, shape []int, k int, minOverlap float64
 
 	r := Result{Metric: kind.String(), Score: worstOverlap, Pass: failing == 0, Worst: worst, Severity: capSeverity(1 - worstOverlap)}
 	lo, hi := worst*cols, (worst+1)*cols
+	sel.scale = rowScale(scale, lo, hi)
 	o := sel.rowOverlap(expected[lo:hi], got[lo:hi], k)
 	head := fmt.Sprintf("pass: min overlap %s >= %s over %d rows", fmtVal(worstOverlap), fmtVal(minOverlap), rows)
 	if !r.Pass {
@@ -122,6 +133,14 @@ func topKOverlap(expected, got []float64, shape []int, k int, minOverlap float64
 			fmtVal(expected[lo+o.lost]), clearMult, fmtVal(kth), o.k)
 	}
 	return r
+}
+
+// rowScale is a row's part of scale, or nil.
+func rowScale(scale []float64, lo, hi int) []float64 {
+	if scale == nil {
+		return nil
+	}
+	return scale[lo:hi]
 }
 
 // rowLayout returns the row length (the last dimension) and the shape of
@@ -180,6 +199,12 @@ func (o rowResult) overlap() float64 {
 type topkSelector struct {
 	expBuf, gotBuf, all []int
 	tol                 Tolerance // ties within tolerance of the threshold
+	scale               []float64 // the row's part of the tolerance's scale, or nil
+}
+
+// tolAt is the tolerance of the row's cell i (whose reference value is x).
+func (s *topkSelector) tolAt(x float64, i int) float64 {
+	return s.tol.boundAt(x, s.scale, i)
 }
 
 // rowOverlap compares one row. The reference must hold no NaN or +Inf and
@@ -197,11 +222,11 @@ func (s *topkSelector) rowOverlap(expRow, gotRow []float64, k int) rowResult {
 	}
 	s.expBuf = s.topIndices(expRow, k, s.expBuf)
 	s.gotBuf = s.topIndices(gotRow, k, s.gotBuf)
-	worst := s.prefixOverlap(expRow, gotRow, k, 1)
+	worst := s.prefixOverlap(expRow, gotRow, k, false)
 	worst.lost = s.lostCell(expRow, gotRow, k)
 	// the ranking: each top-j inside the top-K
 	for j := 1; j < k; j++ {
-		if o := s.prefixOverlap(expRow, gotRow, j, 2); o.hits*worst.k < worst.hits*o.k {
+		if o := s.prefixOverlap(expRow, gotRow, j, true); o.hits*worst.k < worst.hits*o.k {
 			o.lost = worst.lost
 			o.of = k
 			worst = o
@@ -233,7 +258,7 @@ func (s *topkSelector) lostCell(expRow, gotRow []float64, k int) int {
 		return -1
 	}
 	kth := expRow[s.expBuf[k-1]]
-	clear := kth + clearMult*(s.tol.Atol+s.tol.Rtol*math.Abs(kth))
+	clear := kth + clearMult*s.tolAt(kth, s.expBuf[k-1])
 	for _, i := range s.expBuf[:k] {
 		if !(expRow[i] > clear) {
 			break // best first: the rest are nearer the k-th
@@ -247,13 +272,31 @@ func (s *topkSelector) lostCell(expRow, gotRow []float64, k int) int {
 
 // prefixOverlap grades the first j of the selector's top lists (best
 // first): a candidate index is a hit iff it is not masked and its
-// reference value reaches the reference's j-th, less tols tolerances.
-func (s *topkSelector) prefixOverlap(expRow, gotRow []float64, j int, tols float64) rowResult {
-	threshold := expRow[s.expBuf[j-1]] // finite: j <= number of finite cells
-	threshold -= tols * (s.tol.Atol + s.tol.Rtol*math.Abs(threshold))
+// reference value reaches the reference's j-th, less the j-th's
+// tolerance. For a ranking prefix (pair) a hit a needs ref(a) + tol(a)
+// to reach the least ref(b) − tol(b) over the reference's top-j: a
+// candidate within tolerance of every cell ranks a above some b of the
+// reference's top-j that it leaves out, so got(a) >= got(b) and ref(a)
+// >= ref(b) − tol(b) − tol(a). Without a scale that least is the j-th's
+// (two tolerances below it).
+func (s *topkSelector) prefixOverlap(expRow, gotRow []float64, j int, pair bool) rowResult {
+	jth := s.expBuf[j-1]
+	threshold := expRow[jth] - s.tolAt(expRow[jth], jth) // finite: j <= number of finite cells
+	if pair {
+		for _, i := range s.expBuf[:j-1] {
+			threshold = min(threshold, expRow[i]-s.tolAt(expRow[i], i))
+		}
+	}
 	hits := 0
 	for _, i := range s.gotBuf[:j] {
-		if !math.IsInf(gotRow[i], -1) && expRow[i] >= threshold {
+		if math.IsInf(gotRow[i], -1) {
+			continue
+		}
+		v := expRow[i]
+		if pair {
+			v += s.tolAt(expRow[i], i)
+		}
+		if v >= threshold {
 			hits++
 		}
 	}

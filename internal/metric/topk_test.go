@@ -226,3 +226,36 @@ func TestTopKRankingWithinTolerance(t *testing.T) {
 		}
 	}
 }
+
+// TestTopKRankingScaled: with a scale (TopKOverlapScoreScaled) each cell's
+// tolerance applies to max(|expected|, scale); a candidate within its own
+// tolerance of every cell of a row of at most K cells passes, and a swap
+// that only a cell's scale covers passes with it and fails without.
+func TestTopKRankingScaled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tol := metric.Tolerance{Atol: 0.01, Rtol: 0.02}
+	for trial := range 2000 {
+		width := 2 + rng.IntN(7)
+		exp, got, scale := make([]float64, width), make([]float64, width), make([]float64, width)
+		for i := range exp {
+			exp[i] = float64(rng.IntN(20))*0.1 - 1
+			if rng.IntN(3) == 0 {
+				scale[i] = 50 * rng.Float64() // heads that cancel
+			}
+			bound := tol.Atol + tol.Rtol*max(math.Abs(exp[i]), scale[i])
+			got[i] = exp[i] + bound*(2*rng.Float64()-1)
+		}
+		if r := metric.TopKOverlapScoreScaled(exp, scale, got, []int{width}, 8, 1, tol); !r.Pass {
+			t.Fatalf("trial %d: exp %v scale %v got %v: %s", trial, exp, scale, got, r.Explain)
+		}
+	}
+	exp := []float64{3, 2.5, 1, 0}
+	got := []float64{2.95, 2.96, 1, 0} // the first two swapped, each within its tolerance
+	scale := []float64{0, 25, 0, 0}    // cell 1's tolerance: 0.01 + 0.5
+	if r := metric.TopKOverlapScoreScaled(exp, scale, got, []int{4}, 8, 1, tol); !r.Pass {
+		t.Errorf("with the scale: %s", r.Explain)
+	}
+	if r := metric.TopKOverlapScoreTol(exp, got, []int{4}, 8, 1, tol); r.Pass {
+		t.Errorf("without the scale: %s", r.Explain)
+	}
+}

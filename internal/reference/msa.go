@@ -67,6 +67,48 @@ func MSABlockScore(q, indexK []float64, seqLens []int32, dm MSADims) ([]float64,
 	return out, nil
 }
 
+// MSABlockScoreSensitivity is MSABlockScore with each cell's rounding
+// sensitivity: the largest over the block's visible keys of Σ_h |q_h·k|,
+// the heads' dot products taken apart (0 where the cell is −Inf). A kernel
+// that rounds each head's score to the call's dtype before the head sum
+// (or the head-summed query, head by head) errs by a few unit roundoffs of
+// it; where the heads cancel it is far larger than the cell (session 37:
+// per-head scores of 200–570 summing to −3 in bfloat16).
+func MSABlockScoreSensitivity(q, indexK []float64, seqLens []int32, dm MSADims) (out, sens []float64, err error) {
+	if out, err = MSABlockScore(q, indexK, seqLens, dm); err != nil {
+		return nil, nil, err
+	}
+	B, Hq, S, D, bs := dm.B, dm.Hq, dm.S, dm.D, dm.BlockSize
+	nb := ceilDiv(S, bs)
+	sens = make([]float64, B*nb)
+	parallelFor(B*nb, func(lo, hi int) {
+		w := make([]float64, min(bs, S))
+		for cell := lo; cell < hi; cell++ {
+			b, j := cell/nb, cell%nb
+			s0 := j * bs
+			s1 := min(s0+bs, int(seqLens[b]))
+			if s0 >= s1 {
+				continue
+			}
+			sc := w[:s1-s0]
+			for i := range sc {
+				sc[i] = 0
+			}
+			for h := range Hq {
+				qh := q[(b*Hq+h)*D : (b*Hq+h+1)*D]
+				for i := range sc {
+					k := indexK[(b*S+s0+i)*D : (b*S+s0+i+1)*D]
+					sc[i] += math.Abs(dot(qh, k))
+				}
+			}
+			for _, v := range sc {
+				sens[cell] = max(sens[cell], v)
+			}
+		}
+	})
+	return out, sens, nil
+}
+
 // MSABlockScoreFlops is the operation count MSABlockScore is credited with:
 // the head sum (B·Hq·D adds) plus 2·D per visible key.
 func MSABlockScoreFlops(seqLens []int32, dm MSADims) float64 {

@@ -203,8 +203,12 @@ func refMSABlockScore(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	dm := reference.MSADims{B: d["B"], Hq: d["HQ"], S: d["S"], D: d["D"], BlockSize: d["BS"]}
-	o, err := reference.MSABlockScore(c.f64(0, "q"), c.f64(0, "index_k"), sl, dm)
-	return map[string][]float64{"out": o}, err
+	o, sens, err := reference.MSABlockScoreSensitivity(c.f64(0, "q"), c.f64(0, "index_k"), sl, dm)
+	if err != nil {
+		return nil, err
+	}
+	scale, err := c.sensitivityScale(sens)
+	return map[string][]float64{"out": o, ScaleKey("out"): scale}, err
 }
 
 func refMSAPrefill(c *Case) (map[string][]float64, error) {
