@@ -176,6 +176,7 @@ func TestMSA(t *testing.T) {
 	}
 	for _, tc := range []struct{ doc, want string }{
 		{edit(msa, "msa_topk", "msa_topk = 0"), `model.msa_topk: 0 is not in \[1, 4096\]`},
+		{edit(msa, "msa_topk", "msa_topk = 9"), `model.msa_topk: 9 is more blocks than verify grades a sheet's ranking for \(its top 8\)`},
 		{edit(msa, "index_head_dim", "index_head_dim = 1"), `model.index_head_dim: 1 is not in \[2, 1024\]`},
 		{edit(msa, "+weights_seed = 1", `checkpoint = "m.safetensors"`), `model.checkpoint: an msa model runs on seeded weights only`},
 		{edit(msa, "+kv_pages = 64", "tensor_parallel = 2"), `engine.tensor_parallel: an msa model runs on one rank`},

@@ -334,6 +334,14 @@ func (c *checker) model(r *rawModel) Model {
 	return m
 }
 
+// MaxMSATopK is the most blocks an msa arena's queries may select: the K
+// at which the MSA slots' topk_overlap grades a sheet's ranking (the slot
+// catalog's; TestMaxMSATopK in the engine package keeps them equal).
+// Verify grades no cell below a row's K-th, so a sheet exact in its top 8
+// that ranked the rest by recency passed every row and would have served
+// an engine selecting 16 blocks wrong (rt37's msa_decode_beyond_top8).
+const MaxMSATopK = 8
+
 // indexer checks the msa fields: required for kind msa, absent otherwise.
 func (c *checker) indexer(r *rawModel, m *Model) {
 	fields := []string{"model.index_heads", "model.index_head_dim", "model.msa_block_size", "model.msa_topk"}
@@ -349,7 +357,10 @@ func (c *checker) indexer(r *rawModel, m *Model) {
 	m.IndexHeads = c.intIn("model.index_heads", r.IndexHeads, 1, 1024)
 	m.IndexHeadDim = c.intIn("model.index_head_dim", r.IndexHeadDim, 2, 1024)
 	m.MSABlockSize = c.intIn("model.msa_block_size", r.MSABlockSize, 1, 4096)
-	m.MSATopK = c.intIn("model.msa_topk", r.MSATopK, 1, 4096)
+	if m.MSATopK = c.intIn("model.msa_topk", r.MSATopK, 1, 4096); m.MSATopK > MaxMSATopK {
+		c.fail("model.msa_topk", "%d is more blocks than verify grades a sheet's ranking for (its top %d): "+
+			"a kernel exact in its top %d only would pass and serve the rest wrong", m.MSATopK, MaxMSATopK, MaxMSATopK)
+	}
 	if r.Checkpoint != "" {
 		c.fail("model.checkpoint", "an %s model runs on seeded weights only (no checkpoint names its indexer)", KindMSA)
 	}
