@@ -25,10 +25,11 @@ const maxListed = 8
 // (msa_short_rows_any_order, session 23), and a wider row's set is met by
 // a candidate that reverses its order inside it (msa_prefill_top8_set_only,
 // session 35). So for every width j below K the candidate's top-j meets the
-// reference's top-j, with hits as below at the reference's j-th value less
-// two tolerances (a candidate within one tolerance of every cell can rank
-// a cell above one up to two tolerances better), and the row's overlap is
-// the least of them. The reference's top-K threshold T is its K-th largest value, and
+// reference's top-j, a hit a's reference value plus its tolerance reaching
+// the least reference value less its tolerance over the reference's top-j
+// (two tolerances below the j-th without a scale: a candidate within one
+// tolerance of every cell can rank a cell above one up to two tolerances
+// better; prefixOverlap), and the row's overlap is the least of them. The reference's top-K threshold T is its K-th largest value, and
 // a candidate top-K index is a hit iff its reference value is >= T (so the
 // order in which an honest kernel breaks ties cannot fail it) and its
 // candidate value is not −Inf (a candidate that masks a cell the reference
