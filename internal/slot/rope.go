@@ -172,8 +172,8 @@ func (c *Case) rope(replay int) error {
 		}
 		turn(kv, kPos, hkv)
 		turn(qv, qPos, hq)
+		bound := c.Spec.OutlierBound(c.DType)
 		for _, v := range [][]float64{kv, qv} {
-			bound := c.Spec.OutlierBound(c.DType)
 			for i, x := range v {
 				v[i] = max(-bound, min(bound, x))
 			}

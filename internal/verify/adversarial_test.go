@@ -211,7 +211,8 @@ func runAdversarial(t *testing.T, env *testEnv, dir string, c adversarialCase) {
 // suiteTimeout is a case's limit per worker request unless it sets its own.
 // One request is every call of one shape: decode's llama~ takes 3 to 4 s
 // on an idle 2-core machine and over 30 s once CI's other packages and the
-// suite's parallel cases share the cores (CI of sessions 36 and 37), so the
+// suite's parallel cases share the cores (session 36's own run and CI on
+// its last commit), so the
 // limit leaves room for a load twenty times the idle one. Cases that end in
 // a timeout on purpose set their own, shorter one.
 const suiteTimeout = 90 * time.Second
