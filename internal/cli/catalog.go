@@ -13,7 +13,6 @@ import (
 
 	"cacheon/internal/slot"
 	"cacheon/internal/target"
-	"cacheon/internal/tensor"
 )
 
 // catalogs builds the slot and target catalogs; every command that needs
@@ -174,6 +173,13 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		if len(s.ProbeShapes) > 0 {
 			extra += "; probe shapes " + shapeList(s.ProbeShapes)
 		}
+		if drawn := s.DrawnShapes(1); len(drawn) > 0 {
+			names := make([]string, len(drawn))
+			for i, sh := range drawn {
+				names[i] = sh.Name
+			}
+			extra += "; shapes whose free sizes each row's seed draws (" + strings.Join(names, ", ") + ")"
+		}
 		if len(s.NormedRows) > 0 {
 			extra += "; rows of one RMS in " + strings.Join(s.NormedRows, ", ") + " (an RMS norm's output, as served)"
 		}
@@ -185,8 +191,8 @@ func printSlot(w io.Writer, s *slot.Spec) {
 		}
 		if s.OutlierMax > 0 {
 			extra += fmt.Sprintf("; heavy-tailed outliers up to %g", s.OutlierMax)
-			if f16 := s.OutlierBound(tensor.F16); f16 < s.OutlierBound(tensor.F32) {
-				extra += fmt.Sprintf(" (%g in float16)", f16)
+			if s.OutlierProduct {
+				extra += fmt.Sprintf(" (in float16 each gate·up product at most %d)", slot.ProductCap)
 			}
 		}
 		fmt.Fprintf(w, "  verify also: %s\n", extra)

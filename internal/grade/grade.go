@@ -156,9 +156,13 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 			if away != nil && len(away) != len(vals) {
 				return r, fmt.Errorf("grading %s: the reference's honest overshoot has %d values for %d elements", o.Name, len(away), len(vals))
 			}
+			span := expected[slot.SpanKey(o.Name)]
+			if span != nil && len(span) != len(vals) {
+				return r, fmt.Errorf("grading %s: the reference's precision span has %d values for %d elements", o.Name, len(span), len(vals))
+			}
 			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
 				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio,
-				Scale: scale, Sens: sens, Away: away})
+				Scale: scale, Sens: sens, Away: away, Span: span})
 			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
 		}
 		r.Outputs = append(r.Outputs, g)

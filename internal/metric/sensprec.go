@@ -85,6 +85,9 @@ const (
 type sensPrec struct {
 	cancelling, allowance bool
 	n, far                int
+	// spanNote is what the message adds where a row's keys widened the
+	// bound (SysParams.Span).
+	spanNote string
 }
 
 // add counts element e = got − x of sensitivity sens if it is one the test
@@ -158,7 +161,7 @@ func (s *sensPrec) judge(near, share float64) (margin float64, why func() string
 			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
 				100*got, s.n, SysSensRho, near, 100*share)
 		}
-		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity (Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
-			100*got, s.n, SysSensRho, near, 100*share)
+		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity (Σ p·|v|) are off by more than %g unit roundoffs of it%s (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
+			100*got, s.n, SysSensRho, near, s.spanNote, 100*share)
 	}, true
 }

@@ -250,3 +250,40 @@ func TestSystematicCancelAllowance(t *testing.T) {
 		})
 	}
 }
+
+// TestSystematicSensitivitySpan: a float32 row over more keys than the
+// precision test was measured at (SysParams.Span) widens its bound: an
+// error of 300 u·sens on every element fails at one span (128 u·sens)
+// and passes at four (512), and an output rounded to 14 bits still fails
+// at two.
+func TestSystematicSensitivitySpan(t *testing.T) {
+	a := newToyAttention(3, 96, 200, 64, 0)
+	u := math.Ldexp(1, -24)
+	tol := metric.Tolerance{Atol: 1e-4, Rtol: 1e-4}
+	off := mapped(a.exp, func(i int, x float64) float64 { return x + 300*u*a.sens[i] })
+	spans := func(v float64) []float64 {
+		s := make([]float64, len(a.exp))
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	short := mapped(a.exp, func(_ int, x float64) float64 { return roundBits(x, 14) })
+	for _, c := range []struct {
+		name string
+		got  []float64
+		span []float64
+		fail bool
+	}{
+		{"300 u·sens, span 1", off, nil, true},
+		{"300 u·sens, span 4", off, spans(4), false},
+		{"14 bits, span 2", short, spans(2), true},
+	} {
+		p := metric.SysParams{Tol: tol, Sig: 24, MinRatio: 0.99, Sens: a.sens, Span: c.span}
+		res := metric.Systematic(a.exp, c.got, []int{a.rows, a.d}, p)
+		caught := !res.Pass && strings.Contains(res.Explain, "of their rounding sensitivity")
+		if caught != c.fail {
+			t.Errorf("%s: want fail %v; margin %.3f: %q (closest %q)", c.name, c.fail, res.Margin, res.Explain, res.Closest)
+		}
+	}
+}

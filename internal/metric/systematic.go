@@ -138,6 +138,10 @@ type SysParams struct {
 	// sign up to it counts as none in every test, so that an honest
 	// one-way overshoot the metric's tolerance allows is not a lean.
 	Away []float64
+	// Span is, per element, how many times its calibrated bound the
+	// attention precision test allows (slot.SpanKey: float32 rows that
+	// sum over more keys than the bound was measured at), nil for one.
+	Span []float64
 }
 
 // SysResult is the systematic check of one output.
@@ -262,6 +266,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	if len(p.Sens) != len(expected) {
 		sensU = 0
 	}
+	if len(p.Span) != len(expected) {
+		p.Span = nil
+	}
 	for i, x := range expected {
 		if rows && i > 0 && i%rowLen == 0 {
 			endRow(i/rowLen - 1)
@@ -321,7 +328,11 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			continue
 		}
 		if sensU > 0 {
-			a.sens.add(e, x, p.Sens[i], sensNear*sensU*p.Sens[i])
+			near := sensNear
+			if p.Span != nil {
+				near *= max(1, p.Span[i])
+			}
+			a.sens.add(e, x, p.Sens[i], near*sensU*p.Sens[i])
 			a.cancel.add(e, x, p.Sens[i], cancelLim(x, p.Sens[i], sensU, sensNearCancel, tol.Rtol, p.Scale, i))
 		}
 		rel := e / x
@@ -415,6 +426,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 					100*share, l.n, group, SysNearUlps, 100*SysFarShare)
 			})
 		}
+	}
+	if p.Span != nil {
+		a.sens.spanNote = " (widened on rows over more keys than it was measured at)"
 	}
 	if m, why, ok := a.sens.judge(sensNear, sensShare); ok {
 		note(m, why)

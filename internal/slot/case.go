@@ -15,6 +15,8 @@ import (
 // slotImpl holds a slot's Go behaviour that is not data: its reference.
 type slotImpl struct {
 	reference func(c *Case) (map[string][]float64, error)
+	// sizes draws the slot's drawn shapes (sizes.go); nil draws none.
+	sizes func(z sizeRand) []Shape
 }
 
 // Case is one concrete verification instance of a slot: dimensions, dtype,
@@ -310,7 +312,7 @@ func (c *Case) generate(a Arg, replay int) error {
 			shared = t
 		}
 	}
-	return nil
+	return c.ownRows(a, dt, replay) // rows one rank owns (owners.go)
 }
 
 // drawOrder returns args with the KV caches a page table pages last: a

@@ -166,7 +166,7 @@ func siluAndMul() *Spec {
 		OutlierMax: largeOutlierMax, OutlierProduct: true, PadRows: []string{"x"}, GatedRows: []string{"x"},
 		Correctness: allclose(),
 		fields:      map[string]string{"num_tokens": "N", "hidden_dim": "D", "last_dim": "2*D"},
-		impl:        slotImpl{reference: refSiluAndMul},
+		impl:        slotImpl{reference: refSiluAndMul, sizes: widthSizes("N", "D", 1)},
 	}
 }
 
@@ -202,7 +202,11 @@ func rmsnorm() *Spec {
 			out("out", "N", "H"),
 			scalar("eps", "float", "0.000001"),
 		},
-		GraphDynamic: []string{"x"},
+		// The weight too (v18): serving calls one shape with each layer's
+		// norm weight in turn, and a norm that left the weight out when it
+		// changed between two calls of one shape passed while verify's
+		// replays kept it (rmsnorm_layer_alternation, rt37).
+		GraphDynamic: []string{"x", "weight"},
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"N": 5, "H": 64}, Jitter: []string{"N"}},
 			{Name: "hidden", Dims: Dims{"N": 48, "H": 2048}, Jitter: []string{"N"}},
@@ -219,7 +223,7 @@ func rmsnorm() *Spec {
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
 		Correctness:  allclose(),
 		fields:       map[string]string{"num_tokens": "N", "hidden_dim": "H", "last_dim": "H"},
-		impl:         slotImpl{reference: refRMSNorm},
+		impl:         slotImpl{reference: refRMSNorm, sizes: widthSizes("N", "H", 2)},
 	}
 }
 
@@ -270,7 +274,7 @@ func sdpa() *Spec {
 		Correctness:  matched("0.99"),
 		fields: map[string]string{"num_tokens": "T", "seq_len": "T+P", "num_heads": "HQ",
 			"num_kv_heads": "HKV", "head_dim": "D"},
-		impl: slotImpl{reference: refSDPA},
+		impl: slotImpl{reference: refSDPA, sizes: sdpaSizes},
 	}
 }
 
@@ -335,7 +339,7 @@ func decode() *Spec {
 		Correctness:  matched("0.99"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "num_kv_heads": "HKV",
 			"head_dim": "D", "page_size": "PS", "seq_len": "MAXP*PS"},
-		impl: slotImpl{reference: refDecode},
+		impl: slotImpl{reference: refDecode, sizes: decodeSizes},
 	}
 }
 
@@ -380,7 +384,7 @@ func msaBlockScore() *Spec {
 		Correctness: msaDecodeTopK(),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
 			"head_dim": "D", "block_size": "BS"},
-		impl: slotImpl{reference: refMSABlockScore},
+		impl: slotImpl{reference: refMSABlockScore, sizes: msaDecodeSizes},
 	}
 }
 
@@ -426,7 +430,7 @@ func msaPrefillBlockScore() *Spec {
 		ScalarRanges: map[string]ScalarRange{"scale": smScaleRange()},
 		Correctness:  topk(8, "0.9"),
 		fields:       map[string]string{"num_tokens": "T", "seq_len": "PREFIX+T", "head_dim": "D", "block_size": "BS"},
-		impl:         slotImpl{reference: refMSAPrefill},
+		impl:         slotImpl{reference: refMSAPrefill, sizes: msaPrefillSizes},
 	}
 }
 
@@ -452,7 +456,7 @@ func allReduce() *Spec {
 		OutlierMax:  largeOutlierMax,
 		Correctness: matched("0.99"),
 		fields:      map[string]string{"num_tokens": "M", "hidden_dim": "H", "last_dim": "H", "world_size": "WS"},
-		impl:        slotImpl{reference: refAllReduce},
+		impl:        slotImpl{reference: refAllReduce, sizes: widthSizes("M", "H", 1)},
 	}
 }
 
@@ -471,7 +475,7 @@ func arResidualRMSNorm() *Spec {
 			out("out_residual", "M", "H"),
 			group(),
 		},
-		GraphDynamic: []string{"x", "residual"},
+		GraphDynamic: []string{"x", "residual", "weight"}, // weight: as rmsnorm's
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
 			{Name: "hidden", Dims: Dims{"M": 64, "H": 2048}, Jitter: []string{"M"}},
@@ -488,7 +492,7 @@ func arResidualRMSNorm() *Spec {
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
 		Correctness:  residualMatched(),
 		fields:       map[string]string{"num_tokens": "M", "hidden_dim": "H", "world_size": "WS"},
-		impl:         slotImpl{reference: refARResidualRMSNorm},
+		impl:         slotImpl{reference: refARResidualRMSNorm, sizes: widthSizes("M", "H", 2)},
 	}
 }
 
@@ -509,7 +513,7 @@ func moeFinalizeARRMSNorm() *Spec {
 			out("out_residual", "T", "H"),
 			group(),
 		},
-		GraphDynamic: []string{"gemm_out", "row_map", "scales", "residual"},
+		GraphDynamic: []string{"gemm_out", "row_map", "scales", "residual", "weight"}, // weight: as rmsnorm's
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"T": 5, "PAD": 3, "K": 2, "H": 64}, Jitter: []string{"T"}},
 			{Name: "deep", Dims: Dims{"T": 40, "PAD": 8, "K": 4, "H": 1024}, Jitter: []string{"T"}},
@@ -524,6 +528,6 @@ func moeFinalizeARRMSNorm() *Spec {
 		ScalarRanges: map[string]ScalarRange{"eps": epsRange()},
 		Correctness:  residualMatched(),
 		fields:       map[string]string{"num_tokens": "T", "hidden_dim": "H", "top_k": "K", "world_size": "WS"},
-		impl:         slotImpl{reference: refMoEFinalize},
+		impl:         slotImpl{reference: refMoEFinalize, sizes: finalizeSizes},
 	}
 }

@@ -124,7 +124,7 @@ func TestOutlierChannels(t *testing.T) {
 				if dist != HeavyTailed {
 					continue
 				}
-				bound := s.OutlierBound(tensor.F32)
+				bound := s.OutlierBound()
 				for _, x := range v {
 					if math.Abs(x) > bound {
 						t.Fatalf("%s seed %d: %s element %g beyond the bound %g", tt.slot, seed, tt.arg, x, bound)

@@ -3,6 +3,8 @@ package slot
 import (
 	"math"
 	"slices"
+
+	"cacheon/internal/tensor"
 )
 
 // Gate halves (v17, session 36). A trained gated MLP's gate
@@ -20,8 +22,7 @@ import (
 // (1.4826 times its median absolute value), m is uniform over
 // [gateShiftMin, gateShiftMax] and f log-uniform over [1/gateScaleSpan,
 // gateScaleSpan], both drawn per call; a value beyond the slot's outlier
-// bound for the dtype (Spec.OutlierBound: gate·up stays finite in
-// float16) is clamped to it. Rows are drawn before serving's pad and
+// bound (Spec.OutlierBound) is clamped to it. Rows are drawn before serving's pad and
 // repeated rows copy them. The reference grades every element.
 const (
 	gateShiftMin  = 0.25
@@ -55,6 +56,36 @@ func (c *Case) shiftGates(a Arg, v []float64, last int, bound float64) {
 		}
 		for i := range gate {
 			gate[i] = max(-bound, min(bound, f*(gate[i]-m*sigma)))
+		}
+	}
+}
+
+// ProductCap is the largest |gate|·|up| of a float16 Spec.OutlierProduct
+// input's pair (capProducts): half of float16's largest finite value, so
+// that an honest product, or silu's, rounded in float16 stays finite.
+const ProductCap = f16MaxFinite / 2
+
+// capProducts keeps, in float16, every gate·up pair of a GatedRows input
+// of an OutlierProduct slot finite: where |gate|·|up| exceeds ProductCap
+// the factor of smaller magnitude shrinks to ProductCap / |larger|, so
+// either factor may stay an outlier up to the slot's bound (v18: until
+// then each factor stopped at 255 in float16, and a kernel that clamped
+// its float16 inputs there lost nothing, silu_fp16_clamp255).
+func (c *Case) capProducts(a Arg, v []float64, last int, dt tensor.DType) {
+	if dt != tensor.F16 || !c.Spec.OutlierProduct || !slices.Contains(c.Spec.GatedRows, a.Name) || last%2 != 0 {
+		return
+	}
+	half := last / 2
+	for r := 0; r+last <= len(v); r += last {
+		for j := r; j < r+half; j++ {
+			g, u := &v[j], &v[j+half]
+			if math.Abs(*g)*math.Abs(*u) <= ProductCap {
+				continue
+			}
+			if math.Abs(*g) < math.Abs(*u) {
+				g, u = u, g
+			}
+			*u = math.Copysign(ProductCap/math.Abs(*g), *u)
 		}
 	}
 }

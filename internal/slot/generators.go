@@ -32,12 +32,13 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 	}
 	switch a.Gen {
 	case "values", "":
-		v := g.fill(c.Dist, n, last, c.Spec.OutlierBound(dt), c.channelsOf(shape))
+		v := g.fill(c.Dist, n, last, c.Spec.OutlierBound(), c.channelsOf(shape))
 		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's gemm_out (rowmap.go)
 			return nil, err
 		}
-		c.normRows(a, v, last)                            // the MoE experts' x (normed.go)
-		c.shiftGates(a, v, last, c.Spec.OutlierBound(dt)) // silu_and_mul's x (gates.go)
+		c.normRows(a, v, last)                          // the MoE experts' x (normed.go)
+		c.shiftGates(a, v, last, c.Spec.OutlierBound()) // silu_and_mul's x (gates.go)
+		c.capProducts(a, v, last, dt)                   // float16 gate·up pairs (gates.go)
 		return tensor.FromFloat64(dt, shape, v)
 	case "norm_weight":
 		// A checkpoint's norm weight (normWeight, channels.go); in a
@@ -66,6 +67,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		} else {
 			seededWeights(g, v, last)
 		}
+		c.upcycle(g, v, shape) // experts alike (weights.go)
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_weights":
 		// Positive router weights, by call (case index plus replay, mod
@@ -109,6 +111,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 			experts = 4 * last
 		}
 		probs := make([]float64, experts)
+		rt := c.routing(c.Dims["E"], last)
 		for row := 0; row < n/last; row++ {
 			w := v[row*last : (row+1)*last]
 			switch mode {
@@ -145,6 +148,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 			if sorted {
 				sort.Sort(sort.Reverse(sort.Float64Slice(w)))
 			}
+			rt.weights(w, sorted) // a shared expert's column (routing.go)
 		}
 		if err := c.zeroPadding(a, shape, v); err != nil { // moe_finalize's scales (rowmap.go)
 			return nil, err
@@ -163,7 +167,11 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		v := make([]int64, n)
 		skewed := (c.Index+c.Replay)%3 == 2
 		hot := g.intn(bound)
+		rt := c.routing(bound, last)
 		for row := 0; row < n/last; row++ {
+			if rt.ids(g, bound, v[row*last:(row+1)*last]) { // routing.go
+				continue
+			}
 			p := g.perm(bound)
 			if skewed && g.uniform() < 0.9 {
 				for j := range p {

@@ -82,7 +82,7 @@ func (c *Case) namedPages(pages int) (named []int, ok bool, err error) {
 // pages, not its size; an honest kernel reads no other page.
 func (c *Case) pagedValues(g *rng, dt tensor.DType, shape []int, named []int) (*tensor.Tensor, error) {
 	per := numel(shape[1:])
-	v := g.fill(c.Dist, len(named)*per, shape[len(shape)-1], c.Spec.OutlierBound(dt), c.channelsOf(shape))
+	v := g.fill(c.Dist, len(named)*per, shape[len(shape)-1], c.Spec.OutlierBound(), c.channelsOf(shape))
 	compact, err := tensor.FromFloat64(dt, append([]int{len(named)}, shape[1:]...), v)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,10 @@ func (c *Case) callLayout(replay int) error {
 	if err := c.sheetSinks(replay); err != nil {
 		return err
 	}
-	return c.sinks(replay)
+	if err := c.sinks(replay); err != nil {
+		return err
+	}
+	return c.moeFitHalf16() // float16 MoE headroom (headroom.go)
 }
 
 // pageLayout gives a call's page tables and KV caches their layout once

@@ -124,10 +124,13 @@ func (c *Case) attentionRef(o, sens, reach []float64, keys func(i int) int) (map
 	}
 	u := math.Ldexp(1, -c.DType.Significand())
 	scale := make([]float64, len(o))
+	span := make([]float64, len(o))
 	for i, x := range o {
 		scale[i] = max(math.Abs(x), (float64(keys(i))*sens[i]+scoreUnits*reach[i]*(sens[i]+math.Abs(x)))*u/rtol)
+		span[i] = max(1, float64(keys(i))/SensSpanKeys)
 	}
 	ref[ScaleKey("out")] = scale
+	ref[SpanKey("out")] = span
 	return ref, nil
 }
 
@@ -243,6 +246,20 @@ func SensKey(output string) string { return output + "@sens" }
 // it as none (metric.SysParams.Away); the metric's tolerances come from
 // ScaleKey.
 func AwayKey(output string) string { return output + "@away" }
+
+// SpanKey names, in a float32 attention reference's map, how many times
+// its calibrated bound the systematic check's precision test allows each
+// element (metric.SysParams.Span): max(1, n/SensSpanKeys), n the keys the
+// element's row sums over. An honest float32 kernel's error grows with the
+// keys it sums (up to n·u·Σ p·|v| in order), and the test's bound was
+// measured over at most SensSpanKeys of them (the long probes); over the
+// drawn long sequences (slot sizes.go: up to 64 Ki keys) honest float32
+// attention was off by more than it in two thirds of a call's elements.
+func SpanKey(output string) string { return output + "@span" }
+
+// SensSpanKeys is the key count up to which the precision test's bound
+// holds as calibrated (SpanKey).
+const SensSpanKeys = 8192
 
 // sensitivityScale turns sens, in place, into the scale of the relative
 // tolerance that lets an element's error reach units × u × sens (u: the

@@ -160,6 +160,20 @@ import (
 //     at the call's replay, shiftGates, gates.go); a Spec.Rotary slot's
 //     queries and keys take a rotary rotation in half the calls (the
 //     stream "rope" at the call's replay, after padTables: rope.go).
+// 18. Since v18 (session 38): drawn sizes. Verify runs each row on further
+//     shapes whose free sizes (widths, head geometries, page and block
+//     sizes, long sequences, expert counts and top-k) are drawn from the
+//     stream of argument "sizes" with shape "" and case 0 (the row's
+//     seed), in the order sizes.go gives (Spec.DrawnShapes). The norm
+//     weights are graph-dynamic (redrawn every replay); linear weights of
+//     experts share a part in a quarter of the cases (the stream
+//     "linear_weight.upcycled", weights.go); per-rank inputs have every
+//     row on one rank in a quarter of the calls (NAME+".owners",
+//     owners.go); silu_and_mul's float16 outliers reach its bound with
+//     gate·up pairs capped (capProducts, gates.go); routing is grouped or
+//     fuses a shared expert in some calls (the stream "route", routing.go);
+//     float16 MoE tokens are halved until every token–expert pair fits
+//     (headroom.go), last in a call's layout.
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -174,8 +188,9 @@ import (
 // alone in half the tensors; v15, session 34: checkpoint-like linear
 // weights, shared page-table prefixes; v16, session 35: sink values and
 // prefill sheet sinks; v17, session 36: trained tensors' spreads, column
-// scales, gate halves and rotary positions).
-const InputGenerator = "cacheon.slot.input.v17"
+// scales, gate halves and rotary positions; v18, session 38: drawn sizes, dynamic norm weights, upcycled experts,
+// rows one rank owns, float16 product caps and headroom, routing patterns).
+const InputGenerator = "cacheon.slot.input.v18"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {
@@ -269,9 +284,9 @@ const (
 	Shifted Distribution = "shifted"
 	// HeavyTailed: N(0,1) with 1% of elements replaced by outliers of
 	// magnitude log-uniform in [16, 96] (up to the slot's
-	// Spec.OutlierBound for the dtype when it raises it: 4096 for the
-	// activation, the norms and all_reduce, 255 for silu_and_mul in
-	// float16) and random sign.
+	// Spec.OutlierBound when it raises it: 4096 for the activation, the
+	// norms and all_reduce; silu_and_mul's gate·up products are capped in
+	// float16, capProducts) and random sign.
 	HeavyTailed Distribution = "heavy_tailed"
 	// Sparse: N(0,1) with 30% of elements zero and, for 2-D or larger
 	// inputs, every 7th row entirely zero.

@@ -172,7 +172,7 @@ func (c *Case) rope(replay int) error {
 		}
 		turn(kv, kPos, hkv)
 		turn(qv, qPos, hq)
-		bound := c.Spec.OutlierBound(c.DType)
+		bound := c.Spec.OutlierBound()
 		for _, v := range [][]float64{kv, qv} {
 			for i, x := range v {
 				v[i] = max(-bound, min(bound, x))

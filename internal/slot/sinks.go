@@ -286,9 +286,14 @@ func (c *Case) sinkCount(replay int) int {
 }
 
 // probe reports whether the case's shape is one of the slot's probe
-// shapes (its name without the jitter's "~" or a count's "@n").
+// shapes (its name without the jitter's "~" or a count's "@n") or a
+// drawn long sequence (sizes.go: drawn-mid, drawn-long), which the sinks
+// are planted for as much.
 func (c *Case) probe() bool {
 	base, _, _ := strings.Cut(strings.TrimSuffix(c.Shape, "~"), "@")
+	if longDraw(base) {
+		return true
+	}
 	for _, sh := range c.Spec.ProbeShapes {
 		if sh.Name == base {
 			return true

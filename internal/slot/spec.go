@@ -13,10 +13,7 @@ package slot
 
 import (
 	"fmt"
-	"math"
 	"sort"
-
-	"cacheon/internal/tensor"
 )
 
 // Kind is the breadth of a slot's boundary.
@@ -194,8 +191,9 @@ type Spec struct {
 	ServingPad *ServingPad
 	// OutlierProduct marks a slot whose output multiplies two of its
 	// inputs elementwise (silu_and_mul's gate·up): an honest product of
-	// two outliers must stay finite, so in float16 the outliers stop at
-	// the square root of its largest finite value (OutlierBound).
+	// two outliers must stay finite, so in float16 each gate·up pair's
+	// product is capped (capProducts, gates.go) while either factor may
+	// reach OutlierBound.
 	OutlierProduct bool
 	// PadRows names the inputs whose leading dimension is Count and
 	// whose last rows serving's CUDA-graph padding makes bit-identical
@@ -290,18 +288,16 @@ type Tolerance struct {
 // f16MaxFinite is float16's largest finite value.
 const f16MaxFinite = 65504
 
-// OutlierBound is the largest heavy-tailed outlier of an input verified
-// in dtype dt: OutlierMax (the generator's 96 when 0), and for a slot
-// whose output multiplies two inputs (OutlierProduct) in float16 at most
-// ⌊√65504⌋ = 255, the largest outlier whose honest square is finite
-// there. bfloat16 and float32 hold 4096² and more.
-func (s *Spec) OutlierBound(dt tensor.DType) float64 {
-	m := s.OutlierMax
-	if m <= 0 {
-		m = defaultOutlierMax
+// OutlierBound is the largest heavy-tailed outlier of an input:
+// OutlierMax (the generator's 96 when 0), in every dtype. A slot whose
+// output multiplies two inputs (OutlierProduct) has the product capped
+// instead, in float16 (capProducts, gates.go): until v18 each factor
+// stopped at ⌊√65504⌋ = 255 there, and a silu_and_mul that clamped its
+// float16 inputs at ±255 lost nothing on verify's inputs
+// (silu_fp16_clamp255, rt37).
+func (s *Spec) OutlierBound() float64 {
+	if s.OutlierMax <= 0 {
+		return defaultOutlierMax
 	}
-	if s.OutlierProduct && dt == tensor.F16 {
-		m = min(m, math.Floor(math.Sqrt(f16MaxFinite)))
-	}
-	return m
+	return s.OutlierMax
 }

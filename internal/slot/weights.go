@@ -130,3 +130,66 @@ func checkpointWeights(g *rng, v []float64, fanIn int) {
 		}
 	}
 }
+
+// Upcycled experts (v18, session 38). A sparse-upcycled checkpoint's
+// experts start as copies of one dense MLP and stay alike (pairwise
+// cosine well above zero); verify's experts were drawn independently, and
+// a prepare that merged experts into their mean whenever they were alike
+// (moe_upcycled_merge, rt37) was exact in every verify. In a quarter of
+// the non-serving cases (a coin per case from the stream of argument
+// "linear_weight.upcycled" at replay 0, shared by every linear weight of
+// the case) each expert of a weight of three or more dimensions becomes
+// √c·S + √(1−c)·W_e: S one expert's worth drawn after the experts from the
+// argument's stream with the seeded law, c uniform over [upcycleMin,
+// upcycleMax] from the coin's stream (one c for the case), so that two
+// experts' cosine is about c and the overall scale stays.
+const (
+	upcycleOdds = 0.25
+	upcycleMin  = 0.1
+	upcycleMax  = 0.95
+)
+
+// upcycled reports whether the case's experts are upcycled, and their
+// cosine c.
+func (c *Case) upcycled() (float64, bool) {
+	if c.Serving {
+		return 0, false
+	}
+	coin := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "linear_weight.upcycled")
+	if coin.uniform() >= upcycleOdds {
+		return 0, false
+	}
+	return upcycleMin + (upcycleMax-upcycleMin)*coin.uniform(), true
+}
+
+// upcycle mixes a shared expert into every expert of v (shape: experts
+// first) where the case's coin asks for it.
+func (c *Case) upcycle(g *rng, v []float64, shape []int) {
+	if len(shape) < 3 || shape[0] < 2 {
+		return
+	}
+	cos, ok := c.upcycled()
+	if !ok {
+		return
+	}
+	per := len(v) / shape[0]
+	shared := make([]float64, per)
+	seededWeights(g, shared, shape[len(shape)-1])
+	// the seeded law's scale, matched to the experts' own (a checkpoint
+	// law's overall factor and row scales differ)
+	rms := func(x []float64) float64 {
+		s := 0.0
+		for _, y := range x {
+			s += y * y
+		}
+		return math.Sqrt(s / float64(max(1, len(x))))
+	}
+	k := rms(v) / max(rms(shared), 1e-300)
+	a, b := math.Sqrt(cos)*k, math.Sqrt(1-cos)
+	for e := range shape[0] {
+		w := v[e*per : (e+1)*per]
+		for i := range w {
+			w[i] = a*shared[i] + b*w[i]
+		}
+	}
+}

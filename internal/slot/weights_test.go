@@ -62,6 +62,9 @@ func TestLinearWeightLaws(t *testing.T) {
 					}
 					continue
 				}
+				if _, up := c.upcycled(); up {
+					continue // a shared expert evens the rows (TestUpcycledExperts)
+				}
 				if kurt < 5 {
 					t.Errorf("%s case %d %s (checkpoint law): kurtosis %.2f, want heavy tails (> 5)", name, idx, arg, kurt)
 				}
@@ -148,5 +151,61 @@ func TestSalientColumns(t *testing.T) {
 	}
 	if salient < 3 {
 		t.Errorf("%d of 24 cases have a salient column in every expert, want several", salient)
+	}
+}
+
+// TestUpcycledExperts: in about a quarter of the non-serving cases every
+// expert of w13 and w2 shares a part with the others (two experts'
+// cosine near the case's c, at least upcycleMin), in the others and the
+// serving case the experts are unrelated (cosine near 0); a prepare that
+// merged alike experts (moe_upcycled_merge) meets both.
+func TestUpcycledExperts(t *testing.T) {
+	s, _ := catalog(t).Lookup("moe.fused_experts")
+	sh := Shape{Name: "t", Dims: Dims{"M": 4, "H": 64, "I": 48, "E": 6, "K": 2}}
+	up := 0
+	const cases = 40
+	for idx := range cases {
+		c, err := s.NewCase(CaseParams{Seed: 5, Shape: sh, DType: tensor.F32, Dist: Normal, Index: idx, WorldSize: 1, Serving: idx == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ok := c.upcycled()
+		if idx == 0 && ok {
+			t.Fatal("the serving case drew upcycled experts")
+		}
+		if ok {
+			up++
+		}
+		for _, arg := range []string{"w13", "w2"} {
+			v := c.Ranks[0][arg].Float64s()
+			per := len(v) / 6
+			cos := func(a, b []float64) float64 {
+				var ab, aa, bb float64
+				for i := range a {
+					ab, aa, bb = ab+a[i]*b[i], aa+a[i]*a[i], bb+b[i]*b[i]
+				}
+				return ab / math.Sqrt(aa*bb)
+			}
+			// the mean over the pairs of experts: a checkpoint's
+			// salient columns, shared by every expert, spread one
+			// pair's cosine
+			got, pairs := 0.0, 0
+			for a := range 6 {
+				for b := a + 1; b < 6; b++ {
+					got += cos(v[a*per:(a+1)*per], v[b*per:(b+1)*per])
+					pairs++
+				}
+			}
+			got /= float64(pairs)
+			if !ok && math.Abs(got) > 0.1 {
+				t.Errorf("case %d %s: independent experts with cosine %.3f", idx, arg, got)
+			}
+			if ok && math.Abs(got-want) > 0.05 {
+				t.Errorf("case %d %s: upcycled experts (c %.3f) with cosine %.3f", idx, arg, want, got)
+			}
+		}
+	}
+	if up < cases/8 || up > cases/2 {
+		t.Errorf("%d of %d cases upcycled, want about a quarter", up, cases)
 	}
 }

@@ -21,7 +21,10 @@ const maxCaseElements = 4 << 20
 //
 //  1. every registered shape, then every served shape (the dimensions the
 //     shipped arenas serve the slot at, Spec.ServedShapes) and every probe
-//     shape (Spec.ProbeShapes), its count dimensions jittered from the seed;
+//     shape (Spec.ProbeShapes), its count dimensions jittered from the seed,
+//     then the shapes whose free sizes are drawn from the seed
+//     (Spec.DrawnShapes: widths, head geometries, page and block sizes,
+//     long sequences, expert counts);
 //  2. the smallest registered shape at count 1, at the slot's registered
 //     maximum (Spec.MaxCount) and at a count drawn over [1, MaxCount]
 //     (jitter alone keeps counts within ±25 % of the registered ones);
@@ -50,6 +53,7 @@ func rowShapes(spec *slot.Spec, dom capability.Domain, seed uint64, fits func(sl
 	for i, sh := range slices.Concat(spec.Shapes, spec.ServedShapes, spec.ProbeShapes) {
 		out = append(out, slot.JitterShape(spec.Name, sh, seed, i))
 	}
+	out = append(out, spec.DrawnShapes(seed)...)
 	counts := spec.Count != "" && spec.MaxCount > 0
 	if counts {
 		for _, n := range []int{1, spec.MaxCount, spec.CountDraw(seed)} {

@@ -26,6 +26,11 @@ def attention_scale(dim):
     return 1.0 / math.sqrt(dim)
 
 
+# MAX_MSA_TOPK is the most blocks an msa model's queries select: the K
+# of verify's block-score grading (Go: arena.MaxMSATopK, which
+# TestMaxMSATopK keeps equal to this).
+MAX_MSA_TOPK = 8
+
 KINDS = {"llama": "llama", "dense": "llama", "mixtral": "mixtral", "moe": "mixtral", "msa": "msa"}
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
           "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
@@ -117,7 +122,9 @@ class ModelConfig:
             self.index_heads = _int(m, "index_heads", lo=1, hi=1024)
             self.index_head_dim = _int(m, "index_head_dim", lo=2, hi=1024)
             self.msa_block_size = _int(m, "msa_block_size", lo=1, hi=4096)
-            self.msa_topk = _int(m, "msa_topk", lo=1, hi=4096)
+            # at most 8: the width verify grades the block-score sheets'
+            # ranking in (Go's arena.MaxMSATopK refuses more before this)
+            self.msa_topk = _int(m, "msa_topk", lo=1, hi=MAX_MSA_TOPK)
         self.rope_scaling = self._rope_scaling(m.get("rope_scaling"))
 
     @staticmethod
