@@ -109,15 +109,15 @@ func finalizeSizes(z sizeRand) []Shape {
 		"H": z.between(129, 8192)}}}
 }
 
-// Sizes the fixed shapes already have, which a drawn shape skips so that
-// every draw meets a kernel at a size no fixed list grades: query heads
-// per KV head, head dims, page sizes and expert counts.
-var (
-	fixedGroups  = []int{1, 2, 4, 16}
-	fixedHeadDim = []int{32, 64, 128}
-	fixedPages   = []int{1, 16}
-	fixedExperts = []int{2, 4, 8, 16, 32, 256}
-)
+// The sizes the fixed shapes (registered, served, probe) already have,
+// which a drawn shape skips so that every draw meets a kernel at a size no
+// fixed list grades: query heads per KV head and head dims (sdpa and
+// decode), page sizes (decode) and expert counts (MoE).
+// TestFixedSizesMatchCatalog keeps them equal to the catalog's.
+func fixedGroups() []int  { return []int{1, 2, 4, 16} }
+func fixedHeadDim() []int { return []int{32, 64, 128} }
+func fixedPages() []int   { return []int{1, 16} }
+func fixedExperts() []int { return []int{2, 4, 8, 16, 32, 256} }
 
 // except draws with f until the value is not in fixed (at most 64 tries,
 // then the last value).
@@ -135,13 +135,13 @@ func except(f func() int, fixed []int) int {
 // groupsUpTo draws query heads per KV head over [1, hi], none of the
 // fixed shapes' (fixedGroups).
 func (z sizeRand) groupsUpTo(hi int) int {
-	return except(func() int { return z.between(1, hi) }, fixedGroups)
+	return except(func() int { return z.between(1, hi) }, fixedGroups())
 }
 
 // headDim draws a head dimension, a multiple of 8 over [16, hi], none of
 // the fixed shapes' (fixedHeadDim).
 func (z sizeRand) headDim(hi int) int {
-	return except(func() int { return z.multiple(16, hi, 8) }, fixedHeadDim)
+	return except(func() int { return z.multiple(16, hi, 8) }, fixedHeadDim())
 }
 
 // headGeometry draws query heads per KV head (up to 16), KV heads and a
@@ -175,7 +175,15 @@ func sdpaSizes(z sizeRand) []Shape {
 
 // pageSizes are the paged caches' page sizes a drawn decode shape takes:
 // powers of two up to 256 but the fixed shapes' (fixedPages).
-var pageSizes = []int{2, 4, 8, 32, 64, 128, 256}
+func pageSizes() []int {
+	var out []int
+	for ps := 1; ps <= 256; ps *= 2 {
+		if !slices.Contains(fixedPages(), ps) {
+			out = append(out, ps)
+		}
+	}
+	return out
+}
 
 // decodeSizes draws paged decode's head geometry and page size over
 // sequences up to 8 Ki positions, and a long table (8 Ki to 64 Ki
@@ -184,12 +192,12 @@ var pageSizes = []int{2, 4, 8, 32, 64, 128, 256}
 func decodeSizes(z sizeRand) []Shape {
 	hq, hkv, d := headGeometry(z, 1, 2, 4, 8)
 	b := z.between(1, 4)
-	ps := z.pick(pageSizes...)
+	ps := z.pick(pageSizes()...)
 	seq := min(z.logBetween(512, 8192), sizeWork/(b*hq*d))
 	geo := decodeShape("drawn-heads", b, hq, hkv, d, ps, seq)
 
 	lb, g := z.between(1, 2), z.groupsUpTo(8)
-	lps := z.pick(pageSizes...)
+	lps := z.pick(pageSizes()...)
 	lseq := z.logBetween(8193, maxDrawnSequence)
 	ld := z.headDim(min(longHeadDim, sizeWork/(lb*g*lseq)))
 	long := decodeShape("drawn-long", lb, g, 1, ld, lps, lseq)
@@ -206,7 +214,7 @@ func decodeShape(name string, b, hq, hkv, d, ps, seq int) Shape {
 }
 
 // blockSizes are the MSA sheets' block sizes a drawn shape takes.
-var blockSizes = []int{16, 32, 64, 128}
+func blockSizes() []int { return []int{16, 32, 64, 128} }
 
 // msaDecodeSizes draws the decode sheet's heads, head dimension, block
 // size and sequence, one of 64 to 8 Ki keys and one of 8 Ki to 64 Ki.
@@ -218,7 +226,7 @@ func msaDecodeSizes(z sizeRand) []Shape {
 	}{{"drawn", 64, 8192}, {"drawn-long", 8193, maxDrawnSequence}} {
 		b, hq, s := z.between(1, 4), z.between(1, 16), z.logBetween(r.lo, r.hi)
 		d := z.multiple(16, min(256, sizeElements/(b*s), sizeWork/(b*hq*s)), 16)
-		out = append(out, Shape{Name: r.name, Dims: Dims{"B": b, "HQ": hq, "S": s, "D": d, "BS": z.pick(blockSizes...)}})
+		out = append(out, Shape{Name: r.name, Dims: Dims{"B": b, "HQ": hq, "S": s, "D": d, "BS": z.pick(blockSizes()...)}})
 	}
 	return out
 }
@@ -237,7 +245,7 @@ func msaPrefillSizes(z sizeRand) []Shape {
 			d /= 2
 		}
 		t = max(1, min(t, sizeWork/((prefix+t)*d)))
-		out = append(out, Shape{Name: r.name, Dims: Dims{"T": t, "PREFIX": prefix, "D": d, "BS": z.pick(blockSizes...)}})
+		out = append(out, Shape{Name: r.name, Dims: Dims{"T": t, "PREFIX": prefix, "D": d, "BS": z.pick(blockSizes()...)}})
 	}
 	return out
 }
@@ -260,7 +268,7 @@ func moeSizes(z sizeRand) []Shape {
 		if !r.topOne {
 			k = except(func() int { return z.between(3, 7) }, []int{4})
 		}
-		e := except(func() int { return z.logBetween(k+1, 256) }, fixedExperts)
+		e := except(func() int { return z.logBetween(k+1, 256) }, fixedExperts())
 		h := z.multiple(16, r.hMax, 16)
 		i := z.multiple(24, r.iMax, 24)
 		for e*3*h*i > sizeElements && (h > 16 || i > 24) {

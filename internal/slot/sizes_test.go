@@ -136,3 +136,42 @@ func TestOwnedRows(t *testing.T) {
 		t.Errorf("%d of %d calls with rows on one rank, want about a quarter", owned, calls)
 	}
 }
+
+// TestFixedSizesMatchCatalog: the sizes a drawn shape skips are exactly
+// those the catalog's fixed shapes (registered, served, probe) have, so a
+// new fixed shape updates what the draws avoid.
+func TestFixedSizesMatchCatalog(t *testing.T) {
+	c := catalog(t)
+	collect := func(slots []string, f func(d Dims) (int, bool)) []int {
+		var out []int
+		for _, name := range slots {
+			s, ok := c.Lookup(name)
+			if !ok {
+				t.Fatalf("no slot %s", name)
+			}
+			for _, sh := range slices.Concat(s.Shapes, s.ServedShapes, s.ProbeShapes) {
+				if v, ok := f(sh.Dims); ok && !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	attention := []string{"attention.sdpa", "attention.decode"}
+	moe := []string{"moe.fused_experts", "moe.fused_experts_reduce"}
+	for _, tc := range []struct {
+		what  string
+		got   []int
+		fixed []int
+	}{
+		{"query heads per KV head", collect(attention, func(d Dims) (int, bool) { return d["HQ"] / d["HKV"], true }), fixedGroups()},
+		{"head dims", collect(attention, func(d Dims) (int, bool) { return d["D"], true }), fixedHeadDim()},
+		{"page sizes", collect([]string{"attention.decode"}, func(d Dims) (int, bool) { return d["PS"], true }), fixedPages()},
+		{"expert counts", collect(moe, func(d Dims) (int, bool) { return d["E"], true }), fixedExperts()},
+	} {
+		if !slices.Equal(tc.got, tc.fixed) {
+			t.Errorf("%s: the catalog's fixed shapes have %v, the draws skip %v", tc.what, tc.got, tc.fixed)
+		}
+	}
+}

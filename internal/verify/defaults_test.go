@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,4 +67,21 @@ func TestBurstShapeSplits(t *testing.T) {
 	if _, err := burstCases(spec, 1, tensor.BF16, 5); err == nil {
 		t.Error("ws 5: a burst on a shape that does not split")
 	}
+	// where only a drawn shape splits (an intermediate width a multiple
+	// of 5), the burst runs on it, as the row's other cases do
+	for seed := uint64(1); seed <= 200; seed++ {
+		at := slices.IndexFunc(spec.DrawnShapes(seed), func(sh slot.Shape) bool { return spec.Splits(sh.Dims, 5) == nil })
+		if at < 0 {
+			continue
+		}
+		cases, err := burstCases(spec, seed, tensor.BF16, 5)
+		if err != nil {
+			t.Fatalf("ws 5, seed %d: %v", seed, err)
+		}
+		if got, _, _ := strings.Cut(cases[0].params.Shape.Name, "/burst-"); got != spec.DrawnShapes(seed)[at].Name {
+			t.Errorf("ws 5, seed %d: burst on %s, want the drawn %s", seed, got, spec.DrawnShapes(seed)[at].Name)
+		}
+		return
+	}
+	t.Error("no seed in 200 draws a shape that splits over 5 ranks")
 }

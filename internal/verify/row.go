@@ -359,9 +359,10 @@ func dealScenes(spec *slot.Spec, cases []*plannedCase) {
 // large.
 func burstCases(spec *slot.Spec, seed uint64, dt tensor.DType, ws int) ([]*plannedCase, error) {
 	// The last registered shape that splits across the world size, else
-	// the first served or probe shape that does (moe.fused_experts_reduce
-	// at 3 ranks splits only its probe shape).
-	all := slices.Concat(slices.Clone(spec.Shapes), spec.ServedShapes, spec.ProbeShapes)
+	// the first served, probe or drawn shape that does
+	// (moe.fused_experts_reduce at 3 ranks splits only its probe shape; at
+	// 5 at most a drawn one).
+	all := slices.Concat(slices.Clone(spec.Shapes), spec.ServedShapes, spec.ProbeShapes, spec.DrawnShapes(seed))
 	slices.Reverse(all[:len(spec.Shapes)])
 	at := slices.IndexFunc(all, func(sh slot.Shape) bool { return spec.Splits(sh.Dims, ws) == nil })
 	if at < 0 {
