@@ -173,7 +173,8 @@ import (
 //     gate·up pairs capped (capProducts, gates.go); routing is grouped or
 //     fuses a shared expert in some calls (the stream "route", routing.go);
 //     float16 MoE tokens are halved until every token–expert pair fits
-//     (headroom.go), last in a call's layout.
+//     (headroom.go), last in a call's layout. The drawn long sequences
+//     take sinks in every call as the probe shapes do (Case.probe).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a

@@ -176,7 +176,8 @@ func TestRouterWeights(t *testing.T) {
 		}
 		return allOne, allBelow, positive
 	}
-	for replay := 0; replay < 6; replay++ {
+	checked := map[int]int{}
+	for replay := 0; replay < 16; replay++ {
 		if replay > 0 {
 			if err := cs.RefreshAs(replay, Sparse); err != nil {
 				t.Fatal(err)
@@ -187,9 +188,13 @@ func TestRouterWeights(t *testing.T) {
 		if cs.routing(cs.Dims["E"], cs.Dims["K"]).kind == routeShared {
 			continue // a shared expert's weight rides along (routing.go, TestRouting)
 		}
+		checked[mode]++
 		if !pos || one != (mode == 0 || mode == 3) || (mode == 2 && !below) || (mode == 1 && below) {
 			t.Errorf("call %d: rows sum to one: %v, all below one: %v, positive: %v; want mode %d", replay, one, below, pos, mode)
 		}
+	}
+	if len(checked) != 4 {
+		t.Errorf("modes checked in calls without a shared expert: %v, want all four", checked)
 	}
 	if cs.Dist != Sparse {
 		t.Errorf("RefreshAs left the distribution %s", cs.Dist)

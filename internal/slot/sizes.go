@@ -17,9 +17,8 @@ import (
 //
 // What each slot draws is below (slotImpl.sizes). Every draw keeps one
 // call's inputs under sizeElements elements and its reference work under
-// sizeWork multiply-adds (both on one rank), so a drawn shape costs about
-// what a probe shape does; the longest sequences come with the smallest
-// heads. A variant's declared domain filters drawn shapes as it filters
+// sizeWork multiply-adds (both on one rank); the longest sequences come
+// with the smallest heads. A variant's declared domain filters drawn shapes as it filters
 // the others.
 
 // sizeElements bounds a drawn shape's input elements (one rank, one call).
@@ -32,9 +31,12 @@ const sizeWork = 48 << 20
 // drawn-mid and drawn-long, decode's drawn-long): the long probes' 64,
 // where float32 attention's precision test is calibrated (a float32
 // score grows with the head dim, and an honest exp2 softmax over 11 Ki
-// keys at head dim 120 was off by more than the test allows in two
+// keys at head dim 120 was off by more than the test allowed in two
 // thirds of its judged elements: control_decode_exp2_flash, seed 1).
-// Head dims up to 256 come with the shorter drawn-heads shapes.
+// The test's bound has since grown with the keys past 8192
+// (slot.SpanKey); whether that alone would pass such calls was not
+// measured, so the cap stays. Head dims up to 256 come with the shorter
+// drawn-heads shapes.
 const longHeadDim = 64
 
 // maxDrawnSequence is the longest sequence a drawn attention or sheet

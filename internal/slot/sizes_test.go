@@ -11,38 +11,41 @@ import (
 // reach the sizes no fixed shape of the catalog has (rt37's class A: a
 // width's remainder, heads per KV head, head dims, page sizes, long
 // tables and key counts, few queries over long prefixes, expert counts),
-// often, and every drawn shape stays within the element and work bounds
-// and builds a case.
+// in every seed where the draw skips the fixed sizes, and every drawn
+// shape stays within the element and work bounds and builds a case.
 func TestDrawnSizesReachUnseen(t *testing.T) {
 	c := catalog(t)
 	const seeds = 60
+	// Each check must fire in every seed, but those marked some (a
+	// range that includes the fixed sizes), in a quarter of them.
 	type reach struct {
 		slot, what string
 		hit        func(d Dims) bool
+		some       bool
 	}
 	notIn := func(v int, set ...int) bool { return !slices.Contains(set, v) }
 	checks := []reach{
-		{"activation.silu_and_mul", "a width past 256 not a multiple of 256", func(d Dims) bool { return d["D"] > 256 && d["D"]%256 != 0 }},
-		{"activation.silu_and_mul", "a width under 256 other than 96 and 128", func(d Dims) bool { return d["D"] < 256 && notIn(d["D"], 96, 128) }},
-		{"norm.rmsnorm", "a hidden size past 1024 not a multiple of 1024", func(d Dims) bool { return d["H"] > 1024 && d["H"]%1024 != 0 }},
-		{"collective.ar_residual_rmsnorm", "a hidden size past 1024 not a multiple of 1024", func(d Dims) bool { return d["H"] > 1024 && d["H"]%1024 != 0 }},
-		{"collective.all_reduce", "a hidden size other than 64, 128, 2048, 4096", func(d Dims) bool { return notIn(d["H"], 64, 128, 2048, 4096) }},
-		{"collective.moe_finalize_ar_rmsnorm", "a top-k other than 2 and 4", func(d Dims) bool { return notIn(d["K"], 2, 4) }},
-		{"attention.decode", "query heads per KV head other than 1, 2, 4, 16", func(d Dims) bool { return notIn(d["HQ"]/d["HKV"], 1, 2, 4, 16) }},
-		{"attention.decode", "a head dim other than 32, 64, 128", func(d Dims) bool { return notIn(d["D"], 32, 64, 128) }},
-		{"attention.decode", "a page size other than 1 and 16", func(d Dims) bool { return notIn(d["PS"], 1, 16) }},
-		{"attention.decode", "a table past 8192 positions", func(d Dims) bool { return d["MAXP"]*d["PS"] > 8192 }},
-		{"attention.sdpa", "more than 8192 keys", func(d Dims) bool { return d["T"]+d["P"] > 8192 }},
-		{"attention.sdpa", "2 to 8 queries over 1024 keys or more", func(d Dims) bool { return d["T"] >= 2 && d["T"] <= 8 && d["T"]+d["P"] >= 1024 }},
-		{"attention.sdpa", "query heads per KV head other than 1, 2, 4, 16", func(d Dims) bool { return notIn(d["HQ"]/d["HKV"], 1, 2, 4, 16) }},
-		{"attention.msa_block_score", "a sheet past 4096 keys", func(d Dims) bool { return d["S"] > 4096 }},
-		{"attention.msa_prefill_block_score", "a prefill past 4096 keys", func(d Dims) bool { return d["PREFIX"]+d["T"] > 4096 }},
-		{"moe.fused_experts", "an expert count other than 2, 4, 8, 16, 32, 256", func(d Dims) bool { return notIn(d["E"], 2, 4, 8, 16, 32, 256) }},
-		{"moe.fused_experts_reduce", "an expert count other than 2, 4, 8, 16, 32, 256", func(d Dims) bool { return notIn(d["E"], 2, 4, 8, 16, 32, 256) }},
+		{"activation.silu_and_mul", "a width past 256 not a multiple of 256", func(d Dims) bool { return d["D"] > 256 && d["D"]%256 != 0 }, false},
+		{"activation.silu_and_mul", "a width under 256 other than 96 and 128", func(d Dims) bool { return d["D"] < 256 && notIn(d["D"], 96, 128) }, true},
+		{"norm.rmsnorm", "a hidden size past 1024 not a multiple of 1024", func(d Dims) bool { return d["H"] > 1024 && d["H"]%1024 != 0 }, false},
+		{"collective.ar_residual_rmsnorm", "a hidden size past 1024 not a multiple of 1024", func(d Dims) bool { return d["H"] > 1024 && d["H"]%1024 != 0 }, false},
+		{"collective.all_reduce", "a hidden size other than 64, 128, 2048, 4096", func(d Dims) bool { return notIn(d["H"], 64, 128, 2048, 4096) }, false},
+		{"collective.moe_finalize_ar_rmsnorm", "a top-k other than 2 and 4", func(d Dims) bool { return notIn(d["K"], 2, 4) }, true},
+		{"attention.decode", "query heads per KV head other than 1, 2, 4, 16", func(d Dims) bool { return notIn(d["HQ"]/d["HKV"], 1, 2, 4, 16) }, false},
+		{"attention.decode", "a head dim other than 32, 64, 128", func(d Dims) bool { return notIn(d["D"], 32, 64, 128) }, false},
+		{"attention.decode", "a page size other than 1 and 16", func(d Dims) bool { return notIn(d["PS"], 1, 16) }, false},
+		{"attention.decode", "a table past 8192 positions", func(d Dims) bool { return d["MAXP"]*d["PS"] > 8192 }, false},
+		{"attention.sdpa", "more than 8192 keys", func(d Dims) bool { return d["T"]+d["P"] > 8192 }, false},
+		{"attention.sdpa", "2 to 8 queries over 1024 keys or more", func(d Dims) bool { return d["T"] >= 2 && d["T"] <= 8 && d["T"]+d["P"] >= 1024 }, false},
+		{"attention.sdpa", "query heads per KV head other than 1, 2, 4, 16", func(d Dims) bool { return notIn(d["HQ"]/d["HKV"], 1, 2, 4, 16) }, false},
+		{"attention.msa_block_score", "a sheet past 4096 keys", func(d Dims) bool { return d["S"] > 4096 }, false},
+		{"attention.msa_prefill_block_score", "a prefill past 4096 keys", func(d Dims) bool { return d["PREFIX"]+d["T"] > 4096 }, false},
+		{"moe.fused_experts", "an expert count other than 2, 4, 8, 16, 32, 256", func(d Dims) bool { return notIn(d["E"], 2, 4, 8, 16, 32, 256) }, false},
+		{"moe.fused_experts_reduce", "an expert count other than 2, 4, 8, 16, 32, 256", func(d Dims) bool { return notIn(d["E"], 2, 4, 8, 16, 32, 256) }, false},
 		{"moe.fused_experts", "top-k of 3, 5, 6 or 7 at an unseen expert count", func(d Dims) bool {
 			return notIn(d["K"], 1, 2, 4, 8) && notIn(d["E"], 2, 4, 8, 16, 32, 256)
-		}},
-		{"moe.fused_experts", "top-1 at an unseen expert count", func(d Dims) bool { return d["K"] == 1 && notIn(d["E"], 2, 4, 8, 16, 32, 256) }},
+		}, false},
+		{"moe.fused_experts", "top-1 at an unseen expert count", func(d Dims) bool { return d["K"] == 1 && notIn(d["E"], 2, 4, 8, 16, 32, 256) }, false},
 	}
 	for _, ck := range checks {
 		s, ok := c.Lookup(ck.slot)
@@ -55,8 +58,8 @@ func TestDrawnSizesReachUnseen(t *testing.T) {
 				hits++
 			}
 		}
-		if hits < seeds/4 {
-			t.Errorf("%s: %s in %d of %d seeds, want a quarter or more", ck.slot, ck.what, hits, seeds)
+		if want := seeds; hits < want && (!ck.some || hits < want/4) {
+			t.Errorf("%s: %s in %d of %d seeds, want every seed (some: a quarter)", ck.slot, ck.what, hits, seeds)
 		}
 	}
 	for _, s := range c.Specs() {
