@@ -31,7 +31,9 @@ FAIL, --positive (an honest candidate faster than the incumbent stack
 --positive-incumbent, which holds a slow but correct kernel) must PASS. A
 calibration whose controls do not end so is refused (exit 3) and not
 written. The record, with every read it came from, is sealed in the evidence
-store and written canonically to -o FILE.`,
+store and written canonically to -o FILE. It names the arena digest, the
+device (the GPU's model and driver from nvidia-smi, or "cpu") and the
+runtime's digest; qualify and the validator refuse it anywhere else.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if aa == "" || negative == "" || positive == "" || posInc == "" || out == "" {
@@ -49,7 +51,7 @@ store and written canonically to -o FILE.`,
 				return withCode(ExitFindings, err)
 			}
 			cal, ref, rep, err := r.Calibrate(a.ctx, referee.CalibrateRequest{Arena: ea.ar, AA: aa, Pairs: pairs, Negative: negative,
-				Positive: positive, PositiveIncumbent: inc, Targets: ea.targets, Device: ea.ar.Device, Runtime: python.Digest()})
+				Positive: positive, PositiveIncumbent: inc, Targets: ea.targets, Runtime: python.Digest()})
 			prog.done()
 			if rep != nil {
 				fmt.Fprintf(a.stderr, "A/A drifts %v, ratios %v; negative control %v; positive control %v\n", rep.Drifts, rep.Ratios, rep.Negative, rep.Positive)

@@ -12,6 +12,7 @@ import (
 	"cacheon/internal/engine"
 	"cacheon/internal/product"
 	"cacheon/internal/referee"
+	"cacheon/python"
 )
 
 func (a *app) qualifyCommand() *cobra.Command {
@@ -34,7 +35,9 @@ sealed in the evidence store and re-derivable with cacheon evidence check.
 
 The speed rule: s = |B′−B| / mean(B, B′) (> n: NO_DECISION), r = C / max(B,
 B′), PASS iff r ≥ 1 + max(m, k·s); n, m, k come from --calibration (written
-by cacheon calibrate for this arena), never from flags. A crown needs two
+by cacheon calibrate for this arena and workload, on this device model and
+driver, by this build's runtime: a record made for anything else is
+refused), never from flags. A crown needs two
 passing attempts (the second with the engine placement swapped); its speedup
 is the lower r. A crown over the stock stack is written as the crown record
 cacheon integrate takes (--crown-out).
@@ -67,7 +70,12 @@ run so far are summarised, and no further one starts).`,
 			if err != nil {
 				return withCode(ExitInfra, err)
 			}
-			if r.Calibration, r.CalibRef, err = referee.LoadCalibration(r.Store, calibration, ad); err != nil {
+			device, err := r.Device.Describe(a.ctx)
+			if err != nil {
+				return withCode(ExitInfra, fmt.Errorf("qualify: describe the device: %w", err))
+			}
+			want := referee.Provenance{Arena: ad, Device: device, Runtime: python.Digest()}
+			if r.Calibration, r.CalibRef, err = referee.LoadCalibration(r.Store, calibration, want); err != nil {
 				return err
 			}
 			var inc []engine.StackSpec
@@ -122,7 +130,7 @@ run so far are summarised, and no further one starts).`,
 	f.StringVar(&candidate, "candidate", "", "candidate bundle (directory or .tar.gz)")
 	f.StringVar(&incumbent, "incumbent", "", "incumbent stack file (default: the stock stack)")
 	f.StringVar(&target, "target", "", "registered target (default: the bundle's [competition] target)")
-	f.StringVar(&calibration, "calibration", "", "calibration record of this arena (cacheon calibrate -o)")
+	f.StringVar(&calibration, "calibration", "", "calibration record of this arena, device model and build (cacheon calibrate -o)")
 	f.StringVar(&contributor, "contributor", "local", "who the crown record credits")
 	f.StringVar(&crownOut, "crown-out", "", "where to write the crown record (default: in the evidence directory)")
 	f.IntVar(&attempts, "attempts", 2, "attempts: 2 for a crown, 1 to look")

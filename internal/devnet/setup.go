@@ -134,7 +134,7 @@ func (d *Devnet) calibrate(ctx context.Context, path string) error {
 	cal, _, rep, err := r.Calibrate(ctx, referee.CalibrateRequest{Arena: ar, AA: d.BundleDir("honest"), Pairs: devPairs,
 		Negative: d.BundleDir("slow"), Positive: d.BundleDir("honest"),
 		PositiveIncumbent: []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: d.BundleDir("slow")}},
-		Targets:           targets, Device: ar.Device, Runtime: python.Digest()})
+		Targets:           targets, Runtime: python.Digest()})
 	if rep != nil {
 		d.Config.Progress(fmt.Sprintf("A/A drifts %v, ratios %v; negative control %v; positive control %v", rep.Drifts, rep.Ratios, rep.Negative, rep.Positive))
 	}

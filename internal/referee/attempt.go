@@ -47,6 +47,9 @@ type Device interface {
 	Quiet(ctx context.Context, allowed int) error
 	// MemoryUsed is the device memory in use, bytes.
 	MemoryUsed(ctx context.Context) (int64, error)
+	// Describe names the device as a calibration records it (the model,
+	// not the unit): a calibration made on another is refused.
+	Describe(ctx context.Context) (string, error)
 }
 
 // Proposal is one exact proposal: the incumbent evaluation stack of an

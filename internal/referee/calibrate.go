@@ -30,8 +30,9 @@ type CalibrateRequest struct {
 	Positive          string
 	PositiveIncumbent []engine.StackSpec
 	Targets           *target.Catalog
-	// Device and Runtime name what was calibrated.
-	Device, Runtime string
+	// Runtime is the digest of the runtime calibrated; the device is
+	// the referee's (Device.Describe).
+	Runtime string
 }
 
 // CalibrationReport says what calibrate measured and how the controls
@@ -74,9 +75,13 @@ func (r *Referee) Calibrate(ctx context.Context, req CalibrateRequest) (*Calibra
 	if err != nil {
 		return nil, evidence.Ref{}, nil, err
 	}
+	device, err := r.Device.Describe(ctx)
+	if err != nil {
+		return nil, evidence.Ref{}, nil, fmt.Errorf("calibrate: describe the device: %w", err)
+	}
 	tail := canon.Decimal(fmt.Sprintf("%.4f", math.Log(float64(req.Arena.Model.VocabSize))))
 	wide := canon.Decimal("1000000000")
-	provisional := &Calibration{Arena: ad, Device: req.Device, Runtime: req.Runtime,
+	provisional := &Calibration{Arena: ad, Device: device, Runtime: req.Runtime,
 		Speed: SpeedRule{N: wide, M: "0", K: "0"},
 		Quality: QualityConstants{Alpha: "0.05", TailNLL: tail, DriftEnvelope: [3]canon.Decimal{wide, wide, wide},
 			AllowedDelta: [3]canon.Decimal{wide, wide, wide}, DivergenceEnvelope: wide},
@@ -110,7 +115,7 @@ func (r *Referee) Calibrate(ctx context.Context, req CalibrateRequest) (*Calibra
 		}
 	}
 	r.Measure = false
-	cal := m.derive(ad, req.Device, req.Runtime, tail)
+	cal := m.derive(ad, device, req.Runtime, tail)
 	cal.Reads = refs
 	if err := r.useCalibration(cal); err != nil {
 		return nil, evidence.Ref{}, nil, err

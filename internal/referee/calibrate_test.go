@@ -88,7 +88,7 @@ func TestCalibrate(t *testing.T) {
 				TPrompts: 6, AuditShare: "0.5", AuditMax: 16, MinAudited: 2}
 			pos := tc.posInc
 			cal, ref, rep, err := r.Calibrate(ctx, CalibrateRequest{Arena: a, AA: aa, Pairs: 3, Negative: tc.negative, Positive: fast,
-				PositiveIncumbent: []engine.StackSpec{{Slot: targetSlot, Bundle: pos}}, Targets: targets, Device: "cpu", Runtime: fmt.Sprintf("%064x", 9)})
+				PositiveIncumbent: []engine.StackSpec{{Slot: targetSlot, Bundle: pos}}, Targets: targets, Runtime: fmt.Sprintf("%064x", 9)})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Calibrate: %v, want an error about the %s (report %+v)", err, tc.wantErr, rep)

@@ -14,8 +14,10 @@ import (
 // rule's constants; the calibrated stock rate with its envelope (device
 // sanity); what it was measured on; and the raw reads that produced it.
 type Calibration struct {
-	Arena  string `json:"arena"`  // arena digest (settings, workload selected)
-	Device string `json:"device"` // device the runtime reported
+	Arena string `json:"arena"` // arena digest (settings, workload selected)
+	// Device is the device's model as the referee's device guard
+	// describes it (Device.Describe: "cpu", or the GPU's name and driver).
+	Device string `json:"device"`
 	// Runtime is the digest of the runtime that was calibrated.
 	Runtime string           `json:"runtime"`
 	Speed   SpeedRule        `json:"speed"`
@@ -86,6 +88,29 @@ func (c *Calibration) Validate() error {
 	for name, d := range map[string]canon.Decimal{"stock_rate": c.StockRate, "stock_envelope": c.StockEnvelope} {
 		if r, err := rat(d); err != nil || r.Sign() <= 0 {
 			return fmt.Errorf("calibration %s = %q: want a positive decimal", name, d)
+		}
+	}
+	return nil
+}
+
+// Provenance is what a calibration is for: the arena (its workload
+// selected), the device's model as Device.Describe names it, and the
+// runtime's digest. Constants measured on another device model or driver,
+// or with another runtime, do not describe this referee's noise.
+type Provenance struct {
+	Arena, Device, Runtime string
+}
+
+// Matches reports, as an error naming the field, where the calibration was
+// made for something else than want.
+func (c *Calibration) Matches(want Provenance) error {
+	for _, f := range []struct{ name, got, want, hint string }{
+		{"arena", c.Arena, want.Arena, "another arena or workload"},
+		{"device", c.Device, want.Device, "another device model or driver"},
+		{"runtime", c.Runtime, want.Runtime, "another runtime (another cacheon build)"},
+	} {
+		if f.got != f.want {
+			return fmt.Errorf("was made for %s (%s %q, this is %q): run cacheon calibrate here", f.hint, f.name, f.got, f.want)
 		}
 	}
 	return nil

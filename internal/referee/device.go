@@ -20,6 +20,9 @@ func (HostDevice) Quiet(context.Context, int) error { return nil }
 // MemoryUsed implements Device.
 func (HostDevice) MemoryUsed(context.Context) (int64, error) { return 0, nil }
 
+// Describe implements Device: a CPU arena's calibration is the host's.
+func (HostDevice) Describe(context.Context) (string, error) { return "cpu", nil }
+
 // NvidiaDevice guards one NVIDIA GPU through nvidia-smi: the compute
 // processes holding a context on it, and its memory in use.
 type NvidiaDevice struct {
@@ -75,6 +78,22 @@ func (d NvidiaDevice) MemoryUsed(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("GPU %d memory.used %q: %w", d.Index, strings.TrimSpace(out), err)
 	}
 	return mib << 20, nil
+}
+
+// Describe names the GPU as a calibration records it: its model and the
+// driver, e.g. "cuda: NVIDIA H200 (driver 580.159.04)". A calibration made
+// on another model or driver does not describe this device's speed.
+func (d NvidiaDevice) Describe(ctx context.Context) (string, error) {
+	out, err := d.query(ctx, "--query-gpu=name,driver_version", "--format=csv,noheader")
+	if err != nil {
+		return "", err
+	}
+	name, driver, ok := strings.Cut(strings.TrimSpace(out), ",")
+	name, driver = strings.TrimSpace(name), strings.TrimSpace(driver)
+	if !ok || name == "" || driver == "" || strings.Contains(driver, "\n") {
+		return "", fmt.Errorf("GPU %d name,driver_version %q: want one line of two fields", d.Index, strings.TrimSpace(out))
+	}
+	return fmt.Sprintf("cuda: %s (driver %s)", name, driver), nil
 }
 
 // nudgeScript creates the CUDA device's primary context in a process of

@@ -186,6 +186,7 @@ func (d fakeDevice) Quiet(_ context.Context, allowed int) error {
 	return nil
 }
 func (fakeDevice) MemoryUsed(context.Context) (int64, error) { return 0, nil }
+func (fakeDevice) Describe(context.Context) (string, error)  { return "cpu", nil }
 
 // tiny is cpu-tiny with its default workload, and the catalogs.
 func tiny(t *testing.T) (*arena.Arena, *slot.Catalog, *target.Catalog) {

@@ -61,8 +61,9 @@ type Result struct {
 }
 
 // LoadCalibration reads a calibration file (the canonical envelope calibrate
-// writes), checks it was made for arenaDigest, and seals it in the store.
-func LoadCalibration(store *evidence.Store, path, arenaDigest string) (*Calibration, evidence.Ref, error) {
+// writes), checks it was made for want (the arena, the device's model and
+// the runtime), and seals it in the store.
+func LoadCalibration(store *evidence.Store, path string, want Provenance) (*Calibration, evidence.Ref, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration: %w", err))
@@ -79,8 +80,8 @@ func LoadCalibration(store *evidence.Store, path, arenaDigest string) (*Calibrat
 	if err := cal.Validate(); err != nil {
 		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: %w", path, err))
 	}
-	if cal.Arena != arenaDigest {
-		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s was made for arena %s, not this arena (%s): run cacheon calibrate for it", path, cal.Arena, arenaDigest))
+	if err := cal.Matches(want); err != nil {
+		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s %w", path, err))
 	}
 	sealed, err := store.Put(DomainCalibration, cal)
 	if err != nil {

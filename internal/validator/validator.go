@@ -36,6 +36,7 @@ import (
 	"cacheon/internal/store"
 	"cacheon/internal/target"
 	"cacheon/internal/worker"
+	"cacheon/python"
 )
 
 // ErrConfig marks an error in what the configuration names: an arena,
@@ -108,7 +109,7 @@ func Open(ctx context.Context, cfg *nodeconfig.Config, opts Options) (_ *Validat
 	if v.Evidence, err = evidence.Open(evDir); err != nil {
 		return nil, fmt.Errorf("evidence store: %w", err)
 	}
-	ref, err := v.referee()
+	ref, err := v.referee(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func Open(ctx context.Context, cfg *nodeconfig.Config, opts Options) (_ *Validat
 // referee wires the referee of the arena: real engine sessions, the
 // device guard of the arena's device, the evidence store, the
 // calibration, and a kernel cache in a scratch directory Close removes.
-func (v *Validator) referee() (*referee.Referee, error) {
+func (v *Validator) referee(ctx context.Context) (*referee.Referee, error) {
 	cfg := v.Config.Referee
 	var dev referee.Device = referee.HostDevice{}
 	if v.Arena.Device == "cuda" {
@@ -166,7 +167,12 @@ func (v *Validator) referee() (*referee.Referee, error) {
 	if err != nil {
 		return nil, fmt.Errorf("arena digest: %w", err)
 	}
-	if r.Calibration, r.CalibRef, err = referee.LoadCalibration(v.Evidence, cfg.Calibration, ad); err != nil {
+	device, err := dev.Describe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("referee: describe the device: %w", err)
+	}
+	want := referee.Provenance{Arena: ad, Device: device, Runtime: python.Digest()}
+	if r.Calibration, r.CalibRef, err = referee.LoadCalibration(v.Evidence, cfg.Calibration, want); err != nil {
 		return nil, fmt.Errorf("%w: referee.calibration: %w", ErrConfig, err)
 	}
 	dir, err := os.MkdirTemp(r.ScratchRoot, "cacheon-referee-*")
