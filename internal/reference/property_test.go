@@ -411,7 +411,8 @@ func TestSDPAValuePathsAgree(t *testing.T) {
 
 // TestResidualNormSensitivity checks the residual norms' sensitivity
 // against its formula written out: the sum's and the partials' squares,
-// and the norm's as the residual's through the weight over the row's RMS.
+// and the norm's as the residual's through the weight over the row's RMS,
+// with the RMS's own move added in quadrature.
 func TestResidualNormSensitivity(t *testing.T) {
 	const n, h, eps = 3, 8, 1e-6
 	r := newRand(31)
@@ -428,12 +429,20 @@ func TestResidualNormSensitivity(t *testing.T) {
 			ms += res[i*h+j] * res[i*h+j]
 		}
 		rms := math.Sqrt(ms/h + eps)
+		want := make([]float64, h)
+		var spread float64
 		for j := range h {
 			k := i*h + j
 			s := parts[0][k] + parts[1][k]
-			want := math.Sqrt(s*s + parts[0][k]*parts[0][k] + parts[1][k]*parts[1][k])
-			if math.Abs(sr[k]-want) > 1e-12*want || math.Abs(sn[k]-math.Abs(weight[j])*want/rms) > 1e-12*(1+sn[k]) {
-				t.Fatalf("element %d: sensitivities %v, %v; want %v, %v", k, sr[k], sn[k], want, math.Abs(weight[j])*want/rms)
+			want[j] = math.Sqrt(s*s + parts[0][k]*parts[0][k] + parts[1][k]*parts[1][k])
+			spread += res[k] * res[k] * want[j] * want[j]
+		}
+		move := math.Sqrt(spread) / (h * rms * rms)
+		for j := range h {
+			k := i*h + j
+			norm := math.Abs(weight[j]) * math.Sqrt(want[j]*want[j]+res[k]*res[k]*move*move) / rms
+			if math.Abs(sr[k]-want[j]) > 1e-12*want[j] || math.Abs(sn[k]-norm) > 1e-12*(1+sn[k]) {
+				t.Fatalf("element %d: sensitivities %v, %v; want %v, %v", k, sr[k], sn[k], want[j], norm)
 			}
 		}
 	}

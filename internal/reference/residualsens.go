@@ -9,19 +9,31 @@ import "math"
 // and the all-reduced sum to the input's format (NCCL's all-reduce of a
 // bfloat16 tensor, SGLang's and vLLM's unfused paths) before the residual
 // is added; where the residual cancels the sum, the rounding of the sum
-// is far larger than the result. Per element,
+// is far larger than the result. Per element k of row i (x = outResidual,
+// j its column),
 //
 //	sensRes² = (Σ_r parts[r])² + Σ_r parts[r]²
-//	sensNorm = |weight[j]| · sensRes / sqrt(mean(outResidual_row²) + eps)
+//	ms       = mean(x_row²) + eps
+//	R        = sqrt(Σ_row (x·sensRes)²) / (h · ms)
+//	sensNorm = |weight[j]| · sqrt(sensRes² + (x_k · R)²) / sqrt(ms)
 //
-// (the norm's output moves with its element of the residual; the row's
-// RMS moves little). Arguments must be validated by the caller's reference.
+// The norm's output moves with its element of the residual, and with the
+// row's RMS, which moves by every element's rounding (R: the roundings of
+// the row's elements added in quadrature through ∂rms/∂x_j = x_j/(h·rms)).
+// The second term is small in most rows (R ≈ √(6/h) in a row of normal
+// values, where sensRes ≈ √2·|x_k|), and dominant where a massive element of the sum nearly
+// cancels the residual's (session 39: a sink token's 289.5 against the
+// residual's −284, its bfloat16 rounding 0.54 moved the row's RMS by 5 %:
+// a partial alone in its subgroup met its residual so). Arguments must be
+// validated by the caller's reference.
 func ResidualNormSensitivity(parts [][]float64, outResidual, weight []float64, n, h int, eps float64) (sensNorm, sensRes []float64) {
 	sensNorm, sensRes = make([]float64, n*h), make([]float64, n*h)
 	parallelFor(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := outResidual[i*h : (i+1)*h]
-			inv := 1 / math.Sqrt(dot(row, row)/float64(h)+eps)
+			ms := dot(row, row)/float64(h) + eps
+			inv := 1 / math.Sqrt(ms)
+			var spread float64
 			for j := range row {
 				k := i*h + j
 				var sum, sq float64
@@ -30,7 +42,12 @@ func ResidualNormSensitivity(parts [][]float64, outResidual, weight []float64, n
 					sq += p[k] * p[k]
 				}
 				sensRes[k] = math.Sqrt(sum*sum + sq)
-				sensNorm[k] = math.Abs(weight[j]) * sensRes[k] * inv
+				spread += (row[j] * sensRes[k]) * (row[j] * sensRes[k])
+			}
+			r := math.Sqrt(spread) / (float64(h) * ms)
+			for j := range row {
+				k := i*h + j
+				sensNorm[k] = math.Abs(weight[j]) * math.Hypot(sensRes[k], row[j]*r) * inv
 			}
 		}
 	})

@@ -42,6 +42,9 @@ type Case struct {
 	// Scene is the case's place in the order its row deals outlier
 	// scenes (CaseParams.Scene).
 	Scene int
+	// over are the ranks a collective reference reduces over, set on the
+	// copy ReferenceOver makes (groups.go); nil: every rank.
+	over []int
 }
 
 // CaseParams selects one case of a slot.
@@ -441,7 +444,8 @@ func (c *Case) Outputs() ([]Output, error) {
 
 // Reference computes the expected value of every output with the trusted
 // fp64 reference. The values are logical row-major (not strided) and are
-// the same for every rank.
+// the same for every rank handed the world group; ReferenceOver is a
+// subgroup's (groups.go).
 func (c *Case) Reference() (map[string][]float64, error) {
 	out, err := c.Spec.impl.reference(c)
 	if err != nil {

@@ -32,10 +32,13 @@ func (c *Case) i32(rank int, name string) ([]int32, error) {
 	return out, nil
 }
 
+// perRank lists a per-rank input of every rank the reference reduces
+// over (reduceRanks: all, or a subgroup's), in rank order.
 func (c *Case) perRank(name string) [][]float64 {
-	parts := make([][]float64, len(c.Ranks))
-	for r := range c.Ranks {
-		parts[r] = c.f64(r, name)
+	ranks := c.reduceRanks()
+	parts := make([][]float64, len(ranks))
+	for i, r := range ranks {
+		parts[i] = c.f64(r, name)
 	}
 	return parts
 }
@@ -301,16 +304,18 @@ func refFusedExperts(c *Case) (map[string][]float64, error) {
 
 // refFusedExpertsReduce computes each rank's fp64 partial from that rank's
 // own weight shard, then the cross-rank sum; the scale sums the ranks'
-// squared sensitivities.
+// squared sensitivities. Over a subgroup (ReferenceOver) both sums run
+// over its ranks' partials, each still from its world shard.
 func refFusedExpertsReduce(c *Case) (map[string][]float64, error) {
 	ids, err := c.i32(0, "topk_ids")
 	if err != nil {
 		return nil, err
 	}
-	parts := make([][]float64, len(c.Ranks))
-	sq := make([][]float64, len(c.Ranks))
-	for r := range c.Ranks {
-		parts[r], sq[r], err = reference.FusedExpertsPartialSensitivity(c.f64(r, "x"), c.f64(r, "w13"), c.f64(r, "w2"), ids,
+	ranks := c.reduceRanks()
+	parts := make([][]float64, len(ranks))
+	sq := make([][]float64, len(ranks))
+	for i, r := range ranks {
+		parts[i], sq[i], err = reference.FusedExpertsPartialSensitivity(c.f64(r, "x"), c.f64(r, "w13"), c.f64(r, "w2"), ids,
 			c.f64(r, "topk_weights"), moeDims(c.Dims), r, c.WorldSize)
 		if err != nil {
 			return nil, fmt.Errorf("rank %d partial: %w", r, err)
@@ -362,15 +367,16 @@ func (c *Case) withResidualScales(out map[string][]float64, parts [][]float64, w
 func refMoEFinalize(c *Case) (map[string][]float64, error) {
 	d := c.Dims
 	dm := reference.FinalizeDims{T: d["T"], TExp: d["T"] + d["PAD"], K: d["K"], H: d["H"]}
-	rowMaps := make([][]int32, len(c.Ranks))
-	scales := make([][]float64, len(c.Ranks))
-	for r := range c.Ranks {
+	ranks := c.reduceRanks()
+	rowMaps := make([][]int32, len(ranks))
+	scales := make([][]float64, len(ranks))
+	for i, r := range ranks {
 		rm, err := c.i32(r, "row_map")
 		if err != nil {
 			return nil, err
 		}
-		rowMaps[r] = rm
-		scales[r] = c.f64(r, "scales")
+		rowMaps[i] = rm
+		scales[i] = c.f64(r, "scales")
 	}
 	gemm, weight, eps := c.perRank("gemm_out"), c.f64(0, "weight"), c.Scalars["eps"]
 	n, res, err := reference.MoEFinalizeARRMSNorm(gemm, rowMaps, scales, c.f64(0, "residual"), weight, dm, eps)

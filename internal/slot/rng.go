@@ -175,6 +175,16 @@ import (
 //     float16 MoE tokens are halved until every token–expert pair fits
 //     (headroom.go), last in a call's layout. The drawn long sequences
 //     take sinks in every call as the probe shapes do (Case.probe).
+// 19. Since v19 (session 39): process groups (groups.go). Verify's ranks
+//     of ws ≥ 2 create the subgroups of Partition(run seed, ws) (the
+//     stream of argument "process_group.partition:" + ws, shape "" and
+//     case 0, keyed by the run's seed, not a row's: one worker set serves
+//     every dtype's rows), and the cases at positions i ≥ 1 of a
+//     collective row with (i + intn(3) of the stream of argument
+//     "process_group.cases", keyed by the row's seed) mod 3 = 0 hand the
+//     kernel its rank's subgroup (Spec.SubgroupCase), graded against the
+//     reduction over that subgroup (Case.ReferenceOver). No input draw
+//     changes but through the name of the generator.
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -190,8 +200,10 @@ import (
 // weights, shared page-table prefixes; v16, session 35: sink values and
 // prefill sheet sinks; v17, session 36: trained tensors' spreads, column
 // scales, gate halves and rotary positions; v18, session 38: drawn sizes, dynamic norm weights, upcycled experts,
-// rows one rank owns, float16 product caps and headroom, routing patterns).
-const InputGenerator = "cacheon.slot.input.v18"
+// rows one rank owns, float16 product caps and headroom, routing patterns;
+// v19, session 39: process subgroups and the collective cases that hand
+// them).
+const InputGenerator = "cacheon.slot.input.v19"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -28,10 +28,16 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 		return
 	}
 	var firstOut map[string]worker.Identity // output identity of the first call, rank 0..n
-	// rank0 holds rank 0's outputs of each call, which every other rank's
-	// must equal bit for bit (a collective's outputs are replicated).
-	var rank0 []map[string]*tensor.Tensor
+	// leads holds, per group, its first rank's outputs of each call, which
+	// every other rank of the group must equal bit for bit (a collective's
+	// outputs are replicated over the group it reduces over: the world, or
+	// the rank's subgroup, plannedCase.groups).
+	leads := map[int][]map[string]*tensor.Tensor{}
 	for r, rep := range replies {
+		lead := 0
+		if g := pc.groupOf(r); g != nil {
+			lead = g[0]
+		}
 		firstOut = nil
 		var firstIn map[string]worker.Identity
 		if len(rep.Calls) > len(pc.calls) {
@@ -84,7 +90,11 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 			}
 			// Inputs after the call must be exactly what Go sent; then every
 			// output is graded against Go's reference.
-			res, err := grade.Call(pol, tol, pc.outputs, plan.expected, f.Tensors, sentInputs(plan.sent[r]))
+			if r >= len(plan.expected) {
+				st.infra(fmt.Sprintf("%s: no reference planned for rank %d", where, r))
+				return
+			}
+			res, err := grade.Call(pol, tol, pc.outputs, plan.expected[r], f.Tensors, sentInputs(plan.sent[r]))
 			if res.Failure == nil || !res.Failure.Kind.OfInput() {
 				st.row.Calls++
 			}
@@ -103,14 +113,14 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				return
 			}
 			if res.Failure != nil {
-				st.fail(gradeReason(where, res.Failure))
+				st.fail(gradeReason(where, res.Failure) + pc.groupNote(r))
 				return
 			}
 			if len(replies) > 1 {
-				if r == 0 {
-					rank0 = append(rank0, f.Tensors)
-				} else if reason := rankDisagreement(pc.outputs, rank0[i], f.Tensors); reason != "" {
-					st.fail(fmt.Sprintf("%s: %s", where, reason))
+				if r == lead {
+					leads[lead] = append(leads[lead], f.Tensors)
+				} else if reason := rankDisagreement(pc.outputs, lead, leads[lead][i], f.Tensors); reason != "" {
+					st.fail(fmt.Sprintf("%s: %s%s", where, reason, pc.groupNote(r)))
 					return
 				}
 			}
@@ -122,15 +132,16 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 	}
 }
 
-// rankDisagreement says where a rank's outputs of a call differ from rank
-// 0's by a single bit ("" when none does). Every rank of a collective
-// slot has one expected value, the all-reduced result: NCCL's and gloo's
-// all-reduces return the same bits on every rank, and serving's ranks
+// rankDisagreement says where a rank's outputs of a call differ from
+// those of rank lead, the first rank of its group, by a single bit (""
+// when none does). Every rank of a collective slot's group has one
+// expected value, the all-reduced result: NCCL's and gloo's all-reduces
+// return the same bits on every rank, and serving's ranks
 // each go on from their own copy (each samples its next token from it),
 // so ranks that round differently (a local sum in a rank-dependent
 // order, rt33's allreduce_rank_rotated_sum) drift apart in serving while
 // each stays within the tolerance of the reference.
-func rankDisagreement(outputs []slot.Output, zero, mine map[string]*tensor.Tensor) string {
+func rankDisagreement(outputs []slot.Output, lead int, zero, mine map[string]*tensor.Tensor) string {
 	for _, o := range outputs {
 		a, b := zero[o.Name], mine[o.Name]
 		if a == nil || b == nil || a.DType != b.DType || !slices.Equal(a.Shape, b.Shape) || len(a.Data) != len(b.Data) {
@@ -152,9 +163,9 @@ func rankDisagreement(outputs []slot.Output, zero, mine map[string]*tensor.Tenso
 		if n > 0 {
 			at := []tensor.Span{{Lo: first, N: 1}}
 			x, y := a.Float64sOf(at), b.Float64sOf(at)
-			return fmt.Sprintf("output %s: ranks disagree: %d of %d elements differ from rank 0's "+
-				"(first: element %d, rank 0 %g, this rank %g); a collective's output is the same on every rank, "+
-				"bit for bit, as an all-reduce's is", o.Name, n, a.NumElements(), first, x[0], y[0])
+			return fmt.Sprintf("output %s: ranks disagree: %d of %d elements differ from rank %d's "+
+				"(first: element %d, rank %d %g, this rank %g); a collective's output is the same on every rank "+
+				"of its group, bit for bit, as an all-reduce's is", o.Name, n, a.NumElements(), lead, first, lead, x[0], y[0])
 		}
 	}
 	return ""

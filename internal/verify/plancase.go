@@ -155,7 +155,7 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 			return fmt.Errorf("write %s for rank %d: %w", u.file, r, err)
 		}
 	}
-	exp, err := c.Reference()
+	exp, err := expectedPerRank(c, pc.groups)
 	if err != nil {
 		return err
 	}
@@ -167,6 +167,39 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 	}
 	*u.target = plannedCall{phase: u.phase, label: u.label, dist: c.Dist, sent: sent, expected: exp}
 	return nil
+}
+
+// expectedPerRank is a call's reference outputs for each rank: the one
+// map of the world group's reduction for every rank (groups nil), else
+// each subgroup's reduction over its own ranks (slot.Case.ReferenceOver)
+// for the ranks of that subgroup, sensitivity scales included.
+func expectedPerRank(c *slot.Case, groups [][]int) ([]map[string][]float64, error) {
+	out := make([]map[string][]float64, len(c.Ranks))
+	if groups == nil {
+		exp, err := c.Reference()
+		if err != nil {
+			return nil, err
+		}
+		for r := range out {
+			out[r] = exp
+		}
+		return out, nil
+	}
+	for _, g := range groups {
+		exp, err := c.ReferenceOver(g)
+		if err != nil {
+			return nil, fmt.Errorf("subgroup %v: %w", g, err)
+		}
+		for _, r := range g {
+			out[r] = exp
+		}
+	}
+	for r, m := range out {
+		if m == nil {
+			return nil, fmt.Errorf("rank %d is in none of the subgroups %v", r, groups)
+		}
+	}
+	return out, nil
 }
 
 // rooms returns, per rank, what the packed inputs' rooms hold during the
@@ -323,6 +356,9 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
 			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, Chain: pc.chain, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
+		}
+		if pc.groups != nil {
+			req.ProcessGroup = worker.GroupSub
 		}
 		if packed {
 			rooms, err := c.Rooms(r, packing)

@@ -52,6 +52,11 @@ type workerSet struct {
 	calls int
 	// modules maps a bundle source to the module id it was loaded as.
 	modules map[string]string
+	// backend and initMethod are a group's process group (initGroup);
+	// subgroups the partition its ranks made (makeSubgroups), nil until
+	// its first row.
+	backend, initMethod string
+	subgroups           [][]int
 	// cancel ends the context the set was started on: a worker still
 	// starting is killed.
 	cancel context.CancelFunc
@@ -86,7 +91,8 @@ func allLanes(o Options) map[setKey]bool {
 // none makes it N/A), so a run starts groups when a row asks; a warm job
 // for a queue's next bundle starts them ahead. Nothing of the candidate is
 // loaded before a row asks for it; a group's ranks join their process
-// group when they start, before any load.
+// group when they start, and create its subgroups (makeSubgroups) when
+// its first row asks for it, both before any load.
 func neededSets(b *bundle.Bundle, slots *slot.Catalog, o Options, groups bool) map[setKey]bool {
 	sets := map[setKey]bool{}
 	for _, op := range b.Manifest.Ops {
@@ -343,7 +349,7 @@ func (p *pool) launch(ctx context.Context, key setKey, s *workerSet) (reason str
 	s.launched.add(phaseDeviceInit, t0)
 	if group {
 		t0 = time.Now()
-		reason, infra := initGroup(ctx, s.clients, o)
+		reason, infra := initGroup(ctx, s, o)
 		s.launched.add(phaseGroup, t0)
 		if reason != "" {
 			return reason, infra

@@ -20,11 +20,14 @@ import (
 // plannedCall is one call of a case as Go planned it: what it sent and what
 // it expects back.
 type plannedCall struct {
-	phase    string                      // eager, replay, graph_replay
-	label    string                      // human label, e.g. "replay 2"
-	dist     slot.Distribution           // the value distribution of the call's graph-dynamic inputs
-	sent     []map[string]*tensor.Tensor // per rank: the inputs as they were for this call
-	expected map[string][]float64        // reference outputs (same for every rank)
+	phase string                      // eager, replay, graph_replay
+	label string                      // human label, e.g. "replay 2"
+	dist  slot.Distribution           // the value distribution of the call's graph-dynamic inputs
+	sent  []map[string]*tensor.Tensor // per rank: the inputs as they were for this call
+	// expected are, per rank, the reference outputs of the group the
+	// call hands the rank: one map shared by every rank for the world
+	// group, else one per subgroup (plannedCase.groups).
+	expected []map[string][]float64
 }
 
 // plannedCase is one case: its slot.Case, the files written for each rank
@@ -55,10 +58,36 @@ type plannedCase struct {
 	// chain maps an output to the input the eager replays pass in its
 	// memory (chainedPairs, worker.RunRequest.Chain).
 	chain map[string]string
+	// groups is the partition of the ranks (slot.Partition) when the
+	// case hands each rank its subgroup (worker.GroupSub,
+	// slot.Spec.SubgroupCase), each rank graded against its own
+	// subgroup's reduction and compared with its subgroup's first rank;
+	// nil: the world group.
+	groups [][]int
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}
 	err   error
+}
+
+// groupOf is the group rank r reduces over in the case: its subgroup,
+// or nil for the world.
+func (pc *plannedCase) groupOf(r int) []int {
+	for _, g := range pc.groups {
+		if slices.Contains(g, r) {
+			return g
+		}
+	}
+	return nil
+}
+
+// groupNote is what a failure of rank r adds where the case handed it a
+// subgroup ("" for the world group).
+func (pc *plannedCase) groupNote(r int) string {
+	if g := pc.groupOf(r); g != nil {
+		return fmt.Sprintf(" (the call handed rank %d its subgroup %v of the partition %v)", r, g, pc.groups)
+	}
+	return ""
 }
 
 // where names call i of the case for a reason: the shape, the call's
@@ -227,6 +256,19 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	// serving forms on its own shape.
 	var servingDims slot.Dims
 	drawn, hasDrawn := drawnWideShape(spec, seed)
+	// The subgroups every collective row of ws ≥ 2 ranks makes, drawn
+	// from the run's seed (one worker set serves each dtype's rows), and
+	// the cases that hand them, dealt from the row's (groups below).
+	var parts [][]int
+	if spec.Kind == slot.Collective {
+		parts = slot.Partition(o.Seed, ws)
+	}
+	groups := func(position int) [][]int {
+		if parts != nil && spec.SubgroupCase(seed, position) {
+			return parts
+		}
+		return nil
+	}
 	for _, js := range servingShapes(spec, dom, seed, fits) {
 		if ok, _ := match(js.Dims); !ok {
 			continue
@@ -261,7 +303,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		}
 		cases = append(cases, &plannedCase{params: slot.CaseParams{Seed: seed, Shape: js, DType: dt, Dist: dists[len(cases)%len(dists)],
 			Index: i, WorldSize: ws, ScalarPoint: point, Serving: len(cases) == 0 || isDrawn},
-			label: "shape " + js.Name, graph: graph, firstOnly: isDrawn || heavyWideShape(spec, js)})
+			label: "shape " + js.Name, graph: graph, firstOnly: isDrawn || heavyWideShape(spec, js), groups: groups(len(cases))})
 	}
 	if len(cases) == 0 {
 		if inDomain > 0 {
@@ -316,6 +358,17 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		endPlanning()
 		p.discard(key)
 		return row
+	}
+	if parts != nil {
+		t1 := time.Now()
+		reason, infra := makeSubgroups(ctx, set, parts, o)
+		clk.add(phaseGroup, t1)
+		if reason != "" {
+			st.failOrInfra(reason, infra)
+			endPlanning()
+			p.discard(key)
+			return row
+		}
 	}
 
 	runCases(ctx, b, op, spec, o, set, cases, st, clk)

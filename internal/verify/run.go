@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -113,7 +114,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 						g.notApplicable(why)
 						return
 					}
-					reason = fmt.Sprintf("%s, rank %d: %s", pc.where(ce.call), r, callError(ce.f))
+					reason = fmt.Sprintf("%s, rank %d: %s%s", pc.where(ce.call), r, callError(ce.f), pc.groupNote(r))
 				} else {
 					reason, infra = failureReason(err, clients[r].Stderr())
 					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
@@ -211,23 +212,54 @@ func (g *grader) close() {
 	<-g.done
 }
 
-// initGroup creates the validator's process group: a free loopback port,
-// then every rank's group request sent before any reply is awaited (the
-// rendezvous blocks until all ranks join).
-func initGroup(ctx context.Context, clients []*worker.Client, o Options) (reason string, infra bool) {
+// initGroup creates the validator's process group for the ranks of s: a
+// free loopback port, then every rank's group request sent before any
+// reply is awaited (the rendezvous blocks until all ranks join).
+func initGroup(ctx context.Context, s *workerSet, o Options) (reason string, infra bool) {
 	port, err := worker.FreePort()
 	if err != nil {
 		return fmt.Sprintf("pick a rendezvous port: %v", err), true
 	}
-	backend := "gloo"
+	s.backend = "gloo"
 	if o.Device == "cuda" {
-		backend = "nccl"
+		s.backend = "nccl"
 	}
-	initMethod := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	s.initMethod = fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	return groupRequest(ctx, s, o, nil)
+}
+
+// makeSubgroups has the ranks of s create the subgroups of parts
+// (slot.Partition), once, before the set's first load: the row that
+// first runs on the set sends them (the seed they are drawn from may come
+// after the set started: a warm job's), and every later row of the set
+// asks for the same ones (the run's seed and the world size decide them).
+func makeSubgroups(ctx context.Context, s *workerSet, parts [][]int, o Options) (reason string, infra bool) {
+	switch {
+	case s.subgroups != nil && slices.EqualFunc(s.subgroups, parts, slices.Equal):
+		return "", false
+	case s.subgroups != nil:
+		return fmt.Sprintf("subgroups %v asked of ranks that made %v", parts, s.subgroups), true
+	case len(s.modules) > 0:
+		return fmt.Sprintf("subgroups %v asked of ranks that loaded candidate code", parts), true
+	}
+	if err := slot.CheckPartition(parts, len(s.clients)); err != nil {
+		return fmt.Sprintf("subgroups %v: %v", parts, err), true
+	}
+	if reason, infra := groupRequest(ctx, s, o, parts); reason != "" {
+		return "subgroups: " + reason, infra
+	}
+	s.subgroups = parts
+	return "", false
+}
+
+// groupRequest sends every rank of s its group request (with subgroups
+// when set) before awaiting any reply.
+func groupRequest(ctx context.Context, s *workerSet, o Options, subgroups [][]int) (reason string, infra bool) {
+	clients := s.clients
 	ids := make([]string, len(clients))
 	for r, c := range clients {
-		ids[r], err = c.Send(map[string]any{"op": "group", "backend": backend, "init_method": initMethod,
-			"rank": r, "world_size": len(clients), "local_rank": r, "device": o.Device})
+		var err error
+		ids[r], err = c.Send(worker.GroupMessage(s.backend, s.initMethod, r, len(clients), r, o.Device, subgroups))
 		if err != nil {
 			return fmt.Sprintf("rank %d group request: %v", r, err), true
 		}

@@ -126,11 +126,25 @@ func (c *Client) LoadEntry(ctx context.Context, module, bundleDir, source, entry
 
 // Group initializes torch.distributed in the worker.
 func (c *Client) Group(ctx context.Context, backend, initMethod string, rank, worldSize, localRank int, device string) error {
-	_, err := c.Call(ctx, map[string]any{
+	_, err := c.Call(ctx, GroupMessage(backend, initMethod, rank, worldSize, localRank, device, nil), nil)
+	return err
+}
+
+// GroupMessage is the group request of one rank: join the process group
+// (once; the same request again is a no-op) and, with subgroups (a
+// partition of the ranks into two or more non-empty parts), create every
+// subgroup in order on this rank, also those it is not in, before any
+// load. Every rank is sent its request before any reply is awaited: the
+// rendezvous and each subgroup's creation wait for all ranks.
+func GroupMessage(backend, initMethod string, rank, worldSize, localRank int, device string, subgroups [][]int) map[string]any {
+	m := map[string]any{
 		"op": "group", "backend": backend, "init_method": initMethod, "rank": rank,
 		"world_size": worldSize, "local_rank": localRank, "device": device,
-	}, nil)
-	return err
+	}
+	if subgroups != nil {
+		m["subgroups"] = subgroups
+	}
+	return m
 }
 
 // RunArg is one positional argument in a run request.
@@ -193,7 +207,18 @@ type RunRequest struct {
 	// input's shape and dtype, and the input neither packed nor missing
 	// from the replay's file).
 	Chain map[string]string `json:"chain,omitempty"`
+	// ProcessGroup says which group a "group" arg hands the kernel:
+	// GroupWorld ("" sends none: the worker's default) or GroupSub, the
+	// rank's subgroup of the partition its group request made
+	// (docs/worker-protocol.md, "group").
+	ProcessGroup string `json:"process_group,omitempty"`
 }
+
+// The groups RunRequest.ProcessGroup names.
+const (
+	GroupWorld = "world"
+	GroupSub   = "sub"
+)
 
 // Packing is RunRequest.Packed.
 type Packing struct {
@@ -217,6 +242,9 @@ func (r RunRequest) message() map[string]any {
 	}
 	if len(r.Chain) > 0 {
 		m["chain"] = r.Chain
+	}
+	if r.ProcessGroup != "" {
+		m["process_group"] = r.ProcessGroup
 	}
 	return m
 }

@@ -173,6 +173,25 @@ def init_group(torch, backend, init_method, rank, world, device, local_rank):
         raise Failure(wire.exc_error("group_error", e))
 
 
+def make_subgroups(parts, rank):
+    """Create every subgroup of the partition parts (torch.distributed's
+    new_group, in order: every rank must create every subgroup, those it
+    is not in too) and return the one rank is in; any failure is the
+    group_error Failure."""
+    try:
+        import torch.distributed as dist
+        mine = None
+        for ranks in parts:
+            g = dist.new_group(ranks=list(ranks))
+            if rank in ranks:
+                mine = g
+        if mine is None:
+            raise RuntimeError("rank %d is in none of the subgroups" % rank)
+        return mine
+    except BaseException as e:  # noqa: B902
+        raise Failure(wire.exc_error("group_error", e))
+
+
 def triton_version():
     """The version of the importable triton package, "unknown" when it has
     none, None when there is no triton."""

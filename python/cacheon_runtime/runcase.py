@@ -45,6 +45,9 @@ PHASE_GRAPH = "graph_replay"
 
 ARG_KINDS = ("input", "output", "scalar", "prepared", "group")
 
+# The groups a run request's "process_group" may hand a "group" arg.
+PROCESS_GROUPS = ("world", "sub")
+
 # Where inputs are placed inside their allocations (_Case.placed): not
 # reproducible on purpose, it changes no value Go grades.
 _PLACE = random.SystemRandom()
@@ -86,6 +89,13 @@ def run(worker, req):
     place = field(req, "place", int, 0, required=False)
     if place < 0:
         raise bad("place %d must not be negative" % place)
+    # Which group a "group" arg hands the kernel: the world, or this rank's
+    # subgroup (made by a group request with subgroups).
+    process_group = field(req, "process_group", str, "world", required=False)
+    if process_group not in PROCESS_GROUPS:
+        raise bad("field 'process_group' must be one of %s, got %r" % (", ".join(PROCESS_GROUPS), process_group))
+    if process_group == "sub" and worker.subgroup is None:
+        raise bad("process_group \"sub\" needs subgroups; send group with subgroups first")
     packed = field(req, "packed", dict, None, required=False)
     chain = field(req, "chain", dict, None, required=False) or {}
     if not os.path.isabs(jobdir):
@@ -110,7 +120,7 @@ def run(worker, req):
             raise bad("output %r has the name of an input" % name)
         if name.startswith("in."):
             raise bad("output name %r uses the reserved prefix in." % name)
-    plan = _arg_plan(worker, args, host_in, out_names, bool(prepare))
+    plan = _arg_plan(worker, args, host_in, out_names, bool(prepare), process_group)
     for n in prepare_args:
         if n not in host_in:
             raise bad("prepare input %r is not in %s" % (n, inputs_file))
@@ -201,7 +211,7 @@ def _read_replay(worker, jobdir, rel, host_in):
     return t
 
 
-def _arg_plan(worker, args, host_in, out_names, has_prepare):
+def _arg_plan(worker, args, host_in, out_names, has_prepare, process_group="world"):
     plan = []
     for a in args:
         if not isinstance(a, dict):
@@ -225,7 +235,7 @@ def _arg_plan(worker, args, host_in, out_names, has_prepare):
         elif kind == "group":
             if worker.group is None:
                 raise bad("arg %r needs a process group; send group first" % name)
-            plan.append(("group", None))
+            plan.append(("group", worker.subgroup if process_group == "sub" else worker.group))
         else:
             raise bad("arg %r: unknown kind %r" % (name, kind))
     return plan
@@ -392,7 +402,7 @@ class _Case:
                 elif kind == "prepared":
                     argv.append(prepared if state is None else state)
                 else:
-                    argv.append(self.w.group)
+                    argv.append(v)  # the world group or this rank's subgroup
             return argv
 
         torch = self.torch

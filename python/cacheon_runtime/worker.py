@@ -51,6 +51,10 @@ class Worker:
         self.loader = host.Loader(hook=hook, guard=self.guard)
         self.group = None
         self.group_key = None
+        # The subgroups made after the group (a partition of the ranks, as
+        # tuples) and this rank's own; None until a group request names them.
+        self.subgroups = None
+        self.subgroup = None
 
     # -- transport ---------------------------------------------------------
 
@@ -105,26 +109,63 @@ class Worker:
         local_rank = field(req, "local_rank", int, rank, required=False)
         if world < 1 or not 0 <= rank < world or local_rank < 0:
             raise bad("bad rank %d / world_size %d / local_rank %d" % (rank, world, local_rank))
+        subgroups = partition_field(req, world)
         key = (backend, init_method, rank, world, device, local_rank)
-        if self.loader.modules and key != self.group_key:
-            # The process group (and its sockets) is set up before any
-            # candidate code is imported: after a load the audit hook
-            # refuses sockets, and torch.distributed is no longer the
-            # runtime's own.
+        new_subgroups = subgroups is not None and subgroups != self.subgroups
+        if self.loader.modules and (key != self.group_key or new_subgroups):
+            # The process group and its subgroups (and their sockets) are
+            # set up before any candidate code is imported: after a load
+            # the audit hook refuses sockets, and torch.distributed is no
+            # longer the runtime's own.
             raise bad("group must come before any load")
-        if self.group_key is not None:
-            if key == self.group_key:
-                return {}
+        if self.group_key is not None and key != self.group_key:
             raise Failure(wire.plain_error(
                 "group_error", "RuntimeError", "a different process group is already initialized"))
-        self.group = host.init_group(self.torch, backend, init_method, rank, world, device, local_rank)
-        self.group_key = key
+        if new_subgroups and self.subgroups is not None:
+            raise Failure(wire.plain_error(
+                "group_error", "RuntimeError", "different subgroups are already made"))
+        if self.group_key is None:
+            self.group = host.init_group(self.torch, backend, init_method, rank, world, device, local_rank)
+            self.group_key = key
+        if new_subgroups:
+            # Every rank makes every subgroup, in the request's order (also
+            # those it is not in: torch.distributed.new_group asks all).
+            self.subgroup = host.make_subgroups(subgroups, rank)
+            self.subgroups = subgroups
         return {}
 
     # -- run ---------------------------------------------------------------
 
     def op_run(self, req):
         return runcase.run(self, req)
+
+
+def partition_field(req, world):
+    """The group request's optional ``subgroups``: a partition of the ranks
+    0..world-1 into two or more non-empty lists, as a tuple of tuples; None
+    when absent."""
+    v = req.get("subgroups")
+    if v is None:
+        return None
+    what = "field 'subgroups' must partition the ranks 0..%d into two or more non-empty lists" % (world - 1)
+    if not isinstance(v, list) or len(v) < 2:
+        raise bad(what)
+    seen = set()
+    parts = []
+    for i, part in enumerate(v):
+        if not isinstance(part, list) or not part:
+            raise bad("%s: subgroups[%d] is %s" % (what, i, "empty" if part == [] else "not a list"))
+        for r in part:
+            if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < world:
+                raise bad("%s: subgroups[%d] holds %r, not a rank" % (what, i, r))
+            if r in seen:
+                raise bad("%s: rank %d is in two subgroups" % (what, r))
+            seen.add(r)
+        parts.append(tuple(part))
+    if len(seen) != world:
+        missing = sorted(set(range(world)) - seen)
+        raise bad("%s: ranks %s are in none" % (what, missing))
+    return tuple(parts)
 
 
 def main():
