@@ -47,11 +47,29 @@ func (c *Case) RefreshAs(replay int, dist Distribution) error {
 		dynamic = append(dynamic, a)
 	}
 	for _, a := range c.drawOrder(dynamic) {
-		if err := c.generate(a, replay); err != nil {
+		at := replay
+		if a.Gen == "norm_weight" {
+			at = c.normLayer(replay)
+		}
+		if err := c.generate(a, at); err != nil {
 			return err
 		}
 	}
 	return c.callLayout(replay)
+}
+
+// normLayer is the draw a replay's norm weight takes (v19): replay mod L,
+// L = 2 + intn(3) of the stream of argument "norm_weight.layers" at
+// replay 0, so that a case's norm weights are L layers' weights called in
+// turn, as serving calls each layer's norm step after step: consecutive
+// calls see different weights, and each weight comes back every L calls
+// with new activations (draw 0 is the first call's weight). Until v19
+// every replay drew a new weight (v18), no weight ever came back, and a
+// norm that quantized a weight it had seen before passed
+// (rmsnorm_weight_recur, rt39); the served arenas' weights are all ones.
+func (c *Case) normLayer(replay int) int {
+	layers := 2 + newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "norm_weight.layers").intn(3)
+	return replay % layers
 }
 
 // SceneReplays is how many replays a case takes beyond its distributions'

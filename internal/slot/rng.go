@@ -183,8 +183,11 @@ import (
 //     collective row with (i + intn(3) of the stream of argument
 //     "process_group.cases", keyed by the row's seed) mod 3 = 0 hand the
 //     kernel its rank's subgroup (Spec.SubgroupCase), graded against the
-//     reduction over that subgroup (Case.ReferenceOver). No input draw
-//     changes but through the name of the generator.
+//     reduction over that subgroup (Case.ReferenceOver). A norm weight
+//     (graph-dynamic since v18) comes back: replay k draws it as replay
+//     k mod L, L = 2 + intn(3) of the stream of argument
+//     "norm_weight.layers" at replay 0 (Case.normLayer, replay.go), a
+//     model's layers called in turn.
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -202,7 +205,7 @@ import (
 // scales, gate halves and rotary positions; v18, session 38: drawn sizes, dynamic norm weights, upcycled experts,
 // rows one rank owns, float16 product caps and headroom, routing patterns;
 // v19, session 39: process subgroups and the collective cases that hand
-// them).
+// them, norm weights that come back).
 const InputGenerator = "cacheon.slot.input.v19"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.

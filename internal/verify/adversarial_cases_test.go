@@ -575,5 +575,12 @@ func adversarialCases() []adversarialCase {
 		// (slot.Partition, Spec.SubgroupCase); at the suite's 2 ranks each
 		// is alone, and a sum over the world is wrong on both.
 		{name: "allreduce_default_group", verify: `rank [0-9], output out: (matched_ratio|allclose) .* \(the call handed rank [0-9] its subgroup`},
+		// rt39's class G, the norm pair (closed in session 39, generator
+		// v19): a norm weight seen before coming back with new activations
+		// (every layer's norm from a model's second step on); a case's
+		// norm weights are now L = 2..4 layers' called in turn
+		// (slot.Case.normLayer).
+		{name: "rmsnorm_weight_recur", verify: `replay [0-9]+, rank 0, output out: allclose`},
+		{name: "ar_rmsnorm_weight_recur", verify: `replay [0-9]+, rank [0-9], output out_norm: (matched_ratio|allclose)`},
 	}
 }
