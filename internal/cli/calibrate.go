@@ -32,7 +32,8 @@ FAIL, --positive (an honest candidate faster than the incumbent stack
 calibration whose controls do not end so is refused (exit 3) and not
 written. The record, with every read it came from, is sealed in the evidence
 store and written canonically to -o FILE. It names the arena digest, the
-device (the GPU's model and driver from nvidia-smi, or "cpu") and the
+device (the GPU's model and driver from nvidia-smi, or the CPU's model
+and count) and the
 runtime's digest; qualify and the validator refuse it anywhere else.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -33,7 +33,11 @@ func cpuTinyCalibration(t *testing.T) string {
 		t.Fatal(err)
 	}
 	wide := canon.Decimal("1000000000")
-	cal := referee.Calibration{Arena: ad, Device: "cpu", Runtime: python.Digest(),
+	device, err := referee.HostDevice{}.Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := referee.Calibration{Arena: ad, Device: device, Runtime: python.Digest(),
 		Speed: referee.SpeedRule{N: "1000", M: "0.05", K: "0"},
 		Quality: referee.QualityConstants{Alpha: "0.05", TailNLL: "6.2", DriftEnvelope: [3]canon.Decimal{"0.5", "2", "0.5"},
 			AllowedDelta: [3]canon.Decimal{"0.5", "2", "0.5"}, DivergenceEnvelope: "0.5"},

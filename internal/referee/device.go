@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +23,37 @@ func (HostDevice) Quiet(context.Context, int) error { return nil }
 // MemoryUsed implements Device.
 func (HostDevice) MemoryUsed(context.Context) (int64, error) { return 0, nil }
 
-// Describe implements Device: a CPU arena's calibration is the host's.
-func (HostDevice) Describe(context.Context) (string, error) { return "cpu", nil }
+// Describe implements Device: a CPU arena runs on the host's processor,
+// named by /proc/cpuinfo's first "model name" and the CPUs this process
+// may use ("cpu: Intel(R) Xeon(R) Processor ×16"), or "cpu" where the
+// host does not say.
+func (HostDevice) Describe(context.Context) (string, error) {
+	return describeCPU(readCPUInfo(), runtime.NumCPU()), nil
+}
+
+// readCPUInfo is the head of /proc/cpuinfo, "" where there is none.
+func readCPUInfo() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	return string(b)
+}
+
+// describeCPU names a processor from cpuinfo's text and a CPU count.
+func describeCPU(cpuinfo string, n int) string {
+	for _, l := range strings.Split(cpuinfo, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			if v = strings.Join(strings.Fields(v), " "); v != "" {
+				return fmt.Sprintf("cpu: %s ×%d", v, n)
+			}
+		}
+	}
+	return "cpu"
+}
 
 // NvidiaDevice guards one NVIDIA GPU through nvidia-smi: the compute
 // processes holding a context on it, and its memory in use.

@@ -98,3 +98,24 @@ func TestNvidiaDescribe(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeCPU: a CPU arena's device is the processor's model and the
+// CPU count; a host whose cpuinfo names none is "cpu".
+func TestDescribeCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name, info string
+		n          int
+		want       string
+	}{
+		{"x86", "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R)  Processor\nflags\t: fpu\n\nprocessor\t: 1\nmodel name\t: Intel(R) Xeon(R)  Processor\n", 2, "cpu: Intel(R) Xeon(R) Processor ×2"},
+		{"no model name", "processor\t: 0\nBogoMIPS\t: 50.00\n", 4, "cpu"},
+		{"empty model name", "model name\t:   \n", 4, "cpu"},
+		{"no cpuinfo", "", 8, "cpu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeCPU(tc.info, tc.n); got != tc.want {
+				t.Fatalf("describeCPU = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
