@@ -138,8 +138,14 @@ func Up(ctx context.Context, cfg Config) (_ *Devnet, err error) {
 		return nil, fmt.Errorf("devnet: register the validator: %w", err)
 	}
 	cal := filepath.Join(cfg.Dir, "calibration", cfg.Arena+".calibration")
+	why := ""
 	if _, err := os.Stat(cal); errors.Is(err, fs.ErrNotExist) {
-		cfg.Progress("calibrating the " + cfg.Arena + " arena (once per devnet directory; A/A and both controls on this machine)")
+		why = "once per devnet directory"
+	} else if stale := d.staleCalibration(ctx, cal); stale != nil {
+		why = fmt.Sprintf("the record there is not this build's and machine's: %v", stale)
+	}
+	if why != "" {
+		cfg.Progress("calibrating the " + cfg.Arena + " arena (" + why + "; A/A and both controls on this machine)")
 		if err := calibrateUntilDecided(ctx, d.calibrate, cal, cfg.Progress); err != nil {
 			return nil, err
 		}

@@ -97,6 +97,35 @@ func calibrateUntilDecided(ctx context.Context, calibrate func(context.Context, 
 	}
 }
 
+// staleCalibration is why the calibration at path does not serve this
+// devnet's validator (referee.LoadCalibration: made for another arena,
+// device model or runtime, as after an upgrade of a resumed devnet, or
+// unreadable), nil when it does.
+func (d *Devnet) staleCalibration(ctx context.Context, path string) error {
+	ar, err := arenas.Resolve(d.Config.Arena)
+	if err != nil {
+		return err
+	}
+	ad, err := ar.Digest()
+	if err != nil {
+		return err
+	}
+	var dev referee.Device = referee.HostDevice{}
+	if ar.Device == "cuda" {
+		dev = referee.NvidiaDevice{}
+	}
+	device, err := dev.Describe(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := evidence.Open(filepath.Join(d.Config.Dir, "calibration", "evidence"))
+	if err != nil {
+		return err
+	}
+	_, _, err = referee.LoadCalibration(store, path, referee.Provenance{Arena: ad, Device: device, Runtime: python.Digest()})
+	return err
+}
+
 // calibrate measures the arena on this machine with cacheon calibrate's
 // procedure (referee.Calibrate): A/A with the honest kernel (it computes
 // exactly what the stock kernel does), the slow kernel as the negative
