@@ -48,7 +48,8 @@ alternating, each attempt's verdict, r and s, and per order the verdict
 counts and the mean, lowest and highest r. No crown is written.
 
 Exit status: 0 PASS (crowned with two attempts), 2 candidate FAIL, 3
-NO_DECISION or infrastructure, 1 usage; with --repeat, 0 once every
+NO_DECISION or infrastructure, 1 usage (a --calibration that cannot be
+read or was made for another arena, device or build included); with --repeat, 0 once every
 attempt ran, 3 when an interrupt or a timeout stopped it (the attempts
 run so far are summarised, and no further one starts).`,
 		Args: cobra.NoArgs,

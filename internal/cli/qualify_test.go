@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -116,5 +118,50 @@ func TestQualifyCommand(t *testing.T) {
 	}
 	if code, _, errs = run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "x", "--calibration", "c", "--repeat", "-2"); code != ExitUsage || !strings.Contains(errs, "--repeat -2") {
 		t.Fatalf("qualify --repeat -2: exit %d\n%s", code, errs)
+	}
+}
+
+// TestQualifyCalibrationElsewhere: a calibration made by another build, on
+// another device or unreadable is the caller's input (exit 1, naming the
+// file and the field), never a candidate FAIL (exit 2).
+func TestQualifyCalibrationElsewhere(t *testing.T) {
+	good := cpuTinyCalibration(t)
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bytes.TrimSuffix(data, []byte("\n")))
+	cal, err := evidence.Decode[referee.Calibration](evidence.Ref{Domain: referee.DomainCalibration, Digest: hex.EncodeToString(sum[:])}, bytes.TrimSuffix(data, []byte("\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, edit func(*referee.Calibration)) string {
+		c := cal
+		edit(&c)
+		b, _, err := evidence.Encode(referee.DomainCalibration, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage.calibration")
+	if err := os.WriteFile(garbage, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"another build", write("build.calibration", func(c *referee.Calibration) { c.Runtime = strings.Repeat("7", 64) }), "another runtime"},
+		{"another device", write("device.calibration", func(c *referee.Calibration) { c.Device = "cuda" }), "another device model or driver"},
+		{"not a calibration", garbage, "garbage.calibration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := run(t, "qualify", "--arena", "cpu-tiny", "--candidate", "x", "--calibration", tc.path, "--evidence", t.TempDir())
+			if code != ExitUsage || !strings.Contains(errs, tc.want) || !strings.Contains(errs, tc.path) {
+				t.Fatalf("exit %d, want %d naming %s and %q:\n%s", code, ExitUsage, tc.path, tc.want, errs)
+			}
+		})
 	}
 }

@@ -74,10 +74,7 @@ func (a *app) wireReferee(fl refereeFlags, prog *progress) (*referee.Referee, *e
 	if err != nil {
 		return nil, nil, withCode(ExitInfra, err)
 	}
-	var dev referee.Device = referee.HostDevice{}
-	if ar.Device == "cuda" {
-		dev = referee.NvidiaDevice{}
-	}
+	dev := referee.DeviceOf(ar)
 	r := &referee.Referee{Open: referee.OpenEngine, Device: dev, Slots: slots, Store: store, Python: fl.python,
 		ScratchRoot: worker.ScratchRoot(), Waves: fl.waves, Warmup: fl.warmup, TPrompts: fl.tPrompts,
 		AuditShare: "0.25", AuditMax: 64, MinAudited: 2, Progress: prog.line}

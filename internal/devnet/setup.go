@@ -110,11 +110,7 @@ func (d *Devnet) staleCalibration(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	var dev referee.Device = referee.HostDevice{}
-	if ar.Device == "cuda" {
-		dev = referee.NvidiaDevice{}
-	}
-	device, err := dev.Describe(ctx)
+	device, err := referee.DeviceOf(ar).Describe(ctx)
 	if err != nil {
 		return err
 	}
@@ -154,12 +150,9 @@ func (d *Devnet) calibrate(ctx context.Context, path string) error {
 		return fmt.Errorf("devnet: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	r := &referee.Referee{Open: referee.OpenEngine, Device: referee.HostDevice{}, Slots: slots, Store: store, Python: d.Config.Python,
+	r := &referee.Referee{Open: referee.OpenEngine, Device: referee.DeviceOf(ar), Slots: slots, Store: store, Python: d.Config.Python,
 		ScratchRoot: worker.ScratchRoot(), Waves: devWaves, TPrompts: devTPrompts, AuditShare: devAudit, AuditMax: 64,
 		MinAudited: devMinAudit, KernelCache: filepath.Join(scratch, "kernels"), Progress: d.Config.Progress}
-	if ar.Device == "cuda" {
-		r.Device = referee.NvidiaDevice{}
-	}
 	cal, _, rep, err := r.Calibrate(ctx, referee.CalibrateRequest{Arena: ar, AA: d.BundleDir("honest"), Pairs: devPairs,
 		Negative: d.BundleDir("slow"), Positive: d.BundleDir("honest"),
 		PositiveIncumbent: []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: d.BundleDir("slow")}},

@@ -11,7 +11,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"cacheon/internal/arena"
 )
+
+// DeviceOf is the device guard of an arena's device: the GPU through
+// nvidia-smi on cuda, the host otherwise. Every place that wires a
+// referee (qualify, calibrate, the validator, the devnet) takes it here.
+func DeviceOf(a *arena.Arena) Device {
+	if a.Device == "cuda" {
+		return NvidiaDevice{}
+	}
+	return HostDevice{}
+}
 
 // HostDevice is the device guard of a CPU arena: the host has no device
 // contexts to count, and no device memory to give back.

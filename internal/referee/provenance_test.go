@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"cacheon/internal/arena"
 	"cacheon/internal/canon"
 	"cacheon/internal/evidence"
 )
@@ -117,5 +118,18 @@ func TestDescribeCPU(t *testing.T) {
 				t.Fatalf("describeCPU = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDeviceOf: a cuda arena is guarded through nvidia-smi, any other by
+// the host.
+func TestDeviceOf(t *testing.T) {
+	for _, tc := range []struct {
+		device string
+		want   Device
+	}{{"cuda", NvidiaDevice{}}, {"cpu", HostDevice{}}} {
+		if got := DeviceOf(&arena.Arena{Device: tc.device}); got != tc.want {
+			t.Errorf("DeviceOf(%s) = %#v, want %#v", tc.device, got, tc.want)
+		}
 	}
 }

@@ -62,11 +62,14 @@ type Result struct {
 
 // LoadCalibration reads a calibration file (the canonical envelope calibrate
 // writes), checks it was made for want (the arena, the device's model and
-// the runtime), and seals it in the store.
+// the runtime), and seals it in the store. A calibration that cannot be
+// read, is not canonical or was made for something else is the caller's
+// input, not the candidate's fault (fault.UsageErr: qualify exits 1, not
+// 2, which would read as a candidate FAIL).
 func LoadCalibration(store *evidence.Store, path string, want Provenance) (*Calibration, evidence.Ref, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration: %w", err))
+		return nil, evidence.Ref{}, fault.UsageErr(fmt.Errorf("calibration: %w", err))
 	}
 	if n := len(data); n > 0 && data[n-1] == '\n' {
 		data = data[:n-1]
@@ -75,20 +78,20 @@ func LoadCalibration(store *evidence.Store, path string, want Provenance) (*Cali
 	ref := evidence.Ref{Domain: DomainCalibration, Digest: hex.EncodeToString(sum[:])}
 	cal, err := evidence.Decode[Calibration](ref, data)
 	if err != nil {
-		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: %w", path, err))
+		return nil, evidence.Ref{}, fault.UsageErr(fmt.Errorf("calibration %s: %w", path, err))
 	}
 	if err := cal.Validate(); err != nil {
-		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: %w", path, err))
+		return nil, evidence.Ref{}, fault.UsageErr(fmt.Errorf("calibration %s: %w", path, err))
 	}
 	if err := cal.Matches(want); err != nil {
-		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s %w", path, err))
+		return nil, evidence.Ref{}, fault.UsageErr(fmt.Errorf("calibration %s %w", path, err))
 	}
 	sealed, err := store.Put(DomainCalibration, cal)
 	if err != nil {
 		return nil, evidence.Ref{}, fault.InfraErr(err)
 	}
 	if sealed != ref {
-		return nil, evidence.Ref{}, fault.CandidateErr(fmt.Errorf("calibration %s: not in canonical form (sealed as %s, file digest %s)", path, sealed.Digest, ref.Digest))
+		return nil, evidence.Ref{}, fault.UsageErr(fmt.Errorf("calibration %s: not in canonical form (sealed as %s, file digest %s)", path, sealed.Digest, ref.Digest))
 	}
 	return &cal, sealed, nil
 }

@@ -155,10 +155,7 @@ func Open(ctx context.Context, cfg *nodeconfig.Config, opts Options) (_ *Validat
 // calibration, and a kernel cache in a scratch directory Close removes.
 func (v *Validator) referee(ctx context.Context) (*referee.Referee, error) {
 	cfg := v.Config.Referee
-	var dev referee.Device = referee.HostDevice{}
-	if v.Arena.Device == "cuda" {
-		dev = referee.NvidiaDevice{}
-	}
+	dev := referee.DeviceOf(v.Arena)
 	r := &referee.Referee{Open: referee.OpenEngine, Device: dev, Slots: v.Slots, Store: v.Evidence, Python: v.Config.Python,
 		ScratchRoot: worker.ScratchRoot(), Waves: cfg.Waves, Warmup: cfg.Warmup, TPrompts: cfg.TPrompts,
 		AuditShare: cfg.AuditShare, AuditMax: 64, MinAudited: cfg.MinAudited, LoadTimeout: cfg.LoadTimeout, WaveTime: cfg.WaveTime,
