@@ -28,7 +28,7 @@ func TestSharePrefixes(t *testing.T) {
 	for _, name := range []string{"small", "mqa-page1"} {
 		sh := s.Shapes[slices.IndexFunc(s.Shapes, func(sh Shape) bool { return sh.Name == name })]
 		calls, shared := 0, 0
-		for seed := uint64(1); seed <= 5; seed++ {
+		for seed := uint64(1); seed <= 12; seed++ {
 			for _, serving := range []bool{false, true} {
 				c, err := s.NewCase(CaseParams{Seed: seed, Shape: sh, DType: tensor.F32, Dist: Normal, Index: 1, Serving: serving})
 				if err != nil {

@@ -188,6 +188,20 @@ import (
 //     k mod L, L = 2 + intn(3) of the stream of argument
 //     "norm_weight.layers" at replay 0 (Case.normLayer, replay.go), a
 //     model's layers called in turn.
+// 20. Since v20 (session 40): decode steps and deep stacks. A slot with
+//     Spec.Steps takes earlier decode steps of its eager replays
+//     (steps.go): each replay with odds 1/2 (at least one a case, one of
+//     them with two steps; the stream "steps" at replay 0) is preceded,
+//     at a drawn earlier position, by the same inputs one position
+//     shorter and its query rows moved by a share of their norms
+//     log-uniform in [0.05, 0.5] (the stream "steps.query.BACK" at the
+//     replay), the zero slots past the shorter lengths as the engine
+//     has them. A slot with prepare inputs deals one case of each row the
+//     deep cycle (the stream "decoys.deep" keyed by the row's seed,
+//     Spec.DeepCase): 128 decoys, or as many as 4 Mi elements a rank
+//     allow, called in turn between its graded calls (Case.DecoyCalls,
+//     decoy.go; the count before its second replay from the stream
+//     "decoys.cycle").
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -205,8 +219,9 @@ import (
 // scales, gate halves and rotary positions; v18, session 38: drawn sizes, dynamic norm weights, upcycled experts,
 // rows one rank owns, float16 product caps and headroom, routing patterns;
 // v19, session 39: process subgroups and the collective cases that hand
-// them, norm weights that come back).
-const InputGenerator = "cacheon.slot.input.v19"
+// them, norm weights that come back; v20, session 40: earlier decode
+// steps, the deep stack of prepared states).
+const InputGenerator = "cacheon.slot.input.v20"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -210,6 +210,9 @@ func decodeSizes(z sizeRand) []Shape {
 // pages of ps, its cache as many pages as the element bound allows (at
 // most one a table entry, at least 4).
 func decodeShape(name string, b, hq, hkv, d, ps, seq int) Shape {
+	for ps > 1 && 8*ps*hkv*d > sizeElements {
+		ps /= 2 // four pages of both caches fit the bound
+	}
 	maxp := (seq + ps - 1) / ps
 	pages := min(b*maxp+1, max(4, sizeElements/(2*ps*hkv*d)))
 	return Shape{Name: name, Dims: Dims{"B": b, "HQ": hq, "HKV": hkv, "D": d, "PS": ps, "MAXP": maxp, "PAGES": pages}}
@@ -227,6 +230,7 @@ func msaDecodeSizes(z sizeRand) []Shape {
 		lo, hi int
 	}{{"drawn", 64, 8192}, {"drawn-long", 8193, maxDrawnSequence}} {
 		b, hq, s := z.between(1, 4), z.between(1, 16), z.logBetween(r.lo, r.hi)
+		b = max(1, min(b, sizeElements/(16*s))) // keys of the smallest head dim fit the bound
 		d := z.multiple(16, min(256, sizeElements/(b*s), sizeWork/(b*hq*s)), 16)
 		out = append(out, Shape{Name: r.name, Dims: Dims{"B": b, "HQ": hq, "S": s, "D": d, "BS": z.pick(blockSizes()...)}})
 	}

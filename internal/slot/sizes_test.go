@@ -17,7 +17,7 @@ func TestDrawnSizesReachUnseen(t *testing.T) {
 	c := catalog(t)
 	const seeds = 60
 	// Each check must fire in every seed, but those marked some (a
-	// range that includes the fixed sizes), in a quarter of them.
+	// range that includes the fixed sizes), in an eighth of them.
 	type reach struct {
 		slot, what string
 		hit        func(d Dims) bool
@@ -58,8 +58,11 @@ func TestDrawnSizesReachUnseen(t *testing.T) {
 				hits++
 			}
 		}
-		if want := seeds; hits < want && (!ck.some || hits < want/4) {
-			t.Errorf("%s: %s in %d of %d seeds, want every seed (some: a quarter)", ck.slot, ck.what, hits, seeds)
+		// some: the range holds the fixed sizes and the check's share is
+		// about a quarter of the draws, so an eighth is asked (a quarter
+		// failed about every second generator version)
+		if want := seeds; hits < want && (!ck.some || hits < want/8) {
+			t.Errorf("%s: %s in %d of %d seeds, want every seed (some: an eighth)", ck.slot, ck.what, hits, seeds)
 		}
 	}
 	for _, s := range c.Specs() {

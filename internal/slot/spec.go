@@ -239,6 +239,10 @@ type Spec struct {
 	// keys and prefix length of a prefill sheet whose cases plant a sink
 	// key (prefillsinks.go). Not part of the Contract projection.
 	SheetSinks *SheetSinkSpec
+	// Steps names the lengths and query of a decode slot whose cases
+	// take earlier decode steps of a replay (steps.go): the same caches
+	// coming back one step longer. Not part of the Contract projection.
+	Steps *StepSpec
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding

@@ -163,7 +163,7 @@ func TestUpcycledExperts(t *testing.T) {
 	s, _ := catalog(t).Lookup("moe.fused_experts")
 	sh := Shape{Name: "t", Dims: Dims{"M": 4, "H": 64, "I": 48, "E": 6, "K": 2}}
 	up := 0
-	const cases = 40
+	const cases = 96
 	for idx := range cases {
 		c, err := s.NewCase(CaseParams{Seed: 5, Shape: sh, DType: tensor.F32, Dist: Normal, Index: idx, WorldSize: 1, Serving: idx == 0})
 		if err != nil {

@@ -115,6 +115,33 @@ type callUnit struct {
 	phase  string
 	label  string
 	target *plannedCall
+	// back > 0: an earlier decode step of replay k, that many positions
+	// shorter (slot.Case.StepBack).
+	back int
+}
+
+// withSteps inserts the earlier decode steps of the case's targets
+// (slot.Case.StepPlan) among its eager replays (units[i] is replay i+1),
+// each step before the position its plan says, in the targets' order.
+func withSteps(c *slot.Case, units []callUnit) []callUnit {
+	steps, ok := c.StepPlan(len(units))
+	if !ok {
+		return units
+	}
+	var out []callUnit
+	for i, u := range units {
+		for k := 1; k <= len(units); k++ {
+			for _, st := range steps[k] {
+				if st.Before == i+1 {
+					t := units[k-1]
+					t.back = st.Back
+					out = append(out, t)
+				}
+			}
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // plan draws the unit's inputs on its own copy of the case, writes them
@@ -129,6 +156,11 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 		}
 		if err := refresh(); err != nil {
 			return err
+		}
+		if u.back > 0 {
+			if err := c.StepBack(u.k, u.back); err != nil {
+				return err
+			}
 		}
 	}
 	rooms, fresh, err := u.rooms(pc, c)
@@ -288,11 +320,8 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		scenes, sinksOnly = 1, true
 	}
 	eager := replays + scenes
-	total := eager + graphReplays
-	pc.calls = make([]plannedCall, total+1)
-	units := []callUnit{{k: 0, dist: c.Dist, file: "in.safetensors", phase: "eager", label: "first call", target: &pc.calls[0]}}
-	var replayFiles, graphFiles []string
-	for k := 1; k <= total; k++ {
+	var eagerUnits, graphUnits []callUnit
+	for k := 1; k <= eager+graphReplays; k++ {
 		// The graph replays go on through the distributions where the
 		// eager replays left them.
 		dk, scene := k, 0
@@ -308,18 +337,42 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		if first >= 0 && !isBurst {
 			dist = dists[(first+dk-1)%len(dists)]
 		}
-		name := fmt.Sprintf("r%d.safetensors", k)
-		phase, label := "replay", fmt.Sprintf("replay %d", k)
 		if scene > 0 {
 			dist = slot.HeavyTailed
 		}
+		u := callUnit{k: k, dist: dist, scene: scene, only: spec.GraphDynamic}
 		if k > eager {
-			phase, label = "graph_replay", fmt.Sprintf("graph replay %d", k-eager)
-			graphFiles = append(graphFiles, name)
+			graphUnits = append(graphUnits, u)
 		} else {
-			replayFiles = append(replayFiles, name)
+			eagerUnits = append(eagerUnits, u)
 		}
-		units = append(units, callUnit{k: k, dist: dist, scene: scene, file: name, only: spec.GraphDynamic, phase: phase, label: label, target: &pc.calls[k]})
+	}
+	if replays > 0 {
+		eagerUnits = withSteps(c, eagerUnits)
+	}
+	pc.calls = make([]plannedCall, 1+len(eagerUnits)+len(graphUnits))
+	units := []callUnit{{k: 0, dist: c.Dist, file: "in.safetensors", phase: "eager", label: "first call", target: &pc.calls[0]}}
+	var replayFiles, graphFiles []string
+	at := map[int]int{} // a drawn replay's position
+	for i, u := range eagerUnits {
+		if u.back == 0 {
+			at[u.k] = i + 1
+		}
+	}
+	for i, u := range slices.Concat(eagerUnits, graphUnits) {
+		n := i + 1
+		u.file, u.target = fmt.Sprintf("r%d.safetensors", n), &pc.calls[n]
+		if i < len(eagerUnits) {
+			u.phase, u.label = "replay", fmt.Sprintf("replay %d", n)
+			replayFiles = append(replayFiles, u.file)
+		} else {
+			u.phase, u.label = "graph_replay", fmt.Sprintf("graph replay %d", n-len(eagerUnits))
+			graphFiles = append(graphFiles, u.file)
+		}
+		if u.back > 0 {
+			u.label += fmt.Sprintf(" (replay %d's caches %d decode step(s) earlier)", at[u.k], u.back)
+		}
+		units = append(units, u)
 	}
 	var args []worker.RunArg
 	for _, a := range spec.Args {
@@ -338,9 +391,14 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	if ci == 0 {
 		nDecoys = slot.LayerDecoys
 	}
+	nDecoys = max(nDecoys, pc.deep)
 	decoys, err := writeDecoys(c, pc.dirs, nDecoys)
 	if err != nil {
 		return nil, err
+	}
+	var decoyCalls []int
+	if decoys != nil {
+		decoyCalls = c.DecoyCalls(nDecoys, len(replayFiles))
 	}
 	var specs []worker.OutputSpec
 	for _, out := range outs {
@@ -354,7 +412,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		req := worker.RunRequest{
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
-			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, Chain: pc.chain, Dir: pc.dirs[r],
+			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, DecoyCalls: decoyCalls, Chain: pc.chain, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
 		}
 		if pc.groups != nil {

@@ -180,9 +180,14 @@ type RunRequest struct {
 	// Decoys are files (in Dir) of other prepare inputs of the same
 	// shapes (slot.Case.Decoy): the worker prepares the first before the
 	// case's own state and the rest after it, keeps every state alive and
-	// calls the entry once with the first and once with the last, ungraded,
-	// before the first call and before the first replay.
+	// calls the entry with their states, ungraded, as DecoyCalls says.
 	Decoys []string `json:"decoys,omitempty"`
+	// DecoyCalls says how many ungraded calls with decoys' states (in
+	// decoy order, cycling) precede each graded eager call: entry 0 the
+	// first call, entry i replay i, and one entry past the replays the CUDA
+	// graph's capture (slot.Case.DecoyCalls). Absent: one before the first
+	// call and one before the first replay.
+	DecoyCalls []int `json:"decoy_calls,omitempty"`
 	Dir    string   `json:"dir"`
 	// CheckObjects asks the worker to compare torch's classes, functions
 	// and module bindings with its start after the case (guard.objects:
@@ -239,6 +244,9 @@ func (r RunRequest) message() map[string]any {
 	}
 	if len(r.Decoys) > 0 {
 		m["decoys"] = r.Decoys
+	}
+	if len(r.DecoyCalls) > 0 {
+		m["decoy_calls"] = r.DecoyCalls
 	}
 	if len(r.Chain) > 0 {
 		m["chain"] = r.Chain

@@ -6,12 +6,16 @@ several prepared states are alive at once and each layer is called after
 the others were prepared. A case with ``decoys`` (other prepare inputs of
 the same shapes, Go's slot.Case.Decoy) is run the same way: the first
 decoy is prepared before the case's own state and the others after it,
-every state stays alive until the case ends, and the entry is called once
-with the first decoy's state before the first call and once with the
-last's before the first replay, ungraded (the graded call poisons the
-outputs first). A prepare that leaves its result in module state for the
-entry to read, ignoring its prepared argument, or an entry that keeps the
-first state it is called with, fails the graded calls.
+every state stays alive until the case ends, and the entry is called with
+decoys' states in turn, cycling, ungraded (the graded call poisons the
+outputs first), as many times before each graded eager call and before
+the graph's capture as the request's ``decoy_calls`` says (Go's
+slot.Case.DecoyCalls: a state comes back after every other layer of a
+stack, up to 128 deep). A prepare that leaves its result in module state
+for the entry to read, ignoring its prepared argument, an entry that
+keeps the first state it is called with, or one that changes its
+arithmetic once a state comes back after many others, fails the graded
+calls.
 """
 
 from . import guard, host, wire
@@ -40,6 +44,24 @@ def _inputs(case, data, prepare_args):
 
 def _prepare(case, pfn, argv):
     return _guarded(case, lambda: pfn(*argv), "prepare: ", "prepare_error", "")
+
+
+class Cycle:
+    """The decoys' states called in turn between a case's graded calls."""
+
+    def __init__(self, case, fn, arguments, states, counts):
+        self.case, self.fn, self.arguments = case, fn, arguments
+        self.states, self.counts, self.next = states, counts or [], 0
+
+    def before(self, i):
+        """The ungraded calls that come before graded call i (the
+        capture: one past the replays)."""
+        if not self.states or i >= len(self.counts):
+            return
+        for _ in range(self.counts[i]):
+            state = self.states[self.next % len(self.states)]
+            self.next += 1
+            decoy_call(self.case, self.fn, lambda: self.arguments(state))
 
 
 def decoy_call(case, fn, arguments):

@@ -80,6 +80,9 @@ def run(worker, req):
     graph = field(req, "graph", bool, False, required=False)
     graph_replays = wire.str_list(req, "graph_replays")
     decoys = wire.str_list(req, "decoys")
+    # How many ungraded calls with the decoys' states (in turn, cycling)
+    # come before each graded eager call and before the graph's capture.
+    decoy_calls = field(req, "decoy_calls", list, None, required=False)
     jobdir = field(req, "dir", str)
     # Compare torch's classes and functions after this case (guard.objects,
     # tens of ms): Go asks for it on the first and last case of each row.
@@ -108,6 +111,14 @@ def run(worker, req):
         raise bad("prepare_args given without prepare")
     if decoys and not prepare_args:
         raise bad("decoys given without prepare_args")
+    if decoy_calls is None:
+        decoy_calls = [1, 1] if decoys else []
+    wire.int_list(decoy_calls, "field 'decoy_calls'")
+    if len(decoy_calls) > len(replays) + 2:
+        raise bad("field 'decoy_calls' has %d entries, more than the %d calls and the capture"
+                  % (len(decoy_calls), len(replays) + 1))
+    if any(decoy_calls) and not decoys:
+        raise bad("field 'decoy_calls' given without decoys")
 
     ops = worker.ops
     specs = [host.output_spec(ops, o) for o in outputs]
@@ -141,6 +152,7 @@ def run(worker, req):
     case.room_data = layout.take_rooms(host_in, case.pack)
     case.check_objects = check_objects
     case.chain = chain
+    case.decoy_calls = decoy_calls
     case.rng = random.Random(place) if place else _PLACE
     if dev.type == "cuda":
         with torch.cuda.device(dev):
@@ -297,6 +309,7 @@ class _Case:
         self.rooms = {}  # dump name -> the room views around packed inputs
         self.room_data = {}  # room name -> Go's rows for it (host tensors)
         self.chain = {}  # output -> the input serving hands in its memory
+        self.decoy_calls = []  # ungraded decoy calls before each graded one
         self.specs = {}  # output name -> OutSpec
 
     def sync(self):
@@ -413,17 +426,17 @@ class _Case:
             with guard.no_grad(torch):
                 fn(*argv)
 
-        # Another layer's call before the graded ones (prepstates).
-        if others:
-            prepstates.decoy_call(self, fn, lambda: arguments(others[0]))
+        # Other layers' calls between the graded ones (prepstates).
+        layers = prepstates.Cycle(self, fn, arguments, others, self.decoy_calls)
+        layers.before(0)
         ok = self.call(PHASE_EAGER, entry_call)
         for i, new in enumerate(replay_data):
             if not ok:
                 break
-            if i == 0 and others:
-                prepstates.decoy_call(self, fn, lambda: arguments(others[-1]))
+            layers.before(i + 1)
             ok = self.call(PHASE_REPLAY, entry_call, new)
         if ok and graph:
+            layers.before(len(replay_data) + 1)
             self.renew()
             g = self.capture(fn, arguments())
             for new in graph_data:

@@ -243,6 +243,41 @@ class CpuWorkerTest(WorkerTestBase):
         # the first run and 2 in every call of the second (same module, loaded once).
         self.assertEqual(seen, [1, 1, 1, 2, 2, 2])
 
+    def test_decoy_calls_cycle_the_stack(self):
+        # The decoys' states are called in turn, cycling, as many times
+        # before each graded call as decoy_calls says; the graded calls use
+        # the case's own state (tag 1).
+        args = [{"name": "x", "kind": "input"}, {"name": "prepared", "kind": "prepared"},
+                {"name": "out", "kind": "output"}, {"name": "seen", "kind": "output"}]
+        outputs = [self.out_spec(shape=(4, 8)), self.out_spec("seen", "float32", (16,), alignment=0)]
+
+        def w(tag):
+            t = torch.randn(4, 8)
+            t[0, 0] = tag
+            return t
+        xs = [torch.randn(4, 8) for _ in range(3)]
+        rep, d = self.run_case("tagged", {"x": xs[0], "w": w(1)}, outputs, args=args,
+                               replays=[{"x": x} for x in xs[1:]], prepare="prepare_tag",
+                               prepare_args=["w"], decoys=[{"w": w(t)} for t in (10, 20, 30)],
+                               decoy_calls=[1, 3, 2])
+        self.assertTrue(rep["ok"], rep)
+        tails = []
+        for c in rep["calls"]:
+            seen = [v for v in self.call_file(d, c)["seen"].tolist() if v != -1]
+            tails.append(seen)
+        # the module's list spans the run's earlier cases too: compare the ends
+        self.assertEqual(tails[0][-2:], [10, 1])
+        self.assertEqual(tails[1][-6:], [10, 1, 20, 30, 10, 1])
+        self.assertEqual(tails[2][-9:], [10, 1, 20, 30, 10, 1, 20, 30, 1])
+        for bad_calls, what in (([1, -1], "non-negative"), ([1, 1, 1, 1], "more than"), ([0, 2], None)):
+            decoys = [] if what is None else [{"w": w(10)}]
+            rep, _ = self.run_case("tagged", {"x": xs[0], "w": w(1)}, outputs, args=args,
+                                   replays=[{"x": xs[1]}], prepare="prepare_tag", prepare_args=["w"],
+                                   decoys=decoys, decoy_calls=bad_calls)
+            self.assertFalse(rep["ok"], bad_calls)
+            self.assertEqual(rep["error"]["class"], "bad_request", rep)
+            self.assertIn("decoy_calls", rep["error"]["message"])
+
     def test_prepare_error(self):
         args = [{"name": "x", "kind": "input"}, {"name": "prepared", "kind": "prepared"},
                 {"name": "out", "kind": "output"}, {"name": "count", "kind": "output"}]

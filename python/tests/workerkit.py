@@ -92,6 +92,18 @@ BUNDLE_FILES = {
             out.copy_(x * prepared["w2"])
             count.fill_(PREPARES)
 
+        def prepare_tag(w):
+            return {"w2": w * 2, "tag": float(w.flatten()[0])}
+
+        STATES = []
+
+        def tagged(x, prepared, out, seen):
+            STATES.append(prepared["tag"])
+            out.copy_(x * prepared["w2"])
+            tail = STATES[-seen.numel():]
+            seen.fill_(-1)
+            seen[:len(tail)] = torch.tensor(tail, dtype=seen.dtype)
+
         def prepare_fails(w):
             raise RuntimeError("bad weights")
 
@@ -266,7 +278,7 @@ class WorkerTestBase(unittest.TestCase):
 
     def run_case(self, entry, inputs, outputs, args=None, replays=(), prepare="",
                  prepare_args=(), graph=False, graph_replays=(), device=None,
-                 source="kernels/cands.py", packed=None):
+                 source="kernels/cands.py", packed=None, decoys=(), decoy_calls=None):
         """Write inputs/replays, send load + run; return (reply, case dir)."""
         module, rep = self.load(entry, prepare=prepare, source=source)
         self.assertTrue(rep["ok"], rep)
@@ -280,6 +292,17 @@ class WorkerTestBase(unittest.TestCase):
         for i, r in enumerate(graph_replays):
             gnames.append("g%d.safetensors" % (i + 1))
             stio.save(os.path.join(d, gnames[-1]), r)
+        dnames = []
+        for i, r in enumerate(decoys):
+            dnames.append("decoy%d.safetensors" % (i + 1))
+            stio.save(os.path.join(d, dnames[-1]), r)
+        extra = {}
+        if packed is not None:
+            extra["packed"] = packed
+        if dnames:
+            extra["decoys"] = dnames
+        if decoy_calls is not None:
+            extra["decoy_calls"] = decoy_calls
         if args is None:
             args = [{"name": "x", "kind": "input"}, {"name": "out", "kind": "output"}]
         rep = self.w.request({
@@ -287,7 +310,7 @@ class WorkerTestBase(unittest.TestCase):
             "entry": entry, "prepare": prepare, "args": args,
             "prepare_args": list(prepare_args), "outputs": outputs,
             "inputs": "in.safetensors", "replays": names, "graph": graph,
-            "graph_replays": gnames, "dir": d, **({"packed": packed} if packed is not None else {})})
+            "graph_replays": gnames, "dir": d, **extra})
         return rep, d
 
     @staticmethod

@@ -1,0 +1,42 @@
+package verify_test
+
+import "cacheon/internal/tensor"
+
+// redTeamCases are the suite's cases from rt37 on (docs/redteam.md,
+// sessions 38 to 40), each closed by a generator version.
+func redTeamCases() []adversarialCase {
+	return []adversarialCase{
+		// Class E: the norm weight redrawn between replays of one case
+		// (graph-dynamic), experts alike (slot.upcycle). Class F: float16
+		// outliers past 255, their gate·up products capped
+		// (slot.capProducts). Class D: rows one rank holds (slot.ownRows).
+		{name: "rmsnorm_layer_alternation", verify: `replay [0-9]+, rank 0, output out: allclose`},
+		{name: "ar_rmsnorm_layer_alternation", verify: `replay [0-9]+, rank 0, output out_norm: (matched_ratio|allclose)`},
+		{name: "moe_upcycled_merge", verify: `rank 0, output out: matched_ratio`},
+		{name: "silu_fp16_clamp255", dtype: tensor.F16, verify: `rank 0, output out: allclose`},
+		{name: "allreduce_vocab_shard_tell", verify: `rank 0, output out: matched_ratio`},
+		// Class D: routing patterns (slot.routing: group-limited, a shared
+		// expert), in some calls only: every dtype's row draws its own.
+		{name: "moe_group_limited_top1", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
+		{name: "moe_shared_expert_drop", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
+		// rt37's class B (closed in session 39, generator v19): a third of
+		// a collective row's cases hand each rank its subgroup
+		// (slot.Partition, Spec.SubgroupCase); at the suite's 2 ranks each
+		// is alone, and a sum over the world is wrong on both.
+		{name: "allreduce_default_group", verify: `rank [0-9], output out: (matched_ratio|allclose) .* \(the call handed rank [0-9] its subgroup`},
+		// rt39's class G, the norm pair (closed in session 39, generator
+		// v19): a norm weight seen before coming back with new activations
+		// (every layer's norm from a model's second step on); a case's
+		// norm weights are now L = 2..4 layers' called in turn
+		// (slot.Case.normLayer).
+		{name: "rmsnorm_weight_recur", verify: `replay [0-9]+, rank 0, output out: allclose`},
+		{name: "ar_rmsnorm_weight_recur", verify: `replay [0-9]+, rank [0-9], output out_norm: (matched_ratio|allclose)`},
+		// rt39's classes G and H (closed in session 40, generator v20):
+		// a decode cache coming back one step longer (slot.Case.StepBack:
+		// earlier steps of half the replays), a prepared state coming
+		// back after a deep stack of others (slot.Spec.DeepCase: 128
+		// decoys). Each cheats in some calls only: every dtype's row.
+		{name: "decode_persist_sink_window", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
+		{name: "moe_deep_layer_cycle", allDTypes: true, verify: `replay [12], rank 0, output out: matched_ratio`},
+	}
+}
