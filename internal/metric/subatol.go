@@ -101,7 +101,7 @@ func (a *sysAcc) judgeSub(atol float64, note func(m float64, why func() string))
 		}
 		share := l.s / float64(l.n)
 		band := bandName(bandEdges(k+subFirst, atol))
-		note(share/SysSubShare, func() string {
+		note(shareLower(l.s, l.n)/SysSubShare, func() string {
 			return fmt.Sprintf("%.0f %% of the %d elements with |expected| in %s are off by more than %g of their value (honest rounding: under %.0f %%): outputs below atol moved off their values",
 				100*share, l.n, band, SysSubRel, 100*SysSubShare)
 		})
