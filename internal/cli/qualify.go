@@ -172,11 +172,12 @@ func printRepetition(w io.Writer, res *referee.Result) {
 		}
 		fmt.Fprintf(w, "%-8d %-24s %10s %10s %10s  %v\n", i+1, at.Order, s, q, bar, at.Record.Verdict)
 	}
-	fmt.Fprintf(w, "\n%-24s %8s %5s %5s %5s %10s %10s %10s %10s\n", "order", "attempts", "PASS", "FAIL", "N/D", "mean r", "min r", "max r", "mean s")
+	fmt.Fprintf(w, "\n%-24s %8s %5s %5s %5s %10s %10s %10s %10s %12s\n", "order", "attempts", "PASS", "FAIL", "N/D", "mean r", "min r", "max r", "mean s", "mean C/B̄")
 	for _, o := range res.Repetition.Orders {
-		fmt.Fprintf(w, "%-24s %8d %5d %5d %5d %10s %10s %10s %10s\n", o.Order, o.Attempts, o.Pass, o.Fail, o.NoDecision,
-			dash(o.MeanRatio), dash(o.MinRatio), dash(o.MaxRatio), dash(o.MeanDrift))
+		fmt.Fprintf(w, "%-24s %8d %5d %5d %5d %10s %10s %10s %10s %12s\n", o.Order, o.Attempts, o.Pass, o.Fail, o.NoDecision,
+			dash(o.MeanRatio), dash(o.MinRatio), dash(o.MaxRatio), dash(o.MeanDrift), dash(o.MeanMid))
 	}
+	fmt.Fprintln(w, "(C/B̄: C over the mean of B and B′; r = C/max(B, B′) reads about s/2 below it)")
 	if res.Repetition.Stopped != "" {
 		fmt.Fprintf(w, "\n%s\n", res.Repetition.Stopped)
 	}

@@ -392,8 +392,29 @@ func TestRepeat(t *testing.T) {
 		second.Attempts != 1 || second.Pass != 1 || second.MinRatio != second.MaxRatio {
 		t.Fatalf("summaries %+v", rep.Orders)
 	}
+	if first.MeanMid != "1.100000" {
+		t.Errorf("mean C/B̄ %s, want 1.100000", first.MeanMid)
+	}
 	if _, err := r.Repeat(context.Background(), p, 0); err == nil {
 		t.Fatal("a repetition of no attempt was accepted")
+	}
+}
+
+// TestSummarizeMid: an attempt whose B and B′ differ has r = C/max(B, B′)
+// below C/mean(B, B′), and the summary reports both.
+func TestSummarizeMid(t *testing.T) {
+	at := QualifiedAttempt{Order: order(1), Record: AttemptRecord{Verdict: Verdict{Outcome: Fail},
+		Speed: &SpeedSummary{B: "1000", C: "1005", BPrime: "1010", Drift: "0.00995", Ratio: "0.995049505", Bar: "1.02"}}}
+	sums, err := summarizeOrders([]QualifiedAttempt{at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sums) != 1 || sums[0].MeanRatio != "0.995050" || sums[0].MeanMid != "1.000000" {
+		t.Fatalf("summary %+v", sums)
+	}
+	at.Record.Speed.BPrime = "-1000"
+	if _, err := summarizeOrders([]QualifiedAttempt{at}); err == nil {
+		t.Error("incumbent rates summing to zero were summarised")
 	}
 }
 

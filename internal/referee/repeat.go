@@ -35,6 +35,12 @@ type OrderSummary struct {
 	MinRatio   canon.Decimal `json:"min_ratio,omitempty"`
 	MaxRatio   canon.Decimal `json:"max_ratio,omitempty"`
 	MeanDrift  canon.Decimal `json:"mean_drift,omitempty"`
+	// MeanMid is the mean over the same attempts of C / mean(B, B′): the
+	// candidate against the middle of the incumbent's reads. r = C /
+	// max(B, B′) reads below it by about half the drift, so an A/A with
+	// no bias at all has a mean r under 1 and a mean MeanMid of 1; the
+	// two orders' MeanMid tell a positional bias from the rule's.
+	MeanMid canon.Decimal `json:"mean_mid_ratio,omitempty"`
 }
 
 // Repeat runs n attempts of p, alternating the placement order (attempt 1
@@ -69,7 +75,7 @@ func summarizeOrders(attempts []QualifiedAttempt) ([]OrderSummary, error) {
 	var out []OrderSummary
 	for _, ord := range []string{order(1), order(2)} {
 		s := OrderSummary{Order: ord}
-		sum, drift := new(big.Rat), new(big.Rat)
+		sum, drift, mid := new(big.Rat), new(big.Rat), new(big.Rat)
 		var lo, hi *big.Rat
 		for i, a := range attempts {
 			if a.Order != ord {
@@ -96,8 +102,13 @@ func summarizeOrders(attempts []QualifiedAttempt) ([]OrderSummary, error) {
 			if err != nil {
 				return nil, fmt.Errorf("attempt %d drift: %w", i+1, err)
 			}
+			m, err := midRatio(sp)
+			if err != nil {
+				return nil, fmt.Errorf("attempt %d: %w", i+1, err)
+			}
 			s.Ratios++
 			sum.Add(sum, q)
+			mid.Add(mid, m)
 			drift.Add(drift, d)
 			if lo == nil || q.Cmp(lo) < 0 {
 				lo, s.MinRatio = q, sp.Ratio
@@ -113,8 +124,26 @@ func summarizeOrders(attempts []QualifiedAttempt) ([]OrderSummary, error) {
 			k := new(big.Rat).SetInt64(int64(s.Ratios))
 			s.MeanRatio = canon.Decimal(new(big.Rat).Quo(sum, k).FloatString(6))
 			s.MeanDrift = canon.Decimal(new(big.Rat).Quo(drift, k).FloatString(6))
+			s.MeanMid = canon.Decimal(new(big.Rat).Quo(mid, k).FloatString(6))
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// midRatio is C / mean(B, B′) of a sealed speed summary.
+func midRatio(sp *SpeedSummary) (*big.Rat, error) {
+	var v [3]*big.Rat
+	for i, d := range []canon.Decimal{sp.B, sp.C, sp.BPrime} {
+		q, err := rat(d)
+		if err != nil {
+			return nil, fmt.Errorf("rate %q: %w", d, err)
+		}
+		v[i] = q
+	}
+	den := new(big.Rat).Add(v[0], v[2])
+	if den.Sign() <= 0 {
+		return nil, fmt.Errorf("incumbent rates %s and %s", sp.B, sp.BPrime)
+	}
+	return new(big.Rat).Quo(new(big.Rat).Mul(v[1], big.NewRat(2, 1)), den), nil
 }

@@ -215,7 +215,7 @@ func adversarialCases() []adversarialCase {
 		{name: "reduce_getattr_globals", scan: `dynamic-attribute passing getattr around`},
 		{name: "format_nonliteral_modules", scan: `dynamic-attribute format\(\) on a format string that is not a literal`},
 		{name: "abc_register_tensor", scan: `module-attribute-not-allowed use of "numbers\.Real\.register"`},
-		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), (first call|replay \d+), rank 0, output out: matched_ratio ratio below minimum`},
+		{name: "decode_long_context", verify: `shape long-context~ \([a-z_]+\), [a-z0-9 ]+, rank 0, output out: matched_ratio ratio below minimum`},
 		{name: "wraps_onto_op_packet", scan: `module-attribute-not-allowed use of "functools\.wraps" other than as a decorator called with the wrapped function alone`},
 		// Session 13's red team.
 		{name: "version_tell_rmsnorm", scan: `tensor-internals use of "x\._version"`},

@@ -120,6 +120,15 @@ type callUnit struct {
 	back int
 }
 
+// steps names a count of decode steps in a call's label (words only, so
+// that a label stays one run of letters, digits and spaces).
+func steps(n int) string {
+	if n == 1 {
+		return "one step"
+	}
+	return fmt.Sprintf("%d steps", n)
+}
+
 // withSteps inserts the earlier decode steps of the case's targets
 // (slot.Case.StepPlan) among its eager replays (units[i] is replay i+1),
 // each step before the position its plan says, in the targets' order.
@@ -370,7 +379,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 			graphFiles = append(graphFiles, u.file)
 		}
 		if u.back > 0 {
-			u.label += fmt.Sprintf(" (replay %d's caches %d decode step(s) earlier)", at[u.k], u.back)
+			u.label += fmt.Sprintf(" as replay %d %s earlier", at[u.k], steps(u.back))
 		}
 		units = append(units, u)
 	}

@@ -187,8 +187,8 @@ type RunRequest struct {
 	// first call, entry i replay i, and one entry past the replays the CUDA
 	// graph's capture (slot.Case.DecoyCalls). Absent: one before the first
 	// call and one before the first replay.
-	DecoyCalls []int `json:"decoy_calls,omitempty"`
-	Dir    string   `json:"dir"`
+	DecoyCalls []int  `json:"decoy_calls,omitempty"`
+	Dir        string `json:"dir"`
 	// CheckObjects asks the worker to compare torch's classes, functions
 	// and module bindings with its start after the case (guard.objects:
 	// tens of milliseconds, so verify asks on a row's first and last case;
