@@ -194,7 +194,7 @@ import (
 //     them with two steps; the stream "steps" at replay 0) is preceded,
 //     at a drawn earlier position, by the same inputs one position
 //     shorter and its query rows moved by a share of their norms
-//     log-uniform in [0.05, 0.5] (the stream "steps.query.BACK" at the
+//     log-uniform in [0.05, 2] (the stream "steps.query.BACK" at the
 //     replay), the zero slots past the shorter lengths as the engine
 //     has them. A slot with prepare inputs deals one case of each row the
 //     deep cycle (the stream "decoys.deep" keyed by the row's seed,

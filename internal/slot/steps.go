@@ -17,14 +17,15 @@ import (
 // and windowed long sink-led sequences only when that cache came back
 // longer (decode_persist_sink_window, rt39) passed both.
 //
-// Now one eager replay of every case of a slot with Spec.Steps (the
-// target) is preceded by one or two earlier steps of itself: the same
+// Now about half the eager replays of every case of a slot with
+// Spec.Steps (the targets) are each preceded by an earlier step of
+// themselves, one of them by two: the same
 // caches and tables, each sequence's length one or two shorter (a
 // sequence of that length or less keeps it), the slots past the shorter
 // lengths as the engine has them then (zero where the case's caches keep
-// unreached slots zero, zeroTail and zeroUnreached), and a query near the
-// target's (each row moved by a drawn share of its own norm, so that the
-// step's sinks stay sinks). The steps are graded calls like any other,
+// unreached slots zero, zeroTail and zeroUnreached), and each query row
+// moved off the target's by a drawn share of its own norm (near it, where
+// the step's sinks stay sinks, or as far as another token's). The steps are graded calls like any other,
 // placed at drawn points before the target with other calls between them
 // (other layers' calls), so the target is a cache coming back one step
 // longer; it is any replay of the case, in any distribution, outlier
@@ -40,10 +41,13 @@ type StepSpec struct {
 const stepOdds = 0.5
 
 // stepQueryMin and stepQueryMax bound the share of its norm each query
-// row of an earlier step moves by (log-uniform per call).
+// row of an earlier step moves by (log-uniform per call): near the
+// target's query, where its sinks stay sinks, and as far as another
+// token's (a share of 2 leaves a cosine of about 0.45), so that how far
+// two steps' queries lie apart tells nothing.
 const (
 	stepQueryMin = 0.05
-	stepQueryMax = 0.5
+	stepQueryMax = 2.0
 )
 
 // StepCall is one earlier step of a case's target replay: Back positions
