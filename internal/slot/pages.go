@@ -214,20 +214,16 @@ func (c *Case) padTables(replay int) error {
 	if !ok {
 		return nil
 	}
-	pad := int64(0)
-	if !c.Serving {
-		g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "block_table.pad")
-		if g.uniform() < 0.5 {
-			return nil
-		}
-		pages, err := EvalDim(table.Range, c.Dims)
-		if err != nil {
-			return fmt.Errorf("slot %s: block_table range: %w", c.Spec.Name, err)
-		}
-		if g.uniform() >= 0.75 {
-			pad = int64(g.intn(pages))
-		}
+	pad, padded, err := c.padPage(replay)
+	if err != nil || !padded {
+		return err
 	}
+	return c.padPast(table, lens, ps, pad)
+}
+
+// padPast sets every table entry past each sequence's last page (by the
+// call's lengths) to pad, in every rank.
+func (c *Case) padPast(table, lens Arg, ps int, pad int64) error {
 	for _, rank := range c.Ranks {
 		v, n, width, ok, err := rankPages(rank, table, lens)
 		if err != nil {
@@ -249,6 +245,31 @@ func (c *Case) padTables(replay int) error {
 		rank[table.Name] = t
 	}
 	return nil
+}
+
+// padPage is the page a call's padded tables hold past each sequence's
+// last page (padTables); padded is false where the call's tables keep the
+// generator's own pages there.
+func (c *Case) padPage(replay int) (pad int64, padded bool, err error) {
+	table, _, _, ok := c.pagedArgs()
+	if !ok {
+		return 0, false, nil
+	}
+	if c.Serving {
+		return 0, true, nil
+	}
+	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "block_table.pad")
+	if g.uniform() < 0.5 {
+		return 0, false, nil
+	}
+	pages, err := EvalDim(table.Range, c.Dims)
+	if err != nil {
+		return 0, false, fmt.Errorf("slot %s: block_table range: %w", c.Spec.Name, err)
+	}
+	if g.uniform() >= 0.75 {
+		pad = int64(g.intn(pages))
+	}
+	return pad, true, nil
 }
 
 // zeroUnreached gives a call's KV caches the engine's unreached slots.

@@ -191,12 +191,12 @@ import (
 // 20. Since v20 (session 40): decode steps and deep stacks. A slot with
 //     Spec.Steps takes earlier decode steps of its eager replays
 //     (steps.go): each replay with odds 1/2 (at least one a case, one of
-//     them with two steps; the stream "steps" at replay 0) is preceded,
-//     at a drawn earlier position, by the same inputs one position
-//     shorter and its query rows moved by a share of their norms
-//     log-uniform in [0.05, 2] (the stream "steps.query.BACK" at the
-//     replay), the zero slots past the shorter lengths as the engine
-//     has them. A slot with prepare inputs deals one case of each row the
+//     them with a run of 2 to 6 steps; the stream "steps" at replay 0)
+//     is preceded, at a drawn earlier position, by the same inputs one
+//     position shorter and its query rows moved by a share of their
+//     norms log-uniform in [0.05, 2] (the stream "steps.query.BACK" at
+//     the replay), the zero slots and padded table entries past the
+//     shorter lengths as the engine has them. A slot with prepare inputs deals one case of each row the
 //     deep cycle (the stream "decoys.deep" keyed by the row's seed,
 //     Spec.DeepCase): 128 decoys, or as many as 4 Mi elements a rank
 //     allow, called in turn between its graded calls (Case.DecoyCalls,

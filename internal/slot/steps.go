@@ -36,6 +36,13 @@ type StepSpec struct {
 	Lens, Query string
 }
 
+// stepRunMax is the most earlier steps one target of a case takes (the
+// run: 2 to stepRunMax, drawn), so that a cache is seen up to
+// stepRunMax+1 times growing by one. Until session 40's red-team pass a
+// run had two, and a decode that cheated from a cache's fourth visit on
+// (decode_fourth_visit, rt40) passed.
+const stepRunMax = 6
+
 // stepOdds is the odds of an eager replay being a target: of its case
 // showing it an earlier step first.
 const stepOdds = 0.5
@@ -62,8 +69,8 @@ type StepCall struct {
 // target replay (1 to eager; the stream of argument "steps" at replay
 // 0): with odds stepOdds a replay is a target, preceded by one step (one
 // position back) placed before a drawn position no later than the
-// replay, and one target drawn among them by two (two back before one
-// back). ok is false for a slot without Spec.Steps or a case without
+// replay, and one target drawn among them by a run of 2 to stepRunMax
+// (each further back placed no later than the one after it). ok is false for a slot without Spec.Steps or a case without
 // replays.
 func (c *Case) StepPlan(eager int) (steps map[int][]StepCall, ok bool) {
 	if c.Spec.Steps == nil || eager < 1 {
@@ -80,13 +87,19 @@ func (c *Case) StepPlan(eager int) (steps map[int][]StepCall, ok bool) {
 	if len(targets) == 0 {
 		targets = append(targets, 1+g.intn(eager))
 	}
-	two := targets[g.intn(len(targets))]
+	run := targets[g.intn(len(targets))]
 	for _, k := range targets {
 		at := 1 + g.intn(k)
-		if k == two {
-			steps[k] = append(steps[k], StepCall{Back: 2, Before: 1 + g.intn(at)})
+		steps[k] = []StepCall{{Back: 1, Before: at}}
+		if k != run {
+			continue
 		}
-		steps[k] = append(steps[k], StepCall{Back: 1, Before: at})
+		// the run: 2 to stepRunMax steps back, earliest first
+		n := 2 + g.intn(stepRunMax-1)
+		for back := 2; back <= n; back++ {
+			at = 1 + g.intn(at)
+			steps[k] = append([]StepCall{{Back: back, Before: at}}, steps[k]...)
+		}
 	}
 	return steps, true
 }
@@ -142,6 +155,19 @@ func (c *Case) StepBack(replay, back int) error {
 		}
 		if rank[ss.Query], err = tensor.FromFloat64(q.DType, q.Shape, qv); err != nil {
 			return fmt.Errorf("slot %s: step back: %w", c.Spec.Name, err)
+		}
+	}
+	// A padded table holds the pad page past the shorter last page: the
+	// engine appends a sequence's next page when it reaches it.
+	if table, lens, ps, ok := c.pagedArgs(); ok {
+		pad, padded, err := c.padPage(replay)
+		if err != nil {
+			return err
+		}
+		if padded {
+			if err := c.padPast(table, lens, ps, pad); err != nil {
+				return err
+			}
 		}
 	}
 	if err := c.zeroTail(); err != nil {

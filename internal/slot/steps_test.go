@@ -17,6 +17,7 @@ func TestStepPlan(t *testing.T) {
 	s, _ := c.Lookup("attention.decode")
 	const eager = 8
 	targets, cases := 0, 40
+	runs := map[int]bool{}
 	for idx := range cases {
 		cs, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[0], DType: tensor.F32, Dist: Normal, Index: idx})
 		if err != nil {
@@ -39,17 +40,24 @@ func TestStepPlan(t *testing.T) {
 					t.Errorf("case %d: target %d's steps %+v out of order", idx, k, steps)
 				}
 			}
-			if len(steps) == 2 {
+			if len(steps) >= 2 {
 				twos++
+				if len(steps) > stepRunMax || steps[0].Back != len(steps) {
+					t.Errorf("case %d: a run of %+v", idx, steps)
+				}
+				runs[len(steps)] = true
 			}
 		}
 		if twos != 1 {
-			t.Errorf("case %d: %d targets with two steps, want 1", idx, twos)
+			t.Errorf("case %d: %d targets with a run of steps, want 1", idx, twos)
 		}
 		targets += len(plan)
 	}
 	if share := float64(targets) / float64(cases*eager); share < 0.35 || share > 0.65 {
 		t.Errorf("%.2f of the replays are targets, want about a half", share)
+	}
+	if len(runs) != stepRunMax-1 {
+		t.Errorf("runs of %v steps, want every length from 2 to %d", runs, stepRunMax)
 	}
 	rms, _ := c.Lookup("norm.rmsnorm")
 	cs, err := rms.NewCase(CaseParams{Seed: 3, Shape: rms.Shapes[0], DType: tensor.F32, Dist: Normal, Index: 1})
@@ -70,7 +78,7 @@ func TestStepBack(t *testing.T) {
 	c := catalog(t)
 	for _, name := range []string{"attention.decode", "attention.msa_block_score"} {
 		s, _ := c.Lookup(name)
-		zeroed := 0
+		zeroed, grown := 0, 0
 		for idx := range 12 {
 			sh := s.Shapes[idx%len(s.Shapes)]
 			cs, err := s.NewCase(CaseParams{Seed: 5, Shape: sh, DType: tensor.F32, Dist: Normal, Index: idx})
@@ -124,10 +132,11 @@ func TestStepBack(t *testing.T) {
 					if !slices.Equal(at[key].Shape, back[key].Shape) {
 						t.Fatalf("%s case %d: %s reshaped", name, idx, key)
 					}
-					if key == "block_table" && !slices.Equal(at[key].Data, back[key].Data) {
-						t.Errorf("%s case %d: the table changed a step back", name, idx)
+					if key == "block_table" {
+						grown += tableStep(t, name, idx, at, back, l1, cs.Dims["PS"])
+						continue
 					}
-					if key != "block_table" && !slices.Equal(at[key].Data, back[key].Data) {
+					if !slices.Equal(at[key].Data, back[key].Data) {
 						zeroed++ // the slots past the shorter lengths
 					}
 				}
@@ -136,5 +145,38 @@ func TestStepBack(t *testing.T) {
 		if zeroed == 0 {
 			t.Errorf("%s: no case zeroed a slot past its shorter lengths", name)
 		}
+		if name == "attention.decode" && grown == 0 {
+			t.Errorf("%s: no step's table lacked a page its target's has", name)
+		}
 	}
+}
+
+// tableStep checks a step's page table against its target's: the entries
+// up to each sequence's last page (by the step's lengths) are the
+// target's, the ones past it the target's or one pad page; it returns how
+// many rows lack a page the target's row has.
+func tableStep(t *testing.T, name string, idx int, at, back map[string]*tensor.Tensor, lens []int64, ps int) int {
+	t.Helper()
+	v0, _ := at["block_table"].Int64s()
+	v1, _ := back["block_table"].Int64s()
+	width := at["block_table"].Shape[1]
+	grown := 0
+	for b, l := range lens {
+		used := int((l + int64(ps) - 1) / int64(ps))
+		row0, row1 := v0[b*width:(b+1)*width], v1[b*width:(b+1)*width]
+		if !slices.Equal(row0[:min(used, width)], row1[:min(used, width)]) {
+			t.Errorf("%s case %d row %d: a page the step reads changed", name, idx, b)
+		}
+		if used >= width || slices.Equal(row0[used:], row1[used:]) {
+			continue
+		}
+		for _, p := range row1[used:] {
+			if p != row1[used] {
+				t.Errorf("%s case %d row %d: past its last page the step's table holds %v, not one pad page", name, idx, b, row1[used:])
+				break
+			}
+		}
+		grown++
+	}
+	return grown
 }

@@ -38,5 +38,11 @@ func redTeamCases() []adversarialCase {
 		// decoys). Each cheats in some calls only: every dtype's row.
 		{name: "decode_persist_sink_window", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
 		{name: "moe_deep_layer_cycle", allDTypes: true, verify: `replay [12], rank 0, output out: matched_ratio`},
+		// rt40's closed pair (session 40): a cache seen from its fourth
+		// visit on (runs of 2 to 6 earlier steps), a table that gains the
+		// page the engine appends (a step's table is padded past its
+		// shorter last page).
+		{name: "decode_fourth_visit", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
+		{name: "decode_table_grow", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
 	}
 }
