@@ -44,9 +44,8 @@ every token, both, scattered outliers), scalar arguments range over their
 legal values and the values served models use. Calls follow one another
 as a model's layers and steps do: about half the decode replays are
 preceded by their caches one to six decode steps earlier, norm weights
-come back every few calls,
-and a prepared MoE state comes back after up to 128 other layers'. Every call
-gets fresh tensor objects, each input in an allocation of its own or at a
+come back every few calls, and a prepared MoE state comes back after up
+to 128 other layers'. Every call gets fresh tensor objects, each input in an allocation of its own or at a
 random offset inside a larger one (as the engine hands them), and a kernel
 that keeps a reference to what it was handed after its case fails. Go generates the inputs (from a fresh
 secret seed unless --seed is given; the seed is printed so a run can be
