@@ -133,14 +133,14 @@ func steps(n int) string {
 // (slot.Case.StepPlan) among its eager replays (units[i] is replay i+1),
 // each step before the position its plan says, in the targets' order.
 func withSteps(c *slot.Case, units []callUnit) []callUnit {
-	steps, ok := c.StepPlan(len(units))
+	plan, ok := c.StepPlan(len(units))
 	if !ok {
 		return units
 	}
 	var out []callUnit
 	for i, u := range units {
 		for k := 1; k <= len(units); k++ {
-			for _, st := range steps[k] {
+			for _, st := range plan[k] {
 				if st.Before == i+1 {
 					t := units[k-1]
 					t.back = st.Back
