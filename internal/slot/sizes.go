@@ -208,7 +208,9 @@ func decodeSizes(z sizeRand) []Shape {
 
 // decodeShape is a decode shape whose table addresses seq positions in
 // pages of ps, its cache as many pages as the element bound allows (at
-// most one a table entry, at least 4).
+// most one a table entry, at least 4). Where four pages of ps would
+// break the bound, ps is halved until they fit (it may then be a fixed
+// page size; the drawn-long shape still draws its own).
 func decodeShape(name string, b, hq, hkv, d, ps, seq int) Shape {
 	for ps > 1 && 8*ps*hkv*d > sizeElements {
 		ps /= 2 // four pages of both caches fit the bound
