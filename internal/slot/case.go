@@ -17,6 +17,13 @@ type slotImpl struct {
 	reference func(c *Case) (map[string][]float64, error)
 	// sizes draws the slot's drawn shapes (sizes.go); nil draws none.
 	sizes func(z sizeRand) []Shape
+	// stackWork is a call's work where it bounds a stack (stack.go);
+	// stackThin makes a stack's layer state smaller by one step, false
+	// where it cannot. nil: no bound, no thinning.
+	stackWork func(d Dims) int
+	stackThin func(d Dims) bool
+	// stackKey is how wide a layer is (Spec.StackKey); nil: its state.
+	stackKey func(d Dims) int
 }
 
 // Case is one concrete verification instance of a slot: dimensions, dtype,

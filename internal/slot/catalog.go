@@ -340,7 +340,7 @@ func decode() *Spec {
 		Correctness:  matched("0.99"),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "num_kv_heads": "HKV",
 			"head_dim": "D", "page_size": "PS", "seq_len": "MAXP*PS"},
-		impl: slotImpl{reference: refDecode, sizes: decodeSizes},
+		impl: slotImpl{reference: refDecode, sizes: decodeSizes, stackWork: decodeStackWork, stackThin: decodeStackThin, stackKey: decodeStackKey},
 	}
 }
 
@@ -386,7 +386,7 @@ func msaBlockScore() *Spec {
 		Correctness: msaDecodeTopK(),
 		fields: map[string]string{"batch_size": "B", "num_heads": "HQ", "seq_len": "S",
 			"head_dim": "D", "block_size": "BS"},
-		impl: slotImpl{reference: refMSABlockScore, sizes: msaDecodeSizes},
+		impl: slotImpl{reference: refMSABlockScore, sizes: msaDecodeSizes, stackWork: sheetStackWork, stackThin: sheetStackThin, stackKey: sheetStackKey},
 	}
 }
 

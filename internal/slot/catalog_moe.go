@@ -88,7 +88,7 @@ func fusedExperts() *Spec {
 		Correctness: moeMatched(),
 		fields:      moeFields(),
 		extraFields: []string{"quant"},
-		impl:        slotImpl{reference: refFusedExperts, sizes: moeSizes},
+		impl:        slotImpl{reference: refFusedExperts, sizes: moeSizes, stackThin: moeStackThin, stackKey: moeStackKey},
 	}
 }
 
@@ -114,6 +114,6 @@ func fusedExpertsReduce() *Spec {
 		Correctness: moeMatched(),
 		fields:      fields,
 		extraFields: []string{"quant"},
-		impl:        slotImpl{reference: refFusedExpertsReduce, sizes: moeSizes},
+		impl:        slotImpl{reference: refFusedExpertsReduce, sizes: moeSizes, stackThin: moeStackThin, stackKey: moeStackKey},
 	}
 }

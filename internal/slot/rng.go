@@ -202,6 +202,18 @@ import (
 //     allow, called in turn between its graded calls (Case.DecoyCalls,
 //     decoy.go; the count before its second replay from the stream
 //     "decoys.cycle").
+// 21. Since v21 (session 41): layer stacks (stack.go). The deep case is
+//     gone; every row of a slot with per-layer state (Spec.LayerArgs)
+//     adds a stack case: Steps 2 + intn(3) and Layers 16 + intn(113) of
+//     the stream "stack" keyed by the row's seed (Spec.StackDraw), on the
+//     shape verify picks (Spec.StackShape, StackKey). Decoy j's state is
+//     drawn at replay −j; a decode stack's calls are its steps
+//     (Case.StackCall: StepBack at replay 0), its decoys' caches zeroed
+//     as each step's engine has them (Case.StackDecoy, Grow); any other
+//     slot's calls are replays 1 to Steps−1 with the case's own state.
+//     Decoy call n of a case draws its activations (Spec.FeedArgs) at
+//     replay −(129 + n) (Case.Feed), the regular MoE cases' decoy calls
+//     too.
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a
@@ -220,8 +232,9 @@ import (
 // rows one rank owns, float16 product caps and headroom, routing patterns;
 // v19, session 39: process subgroups and the collective cases that hand
 // them, norm weights that come back; v20, session 40: earlier decode
-// steps, the deep stack of prepared states).
-const InputGenerator = "cacheon.slot.input.v20"
+// steps, the deep stack of prepared states; v21, session 41: layer
+// stacks, decoy calls' own activations).
+const InputGenerator = "cacheon.slot.input.v21"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

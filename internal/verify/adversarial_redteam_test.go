@@ -2,6 +2,10 @@ package verify_test
 
 import "cacheon/internal/tensor"
 
+// stackFail is where a stack case's graded call fails (a call label of
+// verify's stack case, rank 0).
+const stackFail = `stack step [0-9]+ of [0-9]+ after [0-9]+ other layers, rank 0, `
+
 // redTeamCases are the suite's cases from rt37 on (docs/redteam.md,
 // sessions 38 to 40), each closed by a generator version.
 func redTeamCases() []adversarialCase {
@@ -34,15 +38,23 @@ func redTeamCases() []adversarialCase {
 		// rt39's classes G and H (closed in session 40, generator v20):
 		// a decode cache coming back one step longer (slot.Case.StepBack:
 		// earlier steps of half the replays), a prepared state coming
-		// back after a deep stack of others (slot.Spec.DeepCase: 128
-		// decoys). Each cheats in some calls only: every dtype's row.
+		// back after a deep stack of others (v20's deep case; since v21
+		// the stack case, slot.Spec.StackDraw). Each cheats in some calls
+		// only: every dtype's row.
 		{name: "decode_persist_sink_window", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
-		{name: "moe_deep_layer_cycle", allDTypes: true, verify: `replay [12], rank 0, output out: matched_ratio`},
+		{name: "moe_deep_layer_cycle", allDTypes: true, verify: `(replay [12]|stack step [0-9]+ of [0-9]+ after [0-9]+ other layers), rank 0, output out: matched_ratio`},
 		// rt40's closed pair (session 40): a cache seen from its fourth
 		// visit on (runs of 2 to 6 earlier steps), a table that gains the
 		// page the engine appends (a step's table is padded past its
 		// shorter last page).
 		{name: "decode_fourth_visit", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
 		{name: "decode_table_grow", allDTypes: true, verify: `rank 0, output out: matched_ratio`},
+		// rt40's class H' (closed in session 41, generator v21): a state
+		// coming back after a served model's depth of others, at a wide
+		// layer (the stack case: 16 to 128 layers, each with its own
+		// state and activations, slot.Spec.StackDraw, StackShape).
+		{name: "decode_layer_depth", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
+		{name: "moe_deep_wide", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
+		{name: "rmsnorm_weight_cycle5", allDTypes: true, verify: stackFail + `output out: allclose`},
 	}
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -118,6 +116,9 @@ type callUnit struct {
 	// back > 0: an earlier decode step of replay k, that many positions
 	// shorter (slot.Case.StepBack).
 	back int
+	// stackAt > 0: the stack case's graded call stackAt−1
+	// (slot.Case.StackCall).
+	stackAt int
 }
 
 // steps names a count of decode steps in a call's label (words only, so
@@ -157,7 +158,12 @@ func withSteps(c *slot.Case, units []callUnit) []callUnit {
 // for every rank and computes the expected outputs.
 func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 	c := pc.c
-	if u.k > 0 {
+	if u.stackAt > 0 {
+		var err error
+		if c, err = pc.c.StackCall(u.stackAt-1, pc.stack.Steps); err != nil {
+			return err
+		}
+	} else if u.k > 0 {
 		c = c.Clone()
 		refresh := func() error { return c.RefreshAs(u.k, u.dist) }
 		if u.scene > 0 {
@@ -289,6 +295,81 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		return nil, err
 	}
 	pc.outputs = outs
+	for r := range c.Ranks {
+		dir := filepath.Join(jobRoot, fmt.Sprintf("case-%d-rank-%d", ci, r))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+		pc.dirs = append(pc.dirs, dir)
+	}
+	var units []callUnit
+	var replayFiles, graphFiles []string
+	if pc.stack != nil {
+		units, replayFiles = stackUnits(pc, spec)
+	} else {
+		units, replayFiles, graphFiles = caseUnits(pc, spec, o)
+	}
+	var args []worker.RunArg
+	for _, a := range spec.Args {
+		ra := worker.RunArg{Name: a.Name, Kind: string(a.Kind)}
+		if a.Kind == slot.ArgScalar {
+			v := c.Scalars[a.Name]
+			ra.Type, ra.Value = a.Scalar, &v
+		}
+		args = append(args, ra)
+	}
+	var prepArgs []string
+	for _, a := range spec.PrepareArgs {
+		prepArgs = append(prepArgs, a.Name)
+	}
+	decoys, feeds, decoyCalls, err := layerDecoys(pc, ci, len(replayFiles))
+	if err != nil {
+		return nil, err
+	}
+	graph := pc.graph && !strings.Contains(c.Shape, "/burst-")
+	var layerArgs []string
+	if decoys != nil && len(spec.PrepareArgs) == 0 {
+		for _, a := range spec.LayerArgs() {
+			layerArgs = append(layerArgs, a.Name)
+		}
+	}
+	var specs []worker.OutputSpec
+	for _, out := range outs {
+		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
+			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
+	}
+	packing, packed := c.PackPlan()
+	pc.packing, pc.packed = packing, packed
+	pc.chain = chainedPairs(c, outs, packing, packed)
+	for r := range c.Ranks {
+		req := worker.RunRequest{
+			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
+			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
+			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, DecoyCalls: decoyCalls, LayerArgs: layerArgs, DecoyFeeds: feeds, Chain: pc.chain, Dir: pc.dirs[r],
+			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
+		}
+		if pc.groups != nil {
+			req.ProcessGroup = worker.GroupSub
+		}
+		if packed {
+			rooms, err := c.Rooms(r, packing)
+			if err != nil {
+				return nil, err
+			}
+			pc.rooms = append(pc.rooms, rooms)
+			req.Packed = &worker.Packing{Names: packing.Names, Before: packing.Before, After: packing.After}
+		}
+		pc.req = append(pc.req, req)
+	}
+	return units, nil
+}
+
+// caseUnits lists a case's calls: the first call, the eager replays
+// (the distributions', the scenes', a decode slot's earlier steps among
+// them), then the CUDA-graph replays, with the replays' and the graph
+// replays' files.
+func caseUnits(pc *plannedCase, spec *slot.Spec, o Options) (units []callUnit, replayFiles, graphFiles []string) {
+	c := pc.c
 	isBurst := strings.Contains(c.Shape, "/burst-")
 	// The first replay draws its graph-dynamic inputs from the first
 	// call's distribution (new values that look alike: a cache keyed on
@@ -308,13 +389,6 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	}
 	if isBurst {
 		replays = 0
-	}
-	for r := range c.Ranks {
-		dir := filepath.Join(jobRoot, fmt.Sprintf("case-%d-rank-%d", ci, r))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return nil, err
-		}
-		pc.dirs = append(pc.dirs, dir)
 	}
 	// After the distributions' replays, the scene replays: heavy-tailed
 	// inputs in each outlier scene the row did not deal the case
@@ -360,8 +434,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		eagerUnits = withSteps(c, eagerUnits)
 	}
 	pc.calls = make([]plannedCall, 1+len(eagerUnits)+len(graphUnits))
-	units := []callUnit{{k: 0, dist: c.Dist, file: "in.safetensors", phase: "eager", label: "first call", target: &pc.calls[0]}}
-	var replayFiles, graphFiles []string
+	units = []callUnit{{k: 0, dist: c.Dist, file: "in.safetensors", phase: "eager", label: "first call", target: &pc.calls[0]}}
 	at := map[int]int{} // a drawn replay's position
 	for i, u := range eagerUnits {
 		if u.back == 0 {
@@ -383,61 +456,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		}
 		units = append(units, u)
 	}
-	var args []worker.RunArg
-	for _, a := range spec.Args {
-		ra := worker.RunArg{Name: a.Name, Kind: string(a.Kind)}
-		if a.Kind == slot.ArgScalar {
-			v := c.Scalars[a.Name]
-			ra.Type, ra.Value = a.Scalar, &v
-		}
-		args = append(args, ra)
-	}
-	var prepArgs []string
-	for _, a := range spec.PrepareArgs {
-		prepArgs = append(prepArgs, a.Name)
-	}
-	nDecoys := slot.Decoys
-	if ci == 0 {
-		nDecoys = slot.LayerDecoys
-	}
-	nDecoys = max(nDecoys, pc.deep)
-	decoys, err := writeDecoys(c, pc.dirs, nDecoys)
-	if err != nil {
-		return nil, err
-	}
-	var decoyCalls []int
-	if decoys != nil {
-		decoyCalls = c.DecoyCalls(nDecoys, len(replayFiles))
-	}
-	var specs []worker.OutputSpec
-	for _, out := range outs {
-		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
-			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
-	}
-	packing, packed := c.PackPlan()
-	pc.packing, pc.packed = packing, packed
-	pc.chain = chainedPairs(c, outs, packing, packed)
-	for r := range c.Ranks {
-		req := worker.RunRequest{
-			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
-			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
-			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, DecoyCalls: decoyCalls, Chain: pc.chain, Dir: pc.dirs[r],
-			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
-		}
-		if pc.groups != nil {
-			req.ProcessGroup = worker.GroupSub
-		}
-		if packed {
-			rooms, err := c.Rooms(r, packing)
-			if err != nil {
-				return nil, err
-			}
-			pc.rooms = append(pc.rooms, rooms)
-			req.Packed = &worker.Packing{Names: packing.Names, Before: packing.Before, After: packing.After}
-		}
-		pc.req = append(pc.req, req)
-	}
-	return units, nil
+	return units, replayFiles, graphFiles
 }
 
 // chainedPairs are the slot's Chained pairs (output -> input) that the
@@ -462,53 +481,6 @@ func chainedPairs(c *slot.Case, outs []slot.Output, p slot.Packing, packed bool)
 		chain[o] = in
 	}
 	return chain
-}
-
-// writeDecoys writes the prepare inputs of the case's n decoys
-// (slot.Case.Decoy: other layers' weights the worker prepares around the
-// case's own and calls ungraded before the graded calls; a row's first
-// case takes slot.LayerDecoys, the others slot.Decoys) into every rank's
-// directory and returns their file names; none for a slot without prepare
-// inputs.
-func writeDecoys(c *slot.Case, dirs []string, n int) ([]string, error) {
-	if len(c.Spec.PrepareArgs) == 0 {
-		return nil, nil
-	}
-	// Side by side (each decoy draws its own clone of the case): a row's
-	// first case takes slot.LayerDecoys, and at a served MoE shape each
-	// is millions of weights that the case's first call waits for.
-	files := make([]string, n)
-	errs := make([]error, n)
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
-	for j := 1; j <= n; j++ {
-		files[j-1] = fmt.Sprintf("decoy%d.safetensors", j)
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[j-1] = writeDecoy(c, dirs, j, files[j-1])
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return files, nil
-}
-
-// writeDecoy writes decoy j's prepare inputs as name in every rank's
-// directory.
-func writeDecoy(c *slot.Case, dirs []string, j int, name string) error {
-	ranks, err := c.Decoy(j)
-	if err != nil {
-		return err
-	}
-	for r, m := range ranks {
-		if err := safetensors.WriteScratch(filepath.Join(dirs[r], name), m); err != nil {
-			return fmt.Errorf("write %s for rank %d: %w", name, r, err)
-		}
-	}
-	return nil
 }
 
 // rowSeed is the seed of a row's shapes and inputs: the first 8 bytes,

@@ -64,10 +64,10 @@ type plannedCase struct {
 	// subgroup's reduction and compared with its subgroup's first rank;
 	// nil: the world group.
 	groups [][]int
-	// deep is how many decoys the case takes as the row's deep case
-	// (slot.Spec.DeepCase): its state comes back after a stack of others
-	// up to slot.MaxDepth deep. 0 for the other cases.
-	deep int
+	// stack is set on the row's stack case (slot.Spec.StackCase): its
+	// calls are its own layer's steps with the other layers' decoy calls
+	// between them (stack.go). nil for the other cases.
+	stack *slot.Stack
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}
@@ -319,7 +319,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		return row
 	}
 	dealScenes(spec, cases)
-	dealDeep(spec, seed, cases)
+	cases = withStack(spec, seed, cases, len(shapes)+1, fits)
 	// Some shape applies: the workers start while Go computes the inputs
 	// and references of every call.
 	root, err := p.start(ctx, key)
@@ -409,22 +409,6 @@ func dealScenes(spec *slot.Spec, cases []*plannedCase) {
 	slices.SortStableFunc(order, func(a, b int) int { return size[b] - size[a] })
 	for rank, i := range order {
 		cases[i].params.Scene = rank
-	}
-}
-
-// dealDeep picks the row's deep case (slot.Spec.DeepCase) among the cases
-// that run replays: its state comes back after a stack of other layers'.
-func dealDeep(spec *slot.Spec, seed uint64, cases []*plannedCase) {
-	sizes := make([]int, len(cases))
-	for i, pc := range cases {
-		if pc.firstOnly {
-			continue
-		}
-		// A shape whose inputs cannot be sized fails at its case.
-		sizes[i], _ = spec.PrepareElements(pc.params.Shape.Dims, pc.params.WorldSize)
-	}
-	if i, n, ok := spec.DeepCase(seed, sizes); ok {
-		cases[i].deep = n
 	}
 }
 

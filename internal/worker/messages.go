@@ -177,11 +177,22 @@ type RunRequest struct {
 	Replays      []string     `json:"replays"`
 	Graph        bool         `json:"graph"`
 	GraphReplays []string     `json:"graph_replays"`
-	// Decoys are files (in Dir) of other prepare inputs of the same
-	// shapes (slot.Case.Decoy): the worker prepares the first before the
-	// case's own state and the rest after it, keeps every state alive and
-	// calls the entry with their states, ungraded, as DecoyCalls says.
+	// Decoys are files (in Dir) of other layers' state of the same
+	// shapes (slot.Case.Decoy): each holds the LayerArgs inputs. With a
+	// prepare the worker prepares the first before the case's own state
+	// and the rest after it; without, it places each decoy's inputs in
+	// memory of their own. It keeps every decoy alive and calls the entry
+	// with them, ungraded, as DecoyCalls says.
 	Decoys []string `json:"decoys,omitempty"`
+	// LayerArgs names the inputs a decoy holds (slot.Spec.LayerArgs);
+	// absent: PrepareArgs.
+	LayerArgs []string `json:"layer_args,omitempty"`
+	// DecoyFeeds are files (in Dir), one per decoy call in order, of the
+	// call's own activations (slot.Case.Feed): inputs the worker writes
+	// in the case's memory before the call, and NAME@at / NAME@rows pairs
+	// that grow the called decoy's layer input NAME (slot.Grow). Absent:
+	// decoy calls take the case's current inputs.
+	DecoyFeeds []string `json:"decoy_feeds,omitempty"`
 	// DecoyCalls says how many ungraded calls with decoys' states (in
 	// decoy order, cycling) precede each graded eager call: entry 0 the
 	// first call, entry i replay i, and one entry past the replays the CUDA
@@ -247,6 +258,12 @@ func (r RunRequest) message() map[string]any {
 	}
 	if len(r.DecoyCalls) > 0 {
 		m["decoy_calls"] = r.DecoyCalls
+	}
+	if len(r.LayerArgs) > 0 {
+		m["layer_args"] = r.LayerArgs
+	}
+	if len(r.DecoyFeeds) > 0 {
+		m["decoy_feeds"] = r.DecoyFeeds
 	}
 	if len(r.Chain) > 0 {
 		m["chain"] = r.Chain

@@ -1,25 +1,44 @@
-"""prepstates: a run case's prepared states as serving holds them.
+"""prepstates: a run case's other layers, as serving holds them.
 
-The engine prepares every layer's weights at load (model.py,
-``dispatch.prepare_experts`` per layer) and then calls the layers in turn:
-several prepared states are alive at once and each layer is called after
-the others were prepared. A case with ``decoys`` (other prepare inputs of
-the same shapes, Go's slot.Case.Decoy) is run the same way: the first
-decoy is prepared before the case's own state and the others after it,
-every state stays alive until the case ends, and the entry is called with
-decoys' states in turn, cycling, ungraded (the graded call poisons the
-outputs first), as many times before each graded eager call and before
-the graph's capture as the request's ``decoy_calls`` says (Go's
-slot.Case.DecoyCalls: a state comes back after every other layer of a
-stack, up to 128 deep). A prepare that leaves its result in module state
-for the entry to read, ignoring its prepared argument, an entry that
-keeps the first state it is called with, or one that changes its
-arithmetic once a state comes back after many others, fails the graded
-calls.
+The engine gives every layer state of its own (a norm's weight, a decode
+layer's KV cache, an expert layer's prepared weights) and calls the
+layers in turn at every step: several states are alive at once and a
+layer's state comes back after every other layer's. A case with
+``decoys`` (files of other layers' state, the request's ``layer_args``;
+Go's slot.Case.Decoy) is run the same way. With a prepare, the first
+decoy is prepared before the case's own state and the others after it;
+without one, each decoy's inputs are placed in memory of their own. Every
+decoy stays alive until the case ends, and the entry is called with the
+decoys in turn, cycling, ungraded (the graded call poisons the outputs
+first), as many times before each graded eager call and before the
+graph's capture as the request's ``decoy_calls`` says (Go's
+slot.Case.DecoyCalls and slot.Stack: a state comes back after every other
+layer of a stack, up to 128 deep).
+
+Each decoy call may take activations of its own (``decoy_feeds``, one
+file a call, Go's slot.Case.Feed): its inputs are written into the case's
+memory before the call, as serving's next layer finds new activations in
+the same buffers, and ``NAME@at`` / ``NAME@rows`` grow the called decoy's
+layer input NAME (a decode cache one step longer, Go's slot.Grow). A
+graded call then finds its own values again: a fed input its file does
+not hold is written back from the last graded call's values (restore).
+
+A prepare that leaves its result in module state for the entry to read,
+ignoring its prepared argument, an entry that keeps the first state it
+is called with, or one that changes its arithmetic once a state comes
+back after many others, fails the graded calls.
 """
 
 from . import guard, host, wire
-from .wire import Failure
+from .wire import Failure, bad
+
+
+class Layer:
+    """A decoy layer's inputs in validator memory of their own (own) and
+    the tensor objects the candidate is handed (visible, renewed a call)."""
+
+    def __init__(self, own):
+        self.own = own
 
 
 def prepare_all(case, pfn, prepare_args, decoy_data):
@@ -29,6 +48,19 @@ def prepare_all(case, pfn, prepare_args, decoy_data):
     states = [_prepare(case, pfn, argv) for argv in inputs[:1] + [own] + inputs[1:]]
     k = 1 if inputs else 0
     return states[k], states[:k] + states[k + 1:]
+
+
+def layers(case, layer_args, decoy_data):
+    """The decoys of a case without a prepare, as Layers."""
+    out = []
+    for d in decoy_data:
+        own = {}
+        for n in layer_args:
+            p = case.placed(d[n])
+            case.raw.write(p, d[n])
+            own[n] = p
+        out.append(Layer(own))
+    return out
 
 
 def _inputs(case, data, prepare_args):
@@ -46,12 +78,50 @@ def _prepare(case, pfn, argv):
     return _guarded(case, lambda: pfn(*argv), "prepare: ", "prepare_error", "")
 
 
+def check_feed(rel, data, host_in, layer_args):
+    """Refuse a feed file that holds anything but inputs other than the
+    layer inputs, and NAME@at / NAME@rows pairs of a layer input NAME
+    (int64 [m, 2] row indices in range, rows [m, ...] of its dtype)."""
+    grows = set()
+    for name, t in data.items():
+        base, _, part = name.partition("@")
+        ref = host_in.get(base)
+        if ref is None:
+            raise bad("decoy feed %s: %r is not an input" % (rel, base))
+        if not part:
+            if base in layer_args:
+                raise bad("decoy feed %s: %r is a layer input; grow it with %s@at and %s@rows"
+                          % (rel, base, base, base))
+            if t.dtype != ref.dtype or list(t.shape) != list(ref.shape):
+                raise bad("decoy feed %s: %r has %s%s, the input has %s%s"
+                          % (rel, name, t.dtype, list(t.shape), ref.dtype, list(ref.shape)))
+            continue
+        if base not in layer_args or part not in ("at", "rows") or len(ref.shape) < 2:
+            raise bad("decoy feed %s: %r names no growth of a layer input" % (rel, name))
+        grows.add(base)
+    for base in grows:
+        at, rows = data.get(base + "@at"), data.get(base + "@rows")
+        ref = host_in[base]
+        if at is None or rows is None:
+            raise bad("decoy feed %s: %s@at and %s@rows come together" % (rel, base, base))
+        m = at.shape[0] if len(at.shape) == 2 else -1
+        if str(at.dtype) != "torch.int64" or m < 0 or at.shape[1] != 2:
+            raise bad("decoy feed %s: %s@at must be int64 [m, 2]" % (rel, base))
+        if rows.dtype != ref.dtype or list(rows.shape) != [m] + list(ref.shape[2:]):
+            raise bad("decoy feed %s: %s@rows has %s%s, want %s%s"
+                      % (rel, base, rows.dtype, list(rows.shape), ref.dtype, [m] + list(ref.shape[2:])))
+        for i, j in at.tolist():
+            if not (0 <= i < ref.shape[0] and 0 <= j < ref.shape[1]):
+                raise bad("decoy feed %s: %s@at row [%d, %d] outside %s" % (rel, base, i, j, list(ref.shape[:2])))
+
+
 class Cycle:
     """The decoys' states called in turn between a case's graded calls."""
 
-    def __init__(self, case, fn, arguments, states, counts):
+    def __init__(self, case, fn, arguments, states, counts, feeds=()):
         self.case, self.fn, self.arguments = case, fn, arguments
         self.states, self.counts, self.next = states, counts or [], 0
+        self.feeds, self.fed = list(feeds), set()
 
     def before(self, i):
         """The ungraded calls that come before graded call i (the
@@ -60,15 +130,51 @@ class Cycle:
             return
         for _ in range(self.counts[i]):
             state = self.states[self.next % len(self.states)]
+            if self.next < len(self.feeds):
+                self._feed(self.feeds[self.next], state)
             self.next += 1
             decoy_call(self.case, self.fn, lambda: self.arguments(state))
 
+    def _feed(self, data, state):
+        case = self.case
+        own = {}
+        for name, t in data.items():
+            base, _, part = name.partition("@")
+            if not part:
+                own[name] = t
+            elif part == "at":
+                if type(state) is not Layer:
+                    raise bad("decoy feed grows %r of a prepared state" % base)
+                dst = state.own[base]
+                _, shape, _, es, _, _ = case.raw.meta(dst)
+                inner = 1
+                for d in shape[2:]:
+                    inner *= d
+                at = [i * shape[1] + j for i, j in t.tolist()]
+                case.raw.write_rows(dst, data[base + "@rows"], at, inner * es)
+        if own:
+            case.refresh(own)
+            self.fed.update(own)
+
+    def restore(self, new, last):
+        """The values graded call finds in its inputs: new (its file's;
+        None for the first call) and, for every input a decoy call's feed
+        wrote since the last graded call and new does not hold, the last
+        graded call's value. None where nothing is to be written."""
+        back = {n: last[n] for n in self.fed if new is None or n not in new}
+        self.fed = set()
+        if not back:
+            return new
+        if new is not None:
+            back.update(new)
+        return back
+
 
 def decoy_call(case, fn, arguments):
-    """One ungraded entry call with another layer's prepared state on the
-    case's inputs and outputs (arguments() makes the argument list after
-    the tensor objects are renewed); the guard checks it as any call."""
-    what = "a call with another layer's prepared state: "
+    """One ungraded entry call with another layer's state on the case's
+    inputs and outputs (arguments() makes the argument list after the
+    tensor objects are renewed); the guard checks it as any call."""
+    what = "a call with another layer's state: "
     case.renew()
     argv = arguments()
     _guarded(case, lambda: fn(*argv), what, "exception", what)

@@ -258,6 +258,22 @@ class RawMem:
                 len(data), "contiguous" if _contiguous(dsz, dst_st) else "strided", n))
         self._put(daddr, dcuda, data, n)
 
+    def write_rows(self, dst, src, at, row):
+        """Copy the rows of the contiguous CPU tensor src (row bytes each,
+        in order) into the contiguous tensor dst at row offsets at (a list
+        of row indices of dst seen as rows of row bytes)."""
+        saddr, ssz, sst, ses, scuda, _ = self.meta(src)
+        daddr, dsz, dst_st, des, dcuda, _dev = self.meta(dst)
+        if scuda or not _contiguous(ssz, sst) or not _contiguous(dsz, dst_st):
+            raise ValueError("raw row write needs a contiguous CPU source and a contiguous destination")
+        if _numel(ssz) * ses != len(at) * row:
+            raise ValueError("raw row write of %d rows of %d bytes from %d" % (len(at), row, _numel(ssz) * ses))
+        size = _numel(dsz) * des
+        for k, i in enumerate(at):
+            if i < 0 or (i + 1) * row > size:
+                raise ValueError("raw row write: row %d outside %d bytes" % (i, size))
+            self._put(daddr + i * row, dcuda, saddr + k * row, row)
+
     def _put(self, daddr, cuda, src, n):
         """Copy n bytes from host memory src (an address or bytes) to daddr,
         CPU memory or, with cuda, device memory after the device is idle."""

@@ -83,6 +83,10 @@ def run(worker, req):
     # How many ungraded calls with the decoys' states (in turn, cycling)
     # come before each graded eager call and before the graph's capture.
     decoy_calls = field(req, "decoy_calls", list, None, required=False)
+    # What a decoy holds (absent: the prepare inputs), and one file of
+    # fresh activations a decoy call (prepstates).
+    layer_args = wire.str_list(req, "layer_args") or prepare_args
+    decoy_feeds = wire.str_list(req, "decoy_feeds")
     jobdir = field(req, "dir", str)
     # Compare torch's classes and functions after this case (guard.objects,
     # tens of ms): Go asks for it on the first and last case of each row.
@@ -109,8 +113,10 @@ def run(worker, req):
         raise bad("graph_replays given without graph")
     if prepare_args and not prepare:
         raise bad("prepare_args given without prepare")
-    if decoys and not prepare_args:
-        raise bad("decoys given without prepare_args")
+    if decoys and not layer_args:
+        raise bad("decoys given without prepare_args or layer_args")
+    if prepare and wire.str_list(req, "layer_args") and layer_args != prepare_args:
+        raise bad("field 'layer_args' of a case with a prepare must be its prepare_args")
     if decoy_calls is None:
         decoy_calls = [1, 1] if decoys else []
     wire.int_list(decoy_calls, "field 'decoy_calls'")
@@ -119,6 +125,8 @@ def run(worker, req):
                   % (len(decoy_calls), len(replays) + 1))
     if any(decoy_calls) and not decoys:
         raise bad("field 'decoy_calls' given without decoys")
+    if decoy_feeds and len(decoy_feeds) != sum(decoy_calls):
+        raise bad("field 'decoy_feeds' has %d files for %d decoy calls" % (len(decoy_feeds), sum(decoy_calls)))
 
     ops = worker.ops
     specs = [host.output_spec(ops, o) for o in outputs]
@@ -132,15 +140,18 @@ def run(worker, req):
         if name.startswith("in."):
             raise bad("output name %r uses the reserved prefix in." % name)
     plan = _arg_plan(worker, args, host_in, out_names, bool(prepare), process_group)
-    for n in prepare_args:
+    for n in prepare_args + layer_args:
         if n not in host_in:
-            raise bad("prepare input %r is not in %s" % (n, inputs_file))
+            raise bad("%s input %r is not in %s" % ("prepare" if n in prepare_args else "layer", n, inputs_file))
     replay_data = [_read_replay(worker, jobdir, r, host_in) for r in replays]
     graph_data = [_read_replay(worker, jobdir, r, host_in) for r in graph_replays]
     decoy_data = [_read_replay(worker, jobdir, r, host_in) for r in decoys]
     for r, d in zip(decoys, decoy_data):
-        if sorted(d) != sorted(prepare_args):
-            raise bad("decoy %s must hold the prepare inputs %s" % (r, sorted(prepare_args)))
+        if sorted(d) != sorted(layer_args):
+            raise bad("decoy %s must hold the %s inputs %s" % (r, "prepare" if prepare else "layer", sorted(layer_args)))
+    feed_data = [_read(worker, jobdir, r) for r in decoy_feeds]
+    for r, d in zip(decoy_feeds, feed_data):
+        prepstates.check_feed(r, d, host_in, layer_args)
 
     layout.check_chain(ops, chain, specs, host_in)
 
@@ -153,6 +164,7 @@ def run(worker, req):
     case.check_objects = check_objects
     case.chain = chain
     case.decoy_calls = decoy_calls
+    case.layer_args, case.feed_data = layer_args, feed_data
     case.rng = random.Random(place) if place else _PLACE
     if dev.type == "cuda":
         with torch.cuda.device(dev):
@@ -162,7 +174,7 @@ def run(worker, req):
         calls = case.execute(fn, pfn, plan, prepare_args, specs, host_in,
                              replay_data, graph, graph_data, decoy_data)
     watch = case.watch(plan)
-    del case, host_in, replay_data, graph_data, decoy_data
+    del case, host_in, replay_data, graph_data, decoy_data, feed_data
     kept = _retained(watch)
     if kept and calls and calls[-1].get("error") is None:
         calls[-1]["error"] = host.tamper_error(
@@ -310,6 +322,7 @@ class _Case:
         self.room_data = {}  # room name -> Go's rows for it (host tensors)
         self.chain = {}  # output -> the input serving hands in its memory
         self.decoy_calls = []  # ungraded decoy calls before each graded one
+        self.layer_args, self.feed_data = [], []  # what decoys hold, each decoy call's activations
         self.specs = {}  # output name -> OutSpec
 
     def sync(self):
@@ -402,12 +415,17 @@ class _Case:
         prepared, others = None, []
         if pfn is not None:
             prepared, others = prepstates.prepare_all(self, pfn, prepare_args, decoy_data)
+        elif decoy_data:
+            others = prepstates.layers(self, self.layer_args, decoy_data)
 
         def arguments(state=None):
             argv = []
             for kind, v in plan:
                 if kind == "input":
-                    argv.append(self.vis_in[v])
+                    if type(state) is prepstates.Layer and v in state.own:
+                        argv.append(ops.detach(state.own[v]))  # the decoy layer's own
+                    else:
+                        argv.append(self.vis_in[v])
                 elif kind == "output":
                     argv.append(self.vis_out[v])
                 elif kind == "scalar":
@@ -427,14 +445,18 @@ class _Case:
                 fn(*argv)
 
         # Other layers' calls between the graded ones (prepstates).
-        layers = prepstates.Cycle(self, fn, arguments, others, self.decoy_calls)
+        # A graded call finds its own values in what decoy calls' feeds
+        # wrote (Cycle.restore: the last graded call's, or its file's).
+        layers = prepstates.Cycle(self, fn, arguments, others, self.decoy_calls, self.feed_data)
+        last = dict(host_in)
         layers.before(0)
-        ok = self.call(PHASE_EAGER, entry_call)
+        ok = self.call(PHASE_EAGER, entry_call, layers.restore(None, last))
         for i, new in enumerate(replay_data):
             if not ok:
                 break
             layers.before(i + 1)
-            ok = self.call(PHASE_REPLAY, entry_call, new)
+            ok = self.call(PHASE_REPLAY, entry_call, layers.restore(new, last))
+            last.update(new)
         if ok and graph:
             layers.before(len(replay_data) + 1)
             self.renew()

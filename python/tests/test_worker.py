@@ -278,6 +278,46 @@ class CpuWorkerTest(WorkerTestBase):
             self.assertEqual(rep["error"]["class"], "bad_request", rep)
             self.assertIn("decoy_calls", rep["error"]["message"])
 
+    def test_layer_decoys_take_feeds(self):
+        # Without a prepare, decoys hold the layer inputs in memory of their
+        # own; each decoy call takes its feed's activations (and grows its
+        # decoy's layer input), and a graded call finds its own inputs again.
+        args = [{"name": "x", "kind": "input"}, {"name": "w", "kind": "input"},
+                {"name": "out", "kind": "output"}, {"name": "seen", "kind": "output"}]
+        outputs = [self.out_spec(shape=(4, 8)), self.out_spec("seen", "float32", (16,), alignment=0)]
+
+        def tagged(tag):
+            t = torch.randn(4, 8)
+            t[0, 0] = tag
+            return t
+        xs = [tagged(t) for t in (100, 101, 102)]
+        w = tagged(1)
+        feeds = [{"x": tagged(500)}, {"x": tagged(501)},
+                 {"x": tagged(502), "w@at": torch.tensor([[3, 5]], dtype=torch.int64), "w@rows": torch.tensor([77.0])},
+                 {"x": tagged(503)}]
+        rep, d = self.run_case("layered", {"x": xs[0], "w": w}, outputs, args=args,
+                               replays=[{"x": x} for x in xs[1:]], layer_args=["w"],
+                               decoys=[{"w": tagged(t)} for t in (10, 20)], decoy_calls=[1, 2, 1], feeds=feeds)
+        self.assertTrue(rep["ok"], rep)
+        codes, grown = [], []
+        for i, c in enumerate(rep["calls"]):
+            t = self.call_file(d, c)
+            self.assertTrue(torch.equal(t["out"], xs[i] * w), i)
+            seen = [v for v in t["seen"].tolist() if v != -1]
+            codes.append([int(v) for v in seen[0::2]])
+            grown.append(seen[1::2])
+        self.assertEqual(codes[0][-2:], [10500, 1100])
+        self.assertEqual(codes[1][-3:], [20501, 10502, 1101])
+        self.assertEqual(grown[1][-2], 77.0)
+        self.assertEqual(codes[2][-2:], [20503, 1102])
+        for feeds2, what in (([{"x": tagged(5)}], "decoy_feeds"), (feeds[:3] + [{"w": tagged(3)}], "layer input")):
+            rep, _ = self.run_case("layered", {"x": xs[0], "w": w}, outputs, args=args,
+                                   replays=[{"x": x} for x in xs[1:]], layer_args=["w"],
+                                   decoys=[{"w": tagged(t)} for t in (10, 20)], decoy_calls=[1, 2, 1], feeds=feeds2)
+            self.assertFalse(rep["ok"], what)
+            self.assertEqual(rep["error"]["class"], "bad_request", rep)
+            self.assertIn(what, rep["error"]["message"])
+
     def test_prepare_error(self):
         args = [{"name": "x", "kind": "input"}, {"name": "prepared", "kind": "prepared"},
                 {"name": "out", "kind": "output"}, {"name": "count", "kind": "output"}]

@@ -104,6 +104,16 @@ BUNDLE_FILES = {
             seen.fill_(-1)
             seen[:len(tail)] = torch.tensor(tail, dtype=seen.dtype)
 
+        LAYERED = []
+
+        def layered(x, w, out, seen):
+            LAYERED.append(float(w[0, 0]) * 1000 + float(x[0, 0]))
+            LAYERED.append(float(w[3, 5]))
+            out.copy_(x * w)
+            tail = LAYERED[-seen.numel():]
+            seen.fill_(-1)
+            seen[:len(tail)] = torch.tensor(tail, dtype=seen.dtype)
+
         def prepare_fails(w):
             raise RuntimeError("bad weights")
 
@@ -278,7 +288,8 @@ class WorkerTestBase(unittest.TestCase):
 
     def run_case(self, entry, inputs, outputs, args=None, replays=(), prepare="",
                  prepare_args=(), graph=False, graph_replays=(), device=None,
-                 source="kernels/cands.py", packed=None, decoys=(), decoy_calls=None):
+                 source="kernels/cands.py", packed=None, decoys=(), decoy_calls=None,
+                 layer_args=None, feeds=()):
         """Write inputs/replays, send load + run; return (reply, case dir)."""
         module, rep = self.load(entry, prepare=prepare, source=source)
         self.assertTrue(rep["ok"], rep)
@@ -296,7 +307,15 @@ class WorkerTestBase(unittest.TestCase):
         for i, r in enumerate(decoys):
             dnames.append("decoy%d.safetensors" % (i + 1))
             stio.save(os.path.join(d, dnames[-1]), r)
+        fnames = []
+        for i, r in enumerate(feeds):
+            fnames.append("feed%d.safetensors" % i)
+            stio.save(os.path.join(d, fnames[-1]), r)
         extra = {}
+        if fnames:
+            extra["decoy_feeds"] = fnames
+        if layer_args is not None:
+            extra["layer_args"] = list(layer_args)
         if packed is not None:
             extra["packed"] = packed
         if dnames:

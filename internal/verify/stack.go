@@ -1,0 +1,203 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"cacheon/internal/safetensors"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+)
+
+// withStack adds the row's stack case (slot.Spec.StackDraw) after its
+// cases: on the widest stack shape (slot.Spec.StackKey; the earliest of
+// equals) of the cases that run replays whose stack shape (slot.Spec.StackShape: the shape, or its
+// layer state made smaller until the drawn stack fits) is inside the
+// variant's domain and splits across the ranks, as a case of its own
+// (index: its draws are not the chosen case's), in the world group and
+// without a CUDA graph. cases is returned as it is for a slot without
+// layer state or a row where no stack fits.
+func withStack(spec *slot.Spec, seed uint64, cases []*plannedCase, index int, fits func(slot.Dims) bool) []*plannedCase {
+	st, ok := spec.StackDraw(seed)
+	if !ok {
+		return cases
+	}
+	best, size := -1, 0
+	var shape slot.Shape
+	for i, pc := range cases {
+		if pc.firstOnly {
+			continue
+		}
+		ws := pc.params.WorldSize
+		sh, ok := spec.StackShape(pc.params.Shape, st, ws)
+		if !ok || !fits(sh.Dims) || spec.Splits(sh.Dims, ws) != nil {
+			continue
+		}
+		if key := spec.StackKey(sh.Dims, ws); best < 0 || key > size {
+			best, size, shape = i, key, sh
+		}
+	}
+	if best < 0 {
+		return cases
+	}
+	p := cases[best].params
+	p.Shape, p.Index, p.Serving, p.ScalarPoint = shape, index, false, 0
+	return append(cases, &plannedCase{params: p, label: "shape " + shape.Name, stack: &st})
+}
+
+// stackUnits are the stack case's graded calls: its own layer at each
+// step (slot.Case.StackCall), the first call's file holding every input
+// and each later step's the graph-dynamic ones.
+func stackUnits(pc *plannedCase, spec *slot.Spec) (units []callUnit, replayFiles []string) {
+	st := pc.stack
+	pc.calls = make([]plannedCall, st.Steps)
+	for i := range st.Steps {
+		u := callUnit{k: i, dist: pc.c.Dist, stackAt: i + 1, target: &pc.calls[i],
+			label: fmt.Sprintf("stack step %d of %d", i+1, st.Steps)}
+		if i == 0 {
+			u.file, u.phase = "in.safetensors", "eager"
+		} else {
+			u.file, u.phase, u.only = fmt.Sprintf("r%d.safetensors", i), "replay", spec.GraphDynamic
+			u.label += fmt.Sprintf(" after %d other layers", st.Layers-1)
+			replayFiles = append(replayFiles, u.file)
+		}
+		units = append(units, u)
+	}
+	return units, replayFiles
+}
+
+// layerDecoys writes the case's decoys and its decoy calls' feeds into
+// every rank's directory and returns their file names and the decoy
+// calls before each graded call (worker.RunRequest's Decoys, DecoyFeeds
+// and DecoyCalls). The stack case takes its Layers−1 decoys, each
+// growing with the steps, and fresh activations for every decoy call
+// (slot.Case.StackDecoy, Feed); another case of a slot with prepare
+// inputs takes slot.Decoys (slot.LayerDecoys: the row's first case)
+// prepared around its own state, each decoy call with activations of its
+// own; any other case none.
+func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, calls []int, err error) {
+	c := pc.c
+	if pc.stack == nil {
+		if len(c.Spec.PrepareArgs) == 0 {
+			return nil, nil, nil, nil
+		}
+		n := slot.Decoys
+		if ci == 0 {
+			n = slot.LayerDecoys
+		}
+		calls = c.DecoyCalls(n, replays)
+		total := 0
+		for _, k := range calls {
+			total += k
+		}
+		decoys, feeds = decoyNames(n), feedNames(total)
+		err = sideBySide(n+total, func(i int) error {
+			if i < n {
+				ranks, err := c.Decoy(i + 1)
+				if err != nil {
+					return err
+				}
+				return writeRanks(pc.dirs, decoys[i], ranks)
+			}
+			ranks, err := c.Feed(i - n)
+			if err != nil {
+				return err
+			}
+			return writeRanks(pc.dirs, feeds[i-n], ranks)
+		})
+		return decoys, feeds, calls, err
+	}
+	st := *pc.stack
+	steps := make([]*slot.Case, st.Steps)
+	for i := range steps {
+		if steps[i], err = c.StackCall(i, st.Steps); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	n := st.Layers - 1
+	calls = st.DecoyCalls()
+	decoys, feeds = decoyNames(n), feedNames(n*(st.Steps-1))
+	// Decoy j's file, then its call in each gap: the gap before graded
+	// call i (after call i−1, at that call's step) is feed (i−1)·n + j−1.
+	err = sideBySide(n, func(j0 int) error {
+		first, grow, err := c.StackDecoy(j0+1, steps)
+		if err != nil {
+			return err
+		}
+		if err := writeRanks(pc.dirs, decoys[j0], first); err != nil {
+			return err
+		}
+		for i := 1; i < st.Steps; i++ {
+			f := (i-1)*n + j0
+			ranks, err := steps[i-1].Feed(f)
+			if err != nil {
+				return err
+			}
+			if i >= 2 && grow != nil {
+				for r := range ranks {
+					if ranks[r] == nil {
+						ranks[r] = map[string]*tensor.Tensor{}
+					}
+					for k, v := range grow[i-2][r] {
+						ranks[r][k] = v
+					}
+				}
+			}
+			if err := writeRanks(pc.dirs, feeds[f], ranks); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return decoys, feeds, calls, err
+}
+
+func decoyNames(n int) []string {
+	out := make([]string, n)
+	for j := range out {
+		out[j] = fmt.Sprintf("decoy%d.safetensors", j+1)
+	}
+	return out
+}
+
+func feedNames(n int) []string {
+	out := make([]string, n)
+	for j := range out {
+		out[j] = fmt.Sprintf("feed%d.safetensors", j)
+	}
+	return out
+}
+
+// sideBySide runs f(0) to f(n−1) on as many goroutines as there are
+// cores: a stack's decoys are up to millions of elements each, which the
+// case's first call waits for.
+func sideBySide(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeRanks writes each rank's tensors as name in its directory.
+func writeRanks(dirs []string, name string, ranks []map[string]*tensor.Tensor) error {
+	for r, m := range ranks {
+		if m == nil {
+			m = map[string]*tensor.Tensor{}
+		}
+		if err := safetensors.WriteScratch(filepath.Join(dirs[r], name), m); err != nil {
+			return fmt.Errorf("write %s for rank %d: %w", name, r, err)
+		}
+	}
+	return nil
+}
