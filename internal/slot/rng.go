@@ -204,16 +204,22 @@ import (
 //     "decoys.cycle").
 // 21. Since v21 (session 41): layer stacks (stack.go). The deep case is
 //     gone; every row of a slot with per-layer state (Spec.LayerArgs)
-//     adds a stack case: Steps 2 + intn(3) and Layers 16 + intn(113) of
-//     the stream "stack" keyed by the row's seed (Spec.StackDraw), on the
+//     adds a stack case: Layers 16 + intn(min(128, 1 + c) − 15), Steps
+//     2 + intn(m − 1) with m = min(8, 1 + c/(Layers−1)), c = 508 (a
+//     collective's 508/ws), and Own intn(Layers) of the
+//     stream "stack" keyed by the row's seed (Spec.StackDraw), on the
 //     shape verify picks (Spec.StackShape, StackKey). Decoy j's state is
 //     drawn at replay −j; a decode stack's calls are its steps
 //     (Case.StackCall: StepBack at replay 0), its decoys' caches zeroed
 //     as each step's engine has them (Case.StackDecoy, Grow); any other
-//     slot's calls are replays 1 to Steps−1 with the case's own state.
-//     Decoy call n of a case draws its activations (Spec.FeedArgs) at
-//     replay −(129 + n) (Case.Feed), the regular MoE cases' decoy calls
-//     too.
+//     slot's calls are replays 1 to Steps−1, through the distributions,
+//     with the case's own state. Decoy call n of a case draws its
+//     activations (Spec.FeedArgs) at replay −(129 + n) (Case.Feed; the
+//     regular MoE cases' decoy calls too), a stack's mixed into the
+//     stream between the graded calls around it with 1 − ρ from the
+//     stream "stack.rho" at that replay (Case.StreamFeed; before the
+//     first graded call the stream starts at a draw at replay
+//     −(129 + n + 2^20)).
 
 // InputGenerator names the rules above and every draw of the generators;
 // it keys every stream and is part of every contract (Spec.Contract), so a

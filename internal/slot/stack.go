@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"cacheon/internal/tensor"
@@ -43,13 +44,20 @@ const stackBudget = 1 << 24
 const stackMinLayers = 16
 
 // stackMaxSteps is the most graded steps a stack case takes (2 to it,
-// drawn): its state comes back up to stackMaxSteps−1 times.
-const stackMaxSteps = 4
+// drawn, within stackCalls): its state comes back up to stackMaxSteps−1
+// times. Until session 41's red-team pass it was 4, and a decode that
+// windowed a cache from its fifth deep visit on passed
+// (decode_fifth_deep_step, rt41).
+const stackMaxSteps = 8
 
-// Stack is a row's stack case: Layers layers (the case's own among them)
-// called in turn at each of Steps steps.
+// stackCalls bounds a stack's decoy calls after its first step:
+// (Layers−1)·(Steps−1) at most (127 others at 5 steps).
+const stackCalls = 508
+
+// Stack is a row's stack case: Layers layers called in turn at each of
+// Steps steps, the case's own the Own-th (0 to Layers−1) of each step.
 type Stack struct {
-	Layers, Steps int
+	Layers, Steps, Own int
 }
 
 // LayerArgs are the slot's per-layer state: its prepare inputs where it
@@ -144,16 +152,28 @@ const stackReachMin = 512
 
 // StackDraw draws a row's stack (the stream of argument "stack", shape
 // "", case, replay and rank 0, keyed by the row's seed): Steps 2 to
-// stackMaxSteps, Layers uniform over [stackMinLayers, MaxDepth] (served
-// models have 16 to 94 layers, most of them 24 to 80).
-// ok is false for a slot without LayerArgs.
-func (s *Spec) StackDraw(seed uint64) (st Stack, ok bool) {
-	if len(s.LayerArgs()) == 0 {
+// stackMaxSteps within stackCalls (a collective's: stackCalls/ws, each
+// call a collective over ws ranks), Layers uniform over
+// [stackMinLayers, MaxDepth] within them too (served models have 16 to
+// 94 layers, most of them 24 to 80),
+// Own uniform over the layers (until rt41 the case's layer was always
+// the first, and a kernel honest on its model's first layer only passed:
+// rmsnorm_head_layer_only, moe_head_layer_only).
+// ok is false for a slot without LayerArgs or a world too large for a
+// stack of stackMinLayers.
+func (s *Spec) StackDraw(seed uint64, ws int) (st Stack, ok bool) {
+	calls := stackCalls
+	if s.Kind == Collective {
+		calls /= max(1, ws) // each call a collective over ws ranks
+	}
+	if len(s.LayerArgs()) == 0 || calls < stackMinLayers-1 {
 		return Stack{}, false
 	}
 	g := newStream(seed, s.Name, "", 0, 0, 0, "stack")
-	st.Steps = 2 + g.intn(stackMaxSteps-1)
-	st.Layers = stackMinLayers + g.intn(MaxDepth-stackMinLayers+1)
+	st.Layers = stackMinLayers + g.intn(min(MaxDepth, 1+calls)-stackMinLayers+1)
+	most := min(stackMaxSteps, 1+calls/(st.Layers-1))
+	st.Steps = 2 + g.intn(most-1)
+	st.Own = g.intn(st.Layers)
 	return st, true
 }
 
@@ -274,14 +294,37 @@ func moeStackThin(d Dims) bool {
 }
 
 // DecoyCalls is how many decoy calls precede each of the stack case's
-// graded calls (slot.Case.DecoyCalls's form): none before the first, the
-// Layers−1 others before each later step.
+// graded calls (slot.Case.DecoyCalls's form): the Own layers before the
+// case's own before the first, then the Layers−1 others before each later
+// step (those after it at the step before, then those before it).
 func (st Stack) DecoyCalls() []int {
 	calls := make([]int, st.Steps)
+	calls[0] = st.Own
 	for i := 1; i < st.Steps; i++ {
 		calls[i] = st.Layers - 1
 	}
 	return calls
+}
+
+// DecoyCall places decoy j's (0 to Layers−2, in layer order without the
+// case's own) call before graded call c: n, its number among the case's
+// decoy calls; step, the step it is at (graded call c's for a layer
+// before the case's own, c−1's for one after); at and of, its place in
+// the calls before graded call c. ok is false where decoy j has no call
+// there (a layer after the case's own before the first).
+func (st Stack) DecoyCall(j, c int) (n, step, at, of int, ok bool) {
+	others := st.Layers - 1
+	switch {
+	case c == 0 && j < st.Own:
+		return j, 0, j, st.Own, true
+	case c == 0:
+		return 0, 0, 0, 0, false
+	case j >= st.Own:
+		at, step = j-st.Own, c-1
+	default:
+		at, step = others-st.Own+j, c
+	}
+	return st.Own + (c-1)*others + at, step, at, others, true
 }
 
 // StackCall is the stack case's graded call i (0 to steps−1) as a case: a
@@ -403,6 +446,81 @@ func Grow(from, to map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error)
 		out[name+"@rows"] = &tensor.Tensor{DType: b.DType, Shape: shape, Data: data}
 	}
 	return out, nil
+}
+
+// StepShared is what every layer of the case's step shares, per rank: a
+// decode slot's lengths and page table (nil for another slot).
+func (c *Case) StepShared() []map[string]*tensor.Tensor {
+	ss := c.Spec.Steps
+	if ss == nil {
+		return nil
+	}
+	out := make([]map[string]*tensor.Tensor, len(c.Ranks))
+	table, _, _, paged := c.pagedArgs()
+	for r, m := range c.Ranks {
+		out[r] = map[string]*tensor.Tensor{ss.Lens: m[ss.Lens]}
+		if paged {
+			out[r][table.Name] = m[table.Name]
+		}
+	}
+	return out
+}
+
+// StreamFeed is decoy call n's activations as a served model's stream
+// makes them (v21, after rt41's rmsnorm_residual_stream: a norm that
+// cheated only where consecutive calls' inputs correlated, as one
+// residual stream's do, passed while every call drew its own): each
+// floating-point activation of Feed(n) (Z) mixed into the stream from
+// the graded call before (A; nil before the first: a draw of its own)
+// to the one after (B) at place t in (0, 1):
+// ρ·(cos(πt/2)·A + sin(πt/2)·B) + √(1−ρ²)·Z, 1−ρ log-uniform over
+// [1e-4, 0.5] a call (the stream "stack.rho" at the call's replay), so
+// that consecutive calls correlate by about 0.5 to 0.9999, scaled back
+// where it would pass the largest magnitude it mixes. Integer inputs and
+// drawn router weights stay Z.
+func (c *Case) StreamFeed(n int, from, to *Case, t float64) ([]map[string]*tensor.Tensor, error) {
+	z, err := c.Feed(n)
+	if err != nil || to == nil {
+		return z, err
+	}
+	var a []map[string]*tensor.Tensor
+	if from != nil {
+		a = make([]map[string]*tensor.Tensor, len(from.Ranks))
+		for r := range a {
+			a[r] = from.Ranks[r]
+		}
+	} else if a, err = c.Feed(n + 1<<20); err != nil {
+		return nil, err
+	}
+	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, feedReplay(n), 0, "stack.rho")
+	rho := 1 - 1e-4*math.Exp(g.uniform()*math.Log(0.5/1e-4))
+	ca, cb, cz := rho*math.Cos(math.Pi/2*t), rho*math.Sin(math.Pi/2*t), math.Sqrt(1-rho*rho)
+	for r, m := range z {
+		for name, zt := range m {
+			arg, _ := c.Spec.arg(name)
+			at, bt := a[r][name], to.Ranks[r][name]
+			if !zt.DType.IsFloat() || (arg.Gen != "" && arg.Gen != "values") || at == nil || bt == nil ||
+				!slices.Equal(at.Shape, zt.Shape) || !slices.Equal(bt.Shape, zt.Shape) {
+				continue
+			}
+			av, bv, zv := at.Float64s(), bt.Float64s(), zt.Float64s()
+			lim, top := 0.0, 0.0
+			for i := range zv {
+				lim = max(lim, math.Abs(av[i]), math.Abs(bv[i]), math.Abs(zv[i]))
+				zv[i] = ca*av[i] + cb*bv[i] + cz*zv[i]
+				top = max(top, math.Abs(zv[i]))
+			}
+			if top > lim { // no larger than what it mixes (float16 headroom)
+				for i := range zv {
+					zv[i] *= lim / top
+				}
+			}
+			if m[name], err = tensor.FromFloat64(zt.DType, zt.Shape, zv); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return z, nil
 }
 
 // feedReplay is the replay index decoy call n (from 0 in a case) draws

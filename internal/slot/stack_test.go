@@ -2,6 +2,7 @@ package slot
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"testing"
 
@@ -44,29 +45,88 @@ func TestLayerArgs(t *testing.T) {
 	}
 }
 
-// TestStackDraw: a stack's depth and steps are drawn over their ranges;
-// a slot without layer state has none.
+// TestStackDraw: a stack's depth, steps (within the call budget) and the
+// case's place are drawn over their ranges; a slot without layer state
+// has none.
 func TestStackDraw(t *testing.T) {
 	c := catalog(t)
 	rms, _ := c.Lookup("norm.rmsnorm")
-	depths, steps := map[int]bool{}, map[int]bool{}
-	for seed := uint64(1); seed <= 200; seed++ {
-		st, ok := rms.StackDraw(seed)
-		if !ok || st.Layers < stackMinLayers || st.Layers > MaxDepth || st.Steps < 2 || st.Steps > stackMaxSteps {
+	depths, steps, owns := map[int]bool{}, map[int]bool{}, map[int]bool{}
+	for seed := uint64(1); seed <= 400; seed++ {
+		st, ok := rms.StackDraw(seed, 1)
+		if !ok || st.Layers < stackMinLayers || st.Layers > MaxDepth || st.Steps < 2 || st.Steps > stackMaxSteps ||
+			(st.Layers-1)*(st.Steps-1) > stackCalls || st.Own < 0 || st.Own >= st.Layers {
 			t.Fatalf("seed %d: %+v (ok %v)", seed, st, ok)
 		}
 		depths[st.Layers/16] = true
 		steps[st.Steps] = true
+		owns[st.Own*4/st.Layers] = true
 	}
-	if len(depths) < 6 || len(steps) != stackMaxSteps-1 {
-		t.Errorf("depths by sixteens %v, steps %v: not drawn over their ranges", depths, steps)
+	if len(depths) < 6 || len(steps) != stackMaxSteps-1 || len(owns) != 4 {
+		t.Errorf("depths by sixteens %v, steps %v, places by quarters %v: not drawn over their ranges", depths, steps, owns)
 	}
 	silu, _ := c.Lookup("activation.silu_and_mul")
-	if _, ok := silu.StackDraw(1); ok {
+	if _, ok := silu.StackDraw(1, 1); ok {
 		t.Error("silu_and_mul has a stack")
 	}
-	if got := (Stack{Layers: 40, Steps: 3}).DecoyCalls(); !slices.Equal(got, []int{0, 39, 39}) {
-		t.Errorf("decoy calls %v", got)
+	ar, _ := c.Lookup("collective.ar_residual_rmsnorm")
+	for seed := uint64(1); seed <= 50; seed++ {
+		st, ok := ar.StackDraw(seed, 8)
+		if !ok || (st.Layers-1)*(st.Steps-1) > stackCalls/8 || st.Layers < stackMinLayers {
+			t.Fatalf("8 ranks, seed %d: %+v (ok %v)", seed, st, ok)
+		}
+	}
+}
+
+// TestStackCalls: the decoys are called in layer order around the case's
+// own, each once a step: the ones before it before every graded call
+// (at that call's step), the ones after it after every graded call but
+// the last (at the step before); their numbers run in call order and
+// match DecoyCalls.
+func TestStackCalls(t *testing.T) {
+	for _, st := range []Stack{{Layers: 16, Steps: 5, Own: 0}, {Layers: 40, Steps: 3, Own: 17}, {Layers: 20, Steps: 2, Own: 19}} {
+		calls := st.DecoyCalls()
+		if len(calls) != st.Steps || calls[0] != st.Own {
+			t.Fatalf("%+v: decoy calls %v", st, calls)
+		}
+		seen := map[int]bool{}
+		for c := range st.Steps {
+			var order []int
+			for j := range st.Layers - 1 {
+				n, step, at, of, ok := st.DecoyCall(j, c)
+				if !ok {
+					if c != 0 || j < st.Own {
+						t.Errorf("%+v: decoy %d has no call before graded call %d", st, j, c)
+					}
+					continue
+				}
+				if seen[n] || of != calls[c] || at < 0 || at >= of {
+					t.Errorf("%+v: decoy %d before %d: call %d, place %d of %d", st, j, c, n, at, of)
+				}
+				seen[n] = true
+				if want := c; j >= st.Own {
+					want = c - 1
+					if step != want {
+						t.Errorf("%+v: decoy %d after the case's layer, before %d, at step %d", st, j, c, step)
+					}
+				} else if step != want {
+					t.Errorf("%+v: decoy %d before the case's layer, before %d, at step %d", st, j, c, step)
+				}
+				order = append(order, n)
+			}
+			if len(order) != calls[c] {
+				t.Errorf("%+v: %d calls before graded call %d, want %d", st, len(order), c, calls[c])
+			}
+		}
+		total := 0
+		for _, k := range calls {
+			total += k
+		}
+		for n := range total {
+			if !seen[n] {
+				t.Errorf("%+v: decoy call %d is nobody's", st, n)
+			}
+		}
 	}
 }
 
@@ -77,7 +137,7 @@ func TestStackDraw(t *testing.T) {
 // more); what cannot shrink and does not fit has no stack.
 func TestStackShape(t *testing.T) {
 	c := catalog(t)
-	deep := Stack{Layers: MaxDepth, Steps: stackMaxSteps}
+	deep := Stack{Layers: MaxDepth, Steps: 1 + stackCalls/(MaxDepth-1)}
 	rms, _ := c.Lookup("norm.rmsnorm")
 	if got, ok := rms.StackShape(rms.Shapes[0], deep, 1); !ok || got.Name != rms.Shapes[0].Name {
 		t.Errorf("rmsnorm %s: %+v (ok %v), want it unchanged", rms.Shapes[0].Name, got, ok)
@@ -218,5 +278,58 @@ func TestFeed(t *testing.T) {
 				t.Errorf("%s: feed %s repeats the case's or another call's", name, arg.Name)
 			}
 		}
+	}
+}
+
+// TestStreamFeed: a decoy call's activations lie in the stream between
+// the graded calls around it: correlated with both by a drawn amount,
+// more with the nearer, never larger than what they mix.
+func TestStreamFeed(t *testing.T) {
+	s, _ := catalog(t).Lookup("norm.rmsnorm")
+	cs, err := s.NewCase(CaseParams{Seed: 4, Shape: s.Shapes[1], DType: tensor.F32, Dist: Normal, Index: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cs.StackCall(0, 3)
+	b, _ := cs.StackCall(1, 3)
+	corr := func(x, y []float64) float64 {
+		var xy, xx, yy float64
+		for i := range x {
+			xy, xx, yy = xy+x[i]*y[i], xx+x[i]*x[i], yy+y[i]*y[i]
+		}
+		return xy / math.Sqrt(xx*yy)
+	}
+	lo, hi := 1.0, 0.0
+	for n := range 40 {
+		near, err := cs.StreamFeed(n, a, b, 0.95)
+		if err != nil {
+			t.Fatal(err)
+		}
+		far, err := cs.StreamFeed(n, a, b, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, av, bv := near[0]["x"].Float64s(), a.Ranks[0]["x"].Float64s(), b.Ranks[0]["x"].Float64s()
+		cb, ca := corr(x, bv), corr(far[0]["x"].Float64s(), av)
+		if cb < corr(x, av) || cb < 0.35 || ca < 0.35 {
+			t.Errorf("call %d: correlation %.3f with the next graded call, %.3f of the far one with the last", n, cb, ca)
+		}
+		lo, hi = min(lo, cb), max(hi, cb)
+		z, err := cs.Feed(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, zv := 0.0, z[0]["x"].Float64s()
+		for i := range x {
+			top = max(top, math.Abs(av[i]), math.Abs(bv[i]), math.Abs(zv[i]))
+		}
+		for i := range x {
+			if math.Abs(x[i]) > top*(1+1e-6) {
+				t.Fatalf("call %d: %g beyond the %g it mixes", n, x[i], top)
+			}
+		}
+	}
+	if hi-lo < 0.2 || hi < 0.99 {
+		t.Errorf("correlations over [%.3f, %.3f]: not drawn over a range", lo, hi)
 	}
 }

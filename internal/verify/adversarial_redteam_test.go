@@ -56,5 +56,14 @@ func redTeamCases() []adversarialCase {
 		{name: "decode_layer_depth", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
 		{name: "moe_deep_wide", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
 		{name: "rmsnorm_weight_cycle5", allDTypes: true, verify: stackFail + `output out: allclose`},
+		// rt41's four closed (session 41, generator v21): the case's layer
+		// always first in its stack (a kernel honest on the cycle's head
+		// only), five or more deep visits, consecutive calls' inputs
+		// correlated as one residual stream's (slot.Stack.Own, Steps up
+		// to 8, slot.Case.StreamFeed).
+		{name: "rmsnorm_head_layer_only", allDTypes: true, verify: stackFail + `output out: allclose`},
+		{name: "moe_head_layer_only", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
+		{name: "decode_fifth_deep_step", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
+		{name: "rmsnorm_residual_stream", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
 	}
 }

@@ -21,7 +21,10 @@ import (
 // without a CUDA graph. cases is returned as it is for a slot without
 // layer state or a row where no stack fits.
 func withStack(spec *slot.Spec, seed uint64, cases []*plannedCase, index int, fits func(slot.Dims) bool) []*plannedCase {
-	st, ok := spec.StackDraw(seed)
+	if len(cases) == 0 {
+		return cases
+	}
+	st, ok := spec.StackDraw(seed, cases[0].params.WorldSize)
 	if !ok {
 		return cases
 	}
@@ -77,7 +80,8 @@ func stackUnits(pc *plannedCase, spec *slot.Spec) (units []callUnit, replayFiles
 // (slot.Case.StackDecoy, Feed); another case of a slot with prepare
 // inputs takes slot.Decoys (slot.LayerDecoys: the row's first case)
 // prepared around its own state, each decoy call with activations of its
-// own; any other case none.
+// own; any other case none. The stack case's layers before its own
+// are called before its first call too (slot.Stack.DecoyCalls).
 func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, calls []int, err error) {
 	c := pc.c
 	if pc.stack == nil {
@@ -119,29 +123,50 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 	}
 	n := st.Layers - 1
 	calls = st.DecoyCalls()
-	decoys, feeds = decoyNames(n), feedNames(n*(st.Steps-1))
-	// Decoy j's file, then its call in each gap: the gap before graded
-	// call i (after call i−1, at that call's step) is feed (i−1)·n + j−1.
-	err = sideBySide(n, func(j0 int) error {
-		first, grow, err := c.StackDecoy(j0+1, steps)
+	total := 0
+	for _, k := range calls {
+		total += k
+	}
+	decoys, feeds = decoyNames(n), feedNames(total)
+	// Decoy j's file, then its call before each graded call c
+	// (slot.Stack.DecoyCall): its activations in the stream between the
+	// graded calls around it (slot.Case.StreamFeed), at a decode step
+	// after the last graded call's that step's lengths and table, and from
+	// its second step on what its cache gained.
+	err = sideBySide(n, func(j int) error {
+		first, grow, err := c.StackDecoy(j+1, steps)
 		if err != nil {
 			return err
 		}
-		if err := writeRanks(pc.dirs, decoys[j0], first); err != nil {
+		if err := writeRanks(pc.dirs, decoys[j], first); err != nil {
 			return err
 		}
-		for i := 1; i < st.Steps; i++ {
-			f := (i-1)*n + j0
-			ranks, err := steps[i-1].Feed(f)
+		for gc := range st.Steps {
+			f, step, at, of, ok := st.DecoyCall(j, gc)
+			if !ok {
+				continue
+			}
+			var from *slot.Case
+			if gc > 0 {
+				from = steps[gc-1]
+			}
+			ranks, err := steps[step].StreamFeed(f, from, steps[gc], float64(at+1)/float64(of+1))
 			if err != nil {
 				return err
 			}
-			if i >= 2 && grow != nil {
+			var extra [][]map[string]*tensor.Tensor
+			if shared := steps[step].StepShared(); step == gc && gc > 0 && shared != nil {
+				extra = append(extra, shared)
+			}
+			if step > 0 && grow != nil {
+				extra = append(extra, grow[step-1])
+			}
+			for _, e := range extra {
 				for r := range ranks {
 					if ranks[r] == nil {
 						ranks[r] = map[string]*tensor.Tensor{}
 					}
-					for k, v := range grow[i-2][r] {
+					for k, v := range e[r] {
 						ranks[r][k] = v
 					}
 				}
