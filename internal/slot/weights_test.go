@@ -89,9 +89,10 @@ func TestLinearWeightLaws(t *testing.T) {
 // TestCheckpointWeightsScale: the checkpoint law's overall factor spans
 // [1/ckptScaleSpan, ckptScaleSpan] over 1/sqrt(fan_in) and its body has
 // unit variance before the scales (checked over many rows of one scale).
+// 128 draws: at v21's stream keys 64 reached only 1.57 of the span's 2.
 func TestCheckpointWeightsScale(t *testing.T) {
 	lo, hi := math.Inf(1), 0.0
-	for seed := range 64 {
+	for seed := range 128 {
 		g := newStream(uint64(seed), "test", "", 0, 0, 0, "w")
 		v := make([]float64, 64*256)
 		checkpointWeights(g, v, 256)
@@ -106,7 +107,7 @@ func TestCheckpointWeightsScale(t *testing.T) {
 	// the lower end has no bound of its own.
 	spread := 1.25 * math.Exp(ckptRowSigma*ckptRowSigma)
 	if lo > 0.8 || hi < 1.6 || hi > ckptScaleSpan*spread {
-		t.Errorf("overall factors over 64 draws span [%.3f, %.3f], want most of [%.2f, %.2f]", lo, hi, 1/ckptScaleSpan, ckptScaleSpan)
+		t.Errorf("overall factors over 128 draws span [%.3f, %.3f], want most of [%.2f, %.2f]", lo, hi, 1/ckptScaleSpan, ckptScaleSpan)
 	}
 }
 
