@@ -198,7 +198,7 @@ import (
 //     the replay), the zero slots and padded table entries past the
 //     shorter lengths as the engine has them. A slot with prepare inputs deals one case of each row the
 //     deep cycle (the stream "decoys.deep" keyed by the row's seed,
-//     Spec.DeepCase): 128 decoys, or as many as 4 Mi elements a rank
+//     Spec.DeepCase, until v21): 128 decoys, or as many as 4 Mi elements a rank
 //     allow, called in turn between its graded calls (Case.DecoyCalls,
 //     decoy.go; the count before its second replay from the stream
 //     "decoys.cycle").
