@@ -25,15 +25,17 @@ import (
 // passed (rt40).
 //
 // Now every row of a slot with per-layer state (LayerArgs) adds a stack
-// case (StackCase): a model of Layers layers at Steps steps. The case's
-// own layer is graded at every step; the Layers−1 others (decoys: their
-// own state drawn as the case's, in memory of their own) are called in
-// turn between its graded calls, ungraded, each call with activations of
-// its own (Feed), as serving's other layers are: the case's state comes
-// back after Layers−1 others at every step. A decode slot's steps are the
-// case's earlier steps (StepBack), and a decoy's cache grows with the
-// step as the case's does (StackDecoy). The depth is drawn (StackDraw),
-// and the case is verify's choice among the row's shapes (StackShape).
+// case: a model of Layers layers at Steps steps, the case's own layer at
+// a drawn place among them (Stack, StackDraw). The case's own layer is
+// graded at every step; the Layers−1 others (decoys: their own state
+// drawn as the case's, in memory of their own) are called in layer order
+// around it, ungraded (Stack.DecoyCalls, DecoyCall), each call with
+// activations of its own in the stream between the graded calls around
+// it (StreamFeed), as serving's other layers are: every layer's state
+// comes back after Layers−1 others at every step. A decode slot's steps
+// are the case's earlier steps (StackCall, StepBack), and a decoy's cache
+// grows with the step as the case's does (StackDecoy, Grow). The shape is
+// verify's choice among the row's (StackShape, StackKey).
 
 // stackBudget bounds a stack case's decoys: their state and their calls'
 // activations over all steps, elements per rank (64 MiB of float32).
