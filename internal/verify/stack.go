@@ -13,13 +13,13 @@ import (
 )
 
 // withStack adds the row's stack case (slot.Spec.StackDraw) after its
-// cases: on the widest stack shape (slot.Spec.StackKey; the earliest of
-// equals) of the cases that run replays whose stack shape (slot.Spec.StackShape: the shape, or its
-// layer state made smaller until the drawn stack fits) is inside the
-// variant's domain and splits across the ranks, as a case of its own
-// (index: its draws are not the chosen case's), in the world group and
-// without a CUDA graph. cases is returned as it is for a slot without
-// layer state or a row where no stack fits.
+// cases, on the widest (slot.Spec.StackKey; the earliest of equals) of
+// the stack shapes of the cases that run replays (slot.Spec.StackShape:
+// the shape, or its layer state made smaller until the drawn stack fits)
+// that lie inside the variant's domain and split across the ranks: a
+// case of its own (index: its draws are not the chosen case's), in the
+// world group and without a CUDA graph. cases is returned as it is for a
+// slot without layer state or a row where no stack fits.
 func withStack(spec *slot.Spec, seed uint64, cases []*plannedCase, index int, fits func(slot.Dims) bool) []*plannedCase {
 	if len(cases) == 0 {
 		return cases
@@ -76,8 +76,8 @@ func stackUnits(pc *plannedCase, spec *slot.Spec) (units []callUnit, replayFiles
 // every rank's directory and returns their file names and the decoy
 // calls before each graded call (worker.RunRequest's Decoys, DecoyFeeds
 // and DecoyCalls). The stack case takes its Layers−1 decoys, each
-// growing with the steps, and fresh activations for every decoy call
-// (slot.Case.StackDecoy, Feed); another case of a slot with prepare
+// growing with the steps, and activations of its own for every decoy
+// call (slot.Case.StackDecoy, StreamFeed); another case of a slot with prepare
 // inputs takes slot.Decoys (slot.LayerDecoys: the row's first case)
 // prepared around its own state, each decoy call with activations of its
 // own; any other case none. The stack case's layers before its own
