@@ -118,12 +118,6 @@ func (s *Spec) StackCost(d Dims, ws int) (state, feed int, err error) {
 	return state, feed, err
 }
 
-// PrepareElements is the elements of the slot's prepare inputs per rank
-// at dims d and world size ws (1 for a slot that is not a collective).
-func (s *Spec) PrepareElements(d Dims, ws int) (int, error) {
-	return s.elements(s.PrepareArgs, d, ws)
-}
-
 func (s *Spec) elements(args []Arg, d Dims, ws int) (int, error) {
 	dims := Dims{"WS": 1}
 	for k, v := range d {

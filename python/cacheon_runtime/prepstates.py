@@ -78,10 +78,12 @@ def _prepare(case, pfn, argv):
     return _guarded(case, lambda: pfn(*argv), "prepare: ", "prepare_error", "")
 
 
-def check_feed(rel, data, host_in, layer_args):
+def check_feed(rel, data, host_in, layer_args, prepared=False):
     """Refuse a feed file that holds anything but inputs other than the
     layer inputs, and NAME@at / NAME@rows pairs of a layer input NAME
-    (int64 [m, 2] row indices in range, rows [m, ...] of its dtype)."""
+    (int64 [m, 2] row indices in range, rows [m, ...] of its dtype; not
+    where a prepare made the decoys' states, which hold no inputs to
+    grow)."""
     grows = set()
     for name, t in data.items():
         base, _, part = name.partition("@")
@@ -98,6 +100,8 @@ def check_feed(rel, data, host_in, layer_args):
             continue
         if base not in layer_args or part not in ("at", "rows") or len(ref.shape) < 2:
             raise bad("decoy feed %s: %r names no growth of a layer input" % (rel, name))
+        if prepared:
+            raise bad("decoy feed %s: %r grows a prepare input; a prepared decoy's state cannot grow" % (rel, name))
         grows.add(base)
     for base in grows:
         at, rows = data.get(base + "@at"), data.get(base + "@rows")

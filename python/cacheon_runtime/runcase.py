@@ -151,7 +151,7 @@ def run(worker, req):
             raise bad("decoy %s must hold the %s inputs %s" % (r, "prepare" if prepare else "layer", sorted(layer_args)))
     feed_data = [_read(worker, jobdir, r) for r in decoy_feeds]
     for r, d in zip(decoy_feeds, feed_data):
-        prepstates.check_feed(r, d, host_in, layer_args)
+        prepstates.check_feed(r, d, host_in, layer_args, prepared=bool(prepare))
 
     layout.check_chain(ops, chain, specs, host_in)
 

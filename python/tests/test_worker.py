@@ -277,6 +277,14 @@ class CpuWorkerTest(WorkerTestBase):
             self.assertFalse(rep["ok"], bad_calls)
             self.assertEqual(rep["error"]["class"], "bad_request", rep)
             self.assertIn("decoy_calls", rep["error"]["message"])
+        # a prepared decoy holds no input a feed could grow
+        grow = {"x": xs[1], "w@at": torch.tensor([[0, 0]], dtype=torch.int64), "w@rows": torch.zeros(1, 8)}
+        rep, _ = self.run_case("tagged", {"x": xs[0], "w": w(1)}, outputs, args=args,
+                               replays=[{"x": xs[1]}], prepare="prepare_tag", prepare_args=["w"],
+                               decoys=[{"w": w(10)}], decoy_calls=[1, 1], feeds=[{"x": xs[1]}, grow])
+        self.assertFalse(rep["ok"])
+        self.assertEqual(rep["error"]["class"], "bad_request", rep)
+        self.assertIn("cannot grow", rep["error"]["message"])
 
     def test_layer_decoys_take_feeds(self):
         # Without a prepare, decoys hold the layer inputs in memory of their
