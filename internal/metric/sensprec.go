@@ -5,7 +5,11 @@ import (
 	"math"
 )
 
-// The sensitivity precision test (attention, session 22). The precision
+// The sensitivity precision test (attention, session 22; the MoE expert
+// slots since session 42, whose reference's sensitivity is the root sum
+// of squares of their intermediates' terms, reference.
+// FusedExpertsSensitivity: their outputs often sit below the absolute
+// tolerance, which then hides a dropped expert). The precision
 // test of the elementwise slots measures errors in ulps of each output;
 // an honest attention kernel is not bounded there: it rounds its
 // probabilities to the format before the product with V, so its error in
@@ -154,14 +158,14 @@ func (s *sensPrec) judge(near, share float64) (margin float64, why func() string
 	got := float64(s.far) / float64(s.n)
 	return got / share, func() string {
 		if s.allowance {
-			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than an honest float32 kernel's rounding allows them (its sum over the keys and its scores; honest kernels: under %.0f %%): outputs moved off their values where they are small",
+			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity) are off by more than an honest float32 kernel's rounding allows them (honest kernels: under %.0f %%): outputs moved off their values where they are small",
 				100*got, s.n, SysSensRho, 100*share)
 		}
 		if s.cancelling {
-			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity Σ p·|v|) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
+			return fmt.Sprintf("%.0f %% of the %d elements whose values cancel (|expected| below %g of their rounding sensitivity) are off by more than %g unit roundoffs of it (honest rounding: under %.0f %%): outputs moved off their values where they are small",
 				100*got, s.n, SysSensRho, near, 100*share)
 		}
-		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity (Σ p·|v|) are off by more than %g unit roundoffs of it%s (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
+		return fmt.Sprintf("%.0f %% of the %d elements with |expected| at least %g of their rounding sensitivity are off by more than %g unit roundoffs of it%s (honest rounding: under %.0f %%): computed in fewer bits than the output holds",
 			100*got, s.n, SysSensRho, near, s.spanNote, 100*share)
 	}, true
 }

@@ -38,7 +38,7 @@ import (
 //     loses more to subnormal intermediates, sigmoid's of a large negative
 //     gate among them);
 //   - sensitivity precision (where the reference gives each element's
-//     rounding sensitivity, SysParams.Sens: attention): the share of the
+//     rounding sensitivity, SysParams.Sens: attention, MoE): the share of the
 //     elements that do not cancel off by more than a few unit roundoffs of
 //     their sensitivity (sensprec.go);
 //   - large for their row (rows of SysRowMin or more): the additive,
@@ -152,8 +152,9 @@ type SysParams struct {
 	// measured in the same tolerances the metric graded by.
 	Scale []float64
 	// Sens is each element's rounding sensitivity in the output's units
-	// (slot.SensKey: attention's Σ_j p_j·|v_j|), nil for none: the
-	// attention precision test measures errors in unit roundoffs of it.
+	// (slot.SensKey: attention's Σ_j p_j·|v_j|, the MoE slots' root sum of
+	// squares), nil for none: the precision test measures errors in unit
+	// roundoffs of it.
 	Sens []float64
 	// Away is each element's honest error away from zero (slot.AwayKey:
 	// an rmsnorm row's absorbed squares), nil for none: an error of that

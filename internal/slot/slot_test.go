@@ -124,19 +124,33 @@ func TestEveryCaseResolves(t *testing.T) {
 							t.Fatalf("%s/%s/%s: scale of %s[%d] = %v", s.Name, sh.Name, dist, o.Name, j, x)
 						}
 					}
-					// The attention slots give each element's rounding
-					// sensitivity (the systematic check's attention
-					// precision test), at least |expected|.
+					// The attention and MoE expert slots give each
+					// element's rounding sensitivity (the systematic
+					// check's precision test): attention's Σ p·|v| is at
+					// least |expected|; the MoE slots' is the one their
+					// scale is made of (a fixed multiple of it).
 					sens, ok := ref[SensKey(o.Name)]
-					if want := s.Name == "attention.sdpa" || s.Name == "attention.decode"; ok != want {
+					isAttn := s.Name == "attention.sdpa" || s.Name == "attention.decode"
+					isMoE := s.Name == "moe.fused_experts" || s.Name == "moe.fused_experts_reduce"
+					if want := isAttn || isMoE; ok != want {
 						t.Fatalf("%s: output %s: reference gives a sensitivity: %v, want %v", s.Name, o.Name, ok, want)
 					}
 					if ok && len(sens) != len(v) {
 						t.Fatalf("%s: output %s: sensitivity has %d values, the output %d", s.Name, o.Name, len(sens), len(v))
 					}
+					f := 0.0
 					for j, x := range sens {
-						if !(x >= 0) || math.IsInf(x, 1) || x < math.Abs(v[j])*(1-1e-12) {
+						if !(x >= 0) || math.IsInf(x, 1) || isAttn && x < math.Abs(v[j])*(1-1e-12) {
 							t.Fatalf("%s/%s/%s: sensitivity of %s[%d] = %v, the output %v", s.Name, sh.Name, dist, o.Name, j, x, v[j])
+						}
+						if !isMoE || x == 0 {
+							continue
+						}
+						if f == 0 {
+							f = scale[j] / x
+						}
+						if r := scale[j] / x; !(f > 0) || math.Abs(r-f) > 1e-9*f {
+							t.Fatalf("%s/%s/%s: scale of %s[%d] is %v times its sensitivity, %v times elsewhere", s.Name, sh.Name, dist, o.Name, j, r, f)
 						}
 					}
 				}

@@ -65,5 +65,9 @@ func redTeamCases() []adversarialCase {
 		{name: "moe_head_layer_only", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
 		{name: "decode_fifth_deep_step", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
 		{name: "rmsnorm_residual_stream", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
+		// Session 42: the graded state was always the second prepared
+		// (one decoy, the case's own, the rest); the worker now prepares
+		// in the stack's layer order (prepstates.prepare_all).
+		{name: "moe_prepare_second_only", verify: stackFail + `output out: matched_ratio`},
 	}
 }

@@ -5,9 +5,11 @@ layer's KV cache, an expert layer's prepared weights) and calls the
 layers in turn at every step: several states are alive at once and a
 layer's state comes back after every other layer's. A case with
 ``decoys`` (files of other layers' state, the request's ``layer_args``;
-Go's slot.Case.Decoy) is run the same way. With a prepare, the first
-decoy is prepared before the case's own state and the others after it;
-without one, each decoy's inputs are placed in memory of their own. Every
+Go's slot.Case.Decoy) is run the same way. With a prepare, the states
+are prepared in layer order, as an engine prepares its layers at load:
+the decoys called before the first graded call (the first entry of
+``decoy_calls``: the layers above the case's own in a stack) before the
+case's own state, the others after it; without one, each decoy's inputs are placed in memory of their own. Every
 decoy stays alive until the case ends, and the entry is called with the
 decoys in turn, cycling, ungraded (the graded call poisons the outputs
 first), as many times before each graded eager call and before the
@@ -41,12 +43,14 @@ class Layer:
         self.own = own
 
 
-def prepare_all(case, pfn, prepare_args, decoy_data):
-    """(the case's prepared state, the decoys' states in decoy order)."""
+def prepare_all(case, pfn, prepare_args, decoy_data, before):
+    """(the case's prepared state, the decoys' states in decoy order),
+    prepared in layer order: the first ``before`` decoys (at most all of
+    them), then the case's own, then the rest."""
     own = [case.vis_in[n] for n in prepare_args]
     inputs = [_inputs(case, d, prepare_args) for d in decoy_data]
-    states = [_prepare(case, pfn, argv) for argv in inputs[:1] + [own] + inputs[1:]]
-    k = 1 if inputs else 0
+    k = max(0, min(before, len(inputs)))
+    states = [_prepare(case, pfn, argv) for argv in inputs[:k] + [own] + inputs[k:]]
     return states[k], states[:k] + states[k + 1:]
 
 

@@ -414,7 +414,8 @@ class _Case:
 
         prepared, others = None, []
         if pfn is not None:
-            prepared, others = prepstates.prepare_all(self, pfn, prepare_args, decoy_data)
+            before = self.decoy_calls[0] if self.decoy_calls else 0
+            prepared, others = prepstates.prepare_all(self, pfn, prepare_args, decoy_data, before)
         elif decoy_data:
             others = prepstates.layers(self, self.layer_args, decoy_data)
 

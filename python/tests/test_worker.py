@@ -265,10 +265,22 @@ class CpuWorkerTest(WorkerTestBase):
         for c in rep["calls"]:
             seen = [v for v in self.call_file(d, c)["seen"].tolist() if v != -1]
             tails.append(seen)
-        # the module's list spans the run's earlier cases too: compare the ends
-        self.assertEqual(tails[0][-2:], [10, 1])
+        # the module's list spans the run's earlier cases too: compare the
+        # ends. The states are prepared in layer order (1000 + tag): the
+        # decoy called before the first graded call, the case's own, the rest.
+        self.assertEqual(tails[0][-6:], [1010, 1001, 1020, 1030, 10, 1])
         self.assertEqual(tails[1][-6:], [10, 1, 20, 30, 10, 1])
         self.assertEqual(tails[2][-9:], [10, 1, 20, 30, 10, 1, 20, 30, 1])
+        # The own layer's place moves with decoy_calls[0] (a stack's layers
+        # above it), at most past every decoy.
+        for first, want in ((0, [1001, 1010, 1020, 1030, 1]), (2, [1010, 1020, 1001, 1030, 10, 20, 1]),
+                            (5, [1010, 1020, 1030, 1001, 10, 20, 30, 10, 20, 1])):
+            rep, d = self.run_case("tagged", {"x": xs[0], "w": w(1)}, outputs, args=args,
+                                   replays=[{"x": xs[1]}], prepare="prepare_tag", prepare_args=["w"],
+                                   decoys=[{"w": w(t)} for t in (10, 20, 30)], decoy_calls=[first, 1])
+            self.assertTrue(rep["ok"], rep)
+            seen = [v for v in self.call_file(d, rep["calls"][0])["seen"].tolist() if v != -1]
+            self.assertEqual(seen[-len(want):], want, first)
         for bad_calls, what in (([1, -1], "non-negative"), ([1, 1, 1, 1], "more than"), ([0, 2], None)):
             decoys = [] if what is None else [{"w": w(10)}]
             rep, _ = self.run_case("tagged", {"x": xs[0], "w": w(1)}, outputs, args=args,

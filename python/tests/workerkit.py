@@ -92,10 +92,11 @@ BUNDLE_FILES = {
             out.copy_(x * prepared["w2"])
             count.fill_(PREPARES)
 
-        def prepare_tag(w):
-            return {"w2": w * 2, "tag": float(w.flatten()[0])}
-
         STATES = []
+
+        def prepare_tag(w):
+            STATES.append(1000 + float(w.flatten()[0]))  # the order of the prepares
+            return {"w2": w * 2, "tag": float(w.flatten()[0])}
 
         def tagged(x, prepared, out, seen):
             STATES.append(prepared["tag"])
