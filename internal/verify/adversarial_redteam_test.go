@@ -68,6 +68,6 @@ func redTeamCases() []adversarialCase {
 		// Session 42: the graded state was always the second prepared
 		// (one decoy, the case's own, the rest); the worker now prepares
 		// in the stack's layer order (prepstates.prepare_all).
-		{name: "moe_prepare_second_only", verify: stackFail + `output out: matched_ratio`},
+		{name: "moe_prepare_second_only", verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: matched_ratio`},
 	}
 }
