@@ -344,8 +344,8 @@ func refFusedExpertsReduce(c *Case) (map[string][]float64, error) {
 // whose outputs sit under bfloat16's atol of 0.02 was inside every
 // element's tolerance (moe_head_layer_only, moe_deep_wide at seed 2) and
 // is off by tens of unit roundoffs of the sensitivity in nearly every
-// element, where honest kernels stay within two (docs/verify.md,
-// "Rounding sensitivity").
+// element, where honest kernels stay within two (docs/verify.md, "The
+// MoE expert slots (session 42)").
 func (c *Case) withSensitivity(out, sens []float64) (map[string][]float64, error) {
 	raw := slices.Clone(sens)
 	scale, err := c.sensitivityScale(sens)

@@ -9,13 +9,14 @@ Go's slot.Case.Decoy) is run the same way. With a prepare, the states
 are prepared in layer order, as an engine prepares its layers at load:
 the decoys called before the first graded call (the first entry of
 ``decoy_calls``: the layers above the case's own in a stack) before the
-case's own state, the others after it; without one, each decoy's inputs are placed in memory of their own. Every
-decoy stays alive until the case ends, and the entry is called with the
-decoys in turn, cycling, ungraded (the graded call poisons the outputs
-first), as many times before each graded eager call and before the
-graph's capture as the request's ``decoy_calls`` says (Go's
-slot.Case.DecoyCalls and slot.Stack: a state comes back after every other
-layer of a stack, up to 128 deep).
+case's own state, the others after it; without one, each decoy's inputs
+are placed in memory of their own. Every decoy stays alive until the
+case ends, and the entry is called with the decoys in turn, cycling,
+ungraded (the graded call poisons the outputs first), as many times
+before each graded eager call and before the graph's capture as the
+request's ``decoy_calls`` says (Go's slot.Case.DecoyCalls and
+slot.Stack: a state comes back after every other layer of a stack, up
+to 128 deep).
 
 Each decoy call may take activations of its own (``decoy_feeds``, one
 file a call, Go's slot.Case.Feed): its inputs are written into the case's
