@@ -6,10 +6,10 @@ import (
 )
 
 // The sensitivity precision test (attention, session 22; the MoE expert
-// slots since session 42, whose reference's sensitivity is the root sum
-// of squares of their intermediates' terms, reference.
-// FusedExpertsSensitivity: their outputs often sit below the absolute
-// tolerance, which then hides a dropped expert). The precision
+// slots since session 42, whose sensitivity is the root sum of squares
+// of their intermediates' terms, reference.FusedExpertsSensitivity:
+// their outputs often sit below the absolute tolerance, which then hides
+// a dropped expert). The precision
 // test of the elementwise slots measures errors in ulps of each output;
 // an honest attention kernel is not bounded there: it rounds its
 // probabilities to the format before the product with V, so its error in
