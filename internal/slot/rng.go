@@ -508,11 +508,19 @@ func (r *rng) shape(z *ziggurat, dist Distribution, shift, outlierMax float64, v
 		}
 		return
 	}
+	// The heavy-tailed and sparse draws take a uniform after each normal:
+	// the normal's common case (ziggurat.normals) is taken in this loop.
+	src := r.src
 	for i := range v {
-		x := z.normal(r)
+		u := src.Uint64()
+		j := u & (zigLayers - 1)
+		x := float64(u>>11) / (1 << 53) * z.w[j]
+		if x >= z.w[j+1] {
+			x = z.from(r, u)
+		} else if u&zigLayers != 0 {
+			x = -x
+		}
 		switch dist {
-		case Shifted:
-			x += shift
 		case HeavyTailed:
 			if r.uniform() < 0.01 && outlierMax > 0 {
 				x = 16 * math.Exp(r.uniform()*math.Log(outlierMax/16))

@@ -173,22 +173,38 @@ func (c *Case) rope(replay int) error {
 		turn(kv, kPos, hkv)
 		turn(qv, qPos, hq)
 		bound := c.Spec.OutlierBound()
-		for _, v := range [][]float64{kv, qv} {
-			for i, x := range v {
-				v[i] = max(-bound, min(bound, x))
-			}
-		}
-		nq, err := tensor.FromFloat64(q.DType, q.Shape, qv)
+		nq, err := q.Rewrite(qv, clampRows(qv, qPos, hq*d, bound))
 		if err != nil {
 			return fmt.Errorf("slot %s: rope: %w", c.Spec.Name, err)
 		}
-		nk, err := tensor.FromFloat64(k.DType, k.Shape, kv)
+		nk, err := k.Rewrite(kv, clampRows(kv, kPos, hkv*d, bound))
 		if err != nil {
 			return fmt.Errorf("slot %s: rope: %w", c.Spec.Name, err)
 		}
 		rank[ss.Query], rank[ss.Key] = nq, nk
 	}
 	return nil
+}
+
+// clampRows clamps v's values to [-bound, bound] and returns the element
+// spans of the rows (width elements each) that rope changed: those with a
+// position, which it turned, and those the clamp changed. The rows of a
+// cache's pages no table reaches keep their bytes (tensor.Rewrite).
+func clampRows(v []float64, pos []int, width int, bound float64) []tensor.Span {
+	var spans []tensor.Span
+	for row := 0; row*width < len(v); row++ {
+		x := v[row*width : min(len(v), (row+1)*width)]
+		changed := row < len(pos) && pos[row] >= 0
+		for i, y := range x {
+			if z := max(-bound, min(bound, y)); z != y {
+				x[i], changed = z, true
+			}
+		}
+		if changed {
+			spans = append(spans, tensor.Span{Lo: row * width, N: len(x)})
+		}
+	}
+	return spans
 }
 
 // persist adds head h's persistent component (pairs of plan, amplitude

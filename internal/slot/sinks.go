@@ -243,13 +243,26 @@ func (c *Case) sinks(replay int) error {
 		if err != nil {
 			return fmt.Errorf("slot %s: sinks: %w", c.Spec.Name, err)
 		}
-		nk, err := tensor.FromFloat64(k.DType, k.Shape, kv)
+		nk, err := k.Rewrite(kv, weightedRows(weight, hkv*d))
 		if err != nil {
 			return fmt.Errorf("slot %s: sinks: %w", c.Spec.Name, err)
 		}
 		rank[ss.Query], rank[ss.Key] = nq, nk
 	}
 	return nil
+}
+
+// weightedRows is the element spans of the rows of width elements each
+// whose weight is not zero (the sinks' rows): all that sinks and
+// sinkValues change in a cache of millions of elements.
+func weightedRows(weight []float64, width int) []tensor.Span {
+	var spans []tensor.Span
+	for row, w := range weight {
+		if w != 0 {
+			spans = append(spans, tensor.Span{Lo: row * width, N: width})
+		}
+	}
+	return spans
 }
 
 // sinkCount is the number of sinks a sequence gets in the call of number

@@ -82,7 +82,7 @@ func (c *Case) sinkValues(rank map[string]*tensor.Tensor, replay, r int, weight 
 			}
 		}
 	}
-	nv, err := tensor.FromFloat64(v.DType, v.Shape, vv)
+	nv, err := v.Rewrite(vv, weightedRows(weight, hkv*d))
 	if err != nil {
 		return fmt.Errorf("slot %s: sink values: %w", c.Spec.Name, err)
 	}

@@ -551,6 +551,19 @@ func TestFromFloat64BulkMatchesElementwise(t *testing.T) {
 			v = append(v, math.Ldexp(1+rng.Float64(), e), -math.Ldexp(2-math.Ldexp(rng.Float64(), -20), e))
 		}
 	}
+	// Any bit pattern (NaNs, infinities, subnormals of float64 among
+	// them), and values at and beside each format's exact ties: the low
+	// 45, 42 and 29 bits of the fraction half an ulp, one less or one
+	// more.
+	for range 20000 {
+		v = append(v, math.Float64frombits(rng.Uint64()))
+	}
+	for _, shift := range []uint{45, 42, 29} {
+		for range 3000 {
+			bits := rng.Uint64()&^(1<<shift-1) | 1<<(shift-1)
+			v = append(v, math.Float64frombits(bits), math.Float64frombits(bits-1), math.Float64frombits(bits+1))
+		}
+	}
 	for _, dt := range []DType{BF16, F16, F32} {
 		tn, err := FromFloat64(dt, []int{len(v)}, v)
 		if err != nil {

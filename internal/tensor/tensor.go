@@ -53,11 +53,11 @@ func FromFloat64(dt DType, shape []int, v []float64) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fast, ok := bulkFormat(t.DType); ok {
-		// The bulk of generated inputs: one call per element, not three,
-		// in blocks on every core for large tensors (a verify case of
-		// millions of elements spent most of its drawing time here).
-		parallelBlocks(len(v), func(lo, hi int) { fast.round(t.Data, v, lo, hi) })
+	if round, ok := bulkRound(t.DType); ok {
+		// The bulk of generated inputs: one loop per format, in blocks on
+		// every core for large tensors (a verify case of millions of
+		// elements spent most of its drawing time here).
+		parallelBlocks(len(v), func(lo, hi int) { round(t.Data, v, lo, hi) })
 		return t, nil
 	}
 	for i, x := range v {
@@ -68,37 +68,73 @@ func FromFloat64(dt DType, shape []int, v []float64) (*Tensor, error) {
 	return t, nil
 }
 
-// bulk is how FromFloat64 rounds a float dtype in one loop.
-type bulk struct {
-	size                    int
-	expBits, bias, mantBits uint
-	general                 func() floatFormat
+// bulkRound returns FromFloat64's loop for a float dtype (ok false: not
+// a float format verify draws in). It stores v[lo:hi] rounded into d, the
+// tensor's bytes. Each format has a loop of its own, with its constants
+// in the code: a loop over the formats' parameters (roundNormal's) took
+// more than twice as long an element (session 43), and rounding was the
+// largest part of drawing a decode case's caches.
+func bulkRound(dt DType) (func(d []byte, v []float64, lo, hi int), bool) {
+	switch dt {
+	case BF16:
+		return roundBF16s, true
+	case F16:
+		return roundF16s, true
+	case F32:
+		return roundF32s, true
+	}
+	return nil, false
 }
 
-// round stores v[lo:hi] rounded into d (the tensor's bytes).
-func (fast bulk) round(d []byte, v []float64, lo, hi int) {
+// roundBF16s is bulkRound's bfloat16 loop: roundNormal's arithmetic with
+// 8 exponent bits, bias 127 and 7 fraction bits (float64's 52 less 45),
+// the general conversion where the value or its rounding is not a normal
+// bfloat16 (zero, subnormal, overflow, Inf, NaN).
+func roundBF16s(d []byte, v []float64, lo, hi int) {
 	for i := lo; i < hi; i++ {
 		x := v[i]
-		if fast.size == 4 {
-			// A binary32 exponent of 1 to 253 before rounding: the
-			// result is normal and finite, where the hardware's
-			// conversion is IEEE round-to-nearest-even on every
-			// platform (Go's float32(x) is implementation-dependent
-			// only for values the type cannot represent).
-			if e := int(math.Float64bits(x)>>52&0x7ff) - 1023 + 127; e >= 1 && e <= 253 {
-				binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(float32(x)))
-				continue
-			}
+		bits := math.Float64bits(x)
+		mag := bits &^ (1 << 63)
+		r := (mag + (1<<44 - 1) + (mag>>45)&1) >> 45
+		e := r>>7 - (1023 - 127) // wraps below 0: refused below
+		h := uint16(bits>>48)&0x8000 | uint16(e)<<7 | uint16(r&0x7f)
+		if e-1 >= 254 || mag>>52 < 1023-126 {
+			h = uint16(bf16Format().fromFloat64(x))
 		}
-		h, ok := roundNormal(x, fast.expBits, fast.bias, fast.mantBits)
-		if !ok {
-			h = fast.general().fromFloat64(x)
+		binary.LittleEndian.PutUint16(d[2*i:], h)
+	}
+}
+
+// roundF16s is bulkRound's float16 loop: 5 exponent bits, bias 15, 10
+// fraction bits (52 less 42), as roundBF16s.
+func roundF16s(d []byte, v []float64, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		x := v[i]
+		bits := math.Float64bits(x)
+		mag := bits &^ (1 << 63)
+		r := (mag + (1<<41 - 1) + (mag>>42)&1) >> 42
+		e := r>>10 - (1023 - 15)
+		h := uint16(bits>>48)&0x8000 | uint16(e)<<10 | uint16(r&0x3ff)
+		if e-1 >= 30 || mag>>52 < 1023-14 {
+			h = uint16(f16Format().fromFloat64(x))
 		}
-		if fast.size == 2 {
-			binary.LittleEndian.PutUint16(d[2*i:], uint16(h))
-		} else {
-			binary.LittleEndian.PutUint32(d[4*i:], h)
+		binary.LittleEndian.PutUint16(d[2*i:], h)
+	}
+}
+
+// roundF32s is bulkRound's float32 loop. A binary32 exponent of 1 to 253
+// before rounding makes the result normal and finite, where the
+// hardware's conversion is IEEE round-to-nearest-even on every platform
+// (Go's float32(x) is implementation-dependent only for values the type
+// cannot represent); other values take Float64ToF32.
+func roundF32s(d []byte, v []float64, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		x := v[i]
+		if e := int(math.Float64bits(x)>>52&0x7ff) - 1023 + 127; e >= 1 && e <= 253 {
+			binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(float32(x)))
+			continue
 		}
+		binary.LittleEndian.PutUint32(d[4*i:], Float64ToF32(x))
 	}
 }
 
@@ -124,19 +160,6 @@ func parallelBlocks(n int, f func(lo, hi int)) {
 		}(lo, min(n, lo+per))
 	}
 	wg.Wait()
-}
-
-// bulkFormat returns the bulk rounding of dt (ok false: not a narrow float).
-func bulkFormat(dt DType) (bulk, bool) {
-	switch dt {
-	case BF16:
-		return bulk{2, 8, 127, 7, bf16Format}, true
-	case F16:
-		return bulk{2, 5, 15, 10, f16Format}, true
-	case F32:
-		return bulk{4, 8, 127, 23, f32Format}, true
-	}
-	return bulk{}, false
 }
 
 // FromInt64 builds a tensor of dt and shape from v (len(v) must equal the
@@ -240,6 +263,42 @@ func (t *Tensor) Float64s() []float64 {
 	out := make([]float64, n)
 	parallelBlocks(n, func(lo, hi int) { t.decode(out[lo:hi], lo, hi) })
 	return out
+}
+
+// Rewrite returns a copy of t whose elements in spans take v's values
+// there, rounded as FromFloat64 rounds them; every other element keeps
+// t's bytes. v holds a value for every element of t (as Float64s gives
+// them, changed in place), so that Rewrite is FromFloat64(t.DType,
+// t.Shape, v) when the elements outside spans are unchanged, without
+// rounding them again: the inputs verify draws are rewritten a few rows
+// at a time (a decode case's sinks in caches of millions of elements).
+// A span outside t, a v of another length, or a value the dtype cannot
+// hold is an error.
+func (t *Tensor) Rewrite(v []float64, spans []Span) (*Tensor, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("tensor rewrite: %w", err)
+	}
+	n := t.NumElements()
+	if len(v) != n {
+		return nil, fmt.Errorf("tensor rewrite: %d values for %d elements", len(v), n)
+	}
+	out := &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(t.Data)}
+	round, bulk := bulkRound(t.DType)
+	for _, s := range spans {
+		if s.Lo < 0 || s.N < 0 || s.Lo > n-s.N {
+			return nil, fmt.Errorf("tensor rewrite: span [%d, %d) outside %d elements", s.Lo, s.Lo+s.N, n)
+		}
+		if bulk {
+			round(out.Data, v, s.Lo, s.Lo+s.N)
+			continue
+		}
+		for i := s.Lo; i < s.Lo+s.N; i++ {
+			if err := out.setFloat64(i, v[i]); err != nil {
+				return nil, fmt.Errorf("tensor rewrite: element %d: %w", i, err)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Float64sOf decodes the element ranges [lo, lo+n) of each span, one

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -246,6 +247,90 @@ func TestFloat64sOf(t *testing.T) {
 			if got := x.Float64sOf(bad); got != nil {
 				t.Errorf("%s: spans %v gave %d elements, want nil", dt, bad, len(got))
 			}
+		}
+	}
+}
+
+// BenchmarkFromFloat64 rounds a million standard normals into each float
+// format (drawing verify's inputs ends here).
+func BenchmarkFromFloat64(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	v := make([]float64, 1<<20)
+	for i := range v {
+		v[i] = rng.NormFloat64()
+	}
+	for _, dt := range []DType{BF16, F16, F32} {
+		b.Run(dt.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(v)) * 8)
+			for b.Loop() {
+				if _, err := FromFloat64(dt, []int{len(v)}, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestRewrite checks that Rewrite is FromFloat64 of the changed values
+// when the changes lie in its spans, leaves the rest byte for byte, and
+// refuses what FromFloat64 would.
+func TestRewrite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, dt := range []DType{BF16, F16, F32, F64, I32} {
+		v := make([]float64, 600)
+		for i := range v {
+			v[i] = math.Round(rng.NormFloat64() * 50)
+		}
+		orig, err := FromFloat64(dt, []int{20, 30}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := orig.Float64s()
+		spans := []Span{{Lo: 30, N: 30}, {Lo: 300, N: 5}, {Lo: 599, N: 1}, {Lo: 10, N: 0}}
+		for _, s := range spans {
+			for i := s.Lo; i < s.Lo+s.N; i++ {
+				w[i] = math.Round(rng.NormFloat64() * 1000)
+				if dt != I32 {
+					w[i] += rng.Float64() // rounding in the float formats
+				}
+			}
+		}
+		got, err := orig.Rewrite(w, spans)
+		if err != nil {
+			t.Fatalf("%s: %v", dt, err)
+		}
+		want, err := FromFloat64(dt, []int{20, 30}, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Data, want.Data) || !slices.Equal(got.Shape, want.Shape) || got.DType != dt {
+			t.Errorf("%s: Rewrite differs from FromFloat64 of the same values", dt)
+		}
+		if w[31] == v[31] {
+			t.Fatalf("%s: the test changed nothing", dt)
+		}
+		if !slices.Equal(orig.Float64s(), func() []float64 { o, _ := FromFloat64(dt, []int{20, 30}, v); return o.Float64s() }()) {
+			t.Errorf("%s: Rewrite changed the tensor it was given", dt)
+		}
+		// A change outside the spans is not written.
+		w[0] = 12345
+		if got, err := orig.Rewrite(w, spans); err != nil || got.Float64s()[0] == 12345 {
+			t.Errorf("%s: a change outside the spans was written (%v)", dt, err)
+		}
+	}
+	orig, _ := FromFloat64(I32, []int{4}, []float64{1, 2, 3, 4})
+	for _, c := range []struct {
+		v     []float64
+		spans []Span
+		want  string
+	}{
+		{[]float64{1, 2, 3}, nil, "3 values for 4 elements"},
+		{[]float64{1, 2, 3, 4}, []Span{{Lo: 3, N: 2}}, "span [3, 5) outside 4 elements"},
+		{[]float64{1, 2, 3, 4}, []Span{{Lo: -1, N: 1}}, "outside"},
+		{[]float64{1, 2.5, 3, 4}, []Span{{Lo: 1, N: 1}}, "element 1"},
+	} {
+		if _, err := orig.Rewrite(c.v, c.spans); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Rewrite(%v, %v) = %v, want an error containing %q", c.v, c.spans, err, c.want)
 		}
 	}
 }
