@@ -9,8 +9,9 @@ Go's slot.Case.Decoy) is run the same way. With a prepare, the states
 are prepared in layer order, as an engine prepares its layers at load:
 the decoys called before the first graded call (the first entry of
 ``decoy_calls``: the layers above the case's own in a stack) before the
-case's own state, the others after it; without one, each decoy's inputs
-are placed in memory of their own. Every decoy stays alive until the
+case's own state, the others after it. The layers' memory is allocated
+in that order too (place), before the case's other inputs, each decoy's
+inputs in memory of their own. Every decoy stays alive until the
 case ends, and the entry is called with the decoys in turn, cycling,
 ungraded (the graded call poisons the outputs first), as many times
 before each graded eager call and before the graph's capture as the
@@ -44,39 +45,47 @@ class Layer:
         self.own = own
 
 
-def prepare_all(case, pfn, prepare_args, decoy_data, before):
-    """(the case's prepared state, the decoys' states in decoy order),
-    prepared in layer order: the first ``before`` decoys (at most all of
-    them), then the case's own, then the rest."""
-    own = [case.vis_in[n] for n in prepare_args]
-    inputs = [_inputs(case, d, prepare_args) for d in decoy_data]
-    k = max(0, min(before, len(inputs)))
-    states = [_prepare(case, pfn, argv) for argv in inputs[:k] + [own] + inputs[k:]]
-    return states[k], states[:k] + states[k + 1:]
+def place_layers(case, host_in, names, decoy_data, before, place_input):
+    """Place a case's memory in layer order, as an engine allocates its
+    layers at load and its activations after: the layer inputs ``names``
+    of the first ``before`` decoys (``before`` at most their number), the
+    case's own (``place_input(name, tensor)``), those of the other
+    decoys, then the case's other inputs. The decoys' placed inputs, in
+    decoy order."""
+    placed = place(case, names, decoy_data[:before])
+    for layer in (True, False):
+        for name, t in host_in.items():
+            if (name in names) == layer:
+                place_input(name, t)
+        if layer:
+            placed += place(case, names, decoy_data[before:])
+    return placed
 
 
-def layers(case, layer_args, decoy_data):
-    """The decoys of a case without a prepare, as Layers."""
+def place(case, names, decoy_data):
+    """Validator memory holding the inputs ``names`` of each decoy, placed
+    as the case's inputs are, one {name: tensor} per decoy."""
     out = []
     for d in decoy_data:
         own = {}
-        for n in layer_args:
+        for n in names:
             p = case.placed(d[n])
             case.raw.write(p, d[n])
             own[n] = p
-        out.append(Layer(own))
+        out.append(own)
     return out
 
 
-def _inputs(case, data, prepare_args):
-    """Validator memory holding one decoy's prepare inputs, placed as the
-    case's inputs are; the objects prepare sees."""
-    out = []
-    for n in prepare_args:
-        d = case.placed(data[n])
-        case.raw.write(d, data[n])
-        out.append(case.ops.detach(d))
-    return out
+def prepare_all(case, pfn, prepare_args, placed, before):
+    """(the case's prepared state, the decoys' states in decoy order),
+    prepared in layer order from the decoys' placed inputs: the first
+    ``before`` decoys (at most all of them), then the case's own, then
+    the rest."""
+    own = [case.vis_in[n] for n in prepare_args]
+    inputs = [[case.ops.detach(p[n]) for n in prepare_args] for p in placed]
+    k = max(0, min(before, len(inputs)))
+    states = [_prepare(case, pfn, argv) for argv in inputs[:k] + [own] + inputs[k:]]
+    return states[k], states[:k] + states[k + 1:]
 
 
 def _prepare(case, pfn, argv):

@@ -398,13 +398,17 @@ class _Case:
         # tensor objects over the same storage: a candidate that rebinds its
         # object (set_, as_strided_) does not move the memory the worker
         # refreshes, poisons and dumps, and the facts show the rebinding.
-        for name, t in host_in.items():
+        # Layer memory is placed in layer order (prepstates.place_layers).
+        def place_input(name, t):
             if self.pack is not None and name in self.pack[0] and ops.size(t) and ops.size(t)[0] > 0:
                 d = self.packed_place(name, t)
             else:
                 d = self.placed(t)
                 self.raw.write(d, t)
             self.own_in[name] = d
+        names = (prepare_args if pfn is not None else self.layer_args) if decoy_data else []
+        k = max(0, min(self.decoy_calls[0] if self.decoy_calls else 0, len(decoy_data)))
+        placed = prepstates.place_layers(self, host_in, names, decoy_data, k, place_input)
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
         for s in specs:
             self.specs[s.name] = s
@@ -414,10 +418,9 @@ class _Case:
 
         prepared, others = None, []
         if pfn is not None:
-            before = self.decoy_calls[0] if self.decoy_calls else 0
-            prepared, others = prepstates.prepare_all(self, pfn, prepare_args, decoy_data, before)
+            prepared, others = prepstates.prepare_all(self, pfn, prepare_args, placed, k)
         elif decoy_data:
-            others = prepstates.layers(self, self.layer_args, decoy_data)
+            others = [prepstates.Layer(own) for own in placed]
 
         def arguments(state=None):
             argv = []
