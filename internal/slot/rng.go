@@ -239,7 +239,8 @@ import (
 // v19, session 39: process subgroups and the collective cases that hand
 // them, norm weights that come back; v20, session 40: earlier decode
 // steps, the deep stack of prepared states; v21, session 41: layer
-// stacks, decoy calls' own activations).
+// stacks, decoy calls' own activations). TestInputsGolden pins the bytes
+// a version draws (testdata/inputs.golden).
 const InputGenerator = "cacheon.slot.input.v21"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.

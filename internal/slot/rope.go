@@ -211,7 +211,13 @@ func clampRows(v []float64, pos []int, width int, bound float64) []tensor.Span {
 // ρ·σ, ρ drawn from g for the head and a phase per pair) to the rows of
 // v (heads heads of dimension d) that have a position.
 func persist(g *rng, plan ropePlan, v []float64, pos []int, h, heads, d int, pairs []int) {
-	var abs []float64
+	n := 0
+	for _, p := range pos {
+		if p >= 0 {
+			n++
+		}
+	}
+	abs := make([]float64, 0, n*d)
 	for row, p := range pos {
 		if p >= 0 {
 			for _, x := range v[(row*heads+h)*d : (row*heads+h+1)*d] {

@@ -65,24 +65,36 @@ func (c *Case) sinkValues(rank map[string]*tensor.Tensor, replay, r int, weight 
 	if v == nil {
 		return fmt.Errorf("slot %s: sink values: input %s missing", c.Spec.Name, ss.Value)
 	}
-	vv := v.Float64s()
-	if len(vv) != len(weight)*hkv*d {
+	if v.NumElements() != len(weight)*hkv*d {
 		return fmt.Errorf("slot %s: sink values: %s %v does not match the keys' %d rows of %d heads of %d", c.Spec.Name, ss.Value, v.Shape, len(weight), hkv, d)
+	}
+	// Only the sinks' rows are read and written (a cache holds millions
+	// of elements, its sinks a few rows).
+	spans := weightedRows(weight, hkv*d)
+	vv := v.Float64sOf(spans)
+	if vv == nil {
+		return fmt.Errorf("slot %s: sink values: %s %v is not a tensor", c.Spec.Name, ss.Value, v.Shape)
 	}
 	base := sinkValueMin * math.Exp((lo+(hi-lo)*g.uniform())*math.Log(1/sinkValueMin))
 	further := g.uniform() < 1.0/3
-	for row, w := range weight {
-		if w == 0 || (w < 1 && !further) {
+	at := 0
+	for _, w := range weight {
+		if w == 0 {
+			continue
+		}
+		x := vv[at : at+hkv*d]
+		at += hkv * d
+		if w < 1 && !further {
 			continue
 		}
 		for j := range hkv {
 			f := base * math.Exp((2*g.uniform()-1)*math.Log(sinkValueJitter))
 			for e := range d {
-				vv[(row*hkv+j)*d+e] *= f
+				x[j*d+e] *= f
 			}
 		}
 	}
-	nv, err := v.Rewrite(vv, weightedRows(weight, hkv*d))
+	nv, err := v.RewriteOf(spans, vv)
 	if err != nil {
 		return fmt.Errorf("slot %s: sink values: %w", c.Spec.Name, err)
 	}

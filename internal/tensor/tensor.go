@@ -278,23 +278,51 @@ func (t *Tensor) Rewrite(v []float64, spans []Span) (*Tensor, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("tensor rewrite: %w", err)
 	}
-	n := t.NumElements()
-	if len(v) != n {
+	if n := t.NumElements(); len(v) != n {
 		return nil, fmt.Errorf("tensor rewrite: %d values for %d elements", len(v), n)
 	}
-	out := &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(t.Data)}
-	round, bulk := bulkRound(t.DType)
+	return t.rewrite(spans, func(s Span, _ int) []float64 { return v[s.Lo : s.Lo+s.N] })
+}
+
+// RewriteOf is Rewrite with v holding only the spans' values, one span
+// after another, as Float64sOf gives them.
+func (t *Tensor) RewriteOf(spans []Span, v []float64) (*Tensor, error) {
+	total := 0
+	for _, s := range spans {
+		total += max(s.N, 0)
+	}
+	if len(v) != total {
+		return nil, fmt.Errorf("tensor rewrite: %d values for spans of %d elements", len(v), total)
+	}
+	return t.rewrite(spans, func(s Span, at int) []float64 { return v[at : at+s.N] })
+}
+
+// rewrite is Rewrite's and RewriteOf's copy: span s (at elements into
+// the spans' values) takes the values of(s, at).
+func (t *Tensor) rewrite(spans []Span, of func(s Span, at int) []float64) (*Tensor, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("tensor rewrite: %w", err)
+	}
+	n := t.NumElements()
 	for _, s := range spans {
 		if s.Lo < 0 || s.N < 0 || s.Lo > n-s.N {
 			return nil, fmt.Errorf("tensor rewrite: span [%d, %d) outside %d elements", s.Lo, s.Lo+s.N, n)
 		}
+	}
+	out := &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(t.Data)}
+	round, bulk := bulkRound(t.DType)
+	size := t.DType.Size()
+	at := 0
+	for _, s := range spans {
+		v := of(s, at)
+		at += s.N
 		if bulk {
-			round(out.Data, v, s.Lo, s.Lo+s.N)
+			round(out.Data[s.Lo*size:], v, 0, s.N)
 			continue
 		}
-		for i := s.Lo; i < s.Lo+s.N; i++ {
-			if err := out.setFloat64(i, v[i]); err != nil {
-				return nil, fmt.Errorf("tensor rewrite: element %d: %w", i, err)
+		for i, x := range v {
+			if err := out.setFloat64(s.Lo+i, x); err != nil {
+				return nil, fmt.Errorf("tensor rewrite: element %d: %w", s.Lo+i, err)
 			}
 		}
 	}

@@ -309,6 +309,17 @@ func TestRewrite(t *testing.T) {
 		if w[31] == v[31] {
 			t.Fatalf("%s: the test changed nothing", dt)
 		}
+		// RewriteOf takes the spans' values alone, as Float64sOf gives them.
+		var packed []float64
+		for _, s := range spans {
+			packed = append(packed, w[s.Lo:s.Lo+s.N]...)
+		}
+		if of, err := orig.RewriteOf(spans, packed); err != nil || !slices.Equal(of.Data, want.Data) {
+			t.Errorf("%s: RewriteOf differs from FromFloat64 of the same values (%v)", dt, err)
+		}
+		if _, err := orig.RewriteOf(spans, packed[1:]); err == nil || !strings.Contains(err.Error(), "for spans of 36 elements") {
+			t.Errorf("%s: RewriteOf of too few values: %v", dt, err)
+		}
 		if !slices.Equal(orig.Float64s(), func() []float64 { o, _ := FromFloat64(dt, []int{20, 30}, v); return o.Float64s() }()) {
 			t.Errorf("%s: Rewrite changed the tensor it was given", dt)
 		}
