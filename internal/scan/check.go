@@ -42,6 +42,7 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.attributes(ff.Attributes)
 	fc.stores(ff.Stores)
 	fc.names(ff.Names)
+	fc.finalizers(ff)
 	fc.flows(ff.Flows)
 	fc.classRefs(ff)
 	fc.classBases(ff)

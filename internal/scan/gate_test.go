@@ -189,6 +189,11 @@ func TestGateClasses(t *testing.T) {
 			"@contextlib.contextmanager\ndef blocks():\n    yield 4\nwith contextlib.suppress(KeyError), nullcontext():\n    pass\n"}, ""},
 		{"contextlib beyond them", map[string]string{"k.py": "import contextlib\ns = contextlib.ExitStack()\ncontextlib.chdir('/')\n"},
 			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed"},
+		// A finalizer tells when the validator frees what a kernel made
+		// (rt43's moe_state_lifetime), in a class body or bound there.
+		{"finalizer", map[string]string{"k.py": "class P:\n    def __del__(self):\n        pass\n" +
+			"def fin(self):\n    pass\nclass Q:\n    __del__ = fin\n"},
+			"k.py:2 introspection|k.py:7 dunder-access"},
 		{"slots other dunder", map[string]string{"k.py": "class A:\n    __slots__ = ('__globals__',)\n"},
 			"k.py:2 dunder-access"},
 		{"weakref string outside slots", map[string]string{"k.py": "class A:\n    names = ('__weakref__',)\n" +

@@ -76,3 +76,18 @@ func (fc *fileCheck) introspection(a attrFact) {
 		return
 	}
 }
+
+// finalizers refuses a def of __del__ (a method the interpreter runs
+// when it collects an object, in any scope): when a
+// kernel's objects are collected tells verify, which frees each case's
+// prepared states when the case ends, from an engine, which keeps its
+// layers' states for its life (rt43's moe_state_lifetime switched its
+// cheat off in verify once one of its states was collected).
+func (fc *fileCheck) finalizers(ff *fileFacts) {
+	for _, n := range ff.Names {
+		if n.Name == "__del__" && n.Ctx == "def" { // a store of it is dunder-access's
+			fc.add(n.Line, n.Col, RuleIntrospection,
+				"a finalizer (__del__) observes when the interpreter collects objects, which differs between verify and serving; remove it")
+		}
+	}
+}

@@ -76,7 +76,7 @@ func Rules() []RuleInfo {
 		{RuleDynamicAttribute, "getattr/setattr/delattr/hasattr with a computed or dunder name, or attrgetter/methodcaller"},
 		{RuleModuleAttribute, "a name of an allowed module that is not on its attribute allow-list (torch.utils, torch.jit.load, torch.compile, typing.get_type_hints, torch.distributed beyond the collectives, private names, ...)"},
 		{RuleDunderAccess, "access to a dunder name outside the harmless list (__name__, __doc__, __init__, ...)"},
-		{RuleIntrospection, "frame, generator, coroutine, code, traceback and cell attributes (gi_frame, f_globals, f_back, co_code, tb_frame, mro, ...) on any object, also through getattr or a format string"},
+		{RuleIntrospection, "frame, generator, coroutine, code, traceback and cell attributes (gi_frame, f_globals, f_back, co_code, tb_frame, mro, ...) on any object, also through getattr or a format string; a finalizer (__del__)"},
 		{RuleSysModules, "use of the import system: sys.modules, sys.path, sys.meta_path, importlib, imp, pkgutil, runpy, zipimport"},
 		{RuleUnsafeLoader, "deserializers and native loaders: torch.load, pickle, marshal, cpp_extension, load_library, torch.hub, model_zoo, triton.runtime.build"},
 		{RuleNativeFFI, "foreign-function interfaces: ctypes, cffi"},
