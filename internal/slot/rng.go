@@ -239,9 +239,10 @@ import (
 // v19, session 39: process subgroups and the collective cases that hand
 // them, norm weights that come back; v20, session 40: earlier decode
 // steps, the deep stack of prepared states; v21, session 41: layer
-// stacks, decoy calls' own activations). TestInputsGolden pins the bytes
-// a version draws (testdata/inputs.golden).
-const InputGenerator = "cacheon.slot.input.v21"
+// stacks, decoy calls' own activations; v22, session 43: stored formats'
+// lattices, lattice.go). TestInputsGolden pins the bytes a version draws
+// (testdata/inputs.golden).
+const InputGenerator = "cacheon.slot.input.v22"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

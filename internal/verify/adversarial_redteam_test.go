@@ -69,5 +69,15 @@ func redTeamCases() []adversarialCase {
 		// (one decoy, the case's own, the rest); the worker now prepares
 		// in the stack's layer order (prepstates.prepare_all).
 		{name: "moe_prepare_second_only", verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: matched_ratio`},
+		// rt43 (session 43): a stored format's exact structure, closed by
+		// generator v22 (slot.storedLattice: bfloat16's grid in float16
+		// and float32, FP8 blocks in every dtype); float32 at seed 1.
+		{name: "rmsnorm_bf16_lattice", verify: `rank 0, output out: allclose`},
+		{name: "moe_bf16_lattice", verify: `rank 0, output out: matched_ratio`},
+		{name: "rmsnorm_embed_lattice", verify: `rank 0, output out: allclose`},
+		{name: "moe_fp8_block_lattice", verify: `rank 0, output out: matched_ratio`},
+		// rt43: a finalizer told verify (states freed when a case ends)
+		// from serving (states kept); the scan refuses __del__.
+		{name: "moe_state_lifetime", scan: `introspection a finalizer \(__del__\)`},
 	}
 }

@@ -1,0 +1,113 @@
+package slot
+
+import (
+	"math"
+
+	"cacheon/internal/tensor"
+)
+
+// Stored lattices (generator v22, session 43). A checkpoint's tensors
+// carry the exact structure of the format they were stored in: a
+// bfloat16 checkpoint served in float16 or float32 has every weight on
+// bfloat16's grid (8 significant bits), an FP8 checkpoint dequantized at
+// load has at most 256 values in each block of 128×128 that shares a
+// scale, and a model's first layer reads embedding rows on the
+// checkpoint's grid too. Verify's draws were continuous, so kernels that
+// cheated only on such exact structure (rt43: rmsnorm_bf16_lattice,
+// moe_bf16_lattice, rmsnorm_embed_lattice, moe_fp8_block_lattice) passed
+// every row at seeds 1–3 and were wrong on every such checkpoint.
+//
+// Now the drawn weights of a case (linear weights, norm weights not all
+// ones; its decoys' too: one checkpoint holds a model's layers) take, by
+// one coin of the case (the first uniform of the stream of argument
+// "lattice" at replay 0, rank 0), FP8 blocks at odds latticeFP8Odds, else
+// bfloat16's grid at odds latticeBF16Odds where the dtype is float16 or
+// float32; an activation input (generator "values") takes bfloat16's
+// grid at odds latticeInputOdds in those dtypes, by a coin of its own
+// (the last uniform of its stream). The serving case keeps its draws
+// (the shipped arenas seed their weights in float32).
+const (
+	latticeFP8Odds   = 0.2
+	latticeBF16Odds  = 0.3
+	latticeInputOdds = 0.125
+)
+
+// fp8Block is the side of the square blocks (the length of a vector's
+// blocks) that share one FP8 scale, and fp8Max float8 e4m3's largest
+// finite value.
+const (
+	fp8Block = 128
+	fp8Max   = 448.0
+)
+
+// storedLattice puts a drawn tensor's values v (shape, in dtype dt) on a
+// stored format's lattice as above: weight says whether it is a weight.
+func (c *Case) storedLattice(g *rng, v []float64, shape []int, dt tensor.DType, weight bool) {
+	if c.Serving {
+		return
+	}
+	u := g.uniform()
+	if weight {
+		u = newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "lattice").uniform()
+	}
+	wide := dt == tensor.F16 || dt == tensor.F32
+	switch {
+	case weight && u < latticeFP8Odds:
+		fp8Blocks(v, shape)
+	case weight && wide && u < latticeFP8Odds+latticeBF16Odds,
+		!weight && wide && u < latticeInputOdds:
+		for i, x := range v {
+			v[i] = tensor.Round(tensor.BF16, x)
+		}
+	}
+}
+
+// fp8Blocks quantizes v (row-major, shape) as an FP8 block-quantized
+// checkpoint dequantized at load holds it: each block of fp8Block ×
+// fp8Block elements of the last two dimensions (of fp8Block elements of
+// a vector) scaled by its largest magnitude over fp8Max, rounded to
+// float8 e4m3 and scaled back.
+func fp8Blocks(v []float64, shape []int) {
+	rows, cols := 1, len(v)
+	if len(shape) >= 2 {
+		rows, cols = shape[len(shape)-2], shape[len(shape)-1]
+	}
+	if rows*cols == 0 {
+		return
+	}
+	for base := 0; base+rows*cols <= len(v); base += rows * cols {
+		for r0 := 0; r0 < rows; r0 += fp8Block {
+			for c0 := 0; c0 < cols; c0 += fp8Block {
+				amax := 0.0
+				for r := r0; r < min(rows, r0+fp8Block); r++ {
+					for _, x := range v[base+r*cols+c0 : base+r*cols+min(cols, c0+fp8Block)] {
+						amax = max(amax, math.Abs(x))
+					}
+				}
+				if amax == 0 || math.IsInf(amax, 0) || math.IsNaN(amax) {
+					continue
+				}
+				scale := float64(float32(amax / fp8Max)) // a float32 scale, as checkpoints store it
+				for r := r0; r < min(rows, r0+fp8Block); r++ {
+					row := v[base+r*cols+c0 : base+r*cols+min(cols, c0+fp8Block)]
+					for i, x := range row {
+						row[i] = roundE4M3(x/scale) * scale
+					}
+				}
+			}
+		}
+	}
+}
+
+// roundE4M3 rounds x to the nearest float8 e4m3 value (ties to even):
+// 3 fraction bits, exponents down to −6, subnormals in steps of 2^−9,
+// magnitudes saturating at fp8Max.
+func roundE4M3(x float64) float64 {
+	a := math.Abs(x)
+	if a == 0 || math.IsNaN(a) {
+		return x
+	}
+	_, e := math.Frexp(a) // a = f·2^e, f in [0.5, 1)
+	q := math.Ldexp(1, max(e-1, -6)-3)
+	return math.Copysign(min(math.RoundToEven(a/q)*q, fp8Max), x)
+}
