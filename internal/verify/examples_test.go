@@ -276,6 +276,7 @@ func exampleCases() []exampleCase {
 		{name: "triton_silu", stage: stagePass, rows: []string{`^N/A$`}},
 		{name: "stock_silu", stage: stagePass, rows: []string{`^N/A$`}},
 		{name: "triton_rmsnorm", stage: stagePass, rows: []string{`^N/A$`}},
+		{name: "moe_triton", stage: stagePass, rows: []string{`^N/A$`}},
 		// Each variant is exercised: the registered shapes inside its
 		// domain and the corners of its domain (1..32 and 33..4096 tokens).
 		{name: "variants_silu", stage: stagePass, rows: []string{numericalPass, numericalPass}},
