@@ -207,6 +207,7 @@ func rmsnorm() *Spec {
 		// changed between two calls of one shape passed while verify's
 		// replays kept it (rmsnorm_layer_alternation, rt37).
 		GraphDynamic: []string{"x", "weight"},
+		Stream:       []string{"x"},
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"N": 5, "H": 64}, Jitter: []string{"N"}},
 			{Name: "hidden", Dims: Dims{"N": 48, "H": 2048}, Jitter: []string{"N"}},
@@ -478,6 +479,7 @@ func arResidualRMSNorm() *Spec {
 			group(),
 		},
 		GraphDynamic: []string{"x", "residual", "weight"}, // weight: as rmsnorm's
+		Stream:       []string{"residual"},
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"M": 4, "H": 64}, Jitter: []string{"M"}},
 			{Name: "hidden", Dims: Dims{"M": 64, "H": 2048}, Jitter: []string{"M"}},
@@ -516,6 +518,7 @@ func moeFinalizeARRMSNorm() *Spec {
 			group(),
 		},
 		GraphDynamic: []string{"gemm_out", "row_map", "scales", "residual", "weight"}, // weight: as rmsnorm's
+		Stream:       []string{"residual"},
 		Shapes: []Shape{
 			{Name: "tiny", Dims: Dims{"T": 5, "PAD": 3, "K": 2, "H": 64}, Jitter: []string{"T"}},
 			{Name: "deep", Dims: Dims{"T": 40, "PAD": 8, "K": 4, "H": 1024}, Jitter: []string{"T"}},

@@ -243,6 +243,10 @@ type Spec struct {
 	// take earlier decode steps of a replay (steps.go): the same caches
 	// coming back one step longer. Not part of the Contract projection.
 	Steps *StepSpec
+	// Stream names the inputs that carry a pre-norm model's residual
+	// stream, which grows with depth (depth.go): the stack case scales
+	// them by its layers' places. Not part of the Contract projection.
+	Stream []string
 
 	// fields maps each numeric descriptor field to its dimension
 	// expression; extraFields are further context fields the binding

@@ -163,6 +163,9 @@ func (u callUnit) plan(pc *plannedCase, spec *slot.Spec) error {
 		if c, err = pc.c.StackCall(u.stackAt-1, pc.stack.Steps); err != nil {
 			return err
 		}
+		if err = c.AtDepth(*pc.stack); err != nil { // its layer's place in a growing stream
+			return err
+		}
 	} else if u.k > 0 {
 		c = c.Clone()
 		refresh := func() error { return c.RefreshAs(u.k, u.dist) }

@@ -154,6 +154,11 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 			if err != nil {
 				return err
 			}
+			// at its layer's place in a growing stream (the graded calls
+			// around it at theirs: plan's AtDepth)
+			if err := steps[step].FeedAtDepth(ranks, st, st.Depth(j)); err != nil {
+				return err
+			}
 			var extra [][]map[string]*tensor.Tensor
 			if shared := steps[step].StepShared(); step == gc && gc > 0 && shared != nil {
 				extra = append(extra, shared)
