@@ -38,7 +38,6 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		}
 		c.normRows(a, v, last)                          // the MoE experts' x (normed.go)
 		c.shiftGates(a, v, last, c.Spec.OutlierBound()) // silu_and_mul's x (gates.go)
-		c.storedLattice(g, v, shape, dt, false)         // an embedding row's grid (lattice.go)
 		c.capProducts(a, v, last, dt)                   // float16 gate·up pairs (gates.go)
 		return tensor.FromFloat64(dt, shape, v)
 	case "norm_weight":
@@ -59,7 +58,7 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		}
 		if !ones {
 			normWeight(g, v) // channels.go: a scale, gain channels
-			c.storedLattice(g, v, shape, dt, true)
+			c.storedLattice(v, shape, dt)
 		}
 		return tensor.FromFloat64(dt, shape, v)
 	case "linear_weight": // the seeded or a checkpoint's law (weights.go)
@@ -69,8 +68,8 @@ func (c *Case) values(g *rng, a Arg, dt tensor.DType, shape []int) (*tensor.Tens
 		} else {
 			seededWeights(g, v, last)
 		}
-		c.upcycle(g, v, shape)                 // experts alike (weights.go)
-		c.storedLattice(g, v, shape, dt, true) // a stored format's grid (lattice.go)
+		c.upcycle(g, v, shape)        // experts alike (weights.go)
+		c.storedLattice(v, shape, dt) // a stored format's grid (lattice.go)
 		return tensor.FromFloat64(dt, shape, v)
 	case "topk_weights":
 		// Positive router weights, by call (case index plus replay, mod

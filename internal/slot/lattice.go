@@ -22,14 +22,15 @@ import (
 // one coin of the case (the first uniform of the stream of argument
 // "lattice" at replay 0, rank 0), FP8 blocks at odds latticeFP8Odds, else
 // bfloat16's grid at odds latticeBF16Odds where the dtype is float16 or
-// float32; an activation input (generator "values") takes bfloat16's
-// grid at odds latticeInputOdds in those dtypes, by a coin of its own
-// (the last uniform of its stream). The serving case keeps its draws
-// (the shipped arenas seed their weights in float32).
+// float32. The serving case keeps its draws (the shipped arenas seed
+// their weights in float32). Activations stay continuous: a draft that
+// put them on bfloat16's grid at odds 1/8 a call made an honest float32
+// norm whose dot product of squares absorbs the small ones lean past the
+// systematic check's bound (control_rmsnorm_bmm_sumsq, 0.102 of a
+// tolerance against 0.1), so rmsnorm_embed_lattice stays open.
 const (
-	latticeFP8Odds   = 0.2
-	latticeBF16Odds  = 0.3
-	latticeInputOdds = 0.125
+	latticeFP8Odds  = 0.2
+	latticeBF16Odds = 0.3
 )
 
 // fp8Block is the side of the square blocks (the length of a vector's
@@ -40,22 +41,17 @@ const (
 	fp8Max   = 448.0
 )
 
-// storedLattice puts a drawn tensor's values v (shape, in dtype dt) on a
-// stored format's lattice as above: weight says whether it is a weight.
-func (c *Case) storedLattice(g *rng, v []float64, shape []int, dt tensor.DType, weight bool) {
+// storedLattice puts a drawn weight's values v (shape, in dtype dt) on
+// the case's stored format's lattice as above.
+func (c *Case) storedLattice(v []float64, shape []int, dt tensor.DType) {
 	if c.Serving {
 		return
 	}
-	u := g.uniform()
-	if weight {
-		u = newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "lattice").uniform()
-	}
-	wide := dt == tensor.F16 || dt == tensor.F32
+	u := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "lattice").uniform()
 	switch {
-	case weight && u < latticeFP8Odds:
+	case u < latticeFP8Odds:
 		fp8Blocks(v, shape)
-	case weight && wide && u < latticeFP8Odds+latticeBF16Odds,
-		!weight && wide && u < latticeInputOdds:
+	case (dt == tensor.F16 || dt == tensor.F32) && u < latticeFP8Odds+latticeBF16Odds:
 		for i, x := range v {
 			v[i] = tensor.Round(tensor.BF16, x)
 		}

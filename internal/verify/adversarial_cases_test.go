@@ -480,10 +480,12 @@ func adversarialCases() []adversarialCase {
 		{name: "ar_rmsnorm_output_feedback_tell", verify: `rank [01], output out_(norm|residual): (matched_ratio|allclose)`},
 		// Session 24 (second red-team pass): the MSA decode sheet's keys
 		// past the lengths (slot.Spec.ZeroTail), the MSA prefill's packed
-		// views without a prefix, and sdpa's rooms of other sequences.
+		// views without a prefix, and sdpa's rooms of other sequences
+		// (seed 1 since v22: seed 3's float32 row draws no packed view its
+		// tell fires on; seeds 1, 2, 4 and 5 FAIL).
 		{name: "msa_decode_zero_tail_tell", verify: `rank 0, output out: topk_overlap`},
 		{name: "msa_prefill_coherent_offsets", verify: `rank 0, output out: topk_overlap`},
-		{name: "sdpa_packed_room_tell", seed: 3, verify: `rank 0, output out: (matched_ratio|allclose)`},
+		{name: "sdpa_packed_room_tell", seed: 1, verify: `rank 0, output out: (matched_ratio|allclose)`},
 		// Session 25: the rooms redrawn on every replay, as the next
 		// batch packs other sequences around a view.
 		{name: "sdpa_room_replay_tell", verify: `replay [0-9]+, rank 0, output out: (matched_ratio|allclose)`},

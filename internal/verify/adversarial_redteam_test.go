@@ -53,7 +53,10 @@ func redTeamCases() []adversarialCase {
 		// coming back after a served model's depth of others, at a wide
 		// layer (the stack case: 16 to 128 layers, each with its own
 		// state and activations, slot.Spec.StackDraw, StackShape).
-		{name: "decode_layer_depth", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
+		// Seed 3: v22's draws at seed 1 give no decode row a stack of 31
+		// layers or more whose rows pass 256 positions (the bundle's
+		// trigger); seeds 2 and 3 FAIL 2 and 3 of its 3 rows.
+		{name: "decode_layer_depth", allDTypes: true, seed: 3, verify: stackFail + `output out: matched_ratio`},
 		{name: "moe_deep_wide", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
 		{name: "rmsnorm_weight_cycle5", allDTypes: true, verify: stackFail + `output out: allclose`},
 		// rt41's four closed (session 41, generator v21): the case's layer
@@ -69,12 +72,12 @@ func redTeamCases() []adversarialCase {
 		// (one decoy, the case's own, the rest); the worker now prepares
 		// in the stack's layer order (prepstates.prepare_all).
 		{name: "moe_prepare_second_only", verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: matched_ratio`},
-		// rt43 (session 43): a stored format's exact structure, closed by
-		// generator v22 (slot.storedLattice: bfloat16's grid in float16
-		// and float32, FP8 blocks in every dtype); float32 at seed 1.
+		// rt43 (session 43): a stored format's exact structure in the
+		// weights, closed by generator v22 (slot.storedLattice: bfloat16's
+		// grid in float16 and float32, FP8 blocks in every dtype);
+		// float32 at seed 1.
 		{name: "rmsnorm_bf16_lattice", verify: `rank 0, output out: allclose`},
 		{name: "moe_bf16_lattice", verify: `rank 0, output out: matched_ratio`},
-		{name: "rmsnorm_embed_lattice", verify: `rank 0, output out: allclose`},
 		{name: "moe_fp8_block_lattice", verify: `rank 0, output out: matched_ratio`},
 		// rt43: a finalizer told verify (states freed when a case ends)
 		// from serving (states kept); the scan refuses __del__.
