@@ -84,6 +84,9 @@ func fp8Blocks(v []float64, shape []int) {
 					continue
 				}
 				scale := float64(float32(amax / fp8Max)) // a float32 scale, as checkpoints store it
+				if scale == 0 {
+					continue // below float32's range: no scale stores it
+				}
 				for r := r0; r < min(rows, r0+fp8Block); r++ {
 					row := v[base+r*cols+c0 : base+r*cols+min(cols, c0+fp8Block)]
 					for i, x := range row {

@@ -71,6 +71,18 @@ func TestFP8Blocks(t *testing.T) {
 	}
 }
 
+// TestFP8BlocksTiny: a block whose scale float32 cannot hold is left as
+// it is, not divided by zero.
+func TestFP8BlocksTiny(t *testing.T) {
+	v := []float64{1e-300, -2e-300, 0, 3e-300}
+	fp8Blocks(v, []int{4})
+	for i, want := range []float64{1e-300, -2e-300, 0, 3e-300} {
+		if v[i] != want {
+			t.Errorf("element %d: %v, want %v kept", i, v[i], want)
+		}
+	}
+}
+
 // TestStoredLattice: over a row's cases, float32 norm weights take
 // bfloat16's grid or FP8 blocks, others stay continuous, the inputs stay
 // continuous, and the serving case keeps its draws.
