@@ -28,7 +28,8 @@ func TestDepthGrowth(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := 1 / cs.depthScale(st, 0)
-		if r < depthGrowthMin || r > depthGrowthMax || cs.depthScale(st, st.Layers-1) != 1 {
+		lo, hi := math.Pow(layerGrowthMin, float64(st.Layers-1)), min(math.Pow(layerGrowthMax, float64(st.Layers-1)), depthGrowthMax)
+		if r < lo*(1-1e-9) || r > hi*(1+1e-9) || cs.depthScale(st, st.Layers-1) != 1 {
 			t.Fatalf("case %d: the first layer at 1/%g, the last at %g", idx, r, cs.depthScale(st, st.Layers-1))
 		}
 		for l := 1; l < st.Layers; l++ {

@@ -240,9 +240,10 @@ import (
 // them, norm weights that come back; v20, session 40: earlier decode
 // steps, the deep stack of prepared states; v21, session 41: layer
 // stacks, decoy calls' own activations; v22, session 43: stored formats'
-// lattices, lattice.go). TestInputsGolden pins the bytes a version draws
+// lattices, lattice.go; v23, session 44: a stack's stream rows keep
+// their sizes along its layers, depth.go). TestInputsGolden pins the bytes a version draws
 // (testdata/inputs.golden).
-const InputGenerator = "cacheon.slot.input.v22"
+const InputGenerator = "cacheon.slot.input.v23"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

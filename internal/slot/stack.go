@@ -472,8 +472,12 @@ func (c *Case) StepShared() []map[string]*tensor.Tensor {
 // ρ·(cos(πt/2)·A + sin(πt/2)·B) + √(1−ρ²)·Z, 1−ρ log-uniform over
 // [1e-4, 0.5] a call (the stream "stack.rho" at the call's replay), so
 // that consecutive calls correlate by about 0.5 to 0.9999, scaled back
-// where it would pass the largest magnitude it mixes. Integer inputs and
-// drawn router weights stay Z.
+// where it would pass the largest magnitude it mixes. A stream input
+// (Spec.Stream) is instead ρ·C + √(1−ρ²)·Z, C the input of c, the graded
+// call of the feed's own step (the layers after the case's own at the
+// step before B, those before it at B's: one step's tokens), its rows at
+// C's rows' sizes (keepRowSizes, v23). Integer inputs and drawn router
+// weights stay Z.
 func (c *Case) StreamFeed(n int, from, to *Case, t float64) ([]map[string]*tensor.Tensor, error) {
 	z, err := c.Feed(n)
 	if err != nil || to == nil {
@@ -500,13 +504,26 @@ func (c *Case) StreamFeed(n int, from, to *Case, t float64) ([]map[string]*tenso
 				continue
 			}
 			av, bv, zv := at.Float64s(), bt.Float64s(), zt.Float64s()
+			wa, wb := ca, cb
+			own := c.Ranks[r][name]
+			stream := slices.Contains(c.Spec.Stream, name) && own != nil && slices.Equal(own.Shape, zt.Shape)
+			if stream { // the step's own tokens, Z's rows at their sizes (v23)
+				av, wa, wb = own.Float64s(), rho, 0
+				keepRowSizes(zv, av, zt.Shape[len(zt.Shape)-1], math.Inf(1), nil)
+			}
 			lim, top := 0.0, 0.0
 			for i := range zv {
 				lim = max(lim, math.Abs(av[i]), math.Abs(bv[i]), math.Abs(zv[i]))
-				zv[i] = ca*av[i] + cb*bv[i] + cz*zv[i]
+				zv[i] = wa*av[i] + wb*bv[i] + cz*zv[i]
 				top = max(top, math.Abs(zv[i]))
 			}
-			if top > lim { // no larger than what it mixes (float16 headroom)
+			if stream {
+				rows := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, feedReplay(n), r, "stack.rowsize")
+				if zt.DType != tensor.F16 {
+					lim = math.Inf(1) // only float16 lacks the headroom
+				}
+				keepRowSizes(zv, av, zt.Shape[len(zt.Shape)-1], lim, rows)
+			} else if top > lim { // no larger than what it mixes (float16 headroom)
 				for i := range zv {
 					zv[i] *= lim / top
 				}

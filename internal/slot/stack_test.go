@@ -283,15 +283,11 @@ func TestFeed(t *testing.T) {
 
 // TestStreamFeed: a decoy call's activations lie in the stream between
 // the graded calls around it: correlated with both by a drawn amount,
-// more with the nearer, never larger than what they mix.
+// more with the nearer, never larger than what they mix (an MoE layer's
+// x); a stream input (a norm's x) lies in its own step's stream instead:
+// correlated with that step's graded call by a drawn amount, more than
+// with the other step's, each row at that call's row's size.
 func TestStreamFeed(t *testing.T) {
-	s, _ := catalog(t).Lookup("norm.rmsnorm")
-	cs, err := s.NewCase(CaseParams{Seed: 4, Shape: s.Shapes[1], DType: tensor.F32, Dist: Normal, Index: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := cs.StackCall(0, 3)
-	b, _ := cs.StackCall(1, 3)
 	corr := func(x, y []float64) float64 {
 		var xy, xx, yy float64
 		for i := range x {
@@ -299,6 +295,13 @@ func TestStreamFeed(t *testing.T) {
 		}
 		return xy / math.Sqrt(xx*yy)
 	}
+	s, _ := catalog(t).Lookup("attention.sdpa")
+	cs, err := s.NewCase(CaseParams{Seed: 4, Shape: s.Shapes[0], DType: tensor.F32, Dist: Normal, Index: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cs.StackCall(0, 3)
+	b, _ := cs.StackCall(1, 3)
 	lo, hi := 1.0, 0.0
 	for n := range 40 {
 		near, err := cs.StreamFeed(n, a, b, 0.95)
@@ -330,6 +333,43 @@ func TestStreamFeed(t *testing.T) {
 		}
 	}
 	if hi-lo < 0.2 || hi < 0.99 {
-		t.Errorf("correlations over [%.3f, %.3f]: not drawn over a range", lo, hi)
+		t.Errorf("MoE x: correlations over [%.3f, %.3f]: not drawn over a range", lo, hi)
+	}
+
+	norm, _ := catalog(t).Lookup("norm.rmsnorm")
+	ns, err := norm.NewCase(CaseParams{Seed: 4, Shape: norm.Shapes[1], DType: tensor.F32, Dist: Scaled, Index: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ = ns.StackCall(0, 3)
+	b, _ = ns.StackCall(1, 3)
+	w := norm.Shapes[1].Dims["H"]
+	lo, hi = 1.0, 0.0
+	for n := range 40 {
+		for k, step := range []*Case{a, b} { // the layers after a's, then those before b's
+			feed, err := step.StreamFeed(n, a, b, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := []*Case{b, a}[k]
+			x, own := feed[0]["x"].Float64s(), step.Ranks[0]["x"].Float64s()
+			c := corr(x, own)
+			if c < math.Abs(corr(x, other.Ranks[0]["x"].Float64s())) {
+				t.Errorf("call %d: a norm feed correlates %.3f with its step's graded call, less than with the other step's", n, c)
+			}
+			lo, hi = min(lo, c), max(hi, c)
+			for lo := 0; lo+w <= len(x); lo += w {
+				var sx, so float64
+				for i := lo; i < lo+w; i++ {
+					sx, so = sx+x[i]*x[i], so+own[i]*own[i]
+				}
+				if r := math.Sqrt(sx / so); math.Abs(math.Log(r)) > 6*rowSizeJitter {
+					t.Fatalf("call %d: a norm feed's row %d at %.4f of its step's graded row's size", n, lo/w, r)
+				}
+			}
+		}
+	}
+	if hi < 0.99 || hi-lo < 0.2 {
+		t.Errorf("norm x: correlations with the step's graded call over [%.3f, %.3f]", lo, hi)
 	}
 }

@@ -82,5 +82,13 @@ func redTeamCases() []adversarialCase {
 		// rt43: a finalizer told verify (states freed when a case ends)
 		// from serving (states kept); the scan refuses __del__.
 		{name: "moe_state_lifetime", scan: `introspection a finalizer \(__del__\)`},
+		// Session 44: a norm cheating deep in a growing residual stream
+		// (rt43), closed by generator v23 (a stack's stream rows keep
+		// their sizes, the growth per layer drawn; slot.keepRowSizes,
+		// depthScale); a stack told by its other layers' outputs not being
+		// pre-filled as served calls' are (rt44), closed by the worker
+		// poisoning decoy calls' outputs (prepstates.decoy_call).
+		{name: "rmsnorm_depth_growth", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
+		{name: "rmsnorm_prefill_chain", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
 	}
 }

@@ -191,9 +191,15 @@ class Cycle:
 def decoy_call(case, fn, arguments):
     """One ungraded entry call with another layer's state on the case's
     inputs and outputs (arguments() makes the argument list after the
-    tensor objects are renewed); the guard checks it as any call."""
+    tensor objects are renewed); the guard checks it as any call. Its
+    outputs are poisoned first, as a graded call's and every served
+    call's are: a kernel that found the last call's output in a decoy
+    call told a stack's other layers from served ones (rt44's
+    rmsnorm_prefill_chain)."""
     what = "a call with another layer's state: "
     case.renew()
+    case.poison()
+    case.sync()
     argv = arguments()
     _guarded(case, lambda: fn(*argv), what, "exception", what)
 
