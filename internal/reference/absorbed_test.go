@@ -33,6 +33,26 @@ func TestRMSNormAbsorbed(t *testing.T) {
 	if got[2] != 0 {
 		t.Errorf("zero row: absorbed %g, want 0", got[2])
 	}
+	// A row of like values on bfloat16's grid (8 significant bits): no
+	// square is small, but a float32 running sum's roundings lean one way,
+	// and the share is what it falls short by.
+	grid := make([]float64, h)
+	for j := range grid {
+		grid[j] = float64(math.Float32frombits(math.Float32bits(float32(3+float64(j%97)/61)) &^ 0xffff))
+	}
+	g, err := RMSNormAbsorbed(grid, 1, h, 1e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run float32
+	sum := 0.0
+	for _, v := range grid {
+		run += float32(v * v)
+		sum += v * v
+	}
+	if want := (sum - float64(run)) / (sum + 1e-6*h); !(want > 0) || math.Abs(g[0]-want) > 1e-9*want {
+		t.Errorf("bfloat16 grid row: absorbed %g, want the running sum's shortfall %g", g[0], want)
+	}
 	if _, err := RMSNormAbsorbed(x[:10], 3, h, 1e-6); err == nil {
 		t.Error("short x: no error")
 	}

@@ -317,6 +317,9 @@ func (c *Case) generate(a Arg, replay int) error {
 		if err != nil {
 			return fmt.Errorf("slot %s: argument %s: %w", s.Name, a.Name, err)
 		}
+		if t, err = c.embedLattice(a, t, replay); err != nil {
+			return fmt.Errorf("slot %s: argument %s: %w", s.Name, a.Name, err)
+		}
 		c.Ranks[r][a.Name] = t
 		if !a.PerRank {
 			shared = t

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"math"
+	"slices"
 
 	"cacheon/internal/tensor"
 )
@@ -23,11 +24,15 @@ import (
 // "lattice" at replay 0, rank 0), FP8 blocks at odds latticeFP8Odds, else
 // bfloat16's grid at odds latticeBF16Odds where the dtype is float16 or
 // float32. The serving case keeps its draws (the shipped arenas seed
-// their weights in float32). Activations stay continuous: a draft that
-// put them on bfloat16's grid at odds 1/8 a call made an honest float32
-// norm whose dot product of squares absorbs the small ones lean past the
-// systematic check's bound (control_rmsnorm_bmm_sumsq, 0.102 of a
-// tolerance against 0.1), so rmsnorm_embed_lattice stays open.
+// their weights in float32). Since v23 (session 44) a call's stream
+// inputs (a norm's x, a fused norm's residual: a first layer's
+// embedding rows) lie on bfloat16's grid too at odds embedOdds a call in
+// float16 and float32 (embedLattice; rmsnorm_embed_lattice). Other
+// activations stay continuous. A session-43 draft put every activation
+// on the grid; an honest float32 norm whose dot product of squares rounds
+// such rows' squares one way then leaned past the systematic check, which
+// the norm's reference now allows for (reference.RMSNormAbsorbed: a
+// float32 running sum's shortfall).
 const (
 	latticeFP8Odds  = 0.2
 	latticeBF16Odds = 0.3
@@ -109,4 +114,27 @@ func roundE4M3(x float64) float64 {
 	_, e := math.Frexp(a) // a = f·2^e, f in [0.5, 1)
 	q := math.Ldexp(1, max(e-1, -6)-3)
 	return math.Copysign(min(math.RoundToEven(a/q)*q, fp8Max), x)
+}
+
+// embedOdds is the share of calls whose stream inputs lie on bfloat16's
+// grid in float16 and float32 (embedLattice).
+const embedOdds = 0.125
+
+// embedLattice puts a stream input t (Spec.Stream) of a float16 or
+// float32 call on bfloat16's grid at odds embedOdds a call (the first
+// uniform of the stream of argument "lattice.embed" at the call's
+// replay), as a model's first layer reads embedding rows of a bfloat16
+// checkpoint. The serving case keeps its draws.
+func (c *Case) embedLattice(a Arg, t *tensor.Tensor, replay int) (*tensor.Tensor, error) {
+	if c.Serving || (t.DType != tensor.F16 && t.DType != tensor.F32) || !slices.Contains(c.Spec.Stream, a.Name) {
+		return t, nil
+	}
+	if newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, replay, 0, "lattice.embed").uniform() >= embedOdds {
+		return t, nil
+	}
+	v := t.Float64s()
+	for i, x := range v {
+		v[i] = tensor.Round(tensor.BF16, x)
+	}
+	return tensor.FromFloat64(t.DType, t.Shape, v)
 }

@@ -133,11 +133,26 @@ func TestStoredLattice(t *testing.T) {
 				count["continuous weight"]++
 			}
 			if bf16(x) {
-				t.Errorf("seed %d: the input is on bfloat16's grid", seed)
+				count["bf16 input"]++
 			}
 		}
 	}
 	t.Log(count)
+	// A stream input (a first layer's embedding rows) at odds 1/8 a call;
+	// activations that are no stream input never.
+	if n := count["bf16 input"]; n < 2 || n > 20 {
+		t.Errorf("%d of 60 cases' norm inputs on bfloat16's grid, want about 7 (embedOdds)", n)
+	}
+	silu, _ := catalog(t).Lookup("activation.silu_and_mul")
+	for seed := range uint64(30) {
+		c, err := silu.NewCase(CaseParams{Seed: seed, Shape: silu.Shapes[0], DType: tensor.F32, Dist: Normal, Index: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bf16(c.Ranks[0]["x"].Float64s()) {
+			t.Errorf("seed %d: silu_and_mul's x, no stream input, on bfloat16's grid", seed)
+		}
+	}
 	for _, k := range []string{"ones", "fp8 weight", "bf16 weight", "continuous weight"} {
 		if count[k] == 0 {
 			t.Errorf("no case of 60 has a %s (%v)", k, count)
