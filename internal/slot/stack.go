@@ -518,7 +518,7 @@ func (c *Case) StreamFeed(n int, from, to *Case, t float64) ([]map[string]*tenso
 				top = max(top, math.Abs(zv[i]))
 			}
 			if stream {
-				rows := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, feedReplay(n), r, "stack.rowsize")
+				rows := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, feedReplay(n), 0, "stack.rowsize") // one stream for every rank: a replicated input stays replicated
 				if zt.DType != tensor.F16 {
 					lim = math.Inf(1) // only float16 lacks the headroom
 				}

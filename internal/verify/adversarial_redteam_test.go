@@ -82,13 +82,18 @@ func redTeamCases() []adversarialCase {
 		// rt43: a finalizer told verify (states freed when a case ends)
 		// from serving (states kept); the scan refuses __del__.
 		{name: "moe_state_lifetime", scan: `introspection a finalizer \(__del__\)`},
-		// Session 44: a norm cheating deep in a growing residual stream
-		// (rt43), closed by generator v23 (a stack's stream rows keep
-		// their sizes, the growth per layer drawn; slot.keepRowSizes,
-		// depthScale); a stack told by its other layers' outputs not being
-		// pre-filled as served calls' are (rt44), closed by the worker
-		// poisoning decoy calls' outputs (prepstates.decoy_call).
-		{name: "rmsnorm_depth_growth", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
+		// Session 44: norms cheating deep in a growing residual stream,
+		// on even growth (rt43) or on uneven growth (rt44), met by
+		// generator v23's stack streams (a stream feed is its step's
+		// tokens, rows at their sizes, each layer's growth and each
+		// row's walk drawn; slot.keepRowSizes, growthOf): only partly,
+		// each FAILs 3 and 4 of seeds 1–6 (docs/redteam.md, "Session
+		// 44"), so each runs at a seed it FAILs; a stack told by its
+		// other layers' outputs not being pre-filled as served calls'
+		// are (rt44), closed by the worker poisoning decoy calls'
+		// outputs (prepstates.decoy_call).
+		{name: "rmsnorm_depth_growth", allDTypes: true, seed: 2, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
+		{name: "rmsnorm_growth_nonuniform", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[a-z0-9 ]*, rank 0, output out: allclose`},
 		// rt43's activation lattice, closed by v23's (slot.embedLattice),
 		// a float32 running sum's shortfall allowed in the norm's
 		// reference; a float16 and float32 cheat.

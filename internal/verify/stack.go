@@ -156,7 +156,7 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 			}
 			// at its layer's place in a growing stream (the graded calls
 			// around it at theirs: plan's AtDepth)
-			if err := steps[step].FeedAtDepth(ranks, st, st.Depth(j)); err != nil {
+			if err := steps[step].FeedAtDepth(ranks, st, st.Depth(j), step); err != nil {
 				return err
 			}
 			var extra [][]map[string]*tensor.Tensor
