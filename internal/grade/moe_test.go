@@ -15,7 +15,9 @@ import (
 // second expert stays inside every element's tolerance. The reference's
 // sensitivity (slot.SensKey, session 42) lets the systematic check's
 // precision test refuse it, while the reference rounded once to
-// bfloat16 (an honest kernel's best) passes.
+// bfloat16 (an honest kernel's best) passes. Seed 2: of seeds 1–9
+// under generator v23 only 2 and 6 draw a layer where the drop stays
+// inside every tolerance (the premise, checked below).
 func TestMoEDroppedExpertBelowAtol(t *testing.T) {
 	cat, err := slot.NewCatalog()
 	if err != nil {
@@ -26,7 +28,7 @@ func TestMoEDroppedExpertBelowAtol(t *testing.T) {
 		t.Fatal("no moe.fused_experts in the catalog")
 	}
 	dims := slot.Dims{"M": 16, "H": 1024, "I": 24, "E": 8, "K": 2}
-	c, err := spec.NewCase(slot.CaseParams{Seed: 3, Shape: slot.Shape{Name: "thin-wide", Dims: dims}, DType: tensor.BF16, Dist: slot.Normal})
+	c, err := spec.NewCase(slot.CaseParams{Seed: 2, Shape: slot.Shape{Name: "thin-wide", Dims: dims}, DType: tensor.BF16, Dist: slot.Normal})
 	if err != nil {
 		t.Fatal(err)
 	}
