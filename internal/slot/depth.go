@@ -192,14 +192,14 @@ func (c *Case) FeedAtDepth(ranks []map[string]*tensor.Tensor, st Stack, layer, s
 const rowSizeJitter = 0.005
 
 // keepRowSizes gives each row (of width w) of a stream input's mixed
-// feed v its step's graded call's row size (own's RMS), times
-// exp(rowSizeJitter·N(0, 1)) drawn from g (nil: none), and no element beyond lim
-// (the largest magnitude mixed in float16, else +Inf; generator v23): a served residual stream keeps each token's size
-// from layer to layer, growing with depth (FeedAtDepth) by the same
-// factor over its rows; before v23 a feed's rows took independent draws'
-// sizes, which moved a row by more than the depth trend between
-// consecutive calls (rt43's rmsnorm_depth_growth). A row of own that is
-// zero stays zero.
+// feed v the size (RMS) of its step's graded call's row in own, times
+// exp(rowSizeJitter·N(0, 1)) drawn from g (nil: none), with no element
+// beyond lim (float16's headroom; +Inf in other dtypes). A served
+// residual stream keeps each token's size from layer to layer, and the
+// layer's growth and the row's walk come on top (FeedAtDepth); before v23
+// a feed's rows took independent draws' sizes, which moved a row by more
+// than the depth trend between consecutive calls (rt43's
+// rmsnorm_depth_growth). A row of own that is zero stays zero.
 func keepRowSizes(v, own []float64, w int, lim float64, g *rng) {
 	if w <= 0 {
 		return

@@ -481,8 +481,8 @@ func adversarialCases() []adversarialCase {
 		// Session 24 (second red-team pass): the MSA decode sheet's keys
 		// past the lengths (slot.Spec.ZeroTail), the MSA prefill's packed
 		// views without a prefix, and sdpa's rooms of other sequences
-		// (seed 1 since v22: seed 3's float32 row draws no packed view its
-		// tell fires on; seeds 1, 2, 4 and 5 FAIL).
+		// (seed 1 since v22, when seed 3's float32 row drew no packed view
+		// its tell fires on; at v23 seeds 1, 3 and 5 of 1–5 FAIL).
 		{name: "msa_decode_zero_tail_tell", verify: `rank 0, output out: topk_overlap`},
 		{name: "msa_prefill_coherent_offsets", verify: `rank 0, output out: topk_overlap`},
 		{name: "sdpa_packed_room_tell", seed: 1, verify: `rank 0, output out: (matched_ratio|allclose)`},

@@ -53,9 +53,9 @@ func redTeamCases() []adversarialCase {
 		// coming back after a served model's depth of others, at a wide
 		// layer (the stack case: 16 to 128 layers, each with its own
 		// state and activations, slot.Spec.StackDraw, StackShape).
-		// Seed 3: v22's draws at seed 1 give no decode row a stack of 31
+		// Seed 3: v22's draws at seed 1 gave no decode row a stack of 31
 		// layers or more whose rows pass 256 positions (the bundle's
-		// trigger); seeds 2 and 3 FAIL 2 and 3 of its 3 rows.
+		// trigger); at v23 seeds 1, 2 and 3 FAIL 2, 2 and 3 of its 3 rows.
 		{name: "decode_layer_depth", allDTypes: true, seed: 3, verify: stackFail + `output out: matched_ratio`},
 		{name: "moe_deep_wide", allDTypes: true, verify: stackFail + `output out: matched_ratio`},
 		{name: "rmsnorm_weight_cycle5", allDTypes: true, verify: stackFail + `output out: allclose`},
