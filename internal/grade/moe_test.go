@@ -28,7 +28,7 @@ func TestMoEDroppedExpertBelowAtol(t *testing.T) {
 		t.Fatal("no moe.fused_experts in the catalog")
 	}
 	dims := slot.Dims{"M": 16, "H": 1024, "I": 24, "E": 8, "K": 2}
-	c, err := spec.NewCase(slot.CaseParams{Seed: 2, Shape: slot.Shape{Name: "thin-wide", Dims: dims}, DType: tensor.BF16, Dist: slot.Normal})
+	c, err := spec.NewCase(slot.CaseParams{Seed: 3, Shape: slot.Shape{Name: "thin-wide", Dims: dims}, DType: tensor.BF16, Dist: slot.Normal})
 	if err != nil {
 		t.Fatal(err)
 	}

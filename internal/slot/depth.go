@@ -51,47 +51,77 @@ const (
 	// random walk in log size from layer to layer (tokens grow unevenly).
 	rowWalkMin = 0.001
 	rowWalkMax = 0.05
+	// growthStretchMin and growthStretchMax bound a stretch of layers
+	// that share one drawn growth (v24).
+	growthStretchMin = 8
+	growthStretchMax = 48
+	// smoothOdds is the odds of a smooth stretch: every layer's growth
+	// within a spread of at most smoothSpreadMax of the stretch's, no
+	// sublayer ratio, rows that walk by at most smoothWalkMax a layer (a
+	// stream that grows steadily, token by token).
+	smoothOdds      = 1.0 / 3
+	smoothSpreadMax = 0.05
+	smoothWalkMax   = 0.005
 )
 
 // growth is a case's stream growth in a stack of L layers: logs[ℓ], the
-// log of layer ℓ's scale (0 at the last), and walk, the σ of a row's
-// step from layer to layer (rowWalk).
+// log of layer ℓ's scale (0 at the last), and walk[ℓ], the σ of a row's
+// step from layer ℓ−1 to layer ℓ (rowWalk).
 type growth struct {
 	logs []float64
-	walk float64
+	walk []float64
 }
 
 // growthOf draws the case's growth in a stack of layers (the stream of
-// argument "stack.growth" at replay 0): the mean log growth a layer, log g
-// uniform over [log layerGrowthMin, log layerGrowthMax] (v23's first
-// draw); each layer's about it, g^m with m lognormal of a drawn spread
+// argument "stack.growth" at replay 0): the layers in stretches of
+// growthStretchMin to growthStretchMax layers (the last one what is
+// left), each stretch with a growth of its own, smooth at odds
+// smoothOdds (smaller bounds on the walk and the spread below, no
+// sublayer ratio): a row's walk log-uniform over [rowWalkMin,
+// rowWalkMax]; its mean log growth a
+// layer, log g uniform over [log layerGrowthMin, log layerGrowthMax];
+// each of its layers' about it, g^m with m lognormal of a drawn spread
 // (log-uniform over [layerSpreadMin, layerSpreadMax], mean one) and odd
 // layers' m times, even layers' divided by, a drawn ratio (its log
-// ±u²·log sublayerMax, u uniform: near one as often as not; served
-// streams range from nearly even growth to sublayers that add several
-// times what their neighbours do); the whole scaled down where it would
-// pass depthGrowthMax; a row's walk log-uniform over [rowWalkMin,
-// rowWalkMax]. Until v23's second draft every layer grew by g and every
-// row alike, a statistic no served stream has (rt44's
-// rmsnorm_growth_nonuniform cheated only where growth was uneven).
+// ±u²·log sublayerMax, u uniform: near one as often as not). The whole
+// is scaled down where it would pass depthGrowthMax. Served streams
+// range from nearly even growth to sublayers that add several times what
+// their neighbours do, and one model's stretches differ. Until v23's
+// second draft every layer grew by g and every row alike, a statistic no
+// served stream has (rt44's rmsnorm_growth_nonuniform cheated only where
+// growth was uneven); until v24 one growth held for the whole stack, so
+// a kernel keyed on one regime met it in a row's stack or not at all,
+// where now graded decoy calls (decoygrade.go) meet the stack's
+// stretches.
 func (c *Case) growthOf(layers int) growth {
 	g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, 0, 0, "stack.growth")
-	mean := math.Log(layerGrowthMin) + g.uniform()*math.Log(layerGrowthMax/layerGrowthMin)
-	spread := layerSpreadMin * math.Exp(g.uniform()*math.Log(layerSpreadMax/layerSpreadMin))
-	u := g.uniform()
-	alt := math.Exp(math.Copysign(u*u, g.uniform()-0.5) * math.Log(sublayerMax)) // near one as often as not
-	walk := rowWalkMin * math.Exp(g.uniform()*math.Log(rowWalkMax/rowWalkMin))
-	inc := make([]float64, layers)
+	inc, walk := make([]float64, layers), make([]float64, layers)
 	total := 0.0
-	for k := 1; k < layers; k++ {
-		m := math.Exp(spread*g.normal() - spread*spread/2)
-		if k%2 == 1 {
-			m *= alt
-		} else {
-			m /= alt
+	for k := 1; k < layers; {
+		n := growthStretchMin + g.intn(growthStretchMax-growthStretchMin+1)
+		smooth := g.uniform() < smoothOdds
+		walkMax, spreadMax := rowWalkMax, layerSpreadMax
+		if smooth {
+			walkMax, spreadMax = smoothWalkMax, smoothSpreadMax
 		}
-		inc[k] = mean * m
-		total += inc[k]
+		w := rowWalkMin * math.Exp(g.uniform()*math.Log(walkMax/rowWalkMin))
+		mean := math.Log(layerGrowthMin) + g.uniform()*math.Log(layerGrowthMax/layerGrowthMin)
+		spread := layerSpreadMin * math.Exp(g.uniform()*math.Log(spreadMax/layerSpreadMin))
+		u := g.uniform()
+		alt := math.Exp(math.Copysign(u*u, g.uniform()-0.5) * math.Log(sublayerMax)) // near one as often as not
+		if smooth {
+			alt = 1
+		}
+		for end := min(layers, k+n); k < end; k++ {
+			m := math.Exp(spread*g.normal() - spread*spread/2)
+			if k%2 == 1 {
+				m *= alt
+			} else {
+				m /= alt
+			}
+			inc[k], walk[k] = mean*m, w
+			total += inc[k]
+		}
 	}
 	shrink := 1.0
 	if limit := math.Log(depthGrowthMax); total > limit {
@@ -115,10 +145,10 @@ func (c *Case) depthScale(st Stack, layer int) float64 {
 
 // rowWalk is, per row of rows, exp(W(layer) − W(st.Own)) at step step:
 // W a row's random walk over the stack's layers, each step of it
-// walk·N(0, 1) from the stream of argument "stack.rowwalk.K" (K the
+// walk[K]·N(0, 1) from the stream of argument "stack.rowwalk.K" (K the
 // layer it ends at) at replay step, so that a step's tokens each grow at
 // a rate of their own and the graded layer's rows keep their drawn sizes.
-func (c *Case) rowWalk(st Stack, layer, step, rows int, walk float64) []float64 {
+func (c *Case) rowWalk(st Stack, layer, step, rows int, walk []float64) []float64 {
 	out := make([]float64, rows)
 	lo, hi, sign := st.Own, layer, 1.0
 	if layer < st.Own {
@@ -127,7 +157,7 @@ func (c *Case) rowWalk(st Stack, layer, step, rows int, walk float64) []float64 
 	for k := lo + 1; k <= hi; k++ {
 		g := newStream(c.Seed, c.Spec.Name, c.Shape, c.Index, step, 0, fmt.Sprintf("stack.rowwalk.%d", k))
 		for r := range out {
-			out[r] += sign * walk * g.normal()
+			out[r] += sign * walk[k] * g.normal()
 		}
 	}
 	for r := range out {
@@ -223,6 +253,28 @@ func keepRowSizes(v, own []float64, w int, lim float64, g *rng) {
 		}
 		for i := lo; i < lo+w; i++ {
 			v[i] *= f
+		}
+	}
+}
+
+// orthogonalRows removes from each row of v (rows of w) its projection on
+// the same row of own.
+func orthogonalRows(v, own []float64, w int) {
+	if w <= 0 {
+		return
+	}
+	for lo := 0; lo+w <= len(v); lo += w {
+		var vo, oo float64
+		for i := lo; i < lo+w; i++ {
+			vo += v[i] * own[i]
+			oo += own[i] * own[i]
+		}
+		if oo == 0 {
+			continue
+		}
+		k := vo / oo
+		for i := lo; i < lo+w; i++ {
+			v[i] -= k * own[i]
 		}
 	}
 }

@@ -241,9 +241,10 @@ import (
 // steps, the deep stack of prepared states; v21, session 41: layer
 // stacks, decoy calls' own activations; v22, session 43: stored formats'
 // lattices, lattice.go; v23, session 44: a stack's stream rows keep
-// their sizes along its layers, depth.go). TestInputsGolden pins the bytes a version draws
+// their sizes along its layers, depth.go; v24, session 45: graded decoy
+// calls, decoygrade.go, and a stack's growth drawn by stretches). TestInputsGolden pins the bytes a version draws
 // (testdata/inputs.golden).
-const InputGenerator = "cacheon.slot.input.v23"
+const InputGenerator = "cacheon.slot.input.v24"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

@@ -363,15 +363,27 @@ func (c *Case) StackCall(i, steps int) (*Case, error) {
 // case's), and grow[s−1], per rank, what changes in it from step s to
 // step s+1 (Grow's rows; empty where nothing does).
 func (c *Case) StackDecoy(j int, calls []*Case) (first []map[string]*tensor.Tensor, grow [][]map[string]*tensor.Tensor, err error) {
-	full, err := c.Decoy(j)
+	states, err := c.StackDecoyStates(j, calls)
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.Spec.Steps == nil || len(calls) == 0 {
-		return full, nil, nil
+	return c.StackGrowth(j, states)
+}
+
+// StackDecoyStates is decoy j's whole layer state at each step of a stack
+// case whose graded calls are calls, per rank: Decoy's at every step, a
+// decode slot's with the engine's zero slots past each step's lengths.
+// It holds one entry (the state every step has) where no state grows.
+func (c *Case) StackDecoyStates(j int, calls []*Case) ([][]map[string]*tensor.Tensor, error) {
+	full, err := c.Decoy(j)
+	if err != nil {
+		return nil, err
 	}
-	var prev []map[string]*tensor.Tensor
-	for s, call := range calls {
+	if c.Spec.Steps == nil || len(calls) == 0 {
+		return [][]map[string]*tensor.Tensor{full}, nil
+	}
+	var states [][]map[string]*tensor.Tensor
+	for _, call := range calls {
 		d := call.Clone()
 		for r, m := range full {
 			for k, v := range m {
@@ -379,10 +391,10 @@ func (c *Case) StackDecoy(j int, calls []*Case) (first []map[string]*tensor.Tens
 			}
 		}
 		if err := d.zeroTail(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := d.zeroUnreached(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		at := make([]map[string]*tensor.Tensor, len(d.Ranks))
 		for r := range d.Ranks {
@@ -391,20 +403,27 @@ func (c *Case) StackDecoy(j int, calls []*Case) (first []map[string]*tensor.Tens
 				at[r][k] = d.Ranks[r][k]
 			}
 		}
-		if s == 0 {
-			first = at
-		} else {
-			g := make([]map[string]*tensor.Tensor, len(at))
-			for r := range at {
-				if g[r], err = Grow(prev[r], at[r]); err != nil {
-					return nil, nil, fmt.Errorf("decoy %d, step %d: %w", j, s+1, err)
-				}
-			}
-			grow = append(grow, g)
-		}
-		prev = at
+		states = append(states, at)
 	}
-	return first, grow, nil
+	return states, nil
+}
+
+// StackGrowth is the first of decoy j's states (StackDecoyStates) and,
+// per later step, per rank, what changes from the step before (Grow).
+func (c *Case) StackGrowth(j int, states [][]map[string]*tensor.Tensor) (first []map[string]*tensor.Tensor, grow [][]map[string]*tensor.Tensor, err error) {
+	if len(states) == 0 {
+		return nil, nil, fmt.Errorf("decoy %d: no state", j)
+	}
+	for s := 1; s < len(states); s++ {
+		g := make([]map[string]*tensor.Tensor, len(states[s]))
+		for r := range states[s] {
+			if g[r], err = Grow(states[s-1][r], states[s][r]); err != nil {
+				return nil, nil, fmt.Errorf("decoy %d, step %d: %w", j, s+1, err)
+			}
+		}
+		grow = append(grow, g)
+	}
+	return states[0], grow, nil
 }
 
 // Grow is what turns each tensor of from into the same-named one of to:
@@ -476,8 +495,10 @@ func (c *Case) StepShared() []map[string]*tensor.Tensor {
 // (Spec.Stream) is instead ρ·C + √(1−ρ²)·Z, C the input of c, the graded
 // call of the feed's own step (the layers after the case's own at the
 // step before B, those before it at B's: one step's tokens), its rows at
-// C's rows' sizes (keepRowSizes, v23). Integer inputs and drawn router
-// weights stay Z.
+// C's rows' sizes (keepRowSizes, v23) and, since v24, each orthogonal to
+// C's (orthogonalRows), so that a row's cosine with C's is ρ: a Z whose
+// drawn shift opposed C's had turned a feed against its own step's
+// tokens. Integer inputs and drawn router weights stay Z.
 func (c *Case) StreamFeed(n int, from, to *Case, t float64) ([]map[string]*tensor.Tensor, error) {
 	z, err := c.Feed(n)
 	if err != nil || to == nil {
@@ -507,8 +528,9 @@ func (c *Case) StreamFeed(n int, from, to *Case, t float64) ([]map[string]*tenso
 			wa, wb := ca, cb
 			own := c.Ranks[r][name]
 			stream := slices.Contains(c.Spec.Stream, name) && own != nil && slices.Equal(own.Shape, zt.Shape)
-			if stream { // the step's own tokens, Z's rows at their sizes (v23)
+			if stream { // the step's own tokens, Z's rows at their sizes (v23) and orthogonal to them (v24)
 				av, wa, wb = own.Float64s(), rho, 0
+				orthogonalRows(zv, av, zt.Shape[len(zt.Shape)-1])
 				keepRowSizes(zv, av, zt.Shape[len(zt.Shape)-1], math.Inf(1), nil)
 			}
 			lim, top := 0.0, 0.0

@@ -95,19 +95,7 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				return
 			}
 			res, err := grade.Call(pol, tol, pc.outputs, plan.expected[r], f.Tensors, sentInputs(plan.sent[r]))
-			if res.Failure == nil || !res.Failure.Kind.OfInput() {
-				st.row.Calls++
-			}
-			if g := res.Worst; g != nil {
-				if w := st.row.Worst; w == nil || grade.Worse(g.Result, metric.Result{Score: w.Score, Severity: w.Severity}) {
-					st.row.Worst = &Worst{Metric: g.Metric, Score: g.Score, Severity: g.Severity, Explain: g.Explain, Where: where + ", output " + g.Name}
-				}
-			}
-			for _, g := range res.Outputs {
-				if s := st.row.Systematic; g.SysMargin > 0 && (s == nil || g.SysMargin > s.Margin) {
-					st.row.Systematic = &Systematic{Margin: g.SysMargin, Where: where + ", output " + g.Name, Closest: g.SysClosest}
-				}
-			}
+			st.note(res, where)
 			if err != nil {
 				st.infra(fmt.Sprintf("%s: %v", where, err))
 				return
@@ -128,6 +116,28 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 		if len(rep.Calls) < len(pc.calls) {
 			st.fail(fmt.Sprintf("%s, rank %d: the worker stopped after %d of %d calls", pc.label, r, len(rep.Calls), len(pc.calls)))
 			return
+		}
+	}
+	if len(pc.decoys) > 0 {
+		gradeDecoys(pc, pol, tol, len(replies), st)
+	}
+}
+
+// note counts a graded call (one that did not fail on its inputs) and
+// keeps the row's worst output and largest systematic margin; where
+// names the call and rank.
+func (s *rowState) note(res grade.Result, where string) {
+	if res.Failure == nil || !res.Failure.Kind.OfInput() {
+		s.row.Calls++
+	}
+	if g := res.Worst; g != nil {
+		if w := s.row.Worst; w == nil || grade.Worse(g.Result, metric.Result{Score: w.Score, Severity: w.Severity}) {
+			s.row.Worst = &Worst{Metric: g.Metric, Score: g.Score, Severity: g.Severity, Explain: g.Explain, Where: where + ", output " + g.Name}
+		}
+	}
+	for _, g := range res.Outputs {
+		if m := s.row.Systematic; g.SysMargin > 0 && (m == nil || g.SysMargin > m.Margin) {
+			s.row.Systematic = &Systematic{Margin: g.SysMargin, Where: where + ", output " + g.Name, Closest: g.SysClosest}
 		}
 	}
 }

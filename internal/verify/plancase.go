@@ -348,7 +348,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		req := worker.RunRequest{
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
-			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, DecoyCalls: decoyCalls, LayerArgs: layerArgs, DecoyFeeds: feeds, Chain: pc.chain, Dir: pc.dirs[r],
+			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, DecoyCalls: decoyCalls, DecoyDumps: pc.decoyDumps(), LayerArgs: layerArgs, DecoyFeeds: feeds, Chain: pc.chain, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),
 		}
 		if pc.groups != nil {

@@ -68,6 +68,10 @@ type plannedCase struct {
 	// calls are its own layer's steps with the other layers' decoy calls
 	// between them (stack.go). nil for the other cases.
 	stack *slot.Stack
+	// decoys are the stack case's graded decoy calls
+	// (slot.Case.DecoySample, decoygrade.go), in order; nil for the
+	// other cases.
+	decoys []gradedDecoy
 	// ready is closed once the case is planned (planCases), with err set
 	// if that failed.
 	ready chan struct{}

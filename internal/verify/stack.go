@@ -128,13 +128,23 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 		total += k
 	}
 	decoys, feeds = decoyNames(n), feedNames(total)
+	sample := c.DecoySample(st)
+	graded := make(map[int]int, len(sample)) // decoy call -> its place in sample
+	for i, k := range sample {
+		graded[k] = i
+	}
+	pc.decoys = make([]gradedDecoy, len(sample))
 	// Decoy j's file, then its call before each graded call c
 	// (slot.Stack.DecoyCall): its activations in the stream between the
 	// graded calls around it (slot.Case.StreamFeed), at a decode step
 	// after the last graded call's that step's lengths and table, and from
 	// its second step on what its cache gained.
 	err = sideBySide(n, func(j int) error {
-		first, grow, err := c.StackDecoy(j+1, steps)
+		states, err := c.StackDecoyStates(j+1, steps)
+		if err != nil {
+			return err
+		}
+		first, grow, err := c.StackGrowth(j+1, states)
 		if err != nil {
 			return err
 		}
@@ -158,6 +168,11 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 			// around it at theirs: plan's AtDepth)
 			if err := steps[step].FeedAtDepth(ranks, st, st.Depth(j), step); err != nil {
 				return err
+			}
+			if i, ok := graded[f]; ok {
+				if pc.decoys[i], err = decoyReference(pc, steps[step], states[min(step, len(states)-1)], ranks, f, st.Depth(j), step); err != nil {
+					return err
+				}
 			}
 			var extra [][]map[string]*tensor.Tensor
 			if shared := steps[step].StepShared(); step == gc && gc > 0 && shared != nil {

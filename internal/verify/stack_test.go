@@ -3,10 +3,13 @@ package verify
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 )
@@ -91,6 +94,14 @@ func TestStackRequests(t *testing.T) {
 			!slices.Equal(req.DecoyCalls, st.DecoyCalls()) || len(req.DecoyFeeds) != total || !slices.Equal(req.LayerArgs, layer) || req.Graph {
 			t.Fatalf("%s: %d units, request %+v", name, len(units), req)
 		}
+		if !slices.Equal(req.DecoyDumps, pc.c.DecoySample(st)) || len(pc.decoys) != len(req.DecoyDumps) {
+			t.Fatalf("%s: decoy dumps %v for %d graded decoy calls, the sample %v", name, req.DecoyDumps, len(pc.decoys), pc.c.DecoySample(st))
+		}
+		for _, d := range pc.decoys {
+			if len(d.expected) != 1 || len(d.expected[0]["out"]) == 0 || !strings.Contains(d.where, "graded decoy call at layer") {
+				t.Errorf("%s: graded decoy call %d planned as %q with %d ranks of references", name, d.n, d.where, len(d.expected))
+			}
+		}
 		for _, f := range append(slices.Clone(req.Decoys), req.DecoyFeeds...) {
 			if _, err := os.Stat(filepath.Join(pc.dirs[0], f)); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -104,5 +115,64 @@ func TestStackRequests(t *testing.T) {
 				t.Errorf("%s: step %d planned as %+v", name, i+1, u)
 			}
 		}
+	}
+}
+
+// TestGradeDecoys: a stack case's graded decoy calls pass with their
+// references as the worker would dump them and fail, naming the call's
+// layer and step, with one output element off or with a dump missing.
+func TestGradeDecoys(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := cat.Lookup("norm.rmsnorm")
+	st := slot.Stack{Layers: 20, Steps: 3, Own: 4}
+	sh, _ := spec.StackShape(spec.Shapes[0], st, 1)
+	pc := &plannedCase{params: slot.CaseParams{Seed: 3, Shape: sh, DType: tensor.F32, Index: 40, WorldSize: 1}, stack: &st, label: "shape " + sh.Name}
+	if pc.c, err = spec.NewCase(pc.params); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareCase(pc, spec, bundle.Op{Entry: spec.Entry}, Options{Device: "cpu", Seed: 3}, t.TempDir(), 0); err != nil {
+		t.Fatal(err)
+	}
+	pol, tol, err := spec.Policy(tensor.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := pc.outputs[0].Spec
+	dump := func(off int) {
+		t.Helper()
+		for i, d := range pc.decoys {
+			v := slices.Clone(d.expected[0]["out"])
+			if i == off {
+				v[len(v)/2] += 1
+			}
+			x, err := tensor.FromFloat64(out.DType, out.Shape, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := safetensors.WriteScratch(filepath.Join(pc.dirs[0], decoyFile(d.n)), map[string]*tensor.Tensor{"out": x}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	grade := func() *Row {
+		row := &Row{}
+		gradeDecoys(pc, pol, tol, 1, &rowState{row: row})
+		return row
+	}
+	dump(-1)
+	if row := grade(); row.Outcome != "" || row.Calls != len(pc.decoys) {
+		t.Fatalf("honest decoy dumps: %s %q, %d calls graded of %d", row.Outcome, row.Reason, row.Calls, len(pc.decoys))
+	}
+	dump(len(pc.decoys) - 1)
+	row := grade()
+	if row.Outcome != Fail || !regexp.MustCompile(`stack step [0-9] of 3, graded decoy call at layer [0-9]+ of 20 \(another layer's state\), rank 0, output out: allclose`).MatchString(row.Reason) {
+		t.Fatalf("one element off in the last graded decoy call: %s %q", row.Outcome, row.Reason)
+	}
+	os.Remove(filepath.Join(pc.dirs[0], decoyFile(pc.decoys[0].n)))
+	if row := grade(); row.Outcome != Fail || !strings.Contains(row.Reason, "unreadable call dump") {
+		t.Fatalf("a missing decoy dump: %s %q", row.Outcome, row.Reason)
 	}
 }

@@ -198,7 +198,13 @@ type RunRequest struct {
 	// first call, entry i replay i, and one entry past the replays the CUDA
 	// graph's capture (slot.Case.DecoyCalls). Absent: one before the first
 	// call and one before the first replay.
-	DecoyCalls []int  `json:"decoy_calls,omitempty"`
+	DecoyCalls []int `json:"decoy_calls,omitempty"`
+	// DecoyDumps numbers decoy calls (0 to the sum of DecoyCalls − 1, in
+	// the order they are made) whose outputs the worker writes, after the
+	// call returns and the guard has checked it, to
+	// decoy-<n>.safetensors in Dir (the outputs only, as a graded call's
+	// dump holds them), for Go to grade (slot.Case.DecoySample).
+	DecoyDumps []int  `json:"decoy_dumps,omitempty"`
 	Dir        string `json:"dir"`
 	// CheckObjects asks the worker to compare torch's classes, functions
 	// and module bindings with its start after the case (guard.objects:
@@ -258,6 +264,9 @@ func (r RunRequest) message() map[string]any {
 	}
 	if len(r.DecoyCalls) > 0 {
 		m["decoy_calls"] = r.DecoyCalls
+	}
+	if len(r.DecoyDumps) > 0 {
+		m["decoy_dumps"] = r.DecoyDumps
 	}
 	if len(r.LayerArgs) > 0 {
 		m["layer_args"] = r.LayerArgs

@@ -27,6 +27,13 @@ layer input NAME (a decode cache one step longer, Go's slot.Grow). A
 graded call then finds its own values again: a fed input its file does
 not hold is written back from the last graded call's values (restore).
 
+Some decoy calls are graded, unannounced (``decoy_dumps``, their numbers
+in the order the decoy calls are made): after such a call returns and
+the guard has checked it, its outputs are written to
+``decoy-<n>.safetensors`` in the case's directory, as a graded call's are,
+for Go to grade against the reference of that call's inputs. Nothing
+before or during the call differs from any other decoy call's.
+
 A prepare that leaves its result in module state for the entry to read,
 ignoring its prepared argument, an entry that keeps the first state it
 is called with, or one that changes its arithmetic once a state comes
@@ -136,10 +143,11 @@ def check_feed(rel, data, host_in, layer_args, prepared=False):
 class Cycle:
     """The decoys' states called in turn between a case's graded calls."""
 
-    def __init__(self, case, fn, arguments, states, counts, feeds=()):
+    def __init__(self, case, fn, arguments, states, counts, feeds=(), dumps=()):
         self.case, self.fn, self.arguments = case, fn, arguments
         self.states, self.counts, self.next = states, counts or [], 0
         self.feeds, self.fed = list(feeds), set()
+        self.dumps = frozenset(dumps)
 
     def before(self, i):
         """The ungraded calls that come before graded call i (the
@@ -150,8 +158,11 @@ class Cycle:
             state = self.states[self.next % len(self.states)]
             if self.next < len(self.feeds):
                 self._feed(self.feeds[self.next], state)
+            n = self.next
             self.next += 1
             decoy_call(self.case, self.fn, lambda: self.arguments(state))
+            if n in self.dumps:
+                self.case.dump_outputs("decoy-%d.safetensors" % n)
 
     def _feed(self, data, state):
         case = self.case
@@ -186,6 +197,18 @@ class Cycle:
         if new is not None:
             back.update(new)
         return back
+
+
+def check_dumps(dumps, calls):
+    """The request's ``decoy_dumps``: distinct decoy call numbers below
+    calls (the sum of ``decoy_calls``)."""
+    wire.int_list(dumps, "field 'decoy_dumps'")
+    if len(set(dumps)) != len(dumps):
+        raise bad("field 'decoy_dumps' names a decoy call twice")
+    for n in dumps:
+        if n >= calls:
+            raise bad("field 'decoy_dumps' names decoy call %d of %d" % (n, calls))
+    return dumps
 
 
 def decoy_call(case, fn, arguments):

@@ -125,6 +125,8 @@ def run(worker, req):
                   % (len(decoy_calls), len(replays) + 1))
     if any(decoy_calls) and not decoys:
         raise bad("field 'decoy_calls' given without decoys")
+    decoy_dumps = prepstates.check_dumps(field(req, "decoy_dumps", list, [], required=False),
+                                         sum(decoy_calls) if decoys else 0)
     if decoy_feeds and len(decoy_feeds) != sum(decoy_calls):
         raise bad("field 'decoy_feeds' has %d files for %d decoy calls" % (len(decoy_feeds), sum(decoy_calls)))
 
@@ -165,6 +167,7 @@ def run(worker, req):
     case.chain = chain
     case.decoy_calls = decoy_calls
     case.layer_args, case.feed_data = layer_args, feed_data
+    case.decoy_dumps = decoy_dumps
     case.rng = random.Random(place) if place else _PLACE
     if dev.type == "cuda":
         with torch.cuda.device(dev):
@@ -323,6 +326,7 @@ class _Case:
         self.chain = {}  # output -> the input serving hands in its memory
         self.decoy_calls = []  # ungraded decoy calls before each graded one
         self.layer_args, self.feed_data = [], []  # what decoys hold, each decoy call's activations
+        self.decoy_dumps = []  # decoy calls whose outputs are dumped (graded)
         self.specs = {}  # output name -> OutSpec
 
     def sync(self):
@@ -451,7 +455,7 @@ class _Case:
         # Other layers' calls between the graded ones (prepstates).
         # A graded call finds its own values in what decoy calls' feeds
         # wrote (Cycle.restore: the last graded call's, or its file's).
-        layers = prepstates.Cycle(self, fn, arguments, others, self.decoy_calls, self.feed_data)
+        layers = prepstates.Cycle(self, fn, arguments, others, self.decoy_calls, self.feed_data, self.decoy_dumps)
         last = dict(host_in)
         layers.before(0)
         ok = self.call(PHASE_EAGER, entry_call, layers.restore(None, last))
@@ -558,6 +562,22 @@ class _Case:
         if problem:
             raise Failure(host.tamper_error(problem, "in graph capture: "))
         return g
+
+    def dump_outputs(self, rel):
+        """Write the outputs (contract views) alone to rel in the case's
+        directory: a graded decoy call's (prepstates.Cycle). An output that
+        cannot be read back is the call's failure."""
+        tensors = {}
+        for name, o in self.outs.items():
+            try:
+                tensors[name] = self.w.stio.later(o.contract)
+            except BaseException as e:  # noqa: B902
+                raise Failure(wire.exc_error("exception", e,
+                                             "reading %r after a call with another layer's state failed: " % name))
+        try:
+            self.w.stio.save(os.path.join(self.jobdir, rel), tensors)
+        except BaseException as e:  # noqa: B902
+            raise Failure(wire.exc_error("internal", e, "writing %s: " % rel))
 
     def dump(self, path):
         """Write outputs (contract views) and inputs-after (in.<name>).

@@ -338,6 +338,37 @@ class CpuWorkerTest(WorkerTestBase):
             self.assertEqual(rep["error"]["class"], "bad_request", rep)
             self.assertIn(what, rep["error"]["message"])
 
+    def test_decoy_dumps(self):
+        # The decoy calls decoy_dumps names write their outputs (alone) to
+        # decoy-<n>.safetensors after they return, the others nothing;
+        # the numbers must be distinct decoy calls of the case.
+        args = [{"name": "x", "kind": "input"}, {"name": "w", "kind": "input"},
+                {"name": "out", "kind": "output"}, {"name": "seen", "kind": "output"}]
+        outputs = [self.out_spec(shape=(4, 8)), self.out_spec("seen", "float32", (16,), alignment=0)]
+        xs = [torch.randn(4, 8) for _ in range(3)]
+        w = torch.randn(4, 8)
+        dws = [torch.randn(4, 8) for _ in range(2)]
+        feeds = [{"x": torch.randn(4, 8)} for _ in range(4)]
+        common = dict(args=args, replays=[{"x": x} for x in xs[1:]], layer_args=["w"],
+                      decoys=[{"w": t} for t in dws], decoy_calls=[1, 2, 1], feeds=feeds)
+        rep, d = self.run_case("layered", {"x": xs[0], "w": w}, outputs, decoy_dumps=[0, 2], **common)
+        self.assertTrue(rep["ok"], rep)
+        # decoy call n uses decoy n mod 2 and feed n
+        for n in (0, 2):
+            t = stio.load(os.path.join(d, "decoy-%d.safetensors" % n))[0]
+            self.assertEqual(sorted(t), ["out", "seen"])
+            self.assertTrue(torch.equal(t["out"], feeds[n]["x"] * dws[n % 2]), n)
+        for n in (1, 3):
+            self.assertFalse(os.path.exists(os.path.join(d, "decoy-%d.safetensors" % n)), n)
+        for i, c in enumerate(rep["calls"]):
+            self.assertTrue(torch.equal(self.call_file(d, c)["out"], xs[i] * w), i)
+        for dumps, what in (([4], "decoy call 4 of 4"), ([1, 1], "twice"), ([-1], "non-negative"),
+                            (["0"], "non-negative")):
+            rep, _ = self.run_case("layered", {"x": xs[0], "w": w}, outputs, decoy_dumps=dumps, **common)
+            self.assertFalse(rep["ok"], dumps)
+            self.assertEqual(rep["error"]["class"], "bad_request", rep)
+            self.assertIn(what, rep["error"]["message"])
+
     def test_prepare_error(self):
         args = [{"name": "x", "kind": "input"}, {"name": "prepared", "kind": "prepared"},
                 {"name": "out", "kind": "output"}, {"name": "count", "kind": "output"}]

@@ -290,7 +290,7 @@ class WorkerTestBase(unittest.TestCase):
     def run_case(self, entry, inputs, outputs, args=None, replays=(), prepare="",
                  prepare_args=(), graph=False, graph_replays=(), device=None,
                  source="kernels/cands.py", packed=None, decoys=(), decoy_calls=None,
-                 layer_args=None, feeds=()):
+                 layer_args=None, feeds=(), decoy_dumps=None):
         """Write inputs/replays, send load + run; return (reply, case dir)."""
         module, rep = self.load(entry, prepare=prepare, source=source)
         self.assertTrue(rep["ok"], rep)
@@ -323,6 +323,8 @@ class WorkerTestBase(unittest.TestCase):
             extra["decoys"] = dnames
         if decoy_calls is not None:
             extra["decoy_calls"] = decoy_calls
+        if decoy_dumps is not None:
+            extra["decoy_dumps"] = decoy_dumps
         if args is None:
             args = [{"name": "x", "kind": "input"}, {"name": "out", "kind": "output"}]
         rep = self.w.request({

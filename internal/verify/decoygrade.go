@@ -1,0 +1,100 @@
+package verify
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"cacheon/internal/grade"
+	"cacheon/internal/metric"
+	"cacheon/internal/safetensors"
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+)
+
+// gradedDecoy is one of the stack case's decoy calls that is graded
+// (slot.Case.DecoySample): n, its number among the case's decoy calls
+// (the worker dumps its outputs to decoy-<n>.safetensors); where, the
+// call's place for a failure; expected, per rank, the reference outputs
+// of its inputs (slot.Case.DecoyCallCase).
+type gradedDecoy struct {
+	n        int
+	where    string
+	expected []map[string][]float64
+}
+
+// decoyReference is decoy call n's graded form: at layer (0 to Layers−1)
+// and step, on the inputs of at (the StackCall of its step) with the
+// decoy's state at that step and its feed.
+func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*tensor.Tensor, n, layer, step int) (gradedDecoy, error) {
+	d, err := pc.c.DecoyCallCase(at, state, feed)
+	if err != nil {
+		return gradedDecoy{}, fmt.Errorf("decoy call %d: %w", n, err)
+	}
+	exp, err := expectedPerRank(d, pc.groups)
+	if err != nil {
+		return gradedDecoy{}, fmt.Errorf("decoy call %d: reference: %w", n, err)
+	}
+	st := pc.stack
+	return gradedDecoy{n: n, expected: exp,
+		where: fmt.Sprintf("%s, stack step %d of %d, graded decoy call at layer %d of %d (another layer's state)",
+			pc.label, step+1, st.Steps, layer+1, st.Layers)}, nil
+}
+
+// decoyDumps is the decoy calls whose outputs the worker dumps
+// (worker.RunRequest.DecoyDumps).
+func (pc *plannedCase) decoyDumps() []int {
+	var out []int
+	for _, d := range pc.decoys {
+		out = append(out, d.n)
+	}
+	return out
+}
+
+// decoyFile is the name of decoy call n's dump.
+func decoyFile(n int) string { return fmt.Sprintf("decoy-%d.safetensors", n) }
+
+// gradeDecoys grades the stack case's graded decoy calls on every rank,
+// after its own calls passed: each output against its reference, as a
+// graded call's (the decoy call's inputs are not checked: they are the
+// case's memory, which its own calls' dumps check), and, for a
+// collective, every rank's outputs bit for bit against its group's first
+// rank's.
+func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks int, st *rowState) {
+	leads := map[int][]map[string]*tensor.Tensor{}
+	for r := range ranks {
+		lead := 0
+		if g := pc.groupOf(r); g != nil {
+			lead = g[0]
+		}
+		for i, d := range pc.decoys {
+			where := fmt.Sprintf("%s, rank %d", d.where, r)
+			f, err := safetensors.ReadFile(filepath.Join(pc.dirs[r], decoyFile(d.n)), safetensors.Limits{})
+			if err != nil {
+				st.fail(fmt.Sprintf("%s: unreadable call dump: %v", where, err))
+				return
+			}
+			if r >= len(d.expected) {
+				st.infra(fmt.Sprintf("%s: no reference planned for rank %d", where, r))
+				return
+			}
+			res, err := grade.Call(pol, tol, pc.outputs, d.expected[r], f.Tensors, nil)
+			st.note(res, where)
+			if err != nil {
+				st.infra(fmt.Sprintf("%s: %v", where, err))
+				return
+			}
+			if res.Failure != nil {
+				st.fail(gradeReason(where, res.Failure) + pc.groupNote(r))
+				return
+			}
+			if ranks > 1 {
+				if r == lead {
+					leads[lead] = append(leads[lead], f.Tensors)
+				} else if reason := rankDisagreement(pc.outputs, lead, leads[lead][i], f.Tensors); reason != "" {
+					st.fail(fmt.Sprintf("%s: %s%s", where, reason, pc.groupNote(r)))
+					return
+				}
+			}
+		}
+	}
+}
