@@ -110,6 +110,9 @@ func redTeamCases() []adversarialCase {
 		// Session 45: a norm wrong at one deep layer in six, graded one
 		// row in six while only the stack's own layer was; closed by
 		// v24's graded decoy calls (decoygrade.go).
-		{name: "rmsnorm_layer_subset", allDTypes: true, verify: `graded decoy call at layer [0-9]+ of [0-9]+ \(another layer's state\), rank 0, output out: allclose`},
+		{name: "rmsnorm_layer_subset", allDTypes: true, verify: stackOrDecoy + `output out: allclose`},
+		// and one that writes its input there: a graded decoy call's
+		// inputs are read back as a graded call's.
+		{name: "rmsnorm_layer_subset_inplace", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank 0: input mutation: the candidate wrote to input "x"`},
 	}
 }

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"cacheon/internal/grade"
 	"cacheon/internal/metric"
@@ -13,13 +14,17 @@ import (
 
 // gradedDecoy is one of the stack case's decoy calls that is graded
 // (slot.Case.DecoySample): n, its number among the case's decoy calls
-// (the worker dumps its outputs to decoy-<n>.safetensors); where, the
-// call's place for a failure; expected, per rank, the reference outputs
-// of its inputs (slot.Case.DecoyCallCase).
+// (the worker dumps its outputs and inputs to decoy-<n>.safetensors);
+// where, the call's place for a failure; expected, per rank, the
+// reference outputs of its inputs (slot.Case.DecoyCallCase); sent, per
+// rank, the inputs it is handed, which it must leave as they are (a
+// slot with a prepare: but the prepare inputs, which the call does not
+// take).
 type gradedDecoy struct {
 	n        int
 	where    string
 	expected []map[string][]float64
+	sent     []map[string]*tensor.Tensor
 }
 
 // decoyReference is decoy call n's graded form: at layer (0 to Layers−1)
@@ -34,8 +39,17 @@ func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*te
 	if err != nil {
 		return gradedDecoy{}, fmt.Errorf("decoy call %d: reference: %w", n, err)
 	}
+	sent := make([]map[string]*tensor.Tensor, len(d.Ranks))
+	for r, m := range d.Ranks {
+		sent[r] = map[string]*tensor.Tensor{}
+		for k, v := range m {
+			if !slices.ContainsFunc(d.Spec.PrepareArgs, func(a slot.Arg) bool { return a.Name == k }) {
+				sent[r][k] = v
+			}
+		}
+	}
 	st := pc.stack
-	return gradedDecoy{n: n, expected: exp,
+	return gradedDecoy{n: n, expected: exp, sent: sent,
 		where: fmt.Sprintf("%s, stack step %d of %d, graded decoy call at layer %d of %d (another layer's state)",
 			pc.label, step+1, st.Steps, layer+1, st.Layers)}, nil
 }
@@ -54,11 +68,9 @@ func (pc *plannedCase) decoyDumps() []int {
 func decoyFile(n int) string { return fmt.Sprintf("decoy-%d.safetensors", n) }
 
 // gradeDecoys grades the stack case's graded decoy calls on every rank,
-// after its own calls passed: each output against its reference, as a
-// graded call's (the decoy call's inputs are not checked: they are the
-// case's memory, which its own calls' dumps check), and, for a
-// collective, every rank's outputs bit for bit against its group's first
-// rank's.
+// after its own calls passed: its inputs as Go sent them and each output
+// against its reference, as a graded call's, and, for a collective, every
+// rank's outputs bit for bit against its group's first rank's.
 func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks int, st *rowState) {
 	leads := map[int][]map[string]*tensor.Tensor{}
 	for r := range ranks {
@@ -77,7 +89,7 @@ func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks
 				st.infra(fmt.Sprintf("%s: no reference planned for rank %d", where, r))
 				return
 			}
-			res, err := grade.Call(pol, tol, pc.outputs, d.expected[r], f.Tensors, nil)
+			res, err := grade.Call(pol, tol, pc.outputs, d.expected[r], f.Tensors, sentInputs(d.sent[r]))
 			st.note(res, where)
 			if err != nil {
 				st.infra(fmt.Sprintf("%s: %v", where, err))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"cacheon/internal/bundle"
+	"cacheon/internal/grade"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
@@ -141,38 +142,58 @@ func TestGradeDecoys(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := pc.outputs[0].Spec
-	dump := func(off int) {
+	// off: the graded decoy call whose output (or, written, its input x)
+	// is one element off
+	dump := func(off int, written bool) {
 		t.Helper()
 		for i, d := range pc.decoys {
 			v := slices.Clone(d.expected[0]["out"])
-			if i == off {
+			if i == off && !written {
 				v[len(v)/2] += 1
 			}
 			x, err := tensor.FromFloat64(out.DType, out.Shape, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := safetensors.WriteScratch(filepath.Join(pc.dirs[0], decoyFile(d.n)), map[string]*tensor.Tensor{"out": x}); err != nil {
+			m := map[string]*tensor.Tensor{"out": x}
+			for k, in := range d.sent[0] {
+				m[grade.InputPrefix+k] = in
+			}
+			if i == off && written {
+				y := m[grade.InputPrefix+"x"].Float64s()
+				y[0]++
+				if m[grade.InputPrefix+"x"], err = tensor.FromFloat64(out.DType, out.Shape, y); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := safetensors.WriteScratch(filepath.Join(pc.dirs[0], decoyFile(d.n)), m); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	grade := func() *Row {
+	check := func() *Row {
 		row := &Row{}
 		gradeDecoys(pc, pol, tol, 1, &rowState{row: row})
 		return row
 	}
-	dump(-1)
-	if row := grade(); row.Outcome != "" || row.Calls != len(pc.decoys) {
+	if len(pc.decoys[0].sent[0]) != 2 { // x and the decoy's weight
+		t.Fatalf("a graded decoy call sends %d inputs", len(pc.decoys[0].sent[0]))
+	}
+	dump(-1, false)
+	if row := check(); row.Outcome != "" || row.Calls != len(pc.decoys) {
 		t.Fatalf("honest decoy dumps: %s %q, %d calls graded of %d", row.Outcome, row.Reason, row.Calls, len(pc.decoys))
 	}
-	dump(len(pc.decoys) - 1)
-	row := grade()
+	dump(3, true)
+	if row := check(); row.Outcome != Fail || !strings.Contains(row.Reason, `graded decoy call at layer`) || !strings.Contains(row.Reason, `input mutation: the candidate wrote to input "x"`) {
+		t.Fatalf("a graded decoy call that wrote its input: %s %q", row.Outcome, row.Reason)
+	}
+	dump(len(pc.decoys)-1, false)
+	row := check()
 	if row.Outcome != Fail || !regexp.MustCompile(`stack step [0-9] of 3, graded decoy call at layer [0-9]+ of 20 \(another layer's state\), rank 0, output out: allclose`).MatchString(row.Reason) {
 		t.Fatalf("one element off in the last graded decoy call: %s %q", row.Outcome, row.Reason)
 	}
 	os.Remove(filepath.Join(pc.dirs[0], decoyFile(pc.decoys[0].n)))
-	if row := grade(); row.Outcome != Fail || !strings.Contains(row.Reason, "unreadable call dump") {
+	if row := check(); row.Outcome != Fail || !strings.Contains(row.Reason, "unreadable call dump") {
 		t.Fatalf("a missing decoy dump: %s %q", row.Outcome, row.Reason)
 	}
 }

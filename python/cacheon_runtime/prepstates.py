@@ -29,8 +29,10 @@ not hold is written back from the last graded call's values (restore).
 
 Some decoy calls are graded, unannounced (``decoy_dumps``, their numbers
 in the order the decoy calls are made): after such a call returns and
-the guard has checked it, its outputs are written to
-``decoy-<n>.safetensors`` in the case's directory, as a graded call's are,
+the guard has checked it, its outputs and its inputs as they are after
+it are written to ``decoy-<n>.safetensors`` in the case's directory, as
+a graded call's are (the case's inputs but a prepared state's raw
+inputs, which the call does not take, and a decoy layer's own inputs),
 for Go to grade against the reference of that call's inputs. Nothing
 before or during the call differs from any other decoy call's.
 
@@ -162,7 +164,7 @@ class Cycle:
             self.next += 1
             decoy_call(self.case, self.fn, lambda: self.arguments(state))
             if n in self.dumps:
-                self.case.dump_outputs("decoy-%d.safetensors" % n)
+                self.case.dump_decoy("decoy-%d.safetensors" % n, state)
 
     def _feed(self, data, state):
         case = self.case

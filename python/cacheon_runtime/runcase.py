@@ -563,14 +563,21 @@ class _Case:
             raise Failure(host.tamper_error(problem, "in graph capture: "))
         return g
 
-    def dump_outputs(self, rel):
-        """Write the outputs (contract views) alone to rel in the case's
-        directory: a graded decoy call's (prepstates.Cycle). An output that
-        cannot be read back is the call's failure."""
+    def dump_decoy(self, rel, state):
+        """Write a graded decoy call's dump to rel in the case's directory
+        (prepstates.Cycle): the outputs (contract views) and, as in.<name>,
+        the inputs it was handed as they are after it: the case's own
+        memory but the layer inputs, and a decoy layer's own (a prepared
+        state's raw inputs are not the call's). A tensor that cannot be
+        read back is the call's failure."""
+        items = [(n, o.contract) for n, o in self.outs.items()]
+        items += [("in." + n, t) for n, t in self.own_in.items() if n not in self.layer_args]
+        if type(state) is prepstates.Layer:
+            items += [("in." + n, t) for n, t in state.own.items()]
         tensors = {}
-        for name, o in self.outs.items():
+        for name, t in items:
             try:
-                tensors[name] = self.w.stio.later(o.contract)
+                tensors[name] = self.w.stio.later(t)
             except BaseException as e:  # noqa: B902
                 raise Failure(wire.exc_error("exception", e,
                                              "reading %r after a call with another layer's state failed: " % name))

@@ -339,7 +339,7 @@ class CpuWorkerTest(WorkerTestBase):
             self.assertIn(what, rep["error"]["message"])
 
     def test_decoy_dumps(self):
-        # The decoy calls decoy_dumps names write their outputs (alone) to
+        # The decoy calls decoy_dumps names write their outputs and inputs to
         # decoy-<n>.safetensors after they return, the others nothing;
         # the numbers must be distinct decoy calls of the case.
         args = [{"name": "x", "kind": "input"}, {"name": "w", "kind": "input"},
@@ -353,11 +353,14 @@ class CpuWorkerTest(WorkerTestBase):
                       decoys=[{"w": t} for t in dws], decoy_calls=[1, 2, 1], feeds=feeds)
         rep, d = self.run_case("layered", {"x": xs[0], "w": w}, outputs, decoy_dumps=[0, 2], **common)
         self.assertTrue(rep["ok"], rep)
-        # decoy call n uses decoy n mod 2 and feed n
+        # decoy call n uses decoy n mod 2 and feed n; its dump holds the
+        # inputs it was handed, the decoy's own weight among them
         for n in (0, 2):
             t = stio.load(os.path.join(d, "decoy-%d.safetensors" % n))[0]
-            self.assertEqual(sorted(t), ["out", "seen"])
+            self.assertEqual(sorted(t), ["in.w", "in.x", "out", "seen"])
             self.assertTrue(torch.equal(t["out"], feeds[n]["x"] * dws[n % 2]), n)
+            self.assertTrue(torch.equal(t["in.x"], feeds[n]["x"]), n)
+            self.assertTrue(torch.equal(t["in.w"], dws[n % 2]), n)
         for n in (1, 3):
             self.assertFalse(os.path.exists(os.path.join(d, "decoy-%d.safetensors" % n)), n)
         for i, c in enumerate(rep["calls"]):
