@@ -2,6 +2,7 @@ package slot
 
 import (
 	"fmt"
+	"slices"
 
 	"cacheon/internal/tensor"
 )
@@ -28,13 +29,32 @@ const Decoys = 2
 const LayerDecoys = 7
 
 // MaxDepth is the deepest stack verify builds (v20: a row's deep MoE
-// case; v21: every row's stack case, Stack): 128 layers, more MoE layers than any served
-// model has (Qwen3-235B 94, DeepSeek-V3 58, Mixtral 32). The shipped
-// arenas have at most 8, and until v20 a case's state came back after one
-// other at most, so a kernel that cheated only once a state came back
-// after eleven others, a model of twelve MoE layers or more from its
-// second step on (moe_deep_layer_cycle, rt39), passed.
-const MaxDepth = 128
+// case; v21: every row's stack case, Stack): 128 layers (layerMaxDepth),
+// more MoE layers than any served model has (Qwen3-235B 94, DeepSeek-V3
+// 58, Mixtral 32), and since v24 256 for a norm's (normMaxDepth). The
+// shipped arenas have at most 8, and until v20 a case's state came back
+// after one other at most, so a kernel that cheated only once a state
+// came back after eleven others, a model of twelve MoE layers or more
+// from its second step on (moe_deep_layer_cycle, rt39), passed.
+const MaxDepth = normMaxDepth
+
+// layerMaxDepth is the deepest stack of a slot called once a layer.
+const layerMaxDepth = 128
+
+// normMaxDepth is the deepest stack of a norm (its layer state a norm
+// weight): a model calls its norms twice a layer and once after the last
+// (2·126+1 norms a step in Llama-3-405B). Until v24 a norm's stack was
+// 128 deep as every slot's, and a norm that cheated once a weight came
+// back after 128 others with none twice between, every model of 64
+// layers or more (rmsnorm_two_norms_per_layer, rt45), passed.
+const normMaxDepth = 256
+
+// normStack reports whether the slot's layer state is a norm weight (its
+// stack is up to normMaxDepth deep).
+func (s *Spec) normStack() bool {
+	args := s.LayerArgs()
+	return len(args) > 0 && len(s.PrepareArgs) == 0 && !slices.ContainsFunc(args, func(a Arg) bool { return a.Gen != "norm_weight" })
+}
 
 // DecoyCalls is how many ungraded calls with decoys' states (in decoy
 // order, cycling) precede each of a case's graded eager calls when it has

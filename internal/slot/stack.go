@@ -149,9 +149,13 @@ const stackReachMin = 512
 // StackDraw draws a row's stack (the stream of argument "stack", shape
 // "", case, replay and rank 0, keyed by the row's seed): Steps 2 to
 // stackMaxSteps within stackCalls (a collective's: stackCalls/ws, each
-// call a collective over ws ranks), Layers uniform over
-// [stackMinLayers, MaxDepth] within them too (served models have 16 to
-// 94 layers, most of them 24 to 80),
+// call a collective over ws ranks; a norm's at least normMaxDepth−1),
+// Layers uniform over [stackMinLayers, the slot's depth] within them too
+// (served models have 16 to 94 layers, most of them 24 to 80: a slot
+// called once a layer is up to layerMaxDepth deep, a norm, called twice
+// a layer, up to normMaxDepth; until v24 a norm's stack had 64 layers at
+// most at 8 ranks, where a 32-layer model calls 65 fused norms a step:
+// ar_rmsnorm_tp8_cycle64, rt45),
 // Own uniform over the layers (until rt41 the case's layer was always
 // the first, and a kernel honest on its model's first layer only passed:
 // rmsnorm_head_layer_only, moe_head_layer_only).
@@ -162,11 +166,15 @@ func (s *Spec) StackDraw(seed uint64, ws int) (st Stack, ok bool) {
 	if s.Kind == Collective {
 		calls /= max(1, ws) // each call a collective over ws ranks
 	}
+	depth := layerMaxDepth
+	if s.normStack() {
+		depth, calls = normMaxDepth, max(calls, normMaxDepth-1) // a norm's calls are cheap
+	}
 	if len(s.LayerArgs()) == 0 || calls < stackMinLayers-1 {
 		return Stack{}, false
 	}
 	g := newStream(seed, s.Name, "", 0, 0, 0, "stack")
-	st.Layers = stackMinLayers + g.intn(min(MaxDepth, 1+calls)-stackMinLayers+1)
+	st.Layers = stackMinLayers + g.intn(min(depth, 1+calls)-stackMinLayers+1)
 	most := min(stackMaxSteps, 1+calls/(st.Layers-1))
 	st.Steps = 2 + g.intn(most-1)
 	st.Own = g.intn(st.Layers)

@@ -69,11 +69,28 @@ func TestStackDraw(t *testing.T) {
 	if _, ok := silu.StackDraw(1, 1); ok {
 		t.Error("silu_and_mul has a stack")
 	}
+	if !depths[normMaxDepth/16] && !depths[normMaxDepth/16-1] {
+		t.Errorf("a norm's stacks by sixteens %v: none past %d layers", depths, normMaxDepth-16)
+	}
+	// A norm's collective stack reaches a norm's depth at 8 ranks too
+	// (rt45's ar_rmsnorm_tp8_cycle64); an MoE stack stays within a
+	// layer's.
 	ar, _ := c.Lookup("collective.ar_residual_rmsnorm")
+	deepest := 0
 	for seed := uint64(1); seed <= 50; seed++ {
 		st, ok := ar.StackDraw(seed, 8)
-		if !ok || (st.Layers-1)*(st.Steps-1) > stackCalls/8 || st.Layers < stackMinLayers {
+		if !ok || (st.Layers-1)*(st.Steps-1) > normMaxDepth-1 || st.Layers < stackMinLayers || st.Layers > normMaxDepth {
 			t.Fatalf("8 ranks, seed %d: %+v (ok %v)", seed, st, ok)
+		}
+		deepest = max(deepest, st.Layers)
+	}
+	if deepest <= layerMaxDepth {
+		t.Errorf("8 ranks: the deepest of 50 fused norms' stacks has %d layers", deepest)
+	}
+	moe, _ := c.Lookup("moe.fused_experts")
+	for seed := uint64(1); seed <= 50; seed++ {
+		if st, ok := moe.StackDraw(seed, 1); !ok || st.Layers > layerMaxDepth {
+			t.Fatalf("MoE, seed %d: %+v (ok %v)", seed, st, ok)
 		}
 	}
 }

@@ -112,6 +112,13 @@ func redTeamCases() []adversarialCase {
 		{name: "rmsnorm_layer_subset", allDTypes: true, verify: stackOrDecoy + `output out: allclose`},
 		// and one that writes its input there: a graded decoy call's
 		// inputs are read back as a graded call's.
+		// rt45 (a red-team helper over v24): norms keyed on a weight
+		// coming back after more others than a 128-deep stack holds (a
+		// model calls its norms twice a layer; at 8 ranks a fused norm's
+		// stack had 64 layers at most), met by v24's norm stacks of up
+		// to 256 layers at any world size (slot.normMaxDepth).
+		{name: "rmsnorm_two_norms_per_layer", allDTypes: true, verify: stackOrDecoy + `output out: allclose`},
+		{name: "ar_rmsnorm_tp8_cycle64", worldSizes: []int{8}, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank [0-7], output out_norm: (matched_ratio|allclose)`},
 		{name: "rmsnorm_layer_subset_inplace", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank 0: input mutation: the candidate wrote to input "x"`},
 	}
 }

@@ -17,7 +17,7 @@ ungraded (the graded call poisons the outputs first), as many times
 before each graded eager call and before the graph's capture as the
 request's ``decoy_calls`` says (Go's slot.Case.DecoyCalls and
 slot.Stack: a state comes back after every other layer of a stack, up
-to 128 deep).
+to 256 deep).
 
 Each decoy call may take activations of its own (``decoy_feeds``, one
 file a call, Go's slot.Case.Feed): its inputs are written into the case's
