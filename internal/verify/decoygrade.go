@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"cacheon/internal/grade"
 	"cacheon/internal/metric"
 	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
@@ -74,10 +73,6 @@ func decoyFile(n int) string { return fmt.Sprintf("decoy-%d.safetensors", n) }
 func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks int, st *rowState) {
 	leads := map[int][]map[string]*tensor.Tensor{}
 	for r := range ranks {
-		lead := 0
-		if g := pc.groupOf(r); g != nil {
-			lead = g[0]
-		}
 		for i, d := range pc.decoys {
 			where := fmt.Sprintf("%s, rank %d", d.where, r)
 			f, err := safetensors.ReadFile(filepath.Join(pc.dirs[r], decoyFile(d.n)), safetensors.Limits{})
@@ -85,27 +80,13 @@ func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks
 				st.fail(fmt.Sprintf("%s: unreadable call dump: %v", where, err))
 				return
 			}
-			if r >= len(d.expected) {
+			if r >= len(d.expected) || r >= len(d.sent) {
 				st.infra(fmt.Sprintf("%s: no reference planned for rank %d", where, r))
 				return
 			}
-			res, err := grade.Call(pol, tol, pc.outputs, d.expected[r], f.Tensors, sentInputs(d.sent[r]))
-			st.note(res, where)
-			if err != nil {
-				st.infra(fmt.Sprintf("%s: %v", where, err))
+			if !gradeDump(pc, pol, tol, st, dumpOf{rank: r, call: i, ranks: ranks, where: where,
+				expected: d.expected[r], sent: d.sent[r], tensors: f.Tensors}, leads) {
 				return
-			}
-			if res.Failure != nil {
-				st.fail(gradeReason(where, res.Failure) + pc.groupNote(r))
-				return
-			}
-			if ranks > 1 {
-				if r == lead {
-					leads[lead] = append(leads[lead], f.Tensors)
-				} else if reason := rankDisagreement(pc.outputs, lead, leads[lead][i], f.Tensors); reason != "" {
-					st.fail(fmt.Sprintf("%s: %s%s", where, reason, pc.groupNote(r)))
-					return
-				}
 			}
 		}
 	}

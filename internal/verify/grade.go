@@ -34,10 +34,6 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 	// the rank's subgroup, plannedCase.groups).
 	leads := map[int][]map[string]*tensor.Tensor{}
 	for r, rep := range replies {
-		lead := 0
-		if g := pc.groupOf(r); g != nil {
-			lead = g[0]
-		}
 		firstOut = nil
 		var firstIn map[string]worker.Identity
 		if len(rep.Calls) > len(pc.calls) {
@@ -94,23 +90,9 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 				st.infra(fmt.Sprintf("%s: no reference planned for rank %d", where, r))
 				return
 			}
-			res, err := grade.Call(pol, tol, pc.outputs, plan.expected[r], f.Tensors, sentInputs(plan.sent[r]))
-			st.note(res, where)
-			if err != nil {
-				st.infra(fmt.Sprintf("%s: %v", where, err))
+			if !gradeDump(pc, pol, tol, st, dumpOf{rank: r, call: i, ranks: len(replies), where: where,
+				expected: plan.expected[r], sent: plan.sent[r], tensors: f.Tensors}, leads) {
 				return
-			}
-			if res.Failure != nil {
-				st.fail(gradeReason(where, res.Failure) + pc.groupNote(r))
-				return
-			}
-			if len(replies) > 1 {
-				if r == lead {
-					leads[lead] = append(leads[lead], f.Tensors)
-				} else if reason := rankDisagreement(pc.outputs, lead, leads[lead][i], f.Tensors); reason != "" {
-					st.fail(fmt.Sprintf("%s: %s%s", where, reason, pc.groupNote(r)))
-					return
-				}
 			}
 		}
 		if len(rep.Calls) < len(pc.calls) {
@@ -121,6 +103,50 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 	if len(pc.decoys) > 0 {
 		gradeDecoys(pc, pol, tol, len(replies), st)
 	}
+}
+
+// dumpOf is one call's dump on one rank, as gradeDump grades it: call,
+// its number among the calls of its kind; ranks, the case's; where, the
+// call and rank for a failure; expected, its reference outputs; sent, the
+// inputs it must leave as they are; tensors, the dump.
+type dumpOf struct {
+	rank, call, ranks int
+	where             string
+	expected          map[string][]float64
+	sent              map[string]*tensor.Tensor
+	tensors           map[string]*tensor.Tensor
+}
+
+// gradeDump grades one call's dump: its inputs against what Go sent and
+// its outputs against the reference; with several ranks, every rank's
+// outputs bit for bit against its group's first rank's (leads holds, per
+// group, that rank's outputs of each call in order). false: the row
+// failed.
+func gradeDump(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, st *rowState, d dumpOf, leads map[int][]map[string]*tensor.Tensor) bool {
+	res, err := grade.Call(pol, tol, pc.outputs, d.expected, d.tensors, sentInputs(d.sent))
+	st.note(res, d.where)
+	if err != nil {
+		st.infra(fmt.Sprintf("%s: %v", d.where, err))
+		return false
+	}
+	if res.Failure != nil {
+		st.fail(gradeReason(d.where, res.Failure) + pc.groupNote(d.rank))
+		return false
+	}
+	if d.ranks < 2 {
+		return true
+	}
+	lead := 0
+	if g := pc.groupOf(d.rank); g != nil {
+		lead = g[0]
+	}
+	if d.rank == lead {
+		leads[lead] = append(leads[lead], d.tensors)
+	} else if reason := rankDisagreement(pc.outputs, lead, leads[lead][d.call], d.tensors); reason != "" {
+		st.fail(fmt.Sprintf("%s: %s%s", d.where, reason, pc.groupNote(d.rank)))
+		return false
+	}
+	return true
 }
 
 // note counts a graded call (one that did not fail on its inputs) and
