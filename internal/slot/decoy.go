@@ -107,3 +107,73 @@ func (c *Case) Decoy(j int) ([]map[string]*tensor.Tensor, error) {
 	}
 	return out, nil
 }
+
+// StackDecoy is decoy j's layer state in a stack case whose graded calls
+// are calls (StackCall, in order): first, per rank, its state at the
+// first step (Decoy on the case, then, for a decode slot, the engine's
+// zero slots past the first step's lengths, as StepBack leaves the
+// case's), and grow[s−1], per rank, what changes in it from step s to
+// step s+1 (Grow's rows; empty where nothing does).
+func (c *Case) StackDecoy(j int, calls []*Case) (first []map[string]*tensor.Tensor, grow [][]map[string]*tensor.Tensor, err error) {
+	states, err := c.StackDecoyStates(j, calls)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.StackGrowth(j, states)
+}
+
+// StackDecoyStates is decoy j's whole layer state at each step of a stack
+// case whose graded calls are calls, per rank: Decoy's at every step, a
+// decode slot's with the engine's zero slots past each step's lengths.
+// It holds one entry (the state every step has) where no state grows.
+func (c *Case) StackDecoyStates(j int, calls []*Case) ([][]map[string]*tensor.Tensor, error) {
+	full, err := c.Decoy(j)
+	if err != nil {
+		return nil, err
+	}
+	if c.Spec.Steps == nil || len(calls) == 0 {
+		return [][]map[string]*tensor.Tensor{full}, nil
+	}
+	var states [][]map[string]*tensor.Tensor
+	for _, call := range calls {
+		d := call.Clone()
+		for r, m := range full {
+			for k, v := range m {
+				d.Ranks[r][k] = v
+			}
+		}
+		if err := d.zeroTail(); err != nil {
+			return nil, err
+		}
+		if err := d.zeroUnreached(); err != nil {
+			return nil, err
+		}
+		at := make([]map[string]*tensor.Tensor, len(d.Ranks))
+		for r := range d.Ranks {
+			at[r] = map[string]*tensor.Tensor{}
+			for k := range full[r] {
+				at[r][k] = d.Ranks[r][k]
+			}
+		}
+		states = append(states, at)
+	}
+	return states, nil
+}
+
+// StackGrowth is the first of decoy j's states (StackDecoyStates) and,
+// per later step, per rank, what changes from the step before (Grow).
+func (c *Case) StackGrowth(j int, states [][]map[string]*tensor.Tensor) (first []map[string]*tensor.Tensor, grow [][]map[string]*tensor.Tensor, err error) {
+	if len(states) == 0 {
+		return nil, nil, fmt.Errorf("decoy %d: no state", j)
+	}
+	for s := 1; s < len(states); s++ {
+		g := make([]map[string]*tensor.Tensor, len(states[s]))
+		for r := range states[s] {
+			if g[r], err = Grow(states[s-1][r], states[s][r]); err != nil {
+				return nil, nil, fmt.Errorf("decoy %d, step %d: %w", j, s+1, err)
+			}
+		}
+		grow = append(grow, g)
+	}
+	return states[0], grow, nil
+}

@@ -36,7 +36,7 @@ import os
 import random
 import time
 
-from . import guard, host, layout, prepstates, rawmem, wire
+from . import argplan, guard, host, layout, prepstates, rawmem, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -141,7 +141,7 @@ def run(worker, req):
             raise bad("output %r has the name of an input" % name)
         if name.startswith("in."):
             raise bad("output name %r uses the reserved prefix in." % name)
-    plan = _arg_plan(worker, args, host_in, out_names, bool(prepare), process_group)
+    plan = argplan.plan(worker, args, host_in, out_names, bool(prepare), process_group)
     for n in prepare_args + layer_args:
         if n not in host_in:
             raise bad("%s input %r is not in %s" % ("prepare" if n in prepare_args else "layer", n, inputs_file))
@@ -236,68 +236,6 @@ def _read_replay(worker, jobdir, rel, host_in):
             raise bad("replay %s: %r has %s%s, the input has %s%s"
                       % (rel, name, v.dtype, list(v.shape), ref.dtype, list(ref.shape)))
     return t
-
-
-def _arg_plan(worker, args, host_in, out_names, has_prepare, process_group="world"):
-    plan = []
-    for a in args:
-        if not isinstance(a, dict):
-            raise bad("arg must be an object")
-        name = field(a, "name", str)
-        kind = field(a, "kind", str)
-        if kind == "input":
-            if name not in host_in:
-                raise bad("input %r is not in the inputs file" % name)
-            plan.append(("input", name))
-        elif kind == "output":
-            if name not in out_names:
-                raise bad("output arg %r has no output spec" % name)
-            plan.append(("output", name))
-        elif kind == "scalar":
-            plan.append(("scalar", _scalar(a, name)))
-        elif kind == "prepared":
-            if not has_prepare:
-                raise bad("arg %r is prepared state but no prepare is named" % name)
-            plan.append(("prepared", None))
-        elif kind == "group":
-            if worker.group is None:
-                raise bad("arg %r needs a process group; send group first" % name)
-            plan.append(("group", worker.subgroup if process_group == "sub" else worker.group))
-        else:
-            raise bad("arg %r: unknown kind %r" % (name, kind))
-    return plan
-
-
-def _scalar(a, name):
-    """The Python value of a scalar arg. Go may send every scalar as a JSON
-    number (int 16 as 16 or 16.0, bool as 0/1), so integral numbers are
-    accepted for int and 0/1 for bool."""
-    typ = field(a, "type", str)
-    v = a.get("value")
-    number = isinstance(v, (int, float)) and not isinstance(v, bool)
-    if typ == "float":
-        if isinstance(v, str) and v in ("inf", "-inf", "nan"):
-            return float(v)
-        if not number:
-            raise bad("scalar %r: float value expected" % name)
-        return float(v)
-    if typ == "int":
-        if number and float(v).is_integer():
-            return int(v)
-        raise bad("scalar %r: integer value expected, got %r" % (name, v))
-    if typ == "bool":
-        if isinstance(v, bool):
-            return v
-        if number and v in (0, 1):
-            return bool(v)
-        raise bad("scalar %r: bool value (true/false or 0/1) expected, got %r" % (name, v))
-    if typ == "str":
-        if not isinstance(v, str):
-            raise bad("scalar %r: string value expected" % name)
-        return v
-    if typ == "none":
-        return None
-    raise bad("scalar %r: unknown type %r" % (name, typ))
 
 
 # ---------------------------------------------------------------------------
