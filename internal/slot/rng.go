@@ -242,9 +242,11 @@ import (
 // stacks, decoy calls' own activations; v22, session 43: stored formats'
 // lattices, lattice.go; v23, session 44: a stack's stream rows keep
 // their sizes along its layers, depth.go; v24, session 45: graded decoy
-// calls, decoygrade.go, and a stack's growth drawn by stretches). TestInputsGolden pins the bytes a version draws
+// calls, decoygrade.go, and a stack's growth drawn by stretches; v25,
+// session 46: a chained slot's stack passes its residual stream on,
+// chainfeed.go). TestInputsGolden pins the bytes a version draws
 // (testdata/inputs.golden).
-const InputGenerator = "cacheon.slot.input.v24"
+const InputGenerator = "cacheon.slot.input.v25"
 
 // rng is a SplitMix64 stream with a cached second Box–Muller normal.
 type rng struct {

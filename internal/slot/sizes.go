@@ -93,15 +93,21 @@ func (z sizeRand) pick(vals ...int) int { return vals[z.r.intn(len(vals))] }
 func (z sizeRand) coin(p float64) bool { return z.r.uniform() < p }
 
 // widthSizes draws a narrow width (narrowLo to 1024) and a wide one
-// (1025 to 16384) for a slot whose only free size is its last dimension
-// (dim), each on a few rows (count): remainders of any tile a kernel may
-// cut the width into.
+// (1025 to 16384, no multiple of 1024: since v25, after a re-keying drew
+// 5120, the size of a served model, in one seed of 60) for a slot whose
+// only free size is its last dimension (dim), each on a few rows (count):
+// remainders of any tile a kernel may cut the width into.
 func widthSizes(count, dim string, narrowLo int) func(z sizeRand) []Shape {
 	return func(z sizeRand) []Shape {
-		return []Shape{
-			{Name: "drawn-narrow", Dims: Dims{count: z.between(1, 9), dim: z.between(narrowLo, 1024)}},
-			{Name: "drawn-wide", Dims: Dims{count: z.between(1, 4), dim: z.between(1025, 16384)}},
+		narrow := Dims{count: z.between(1, 9), dim: z.between(narrowLo, 1024)}
+		wide := Dims{count: z.between(1, 4), dim: z.between(1025, 16384)}
+		for range 64 {
+			if wide[dim]%1024 != 0 {
+				break
+			}
+			wide[dim] = z.between(1025, 16384)
 		}
+		return []Shape{{Name: "drawn-narrow", Dims: narrow}, {Name: "drawn-wide", Dims: wide}}
 	}
 }
 

@@ -120,5 +120,20 @@ func redTeamCases() []adversarialCase {
 		{name: "rmsnorm_two_norms_per_layer", allDTypes: true, verify: stackOrDecoy + `output out: allclose`},
 		{name: "ar_rmsnorm_tp8_cycle64", worldSizes: []int{8}, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank [0-7], output out_norm: (matched_ratio|allclose)`},
 		{name: "rmsnorm_layer_subset_inplace", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank 0: input mutation: the candidate wrote to input "x"`},
+		// rt45's value feedback (session 46): fused norms that cheat
+		// only where their residual holds, bit for bit, the out_residual
+		// they wrote last, as serving's chained stream hands it; closed
+		// by generator v25's stacks, whose decoy calls pass the stream
+		// on (slot/chainfeed.go, verify/passon.go).
+		{name: "ar_rmsnorm_residual_value_feedback", allDTypes: true, verify: stackOrDecoy + `output out_norm: (matched_ratio|allclose)`},
+		{name: "moe_finalize_residual_value_feedback", allDTypes: true, verify: stackOrDecoy + `output out_norm: (matched_ratio|allclose)`},
+		// rt46 (a red-team helper over v25's first draft, which passed
+		// the stream on only as it was): fused norms that cheat where
+		// their residual is what they wrote last moved a little by
+		// another sublayer's output, in the same memory (this
+		// project's dense tensor-parallel layer) or any (the deep MoE
+		// path); closed by the chains that move it (slot.NewPassOn).
+		{name: "ar_rmsnorm_dense_mlp_delta", allDTypes: true, verify: stackOrDecoy + `output out_norm: (matched_ratio|allclose)`},
+		{name: "moe_finalize_sublayer_delta", allDTypes: true, verify: stackOrDecoy + `output out_norm: (matched_ratio|allclose)`},
 	}
 }

@@ -24,19 +24,29 @@ type gradedDecoy struct {
 	where    string
 	expected []map[string][]float64
 	sent     []map[string]*tensor.Tensor
+	// passOn, where the stack passes its residual stream on (passon.go):
+	// the chained inputs, which the worker read before the call
+	// ("pre.NAME" in the dump); expected is then made at grading from
+	// call with those values.
+	passOn []string
+	call   *slot.Case
 }
 
 // decoyReference is decoy call n's graded form: at layer (0 to Layers−1)
 // and step, on the inputs of at (the StackCall of its step) with the
-// decoy's state at that step and its feed.
-func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*tensor.Tensor, n, layer, step int) (gradedDecoy, error) {
+// decoy's state at that step and its feed; passOn names the chained
+// inputs the call is handed as the call before left them (nil: none),
+// whose reference waits for the dump (passedOnReference).
+func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*tensor.Tensor, n, layer, step int, passOn []string) (gradedDecoy, error) {
 	d, err := pc.c.DecoyCallCase(at, state, feed)
 	if err != nil {
 		return gradedDecoy{}, fmt.Errorf("decoy call %d: %w", n, err)
 	}
-	exp, err := expectedPerRank(d, pc.groups)
-	if err != nil {
-		return gradedDecoy{}, fmt.Errorf("decoy call %d: reference: %w", n, err)
+	var exp []map[string][]float64
+	if passOn == nil {
+		if exp, err = expectedPerRank(d, pc.groups); err != nil {
+			return gradedDecoy{}, fmt.Errorf("decoy call %d: reference: %w", n, err)
+		}
 	}
 	sent := make([]map[string]*tensor.Tensor, len(d.Ranks))
 	for r, m := range d.Ranks {
@@ -48,7 +58,10 @@ func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*te
 		}
 	}
 	st := pc.stack
-	return gradedDecoy{n: n, expected: exp, sent: sent,
+	if passOn == nil {
+		d = nil // the reference is made: the case is not kept
+	}
+	return gradedDecoy{n: n, expected: exp, sent: sent, passOn: passOn, call: d,
 		where: fmt.Sprintf("%s, stack step %d of %d, graded decoy call at layer %d of %d (another layer's state)",
 			pc.label, step+1, st.Steps, layer+1, st.Layers)}, nil
 }
@@ -71,6 +84,9 @@ func decoyFile(n int) string { return fmt.Sprintf("decoy-%d.safetensors", n) }
 // against its reference, as a graded call's, and, for a collective, every
 // rank's outputs bit for bit against its group's first rank's.
 func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks int, st *rowState) {
+	if !passedOnReferences(pc, ranks, st) {
+		return
+	}
 	leads := map[int][]map[string]*tensor.Tensor{}
 	for r := range ranks {
 		for i, d := range pc.decoys {

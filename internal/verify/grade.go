@@ -69,8 +69,12 @@ func gradeCase(pc *plannedCase, replies []*worker.RunReply, spec *slot.Spec, o O
 			outs, ins := splitIdentity(cf.Before, pc.outputs)
 			if firstOut != nil && plan.phase == "replay" && len(pc.chain) > 0 {
 				// The chained inputs are in the memory the call before
-				// wrote their outputs in, and those outputs moved on.
-				if reason := passedOn(pc.chain, firstOut, firstIn, outs, ins); reason != "" {
+				// wrote their outputs in, and those outputs moved on (in
+				// a stack, the decoy calls between passed it on: the
+				// last of them wrote it, passon.go).
+				if pc.stack != nil {
+					movedOn(pc.chain, firstOut, firstIn, outs, ins)
+				} else if reason := passedOn(pc.chain, firstOut, firstIn, outs, ins); reason != "" {
 					st.fail(fmt.Sprintf("%s: %s", where, reason))
 					return
 				}
@@ -349,6 +353,15 @@ func passedOn(chain map[string]string, prev, base, outs, ins map[string]worker.I
 		prev[o], base[in] = n, i
 	}
 	return ""
+}
+
+// movedOn takes an eager replay's chained identities as the case's from
+// here on, as passedOn does, where decoy calls between passed the memory
+// on (the worker reports no decoy call's identities).
+func movedOn(chain map[string]string, prev, base, outs, ins map[string]worker.Identity) {
+	for o, in := range chain {
+		prev[o], base[in] = outs[o], ins[in]
+	}
 }
 
 func sameStorage(kind string, first, now map[string]worker.Identity) string {

@@ -325,6 +325,9 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	for _, a := range spec.PrepareArgs {
 		prepArgs = append(prepArgs, a.Name)
 	}
+	packing, packed := c.PackPlan()
+	pc.packing, pc.packed = packing, packed
+	pc.chain = chainedPairs(c, outs, packing, packed) // before the decoys: a stack passes it on
 	decoys, feeds, decoyCalls, err := layerDecoys(pc, ci, len(replayFiles))
 	if err != nil {
 		return nil, err
@@ -341,9 +344,6 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 		specs = append(specs, worker.OutputSpec{Name: out.Name, DType: out.Spec.DType.String(), Shape: out.Spec.Shape,
 			Stride: out.Spec.Strides(), Alignment: out.Spec.Alignment})
 	}
-	packing, packed := c.PackPlan()
-	pc.packing, pc.packed = packing, packed
-	pc.chain = chainedPairs(c, outs, packing, packed)
 	for r := range c.Ranks {
 		req := worker.RunRequest{
 			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,

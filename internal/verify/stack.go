@@ -134,6 +134,14 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 		graded[k] = i
 	}
 	pc.decoys = make([]gradedDecoy, len(sample))
+	// A chained slot's feeds are held until the stream is passed on
+	// through them in call order (passOnFeeds); any other's are written
+	// as they are made.
+	passOn := pc.passOnPairs()
+	var held []heldFeed
+	if len(passOn) > 0 {
+		held = make([]heldFeed, total)
+	}
 	// Decoy j's file, then its call before each graded call c
 	// (slot.Stack.DecoyCall): its activations in the stream between the
 	// graded calls around it (slot.Case.StreamFeed), at a decode step
@@ -169,11 +177,6 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 			if err := steps[step].FeedAtDepth(ranks, st, st.Depth(j), step); err != nil {
 				return err
 			}
-			if i, ok := graded[f]; ok {
-				if pc.decoys[i], err = decoyReference(pc, steps[step], states[min(step, len(states)-1)], ranks, f, st.Depth(j), step); err != nil {
-					return err
-				}
-			}
 			var extra [][]map[string]*tensor.Tensor
 			if shared := steps[step].StepShared(); step == gc && gc > 0 && shared != nil {
 				extra = append(extra, shared)
@@ -181,23 +184,55 @@ func layerDecoys(pc *plannedCase, ci, replays int) (decoys, feeds []string, call
 			if step > 0 && grow != nil {
 				extra = append(extra, grow[step-1])
 			}
-			for _, e := range extra {
-				for r := range ranks {
-					if ranks[r] == nil {
-						ranks[r] = map[string]*tensor.Tensor{}
-					}
-					for k, v := range e[r] {
-						ranks[r][k] = v
-					}
+			state := states[min(step, len(states)-1)]
+			if held != nil {
+				held[f] = heldFeed{ranks: ranks, extra: extra, state: state, step: step, layer: st.Depth(j)}
+				continue
+			}
+			if i, ok := graded[f]; ok {
+				if pc.decoys[i], err = decoyReference(pc, steps[step], state, ranks, f, st.Depth(j), step, nil); err != nil {
+					return err
 				}
 			}
-			if err := writeRanks(pc.dirs, feeds[f], ranks); err != nil {
+			if err := writeRanks(pc.dirs, feeds[f], withExtra(ranks, extra)); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	if err != nil || held == nil {
+		return decoys, feeds, calls, err
+	}
+	if err := passOnFeeds(pc, steps, passOn, held); err != nil {
+		return nil, nil, nil, err
+	}
+	err = sideBySide(total, func(f int) error {
+		h := held[f]
+		if i, ok := graded[f]; ok {
+			var err error
+			if pc.decoys[i], err = decoyReference(pc, steps[h.step], h.state, h.ranks, f, h.layer, h.step, passOnInputs(passOn)); err != nil {
+				return err
+			}
+		}
+		return writeRanks(pc.dirs, feeds[f], withExtra(h.ranks, h.extra))
+	})
 	return decoys, feeds, calls, err
+}
+
+// withExtra adds to each rank's feed what every layer of its step shares
+// and what the decoy's state gained (layerDecoys).
+func withExtra(ranks []map[string]*tensor.Tensor, extra [][]map[string]*tensor.Tensor) []map[string]*tensor.Tensor {
+	for _, e := range extra {
+		for r := range ranks {
+			if ranks[r] == nil {
+				ranks[r] = map[string]*tensor.Tensor{}
+			}
+			for k, v := range e[r] {
+				ranks[r][k] = v
+			}
+		}
+	}
+	return ranks
 }
 
 func decoyNames(n int) []string {

@@ -36,11 +36,24 @@ inputs, which the call does not take, and a decoy layer's own inputs),
 for Go to grade against the reference of that call's inputs. Nothing
 before or during the call differs from any other decoy call's.
 
+Where the request chains an output to an input (``chain``, the fused
+norms' residual stream), every decoy call is handed the output the call
+before it wrote, in that memory and unchanged, as serving hands its next
+layer (its feed writes the input only at a step's first layer, where Go
+starts the stream, or moves it to fresh memory, ``NAME@move``, and adds
+another sublayer's output to it, ``NAME@add``, as engines that add an
+output between two fused calls do); the input is read raw before every
+decoy call, and
+a graded one's dump holds it as ``pre.NAME``: Go grades the call from
+those values (generator v25).
+
 A prepare that leaves its result in module state for the entry to read,
 ignoring its prepared argument, an entry that keeps the first state it
 is called with, or one that changes its arithmetic once a state comes
 back after many others, fails the graded calls.
 """
+
+import ctypes
 
 from . import guard, host, wire
 from .wire import Failure, bad
@@ -101,18 +114,28 @@ def _prepare(case, pfn, argv):
     return _guarded(case, lambda: pfn(*argv), "prepare: ", "prepare_error", "")
 
 
-def check_feed(rel, data, host_in, layer_args, prepared=False):
+def check_feed(rel, data, host_in, layer_args, prepared=False, chained=()):
     """Refuse a feed file that holds anything but inputs other than the
-    layer inputs, and NAME@at / NAME@rows pairs of a layer input NAME
+    layer inputs, NAME@at / NAME@rows pairs of a layer input NAME
     (int64 [m, 2] row indices in range, rows [m, ...] of its dtype; not
     where a prepare made the decoys' states, which hold no inputs to
-    grow)."""
+    grow), and, for a chained input NAME, NAME@add (of its dtype and
+    shape) and NAME@move (any tensor: a flag), not with NAME itself."""
     grows = set()
     for name, t in data.items():
         base, _, part = name.partition("@")
         ref = host_in.get(base)
         if ref is None:
             raise bad("decoy feed %s: %r is not an input" % (rel, base))
+        if part in ("add", "move"):
+            if base not in chained:
+                raise bad("decoy feed %s: %r: only a chained input is moved or added to" % (rel, name))
+            if base in data:
+                raise bad("decoy feed %s: %r comes with %r, which writes the input" % (rel, name, base))
+            if part == "add" and (t.dtype != ref.dtype or list(t.shape) != list(ref.shape)):
+                raise bad("decoy feed %s: %r has %s%s, the input has %s%s"
+                          % (rel, name, t.dtype, list(t.shape), ref.dtype, list(ref.shape)))
+            continue
         if not part:
             if base in layer_args:
                 raise bad("decoy feed %s: %r is a layer input; grow it with %s@at and %s@rows"
@@ -156,22 +179,48 @@ class Cycle:
         capture: one past the replays)."""
         if not self.states or i >= len(self.counts):
             return
+        case = self.case
         for _ in range(self.counts[i]):
             state = self.states[self.next % len(self.states)]
+            self._pass_on()
             if self.next < len(self.feeds):
                 self._feed(self.feeds[self.next], state)
+            # every decoy call's chained inputs as they are before it (a
+            # graded one's go into its dump): the same work before each
+            pre = _before(case)
             n = self.next
             self.next += 1
-            decoy_call(self.case, self.fn, lambda: self.arguments(state))
+            decoy_call(case, self.fn, lambda: self.arguments(state))
             if n in self.dumps:
-                self.case.dump_decoy("decoy-%d.safetensors" % n, state)
+                case.dump_decoy("decoy-%d.safetensors" % n, state, pre)
+
+    def _pass_on(self):
+        """Serving's residual stream through the decoy calls (the case's
+        chain: output -> input): the chained input in the memory the call
+        before wrote the output in, as it was left (a feed that holds the
+        input, a step's first layer, writes its values there), the output
+        in fresh memory. The graded call after them finds its own values
+        written back (restore)."""
+        case = self.case
+        if not case.calls and self.next == 0:
+            return  # no call has written an output yet: the input stays
+        for out_name, in_name in case.chain.items():
+            case.own_in[in_name] = case.outs[out_name].contract
+            case.outs[out_name] = host.alloc_output(case.ops, case.specs[out_name], case.dev)
+            self.fed.add(in_name)
 
     def _feed(self, data, state):
         case = self.case
         own = {}
         for name, t in data.items():
             base, _, part = name.partition("@")
-            if not part:
+            if part == "move":
+                _move(case, base)
+        for name, t in data.items():
+            base, _, part = name.partition("@")
+            if part == "add":
+                _add(case, base, t)
+            elif not part:
                 own[name] = t
             elif part == "at":
                 if type(state) is not Layer:
@@ -211,6 +260,41 @@ def check_dumps(dumps, calls):
         if n >= calls:
             raise bad("field 'decoy_dumps' names decoy call %d of %d" % (n, calls))
     return dumps
+
+
+def _move(case, name):
+    """A chained input's values into fresh memory of its own (as a stream
+    another kernel wrote anew between two calls of this one)."""
+    old = case.own_in[name]
+    dt, shape = case.raw.dtype_shape(old)
+    data = case.raw.read(old)
+    new = case.placed(case.torch.empty(shape, dtype=dt))
+    case.raw.write_bytes(new, data)
+    case.own_in[name] = new
+
+
+def _add(case, name, delta):
+    """delta added to a chained input in place, rounded once from float32
+    (a sublayer's output added to the stream between two calls)."""
+    torch, dst = case.torch, case.own_in[name]
+    dt, shape = case.raw.dtype_shape(dst)
+    cur = torch.empty(shape, dtype=dt)
+    data = case.raw.read(dst)
+    if data:
+        ctypes.memmove(cur.data_ptr(), data, len(data))
+    case.raw.write(dst, (cur.float() + delta.float()).to(dt))
+
+
+def _before(case):
+    """The case's chained inputs read raw (name -> stio.RawTensor)."""
+    out = {}
+    for name in case.chain.values():
+        try:
+            out[name] = case.w.stio.raw(case.own_in[name])
+        except BaseException as e:  # noqa: B902
+            raise Failure(wire.exc_error("exception", e,
+                                         "reading %r before a call with another layer's state failed: " % name))
+    return out
 
 
 def decoy_call(case, fn, arguments):

@@ -151,11 +151,10 @@ def run(worker, req):
     for r, d in zip(decoys, decoy_data):
         if sorted(d) != sorted(layer_args):
             raise bad("decoy %s must hold the %s inputs %s" % (r, "prepare" if prepare else "layer", sorted(layer_args)))
+    layout.check_chain(ops, chain, specs, host_in)
     feed_data = [_read(worker, jobdir, r) for r in decoy_feeds]
     for r, d in zip(decoy_feeds, feed_data):
-        prepstates.check_feed(r, d, host_in, layer_args, prepared=bool(prepare))
-
-    layout.check_chain(ops, chain, specs, host_in)
+        prepstates.check_feed(r, d, host_in, layer_args, prepared=bool(prepare), chained=chain.values())
 
     fn = loader.lookup(mod, entry, "entry")
     pfn = loader.lookup(mod, prepare, "prepare") if prepare else None
@@ -501,13 +500,14 @@ class _Case:
             raise Failure(host.tamper_error(problem, "in graph capture: "))
         return g
 
-    def dump_decoy(self, rel, state):
+    def dump_decoy(self, rel, state, pre=None):
         """Write a graded decoy call's dump to rel in the case's directory
         (prepstates.Cycle): the outputs (contract views) and, as in.<name>,
         the inputs it was handed as they are after it: the case's own
         memory but the layer inputs, and a decoy layer's own (a prepared
-        state's raw inputs are not the call's). A tensor that cannot be
-        read back is the call's failure."""
+        state's raw inputs are not the call's); pre (name -> a raw
+        snapshot) as pre.<name>: the chained inputs before the call. A
+        tensor that cannot be read back is the call's failure."""
         items = [(n, o.contract) for n, o in self.outs.items()]
         items += [("in." + n, t) for n, t in self.own_in.items() if n not in self.layer_args]
         if type(state) is prepstates.Layer:
@@ -519,6 +519,8 @@ class _Case:
             except BaseException as e:  # noqa: B902
                 raise Failure(wire.exc_error("exception", e,
                                              "reading %r after a call with another layer's state failed: " % name))
+        for name, t in (pre or {}).items():
+            tensors["pre." + name] = t
         try:
             self.w.stio.save(os.path.join(self.jobdir, rel), tensors)
         except BaseException as e:  # noqa: B902

@@ -115,6 +115,10 @@ BUNDLE_FILES = {
             seen.fill_(-1)
             seen[:len(tail)] = torch.tensor(tail, dtype=seen.dtype)
 
+        def chained(x, residual, w, out, out_residual):
+            out_residual.copy_(x + residual)
+            out.copy_(out_residual * w)
+
         def prepare_fails(w):
             raise RuntimeError("bad weights")
 
@@ -290,7 +294,7 @@ class WorkerTestBase(unittest.TestCase):
     def run_case(self, entry, inputs, outputs, args=None, replays=(), prepare="",
                  prepare_args=(), graph=False, graph_replays=(), device=None,
                  source="kernels/cands.py", packed=None, decoys=(), decoy_calls=None,
-                 layer_args=None, feeds=(), decoy_dumps=None):
+                 layer_args=None, feeds=(), decoy_dumps=None, chain=None):
         """Write inputs/replays, send load + run; return (reply, case dir)."""
         module, rep = self.load(entry, prepare=prepare, source=source)
         self.assertTrue(rep["ok"], rep)
@@ -325,6 +329,8 @@ class WorkerTestBase(unittest.TestCase):
             extra["decoy_calls"] = decoy_calls
         if decoy_dumps is not None:
             extra["decoy_dumps"] = decoy_dumps
+        if chain is not None:
+            extra["chain"] = chain
         if args is None:
             args = [{"name": "x", "kind": "input"}, {"name": "out", "kind": "output"}]
         rep = self.w.request({
