@@ -36,7 +36,7 @@ type gradedDecoy struct {
 // and step, on the inputs of at (the StackCall of its step) with the
 // decoy's state at that step and its feed; passOn names the chained
 // inputs the call is handed as the call before left them (nil: none),
-// whose reference waits for the dump (passedOnReference).
+// whose reference waits for the dump (passedOnReferences).
 func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*tensor.Tensor, n, layer, step int, passOn []string) (gradedDecoy, error) {
 	d, err := pc.c.DecoyCallCase(at, state, feed)
 	if err != nil {

@@ -43,9 +43,8 @@ layer (its feed writes the input only at a step's first layer, where Go
 starts the stream, or moves it to fresh memory, ``NAME@move``, and adds
 another sublayer's output to it, ``NAME@add``, as engines that add an
 output between two fused calls do); the input is read raw before every
-decoy call, and
-a graded one's dump holds it as ``pre.NAME``: Go grades the call from
-those values (generator v25).
+decoy call, and a graded one's dump holds it as ``pre.NAME``: Go grades
+the call from those values (generator v25).
 
 A prepare that leaves its result in module state for the entry to read,
 ignoring its prepared argument, an entry that keeps the first state it
@@ -55,7 +54,7 @@ back after many others, fails the graded calls.
 
 import ctypes
 
-from . import guard, host, wire
+from . import guard, host, rawmem, wire
 from .wire import Failure, bad
 
 
@@ -215,11 +214,11 @@ class Cycle:
         for name, t in data.items():
             base, _, part = name.partition("@")
             if part == "move":
-                _move(case, base)
+                _raw_step(_move, case, base)
         for name, t in data.items():
             base, _, part = name.partition("@")
             if part == "add":
-                _add(case, base, t)
+                _raw_step(_add, case, base, t)
             elif not part:
                 own[name] = t
             elif part == "at":
@@ -260,6 +259,16 @@ def check_dumps(dumps, calls):
         if n >= calls:
             raise bad("field 'decoy_dumps' names decoy call %d of %d" % (n, calls))
     return dumps
+
+
+def _raw_step(step, case, name, *args):
+    """step(case, name, *args) on a chained input; memory the candidate
+    resized or freed is the case's failure."""
+    try:
+        step(case, name, *args)
+    except (ValueError, rawmem.RawError) as e:
+        raise Failure(wire.exc_error("exception", e,
+                                     "passing %r on to a call with another layer's state failed: " % name))
 
 
 def _move(case, name):
