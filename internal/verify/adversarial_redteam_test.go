@@ -118,7 +118,10 @@ func redTeamCases() []adversarialCase {
 		// stack had 64 layers at most), met by v24's norm stacks of up
 		// to 256 layers at any world size (slot.normMaxDepth).
 		{name: "rmsnorm_two_norms_per_layer", allDTypes: true, verify: stackOrDecoy + `output out: allclose`},
-		{name: "ar_rmsnorm_tp8_cycle64", worldSizes: []int{8}, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank [0-7], output out_norm: (matched_ratio|allclose)`},
+		// (v25's re-keyed draws: at seed 1 its bfloat16 and float16
+		// rows FAIL, float32 passes; seed 2 float32 only, seed 3
+		// bfloat16 only)
+		{name: "ar_rmsnorm_tp8_cycle64", allDTypes: true, worldSizes: []int{8}, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank [0-7], output out_norm: (matched_ratio|allclose)`},
 		{name: "rmsnorm_layer_subset_inplace", allDTypes: true, verify: `stack step [0-9]+ of [0-9]+[^:]*, rank 0: input mutation: the candidate wrote to input "x"`},
 		// rt45's value feedback (session 46): fused norms that cheat
 		// only where their residual holds, bit for bit, the out_residual
