@@ -15,8 +15,9 @@ import (
 // The stack case's residual stream passed on (generator v25; slot's
 // chainfeed.go). Where the slot chains an output to an input (its
 // plannedCase.chain: the fused norms' out_residual -> residual), the
-// worker hands every decoy call the output the call before it wrote, in
-// the same memory and unchanged, as serving does; only a step's first
+// worker hands every decoy call the output the call before it wrote, as
+// it is or moved by another sublayer's output in that memory or in fresh
+// memory (the ways engines pass it, slot.NewPassOn); only a step's first
 // layer finds Go's values there (its feed keeps the chained input), and
 // a graded call of the case's own layer finds its own as before. Go
 // grades a graded decoy call from the chained values the worker read
