@@ -10,9 +10,10 @@ import (
 )
 
 // The residual stream passed on (generator v25, session 46). Serving's
-// fused norms (Spec.Chained) hand each call, in the same memory and bit for
-// bit, the out_residual the call before wrote; verify's stack case wrote
-// its own values into that memory before every decoy call, so a kernel that
+// fused norms (Spec.Chained) hand each call the out_residual the call
+// before wrote (bit for bit in a chain of fused norms, moved by another
+// sublayer's output in other engines); verify's stack case wrote its own
+// values into that memory before every decoy call, so a kernel that
 // cheated only where its residual held exactly what it wrote last, and the
 // stream had moved (rt45's ar_rmsnorm_residual_value_feedback,
 // moe_finalize_residual_value_feedback), was honest in every verify call.
@@ -256,7 +257,7 @@ func (p *PassOn) Feed(at *Case, state, feed []map[string]*tensor.Tensor, n int) 
 		}
 	}
 	zero := make([]float64, len(p.s))
-	d, err := at.DecoyCallCase(at, state, feed)
+	d, err := p.c.DecoyCallCase(at, state, feed)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ type gradedDecoy struct {
 // and step, on the inputs of at (the StackCall of its step) with the
 // decoy's state at that step and its feed; passOn names the chained
 // inputs the call is handed as the call before left them (nil: none),
-// whose reference waits for the dump (passedOnReferences).
+// whose reference waits for the dumps (passedOnReference).
 func decoyReference(pc *plannedCase, at *slot.Case, state, feed []map[string]*tensor.Tensor, n, layer, step int, passOn []string) (gradedDecoy, error) {
 	d, err := pc.c.DecoyCallCase(at, state, feed)
 	if err != nil {
@@ -82,26 +82,34 @@ func decoyFile(n int) string { return fmt.Sprintf("decoy-%d.safetensors", n) }
 // gradeDecoys grades the stack case's graded decoy calls on every rank,
 // after its own calls passed: its inputs as Go sent them and each output
 // against its reference, as a graded call's, and, for a collective, every
-// rank's outputs bit for bit against its group's first rank's.
+// rank's outputs bit for bit against its group's first rank's (rank 0:
+// the stack case runs in the world group). A call that takes a passed-on
+// stream gets its reference from its ranks' dumps first
+// (passedOnReference).
 func gradeDecoys(pc *plannedCase, pol metric.Policy, tol metric.Tolerance, ranks int, st *rowState) {
-	if !passedOnReferences(pc, ranks, st) {
-		return
-	}
 	leads := map[int][]map[string]*tensor.Tensor{}
-	for r := range ranks {
-		for i, d := range pc.decoys {
-			where := fmt.Sprintf("%s, rank %d", d.where, r)
+	for i := range pc.decoys {
+		d := &pc.decoys[i]
+		dumps := make([]map[string]*tensor.Tensor, ranks)
+		for r := range ranks {
 			f, err := safetensors.ReadFile(filepath.Join(pc.dirs[r], decoyFile(d.n)), safetensors.Limits{})
 			if err != nil {
-				st.fail(fmt.Sprintf("%s: unreadable call dump: %v", where, err))
+				st.fail(fmt.Sprintf("%s, rank %d: unreadable call dump: %v", d.where, r, err))
 				return
 			}
+			dumps[r] = f.Tensors
+		}
+		if d.passOn != nil && !passedOnReference(pc, d, dumps, st) {
+			return
+		}
+		for r := range ranks {
+			where := fmt.Sprintf("%s, rank %d", d.where, r)
 			if r >= len(d.expected) || r >= len(d.sent) {
 				st.infra(fmt.Sprintf("%s: no reference planned for rank %d", where, r))
 				return
 			}
 			if !gradeDump(pc, pol, tol, st, dumpOf{rank: r, call: i, ranks: ranks, where: where,
-				expected: d.expected[r], sent: d.sent[r], tensors: f.Tensors}, leads) {
+				expected: d.expected[r], sent: d.sent[r], tensors: dumps[r]}, leads) {
 				return
 			}
 		}

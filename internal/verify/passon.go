@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 
-	"cacheon/internal/safetensors"
 	"cacheon/internal/slot"
 	"cacheon/internal/tensor"
 )
@@ -115,54 +113,43 @@ func passOnFeeds(pc *plannedCase, steps []*slot.Case, ps []slot.PassOn, held []h
 	return nil
 }
 
-// passedOnReferences makes the reference of every graded decoy call that
-// takes a passed-on stream: its chained inputs as every rank's dump read
-// them before the call ("pre.NAME", the same on every rank: the call
-// before wrote one reduction on all), which the call must also leave as
-// they were. false: the row failed.
-func passedOnReferences(pc *plannedCase, ranks int, st *rowState) bool {
-	for i := range pc.decoys {
-		d := &pc.decoys[i]
-		if d.passOn == nil {
-			continue
-		}
-		pre := map[string]*tensor.Tensor{}
-		for r := range ranks {
-			where := fmt.Sprintf("%s, rank %d", d.where, r)
-			f, err := safetensors.ReadFile(filepath.Join(pc.dirs[r], decoyFile(d.n)), safetensors.Limits{})
-			if err != nil {
-				st.fail(fmt.Sprintf("%s: unreadable call dump: %v", where, err))
+// passedOnReference makes the reference of graded decoy call d, which
+// takes a passed-on stream, from its ranks' dumps: its chained inputs as
+// the worker read them before the call ("pre.NAME", the same on every
+// rank: the call before wrote one reduction on all), which the call must
+// also leave as they were. false: the row failed.
+func passedOnReference(pc *plannedCase, d *gradedDecoy, dumps []map[string]*tensor.Tensor, st *rowState) bool {
+	pre := map[string]*tensor.Tensor{}
+	for r, dump := range dumps {
+		where := fmt.Sprintf("%s, rank %d", d.where, r)
+		for _, in := range d.passOn {
+			t := dump[passOnPrefix+in]
+			want := d.call.Ranks[0][in]
+			if t == nil || t.DType != want.DType || !slices.Equal(t.Shape, want.Shape) {
+				st.fail(fmt.Sprintf("%s: the dump lacks %s as it was before the call, of %s%v", where, in, want.DType, want.Shape))
 				return false
 			}
-			for _, in := range d.passOn {
-				t := f.Tensors[passOnPrefix+in]
-				want := d.call.Ranks[0][in]
-				if t == nil || t.DType != want.DType || !slices.Equal(t.Shape, want.Shape) {
-					st.fail(fmt.Sprintf("%s: the dump lacks %s as it was before the call, of %s%v", where, in, want.DType, want.Shape))
-					return false
-				}
-				if r == 0 {
-					pre[in] = t
-				} else if !bytes.Equal(t.Data, pre[in].Data) {
-					st.fail(fmt.Sprintf("%s: %s differs from rank 0's before the call: the call before wrote its %s differently on the ranks", where, in, outputOf(pc.chain, in)))
-					return false
-				}
+			if r == 0 {
+				pre[in] = t
+			} else if !bytes.Equal(t.Data, pre[in].Data) {
+				st.fail(fmt.Sprintf("%s: %s differs from rank 0's before the call: the call before wrote its %s differently on the ranks", where, in, outputOf(pc.chain, in)))
+				return false
 			}
 		}
-		c := d.call.Clone()
-		for r := range c.Ranks {
-			for in, t := range pre {
-				c.Ranks[r][in] = t
-				d.sent[r][in] = t
-			}
-		}
-		exp, err := expectedPerRank(c, pc.groups)
-		if err != nil {
-			st.infra(fmt.Sprintf("%s: reference: %v", d.where, err))
-			return false
-		}
-		d.expected = exp
 	}
+	c := d.call.Clone()
+	for r := range c.Ranks {
+		for in, t := range pre {
+			c.Ranks[r][in] = t
+			d.sent[r][in] = t
+		}
+	}
+	exp, err := expectedPerRank(c, pc.groups)
+	if err != nil {
+		st.infra(fmt.Sprintf("%s: reference: %v", d.where, err))
+		return false
+	}
+	d.expected = exp
 	return true
 }
 
