@@ -40,7 +40,9 @@ driver, by this build's runtime: a record made for anything else is
 refused), never from flags. A crown needs two
 passing attempts (the second with the engine placement swapped); its speedup
 is the lower r. A crown over the stock stack is written as the crown record
-cacheon integrate takes (--crown-out).
+cacheon integrate takes (--crown-out). A crown over --incumbent writes none
+(a stack file is not an evaluation stack): a validator node's records come
+from cacheon validator crowns.
 
 --repeat N measures the referee instead of deciding (A/A and the controls
 in docs/performance.md): N independent attempts, the placement order
