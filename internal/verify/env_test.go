@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -55,5 +56,43 @@ func TestCallErrors(t *testing.T) {
 	raised := &worker.Failure{Class: worker.ClassException, Type: "ValueError", Message: "boom\nmore"}
 	if got := callError(raised); got != "candidate raised ValueError: boom" {
 		t.Errorf("callError(exception) = %q", got)
+	}
+}
+
+// TestRunFailureReason: once candidate code has run in a worker, an error
+// the worker reports from its own steps (class internal, a write to a
+// worker that is gone) is the candidate's failure, not a retry; only the
+// run's own end stays the infrastructure's. Before a run (the group
+// request) an internal error stays the infrastructure's.
+func TestRunFailureReason(t *testing.T) {
+	internal := &worker.Failure{Class: "internal", Type: "RuntimeError",
+		Message: "setStorage: ... out of bounds for storage of size 0"}
+	if _, infra := failureReason(internal, ""); !infra {
+		t.Fatal("failureReason(internal) is the candidate's; this test assumes the infrastructure's")
+	}
+	tests := []struct {
+		name      string
+		err       error
+		cancelled bool
+		wantInfra bool
+		want      string
+	}{
+		{"internal", internal, false, false, "the worker failed after candidate code ran in its process: worker internal: setStorage"},
+		{"gone", errors.New("write |1: broken pipe"), false, false, "the worker failed after candidate code ran in its process: worker: write |1: broken pipe"},
+		{"raised", &worker.Failure{Class: worker.ClassException, Type: "ValueError", Message: "boom"}, false, false, "candidate raised: ValueError: boom"},
+		{"cancelled", internal, true, true, "worker internal: setStorage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancelled {
+				cancel()
+			}
+			got, infra := runFailureReason(ctx, tt.err, "")
+			if infra != tt.wantInfra || !strings.HasPrefix(got, tt.want) {
+				t.Errorf("runFailureReason = %q, infra %v; want prefix %q, infra %v", got, infra, tt.want, tt.wantInfra)
+			}
+		})
 	}
 }

@@ -334,11 +334,12 @@ func (c *Client) ReceiveRun(ctx context.Context, id string) (*RunReply, error) {
 	return &rr, nil
 }
 
-// check validates what the decoder cannot: every call error's class.
+// check validates what the decoder cannot: every call error's class. A
+// class the protocol does not name breaks it (*ProtocolError).
 func (rr *RunReply) check() error {
 	for _, cf := range rr.Calls {
 		if cf.Error != nil && cf.Error.Class != ClassException && cf.Error.Class != ClassTamper {
-			return fmt.Errorf("run reply %s: call %d has an error of unknown class %q", rr.ID, cf.Call, cf.Error.Class)
+			return &ProtocolError{Err: fmt.Errorf("run reply %s: call %d has an error of unknown class %q", rr.ID, cf.Call, cf.Error.Class)}
 		}
 	}
 	return nil

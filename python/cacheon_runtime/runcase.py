@@ -299,7 +299,17 @@ class _Case:
         call replays the last."""
         ops = self.ops
         self.vis_in = {n: ops.detach(t) for n, t in self.own_in.items()}
-        self.vis_out = {n: host.renew_visible(ops, o) for n, o in self.outs.items()}
+        vis = {}
+        for n, o in self.outs.items():
+            try:
+                vis[n] = host.renew_visible(ops, o)
+            except RuntimeError as e:
+                # only a call can have shrunk or freed it (resize_ on its
+                # storage): the candidate's doing, never the runtime's
+                raise Failure(host.tamper_error(
+                    "the memory of output %r no longer holds its contract's layout (an earlier call resized or "
+                    "freed its storage): %s" % (n, wire.clip(str(e), 200))))
+        self.vis_out = vis
 
     def pass_on(self, new):
         """Serving's residual stream (chain: output -> input, the pairs Go

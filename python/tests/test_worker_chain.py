@@ -82,6 +82,34 @@ class ChainedDecoyTest(WorkerTestBase):
         self.assertNotIn("pre.residual", t)
         self.assertTrue(torch.equal(t["in.residual"], start))
 
+    def test_a_freed_stream_is_the_candidates_failure(self):
+        # A call that frees the memory of the stream it hands on (resize_
+        # on its storage) fails the case as the candidate's, named, at the
+        # step that meets it: a decoy call's raw read before it, the way
+        # the stream is passed on (@add, @move), or a graded call's fresh
+        # tensor objects over that output (the guard's finding).
+        args = [{"name": "x", "kind": "input"}, {"name": "residual", "kind": "input"},
+                {"name": "w", "kind": "input"}, {"name": "out", "kind": "output"},
+                {"name": "out_residual", "kind": "output"}]
+        outputs = [self.out_spec(shape=(4, 8)), self.out_spec("out_residual", shape=(4, 8))]
+        x = lambda: torch.randn(4, 8)  # noqa: E731
+        for freeing, feed, cls, what in (
+                (1, {"x": x()}, "exception", "reading 'residual' before a call with another layer's state failed"),
+                (1, {"x": x(), "residual@add": x()}, "exception", "passing 'residual' on to a call"),
+                (1, {"x": x(), "residual@move": torch.ones(1)}, "exception", "passing 'residual' on to a call"),
+                (0, {"x": x()}, "tamper", "the memory of output 'out_residual' no longer holds")):
+            dws = [x() for _ in range(3)]
+            dws[freeing][0, 0] = 7  # the layer whose calls free it (chained_frees)
+            rep, _ = self.run_case("chained_frees", {"x": x(), "residual": x(), "w": x()}, outputs, args=args,
+                                   replays=[{"x": x(), "residual": x()}], layer_args=["w"],
+                                   decoys=[{"w": t} for t in dws], decoy_calls=[1, 3],
+                                   feeds=[{"x": x()}, {"x": x()}, feed, {"x": x()}],
+                                   decoy_dumps=[3], chain={"out_residual": "residual"})
+            self.assertFalse(rep["ok"], what)
+            self.assertEqual(rep["error"]["class"], cls, rep)
+            self.assertIn(what, rep["error"]["message"])
+            self.assertIn("resized or freed", rep["error"]["message"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -119,6 +119,15 @@ BUNDLE_FILES = {
             out_residual.copy_(x + residual)
             out.copy_(out_residual * w)
 
+        def chained_frees(x, residual, w, out, out_residual):
+            # honest in its values; with the layer whose w[0, 0] is 7 it
+            # then frees the memory of the stream it hands on, which the
+            # next call in the chain reads
+            out_residual.copy_(x + residual)
+            out.copy_(out_residual * w)
+            if float(w[0, 0]) == 7.0:
+                out_residual.storage().resize_(0)
+
         def prepare_fails(w):
             raise RuntimeError("bad weights")
 
