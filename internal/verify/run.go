@@ -299,7 +299,6 @@ func callError(f *worker.Failure) string {
 	return fmt.Sprintf("candidate raised %s: %s", f.Type, oneLine(f.Message))
 }
 
-// tamperReason words a tamper finding of the runtime guard.
 // runFailureReason is failureReason for the reply to a run request. The
 // candidate's code has run in that worker's process by then, so an error
 // the worker reports from its own steps (class internal, or any class
@@ -318,6 +317,7 @@ func runFailureReason(ctx context.Context, err error, stderr string) (reason str
 	return reason, infra
 }
 
+// tamperReason words a tamper finding of the runtime guard.
 func tamperReason(message string) string {
 	return "the runtime guard refused the candidate: " + oneLine(strings.TrimPrefix(message, "runtime guard: "))
 }
