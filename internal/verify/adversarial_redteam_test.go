@@ -138,5 +138,13 @@ func redTeamCases() []adversarialCase {
 		// path); closed by the chains that move it (slot.NewPassOn).
 		{name: "ar_rmsnorm_dense_mlp_delta", allDTypes: true, verify: stackOrDecoy + `output out_norm: (matched_ratio|allclose)`},
 		{name: "moe_finalize_sublayer_delta", allDTypes: true, verify: stackOrDecoy + `output out_norm: (matched_ratio|allclose)`},
+		// rt47 (session 47): wrong kernels that ended verify INFRA, a
+		// retry, by raising at load an exception the worker could not
+		// format (a message whose str subclass raises in __radd__);
+		// closed by wire.as_text and by candidateRanReason (any failed
+		// load or run request is the candidate's).
+		{name: "import_unprintable_message", verify: `import error: _Boom: not ready|the worker failed after candidate code ran`},
+		{name: "lookup_unprintable_message", verify: `missing entry: looking up entry 'silu_and_mul': not ready|the worker failed after candidate code ran`},
+		{name: "variant_unprintable_half", verify: `silu_and_mul/large float32: FAIL .*(missing entry: looking up entry 'silu_and_mul_large': not ready|the worker failed after candidate code ran)`},
 	}
 }

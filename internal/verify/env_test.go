@@ -59,12 +59,13 @@ func TestCallErrors(t *testing.T) {
 	}
 }
 
-// TestRunFailureReason: once candidate code has run in a worker, an error
-// the worker reports from its own steps (class internal, a write to a
-// worker that is gone) is the candidate's failure, not a retry; only the
-// run's own end stays the infrastructure's. Before a run (the group
-// request) an internal error stays the infrastructure's.
-func TestRunFailureReason(t *testing.T) {
+// TestCandidateRanReason: once candidate code has run in a worker (a load
+// or run request), an error the worker reports from its own steps (class
+// internal, a write to a worker that is gone) is the candidate's failure,
+// not a retry; only the run's own end stays the infrastructure's. Before
+// any load (the group request) an internal error stays the
+// infrastructure's.
+func TestCandidateRanReason(t *testing.T) {
 	internal := &worker.Failure{Class: "internal", Type: "RuntimeError",
 		Message: "setStorage: ... out of bounds for storage of size 0"}
 	if _, infra := failureReason(internal, ""); !infra {
@@ -89,9 +90,9 @@ func TestRunFailureReason(t *testing.T) {
 			if tt.cancelled {
 				cancel()
 			}
-			got, infra := runFailureReason(ctx, tt.err, "")
+			got, infra := candidateRanReason(ctx, tt.err, "")
 			if infra != tt.wantInfra || !strings.HasPrefix(got, tt.want) {
-				t.Errorf("runFailureReason = %q, infra %v; want prefix %q, infra %v", got, infra, tt.want, tt.wantInfra)
+				t.Errorf("candidateRanReason = %q, infra %v; want prefix %q, infra %v", got, infra, tt.want, tt.wantInfra)
 			}
 		})
 	}

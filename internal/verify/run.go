@@ -37,7 +37,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		loaded, err := c.LoadEntry(lctx, mid, b.Dir, op.Source, op.Entry, op.Prepare)
 		cancel()
 		if err != nil {
-			reason, infra := failureReason(err, c.Stderr())
+			reason, infra := candidateRanReason(ctx, err, c.Stderr())
 			st.failOrInfra(reason, infra)
 			st.row.Stderr = tail(c.Stderr())
 			return
@@ -95,7 +95,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				pc.req[r].CheckObjects = bi == 0 || bi == len(batches)-1
 				id, err := c.SendRun(pc.req[r])
 				if err != nil {
-					reason, infra := runFailureReason(ctx, err, c.Stderr())
+					reason, infra := candidateRanReason(ctx, err, c.Stderr())
 					g.fail(reason, infra, -1)
 					return
 				}
@@ -116,7 +116,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 					}
 					reason = fmt.Sprintf("%s, rank %d: %s%s", pc.where(ce.call), r, callError(ce.f), pc.groupNote(r))
 				} else {
-					reason, infra = runFailureReason(ctx, err, clients[r].Stderr())
+					reason, infra = candidateRanReason(ctx, err, clients[r].Stderr())
 					reason = fmt.Sprintf("%s, rank %d: %s", pc.label, r, reason)
 				}
 				if len(clients) > 1 {
@@ -299,17 +299,20 @@ func callError(f *worker.Failure) string {
 	return fmt.Sprintf("candidate raised %s: %s", f.Type, oneLine(f.Message))
 }
 
-// runFailureReason is failureReason for the reply to a run request. The
-// candidate's code has run in that worker's process by then, so an error
-// the worker reports from its own steps (class internal, or any class
-// failureReason does not know) may be the candidate's doing: memory the
-// worker owns freed or resized by a call, state the guard does not watch
-// changed. It is the candidate's failure, never the infrastructure's, as a
-// reply that breaks the protocol is: a kernel cannot turn its verify into a
-// retry by breaking the worker.
-// Only the run's own end (ctx cancelled: the user, a limit of the caller)
-// stays the infrastructure's.
-func runFailureReason(ctx context.Context, err error, stderr string) (reason string, infra bool) {
+// candidateRanReason is failureReason for the reply to a load or run
+// request. The candidate's code has run in that worker's process by then
+// (a load imports it and looks its entry up, which a module __getattr__
+// answers), so an error the worker reports from its own steps (class
+// internal, or any class failureReason does not know) may be the
+// candidate's doing: memory the worker owns freed or resized by a call,
+// the worker's formatting of the candidate's exception broken (rt47: a
+// message whose str subclass raised in __radd__), state the guard does not
+// watch changed. It is the candidate's failure, never the
+// infrastructure's, as a reply that breaks the protocol is: a kernel
+// cannot turn its verify into a retry by breaking the worker. Only the
+// run's own end (ctx cancelled: the user, a limit of the caller) stays the
+// infrastructure's.
+func candidateRanReason(ctx context.Context, err error, stderr string) (reason string, infra bool) {
 	reason, infra = failureReason(err, stderr)
 	if infra && ctx.Err() == nil {
 		return "the worker failed after candidate code ran in its process: " + reason, false

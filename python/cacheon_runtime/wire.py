@@ -20,15 +20,26 @@ class Failure(Exception):
         self.error = error
 
 
+def as_text(obj, fallback="<unprintable>"):
+    """str(obj) as an exact str, fallback when that fails. What candidate
+    code hands over (an exception's message, a class's name) may be a str
+    subclass whose methods are the candidate's: one whose ``__radd__``
+    raised broke the worker's own formatting of a failed load, which then
+    read as the worker's failure (rt47)."""
+    try:
+        if not isinstance(obj, str):
+            obj = str(obj)
+        # str.__str__ of a subclass is a copy of its characters as an
+        # exact str; of anything only claiming to be a str it raises
+        return obj if type(obj) is str else str.__str__(obj)
+    except BaseException:  # noqa: B902 - hostile __str__ or __class__
+        return fallback
+
+
 def clip(text, limit=MAX_TEXT_BYTES, tail=False):
     """Return text as valid UTF-8 of at most limit bytes (its head, or its
     tail when tail is true)."""
-    if not isinstance(text, str):
-        try:
-            text = str(text)
-        except BaseException:  # noqa: B902 - hostile __str__
-            text = "<unprintable>"
-    b = text.encode("utf-8", "replace")
+    b = as_text(text).encode("utf-8", "replace")
     if len(b) > limit:
         b = b[-limit:] if tail else b[:limit]
     return b.decode("utf-8", "ignore")
@@ -38,13 +49,11 @@ def exc_error(cls, exc, prefix=""):
     """Protocol error object for an exception (usually raised by candidate
     code, so every step of formatting it is guarded)."""
     try:
-        name = type(exc).__name__
+        name = as_text(type(exc).__name__, "BaseException")
     except BaseException:  # noqa: B902
         name = "BaseException"
-    try:
-        msg = str(exc)
-    except BaseException:  # noqa: B902
-        msg = "<unprintable exception>"
+    msg = as_text(exc, "<unprintable exception>")
+    prefix = as_text(prefix)
     try:
         # Each chunk (a frame, a chained-exception header, the exception line)
         # is clipped on its own so that a huge message cannot push the frames

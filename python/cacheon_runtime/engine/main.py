@@ -59,7 +59,7 @@ class Server:
 
     def _class_of(self, e):
         oom = getattr(self.torch.cuda, "OutOfMemoryError", None)
-        if (oom is not None and isinstance(e, oom)) or (isinstance(e, RuntimeError) and "out of memory" in str(e)):
+        if (oom is not None and isinstance(e, oom)) or (isinstance(e, RuntimeError) and "out of memory" in wire.as_text(e)):
             return "oom"
         return "internal"
 
