@@ -347,7 +347,34 @@ func (s *Session) Attribute(err error) error {
 	if candidates && errors.As(err, &te) {
 		err = fmt.Errorf("%w (the stack has candidates: one that never returns ends this way; run the stack's bundles through cacheon verify)", err)
 	}
+	if candidates {
+		// candidate code ran in the runtime (its load imports it): the
+		// failure may be the candidate's doing, and a caller with an
+		// engine without it to compare can tell (CandidateRanError)
+		err = &CandidateRanError{Err: err}
+	}
 	return fault.InfraErr(err)
+}
+
+// CandidateRanError is an engine failure the engine could not attribute,
+// of a session whose stack holds candidates, after their code was
+// imported: the runtime's own steps failed (class internal or oom, the
+// runtime died or timed out), which candidate code sharing the process can
+// cause (rt47: a kernel that used up the address space after its call made
+// the engine's next allocation fail). It stays the infrastructure's until
+// a caller shows otherwise: the referee and verify's served stage run the
+// same work on an engine without the candidate, and a failure that engine
+// does not share is the candidate's (RanCandidate).
+type CandidateRanError struct{ Err error }
+
+func (e *CandidateRanError) Error() string { return e.Err.Error() }
+func (e *CandidateRanError) Unwrap() error { return e.Err }
+
+// RanCandidate reports whether err is an engine failure of a session with
+// candidates that nobody attributed (*CandidateRanError).
+func RanCandidate(err error) bool {
+	var cr *CandidateRanError
+	return errors.As(err, &cr)
 }
 
 // Bench runs the arena's workload on the session's engine (see Bench).

@@ -329,7 +329,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	r.say("C: loading the candidate engine")
 	cand, err := r.Open(ctx, candCfg)
 	if err != nil {
-		return Attribute(err, ReasonCandidateErr, "candidate engine")
+		return r.blame(ctx, "C", Attribute(err, ReasonCandidateErr, "candidate engine"), inc)
 	}
 	v := r.nudge(ctx, "C")
 	if v.Outcome == "" {
@@ -340,7 +340,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 	}
 	_ = cand.Close()
 	if v.Outcome != "" {
-		return v
+		return r.blame(ctx, "C", v, inc)
 	}
 	after, err := r.Device.MemoryUsed(ctx)
 	if err != nil {
@@ -369,7 +369,7 @@ func (r *Referee) roles(ctx context.Context, st *attemptState, qr QualityRule) V
 		return speed.Verdict
 	}
 	// A: the audit, on a fresh candidate engine run as C was (graphs included).
-	audit := r.audit(ctx, st, candCfg)
+	audit := r.blame(ctx, "A", r.audit(ctx, st, candCfg), inc)
 	if audit.Outcome != "" && !r.Measure {
 		return audit
 	}
@@ -431,6 +431,24 @@ func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Ses
 		}
 	}
 	return Verdict{}
+}
+
+// blame tells whose an engine crash of a candidate's engine was (v, NO_DECISION
+// `engine_crash`: its engine failed in its own steps after the candidate's
+// code ran there, rt47b's address-space exhaustion among the ways): once
+// that engine has ended, the resident incumbent serves one untimed read on
+// the same device. If it serves, the failure came with the candidate: FAIL
+// `candidate_engine_failed`. If it fails too, the machine is at fault and v
+// stands. Any other verdict is returned as it is.
+func (r *Referee) blame(ctx context.Context, role string, v Verdict, inc Session) Verdict {
+	if v.Reason != ReasonEngineCrash || ctx.Err() != nil {
+		return v
+	}
+	r.say("%s: the candidate's engine failed; reading the incumbent to tell whose fault it was", role)
+	if _, err := inc.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime}); err != nil {
+		return Because(ReasonEngineCrash, "%s; the incumbent failed a read after it too: %v", v.Detail, err)
+	}
+	return Because(ReasonCandidateEngine, "%s; the incumbent engine served a read after it on the same device", v.Detail)
 }
 
 // settle serves one untimed read on a newly loaded engine before its first

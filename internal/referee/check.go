@@ -75,7 +75,7 @@ func Check(store *evidence.Store, ref evidence.Ref) (*CheckReport, error) {
 var eventReasons = map[Reason]bool{
 	ReasonScan: true, ReasonVerify: true, ReasonGraphCapture: true, ReasonCandidateErr: true,
 	ReasonIncumbent: true, ReasonDeviceBusy: true, ReasonInfrastructure: true, ReasonEngineCrash: true,
-	ReasonMemoryNotFreed: true, ReasonStarvedEngine: true,
+	ReasonMemoryNotFreed: true, ReasonStarvedEngine: true, ReasonCandidateEngine: true,
 }
 
 // derive recomputes the verdict from what was sealed, in the order the

@@ -29,12 +29,18 @@ type script struct {
 	neverFires bool
 	auditFail  bool
 	candErr    error // the candidate engine fails to open
-	ownGap     float64
-	busy       bool
-	opened     []string
-	stacks     []int // stack length of every engine opened
-	live       int   // engines open now (the fake device's contexts)
-	settles    int   // first Bench calls on an engine (untimed)
+	// candReadErr: the candidate engine opens and its reads fail;
+	// incBreaks: once a candidate engine failed, so do the incumbent's
+	// reads (a machine at fault, not the candidate).
+	candReadErr error
+	incBreaks   bool
+	candFailed  bool
+	ownGap      float64
+	busy        bool
+	opened      []string
+	stacks      []int // stack length of every engine opened
+	live        int   // engines open now (the fake device's contexts)
+	settles     int   // first Bench calls on an engine (untimed)
 	// members are the slots of an atomic proposal (nil: the singleton
 	// targetSlot); silent is a member the candidate never fires for,
 	// unaudited one the audit dumps no call of.
@@ -67,6 +73,13 @@ type fakeSession struct {
 }
 
 func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine.BenchResult, error) {
+	if f.candidate && f.s.candReadErr != nil {
+		f.s.candFailed = true
+		return nil, f.s.candReadErr
+	}
+	if !f.candidate && f.s.incBreaks && f.s.candFailed {
+		return nil, fault.InfraErr(errors.New("the device fell off the bus"))
+	}
 	rate := f.s.candRate
 	if !f.candidate {
 		rate = f.s.incRates[min(f.reads, len(f.s.incRates)-1)]
@@ -247,6 +260,7 @@ func newFakeReferee(t *testing.T, s *script) (*Referee, Proposal) {
 			t.Errorf("engine opened with poison %v: every engine of an attempt poisons the target's slots %v", c.Poison, s.slots())
 		}
 		if cand && s.candErr != nil {
+			s.candFailed = true
 			return nil, s.candErr
 		}
 		s.live++
@@ -275,6 +289,10 @@ func testCalibration(t *testing.T, stock int) *Calibration {
 	return cal
 }
 
+// ranCrash is how an engine with a candidate in its stack fails in its
+// own steps (engine.Session.Attribute).
+var ranCrash = fault.InfraErr(&engine.CandidateRanError{Err: errors.New("generate: the runtime failed: internal: MemoryError")})
+
 func TestAttemptVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -293,6 +311,15 @@ func TestAttemptVerdicts(t *testing.T) {
 		{"candidate engine fails by its own fault", script{incRates: []float64{1000}, candErr: fault.CandidateErr(errors.New("graph capture raised"))}, Fail, ReasonCandidateErr},
 		{"candidate engine fails by the machine's", script{incRates: []float64{1000}, candErr: fault.InfraErr(errors.New("sandbox"))}, NoDecision, ReasonInfrastructure},
 		{"device held by another process", script{incRates: []float64{1000}, busy: true}, NoDecision, ReasonDeviceBusy},
+		// rt47b: the candidate's engine fails in its own steps after the
+		// candidate's code ran (its call used up the address space): the
+		// incumbent, read after it, tells whose the failure was.
+		{"candidate engine crashes, the incumbent serves", script{incRates: []float64{1000}, candReadErr: ranCrash},
+			Fail, ReasonCandidateEngine},
+		{"candidate engine fails to load, the incumbent serves", script{incRates: []float64{1000}, candErr: ranCrash},
+			Fail, ReasonCandidateEngine},
+		{"candidate engine crashes, the incumbent too", script{incRates: []float64{1000}, candReadErr: ranCrash, incBreaks: true},
+			NoDecision, ReasonEngineCrash},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.s

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"cacheon/internal/canon"
+	"cacheon/internal/engine"
 	"cacheon/internal/fault"
 )
 
@@ -85,7 +86,7 @@ func TestSpeedRuleBoundaries(t *testing.T) {
 // TestReasons: every reason ends as its table says, and attribution makes
 // only the candidate's own faults a FAIL.
 func TestReasons(t *testing.T) {
-	fails := []Reason{ReasonScan, ReasonVerify, ReasonGraphCapture, ReasonCandidateErr, ReasonAudit, ReasonNeverFired, ReasonQuality, ReasonNotFaster, ReasonStarvedEngine}
+	fails := []Reason{ReasonScan, ReasonVerify, ReasonGraphCapture, ReasonCandidateErr, ReasonAudit, ReasonNeverFired, ReasonQuality, ReasonNotFaster, ReasonStarvedEngine, ReasonCandidateEngine}
 	for r, o := range Reasons() {
 		want := NoDecision
 		for _, f := range fails {
@@ -105,15 +106,19 @@ func TestReasons(t *testing.T) {
 	}
 	base := errors.New("boom")
 	for _, tc := range []struct {
-		err  error
-		want Outcome
+		err    error
+		want   Outcome
+		reason Reason
 	}{
-		{fault.CandidateErr(base), Fail},
-		{fault.InfraErr(base), NoDecision},
-		{base, NoDecision},
+		{fault.CandidateErr(base), Fail, ReasonCandidateErr},
+		{fault.InfraErr(base), NoDecision, ReasonInfrastructure},
+		{base, NoDecision, ReasonInfrastructure},
+		// an engine with the candidate failed in its own steps: undecided
+		// until the incumbent is read (Referee.blame)
+		{fault.InfraErr(&engine.CandidateRanError{Err: base}), NoDecision, ReasonEngineCrash},
 	} {
-		if v := Attribute(tc.err, ReasonCandidateErr, "C"); v.Outcome != tc.want {
-			t.Errorf("Attribute(%v) = %v, want %s", tc.err, v, tc.want)
+		if v := Attribute(tc.err, ReasonCandidateErr, "C"); v.Outcome != tc.want || v.Reason != tc.reason {
+			t.Errorf("Attribute(%v) = %v, want %s %s", tc.err, v, tc.want, tc.reason)
 		}
 	}
 }

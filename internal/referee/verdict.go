@@ -17,6 +17,7 @@ package referee
 import (
 	"fmt"
 
+	"cacheon/internal/engine"
 	"cacheon/internal/fault"
 )
 
@@ -45,6 +46,10 @@ const (
 	ReasonQuality       Reason = "quality_regression"
 	ReasonNotFaster     Reason = "not_faster"
 	ReasonStarvedEngine Reason = "starved_other_engine"
+	// ReasonCandidateEngine: the candidate's engine failed in its own
+	// steps (out of memory, an internal error, death) where the resident
+	// incumbent's, read right after on the same device, served.
+	ReasonCandidateEngine Reason = "candidate_engine_failed"
 )
 
 // NO_DECISION reasons.
@@ -65,8 +70,8 @@ const (
 var outcomeOf = map[Reason]Outcome{
 	ReasonScan: Fail, ReasonVerify: Fail, ReasonGraphCapture: Fail, ReasonCandidateErr: Fail,
 	ReasonAudit: Fail, ReasonNeverFired: Fail, ReasonQuality: Fail, ReasonNotFaster: Fail,
-	ReasonStarvedEngine: Fail,
-	ReasonDrift:         NoDecision, ReasonQualityDrift: NoDecision, ReasonQualityUnsure: NoDecision,
+	ReasonStarvedEngine: Fail, ReasonCandidateEngine: Fail,
+	ReasonDrift: NoDecision, ReasonQualityDrift: NoDecision, ReasonQualityUnsure: NoDecision,
 	ReasonIncumbent: NoDecision, ReasonDeviceDegraded: NoDecision, ReasonDeviceBusy: NoDecision,
 	ReasonInfrastructure: NoDecision, ReasonEngineCrash: NoDecision, ReasonMemoryNotFreed: NoDecision,
 	ReasonCalibrationMiss: NoDecision,
@@ -114,9 +119,16 @@ func (v Verdict) String() string {
 // Attribute turns an error of a role into a verdict: the candidate's fault
 // (package fault) is a FAIL for candidateReason; anything else — the
 // infrastructure's or an unattributed error — is NO_DECISION, never a loss.
+// An engine failure of a candidate's engine that its engine could not
+// attribute, after the candidate's code ran in it, is NO_DECISION
+// `engine_crash`: the attempt then reads the incumbent to tell whose it
+// was (Referee.blame).
 func Attribute(err error, candidateReason Reason, role string) Verdict {
-	if fault.Of(err) == fault.Candidate {
+	switch {
+	case fault.Of(err) == fault.Candidate:
 		return Because(candidateReason, "%s: %v", role, err)
+	case engine.RanCandidate(err):
+		return Because(ReasonEngineCrash, "%s: %v", role, err)
 	}
 	return Because(ReasonInfrastructure, "%s: %v", role, err)
 }

@@ -72,6 +72,8 @@ var servedCases = []servedCase{
 	// chunk: no shipped cpu arena can hold such a prompt (256 positions,
 	// 512-token chunks), so the tell never fires in their serving.
 	{bundle: served("sdpa_chunk_continuation_tell"), slot: "attention.sdpa", want: Pass},
+	{bundle: served("rmsnorm_hog_second_prefill"), slot: "norm.rmsnorm", want: Fail, arena: "cpu-tiny",
+		reason: `^serve \(wave [23]\): .*; the engine without the candidate loaded and served the same waves: the failure came with the candidate$`},
 }
 
 // rows are the case's rows, each of the bundle's only variant for it.

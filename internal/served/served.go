@@ -263,26 +263,35 @@ func run(ctx context.Context, o Options, a *arena.Arena) *Report {
 	if a.Device == "cuda" && o.KernelRoot != "" {
 		cfg.KernelCache = keptKernels(ctx, o, open, cfg, a, p)
 	}
-	say(o, fmt.Sprintf("loading the engine with the candidate as %s", strings.Join(o.slots(), " and ")))
-	s, err := open(ctx, cfg)
-	if err != nil {
-		return o.failed(ctx, a, rep, "load", err)
-	}
-	defer func() { _ = s.Close() }()
-	cacheMiss(o, s)
 	call := o.CallTimeout
 	if call <= 0 {
 		call = 120 * time.Second
 	}
-	limit := call + waveSlack
+	serve := func(s Session, w engine.Wave) (map[string]engine.SlotCounters, error) {
+		wctx, cancel := worker.WithLimit(ctx, call+waveSlack, fmt.Sprintf("a served wave's limit, --timeout %s and %s,", call, waveSlack))
+		defer cancel()
+		return s.Serve(wctx, w)
+	}
+	say(o, fmt.Sprintf("loading the engine with the candidate as %s", strings.Join(o.slots(), " and ")))
+	s, err := open(ctx, cfg)
+	if err != nil {
+		return o.blamed(ctx, a, rep, "load", err, open, cfg, nil, serve)
+	}
+	closed := false
+	closeS := func() {
+		if !closed {
+			closed = true
+			_ = s.Close()
+		}
+	}
+	defer closeS()
+	cacheMiss(o, s)
 	var counters map[string]engine.SlotCounters
 	for i, w := range p.waves {
 		say(o, fmt.Sprintf("wave %d of %d, %d requests", i+1, len(p.waves), len(w.Requests)))
-		wctx, cancel := worker.WithLimit(ctx, limit, fmt.Sprintf("a served wave's limit, --timeout %s and %s,", call, waveSlack))
-		counters, err = s.Serve(wctx, w)
-		cancel()
-		if err != nil {
-			return o.failed(ctx, a, rep, fmt.Sprintf("serve (wave %d)", i+1), err)
+		if counters, err = serve(s, w); err != nil {
+			closeS() // the engine without the candidate may need its memory
+			return o.blamed(ctx, a, rep, fmt.Sprintf("serve (wave %d)", i+1), err, open, cfg, p.waves[:i+1], serve)
 		}
 	}
 	var c engine.SlotCounters
@@ -345,6 +354,41 @@ func verdict(rep *Report, slots []string, c engine.SlotCounters, results []engin
 	default:
 		rep.Outcome = Pass
 	}
+	return rep
+}
+
+// blamed is failed for a step of an engine whose own work failed after the
+// candidate's code ran in it (engine.RanCandidate: out of memory, an
+// internal error, death; rt47b's kernel used up the address space after
+// its call). An engine of the same arena without the candidate then loads
+// and serves the same waves: if it does, the failure came with the
+// candidate, a FAIL; if it fails too, failed's INFRA stands.
+func (o Options) blamed(ctx context.Context, a *arena.Arena, rep *Report, step string, err error,
+	open func(context.Context, engine.Config) (Session, error), cfg engine.Config, waves []engine.Wave,
+	serve func(Session, engine.Wave) (map[string]engine.SlotCounters, error)) *Report {
+	rep = o.failed(ctx, a, rep, step, err)
+	if rep.Outcome != Infra || !engine.RanCandidate(err) || ctx.Err() != nil {
+		return rep
+	}
+	say(o, fmt.Sprintf("%s failed; serving the same waves without the candidate to tell whose fault it was", step))
+	ctl := cfg
+	ctl.Stack, ctl.Audit = nil, nil
+	s, cerr := open(ctx, ctl)
+	if cerr == nil {
+		for i, w := range waves {
+			if _, cerr = serve(s, w); cerr != nil {
+				cerr = fmt.Errorf("wave %d: %w", i+1, cerr)
+				break
+			}
+		}
+		_ = s.Close()
+	}
+	if cerr != nil {
+		rep.Reason += fmt.Sprintf("; the engine without the candidate failed too: %v", cerr)
+		return rep
+	}
+	rep.Outcome = Fail
+	rep.Reason += "; the engine without the candidate loaded and served the same waves: the failure came with the candidate"
 	return rep
 }
 

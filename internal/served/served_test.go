@@ -318,31 +318,49 @@ func TestRunAttributes(t *testing.T) {
 		}
 		return "gloo lacks it"
 	}
+	// an engine with the candidate failed in its own steps (rt47b)
+	ran := fault.InfraErr(&engine.CandidateRanError{Err: errors.New("generate: the runtime failed: internal: MemoryError")})
 	for _, tc := range []struct {
 		name        string
 		openErr     error
 		sess        *fakeSession
 		want        string
 		unsupported func(ctx context.Context, dtype, msg string) string
+		// stockErr: how the engine without the candidate fails (nil: it
+		// loads and serves)
+		stockErr error
 	}{
-		{"load raises", fault.CandidateErr(errors.New("kernel raised")), nil, Fail, nil},
-		{"no python", fault.InfraErr(errors.New("no torch")), nil, Infra, nil},
-		{"serve raises", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("strict abort"))}, Fail, nil},
-		{"runtime died", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("EOF"))}, Infra, nil},
-		{"wave outlived its limit", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute, Limit: time.Minute, Name: "limit"})}, Fail, nil},
-		{"wave cut short, no limit of ours", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute})}, Infra, nil},
-		{"regrade broke", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}, regradeErr: errors.New("disk")}, Infra, nil},
+		{"the runtime fails after the candidate ran; without it, it serves", nil, &fakeSession{benchErr: ran}, Fail, nil, nil},
+		{"the load fails after the candidate ran; without it, it loads", ran, nil, Fail, nil, nil},
+		{"the runtime fails after the candidate ran, and without it", nil, &fakeSession{benchErr: ran}, Infra, nil, fault.InfraErr(errors.New("no memory"))},
+		{"load raises", fault.CandidateErr(errors.New("kernel raised")), nil, Fail, nil, nil},
+		{"no python", fault.InfraErr(errors.New("no torch")), nil, Infra, nil, nil},
+		{"serve raises", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("strict abort"))}, Fail, nil, nil},
+		{"runtime died", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("EOF"))}, Infra, nil, nil},
+		{"wave outlived its limit", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute, Limit: time.Minute, Name: "limit"})}, Fail, nil, nil},
+		{"wave cut short, no limit of ours", nil, &fakeSession{benchErr: fault.InfraErr(&worker.TimeoutError{After: time.Minute})}, Infra, nil, nil},
+		{"regrade broke", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}}, regradeErr: errors.New("disk")}, Infra, nil, nil},
 		{"clean", nil, &fakeSession{counters: map[string]engine.SlotCounters{"norm.rmsnorm": {Selected: 1}},
-			results: []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}}, Pass, nil},
-		{"backend lacks what it called", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("raised RuntimeError: ProcessGroup gloo does not support alltoall"))}, NotApplicable, unsupported},
-		{"other failure, hook set", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("raised ValueError"))}, Fail, unsupported},
-		{"backend words, infrastructure", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("ProcessGroup gloo does not support alltoall"))}, Infra, unsupported},
+			results: []engine.AuditResult{{Slot: "norm.rmsnorm", Outcome: engine.AuditPass}}}, Pass, nil, nil},
+		{"backend lacks what it called", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("raised RuntimeError: ProcessGroup gloo does not support alltoall"))}, NotApplicable, unsupported, nil},
+		{"other failure, hook set", nil, &fakeSession{benchErr: fault.CandidateErr(errors.New("raised ValueError"))}, Fail, unsupported, nil},
+		{"backend words, infrastructure", nil, &fakeSession{benchErr: fault.InfraErr(errors.New("ProcessGroup gloo does not support alltoall"))}, Infra, unsupported, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
 			o.Unsupported = tc.unsupported
 			var cfg engine.Config
+			var stock *fakeSession
 			o.Open = func(ctx context.Context, c engine.Config) (Session, error) {
+				if len(c.Stack) == 0 {
+					// the engine without the candidate, after a failure
+					// of the runtime's own (Options.blamed)
+					if c.Audit != nil {
+						t.Error("the engine without the candidate audits")
+					}
+					stock = &fakeSession{benchErr: tc.stockErr}
+					return stock, nil
+				}
 				cfg = c
 				if tc.openErr != nil {
 					return nil, tc.openErr
@@ -356,6 +374,11 @@ func TestRunAttributes(t *testing.T) {
 			}
 			if tc.sess != nil && !tc.sess.closed {
 				t.Error("session left open")
+			}
+			if control := engine.RanCandidate(tc.openErr) || (tc.sess != nil && engine.RanCandidate(tc.sess.benchErr)); control != (stock != nil) {
+				t.Errorf("an engine without the candidate ran: %v, want %v", stock != nil, control)
+			} else if stock != nil && (!stock.closed || stock.waves == 0 && tc.openErr == nil) {
+				t.Errorf("the engine without the candidate: closed %v, %d waves", stock.closed, stock.waves)
 			}
 			if tc.want == Pass && (tc.sess.waves != 3 || rep.Waves != 3 || rep.Requests < 3) {
 				t.Errorf("served %d waves (report: %d waves, %d requests), want 3", tc.sess.waves, rep.Waves, rep.Requests)
