@@ -46,6 +46,9 @@ type script struct {
 	// unaudited one the audit dumps no call of.
 	members           []string
 	silent, unaudited string
+	// auditUnsettled: the audit engine's audited read was its first (no
+	// settling read before it, as C had).
+	auditUnsettled bool
 	// dropDump: the audit engine leaves one drawn position undumped.
 	dropDump bool
 }
@@ -84,9 +87,11 @@ func (f *fakeSession) Bench(ctx context.Context, o engine.BenchOptions) (*engine
 	if !f.candidate {
 		rate = f.s.incRates[min(f.reads, len(f.s.incRates)-1)]
 	}
-	// The referee's first Bench on a timed engine is its untimed settling
-	// read (the audit engine's only one is untimed too): it consumes no
-	// scripted rate.
+	if o.AuditPositions != nil && !f.settled {
+		f.s.auditUnsettled = true
+	}
+	// The referee's first Bench on an engine is its untimed settling
+	// read: it consumes no scripted rate.
 	if !f.settled {
 		f.settled = true
 		f.s.settles++
@@ -340,6 +345,10 @@ func TestAttemptVerdicts(t *testing.T) {
 				want := "[cand=false audit=false cand=true audit=false cand=true audit=true]"
 				if got := fmt.Sprint(s.opened); got != want || len(rec.Scores) != 3*r.TPrompts || rec.Audit == nil || rec.Speed == nil {
 					t.Fatalf("a PASS ran engines %s (want %s), %d scores, audit %v, speed %v", got, want, len(rec.Scores), rec.Audit, rec.Speed)
+				}
+				// A runs as C ran: a settling read, then the audited one
+				if s.auditUnsettled || s.settles != 3 {
+					t.Fatalf("the audit engine's audited read came without a settling read before it (%d settling reads: B, C, A)", s.settles)
 				}
 			}
 		})

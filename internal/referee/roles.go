@@ -15,7 +15,8 @@ import (
 )
 
 // audit is role A: a fresh engine with the candidate, run as C ran (CUDA
-// graphs where the arena captures them), dumps calls sampled at positions
+// graphs where the arena captures them, its settling read first), dumps
+// calls sampled at positions
 // drawn from the attempt's secret over the whole run; calls replayed from
 // a graph are dumped through copies captured beside them. Go regrades
 // every dump with the grader verify uses. Any violation is a FAIL; so is
@@ -39,6 +40,14 @@ func (r *Referee) audit(ctx context.Context, st *attemptState, candCfg engine.Co
 		return Attribute(err, ReasonCandidateErr, "audit engine")
 	}
 	defer func() { _ = s.Close() }()
+	// A serves C's settling read first, so that its timed waves are the
+	// process's calls at the counts C's timed waves were: a kernel that
+	// turns wrong after its M-th call in a process and was wrong in C's
+	// timed read is wrong in A's (rt47c: without it A's drawn calls all
+	// came before call 400, C's timed ones after).
+	if v := r.settle(ctx, "A", s, false); v.Outcome != "" {
+		return v
+	}
 	// The calls to dump are drawn once the warm-up has run, over the timed
 	// waves about to run: as many as C's timed waves selected of each slot
 	// (the same workload), the last of them always among them.
