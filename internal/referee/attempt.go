@@ -439,10 +439,15 @@ func (r *Referee) read(ctx context.Context, st *attemptState, role string, s Ses
 // that engine has ended, the resident incumbent serves one untimed read on
 // the same device. If it serves, the failure came with the candidate: FAIL
 // `candidate_engine_failed`. If it fails too, the machine is at fault and v
-// stands. Any other verdict is returned as it is.
+// stands; a run that was itself stopped is `infrastructure`, as before.
+// Any other verdict is returned as it is.
 func (r *Referee) blame(ctx context.Context, role string, v Verdict, inc Session) Verdict {
-	if v.Reason != ReasonEngineCrash || ctx.Err() != nil {
+	switch {
+	case v.Reason != ReasonEngineCrash:
 		return v
+	case ctx.Err() != nil:
+		// the run itself was stopped: nothing crashed
+		return Because(ReasonInfrastructure, "%s", v.Detail)
 	}
 	r.say("%s: the candidate's engine failed; reading the incumbent to tell whose fault it was", role)
 	if _, err := inc.Bench(ctx, engine.BenchOptions{Waves: r.Waves, Warmup: r.Warmup, WaveTimeout: r.WaveTime}); err != nil {

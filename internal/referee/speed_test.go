@@ -1,6 +1,7 @@
 package referee
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -120,5 +121,13 @@ func TestReasons(t *testing.T) {
 		if v := Attribute(tc.err, ReasonCandidateErr, "C"); v.Outcome != tc.want || v.Reason != tc.reason {
 			t.Errorf("Attribute(%v) = %v, want %s %s", tc.err, v, tc.want, tc.reason)
 		}
+	}
+	// an engine crash of a run that was itself stopped is no crash: blame
+	// reads nothing (no incumbent here) and says infrastructure
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	crash := Because(ReasonEngineCrash, "C read: generate: context canceled")
+	if v := (&Referee{}).blame(stopped, "C", crash, nil); v.Outcome != NoDecision || v.Reason != ReasonInfrastructure {
+		t.Errorf("blame after the run stopped = %v, want NO_DECISION infrastructure", v)
 	}
 }

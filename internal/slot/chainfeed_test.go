@@ -65,11 +65,7 @@ func TestPassOnScale(t *testing.T) {
 // stream advances to the sum of its estimate and the scaled output,
 // sized as the feed's designed value was.
 func TestPassOnFeed(t *testing.T) {
-	s, _ := catalog(t).Lookup("collective.ar_residual_rmsnorm")
-	c, err := s.NewCase(CaseParams{Seed: 3, Shape: s.Shapes[1], DType: tensor.F32, Dist: Normal, Index: 1, WorldSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fusedNormCase(t, "collective.ar_residual_rmsnorm", 1, 3, tensor.F32)
 	p, ok := c.NewPassOn("out_residual", "residual", Stack{Layers: 16, Steps: 2, Own: 1})
 	if !ok {
 		t.Fatal("ar_residual_rmsnorm chains no out_residual -> residual")
@@ -164,11 +160,7 @@ func TestPassOnModes(t *testing.T) {
 // in; an exact call's feed adds nothing. What is added is drawn in
 // stretches.
 func TestPassOnMoved(t *testing.T) {
-	s, _ := catalog(t).Lookup("collective.ar_residual_rmsnorm")
-	c, err := s.NewCase(CaseParams{Seed: 4, Shape: s.Shapes[1], DType: tensor.BF16, Dist: Normal, Index: 1, WorldSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fusedNormCase(t, "collective.ar_residual_rmsnorm", 1, 4, tensor.BF16)
 	p, _ := c.NewPassOn("out_residual", "residual", Stack{Layers: 200, Steps: 4, Own: 50})
 	if len(p.steps) != len(p.modes) || len(p.modes) != 50+3*199 {
 		t.Fatalf("%d steps, %d modes", len(p.steps), len(p.modes))
@@ -232,11 +224,7 @@ func TestPassOnZeroStream(t *testing.T) {
 	if a := passOnScale([]float64{0, 0}, []float64{1, 2}, 0); a != 1 {
 		t.Errorf("a zero stream scales its output by %g, want 1", a)
 	}
-	s, _ := catalog(t).Lookup("collective.moe_finalize_ar_rmsnorm")
-	c, err := s.NewCase(CaseParams{Seed: 2, Shape: s.Shapes[0], DType: tensor.BF16, Dist: Normal, Index: 1, WorldSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fusedNormCase(t, "collective.moe_finalize_ar_rmsnorm", 0, 2, tensor.BF16)
 	p, _ := c.NewPassOn("out_residual", "residual", Stack{Layers: 16, Steps: 2, Own: 1})
 	res := c.Ranks[0]["residual"]
 	p.Start(tensor.New(res.DType, res.Shape...))
@@ -257,4 +245,19 @@ func TestPassOnZeroStream(t *testing.T) {
 	if norm2(p.s) == 0 {
 		t.Error("the zero stream did not move")
 	}
+}
+
+// fusedNormCase is a world-size-2 case of a fused norm slot (Normal,
+// the slot's shape at shape) whose chains the pass-on tests follow.
+func fusedNormCase(t *testing.T, name string, shape int, seed uint64, dt tensor.DType) *Case {
+	t.Helper()
+	s, ok := catalog(t).Lookup(name)
+	if !ok {
+		t.Fatalf("no slot %s", name)
+	}
+	c, err := s.NewCase(CaseParams{Seed: seed, Shape: s.Shapes[shape], DType: dt, Dist: Normal, Index: 1, WorldSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
