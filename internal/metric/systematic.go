@@ -165,6 +165,11 @@ type SysParams struct {
 	// attention precision test allows (slot.SpanKey: float32 rows that
 	// sum over more keys than the bound was measured at), nil for one.
 	Span []float64
+	// Bound is, per element, an honest error bound that holds for every
+	// order of evaluation, in unit roundoffs of the output's format
+	// (slot.BoundKey: a sum of k terms, (k−2)·Σ|terms| + |sum|), nil for none:
+	// the bounded precision test (sumbound.go).
+	Bound []float64
 }
 
 // SysResult is the systematic check of one output.
@@ -248,6 +253,7 @@ type sysAcc struct {
 	sub    [subBands]lean
 	tiny   tinyRMS
 	cancel sensPrec
+	bound  boundPrec
 }
 
 // Systematic checks the errors of got against expected (shape: the
@@ -291,6 +297,10 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 	}
 	if len(p.Span) != len(expected) {
 		p.Span = nil
+	}
+	boundU := 0.0
+	if len(p.Bound) == len(expected) && p.Sig > 0 {
+		boundU = math.Ldexp(1, -p.Sig)
 	}
 	for i, x := range expected {
 		if rows && i > 0 && i%rowLen == 0 {
@@ -349,6 +359,9 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		}
 		if x == 0 || b == 0 {
 			continue
+		}
+		if boundU > 0 {
+			a.bound.add(e, ax, tol.Atol, boundU*p.Bound[i])
 		}
 		if sensU > 0 {
 			near := sensNear
@@ -460,6 +473,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		note(m, why)
 	}
 	a.judgeSub(tol.Atol, note)
+	a.bound.judge(tol.Atol, note)
 	judge(&a.flush, SysFlush, func(mean, z, floor float64) string {
 		return fmt.Sprintf("the %d elements with |expected| in %s are off by %+.3g of their value on average (z %.1f; a flush to zero is -1; honest rounding less than %.3g)",
 			a.flush.n, bandName(tol.Atol/4, tol.Atol), mean, z, floor)
@@ -494,68 +508,6 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		r.Pass, r.Explain = false, "systematic error: "+worst
 	}
 	return r
-}
-
-// rowsRMS is the root mean square of each row (of rowLen) of expected
-// over its finite elements (0 for none).
-func rowsRMS(expected []float64, rowLen int) []float64 {
-	out := make([]float64, (len(expected)+rowLen-1)/rowLen)
-	for r := range out {
-		ss, n := 0.0, 0
-		for _, x := range expected[r*rowLen : min(len(expected), (r+1)*rowLen)] {
-			if !math.IsNaN(x) && !math.IsInf(x, 0) {
-				ss += x * x
-				n++
-			}
-		}
-		if n > 0 {
-			out[r] = math.Sqrt(ss / float64(n))
-		}
-	}
-	return out
-}
-
-// repeatedRows marks, over the last dimension, every row whose expected
-// and got values are bit for bit those of an earlier row (nil when there
-// are fewer than two rows). Such a row adds no evidence: serving pads a
-// batch with copies of its last row (slot.Spec.PadRows), and verify's
-// padded calls hold up to thousands of copies of one row, whose identical
-// rounding errors would otherwise count as that many independent samples
-// of a lean (an honest bfloat16 all-reduce and norm leaned -0.215
-// tolerances at z -127 over 1 845 copies, -0.002 without them).
-func repeatedRows(expected, got []float64, rowLen int) []bool {
-	if rowLen <= 0 || len(expected) < 2*rowLen || len(expected)%rowLen != 0 {
-		return nil
-	}
-	n := len(expected) / rowLen
-	dup := make([]bool, n)
-	first := make(map[uint64]int, n)
-	for r := range n {
-		e, g := expected[r*rowLen:(r+1)*rowLen], got[r*rowLen:(r+1)*rowLen]
-		k := uint64(14695981039346656037) // FNV-1a over 64-bit words; equal keys are compared exactly
-		for j := range e {
-			k = (k ^ math.Float64bits(e[j])) * 1099511628211
-			k = (k ^ math.Float64bits(g[j])) * 1099511628211
-		}
-		if f, ok := first[k]; ok && sameBits(e, expected[f*rowLen:(f+1)*rowLen]) && sameBits(g, got[f*rowLen:(f+1)*rowLen]) {
-			dup[r] = true
-			continue
-		}
-		if _, ok := first[k]; !ok {
-			first[k] = r
-		}
-	}
-	return dup
-}
-
-// sameBits reports whether a and b hold the same float64 bit patterns.
-func sameBits(a, b []float64) bool {
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 func bandEdges(b int, atol float64) (lo, hi float64) {

@@ -63,3 +63,33 @@ func MoEFinalizePartials(gemmOuts [][]float64, rowMaps [][]int32, scales [][]flo
 	}
 	return partials
 }
+
+// SumOrderBound is, per element, the most that a sum of the terms (each
+// of the same length as sum, their exact sum) computed in a
+// floating-point format can be off, in unit roundoffs of the format,
+// whatever order its partial sums are rounded to the format in (an NCCL
+// ring at every hop, a tree, gloo, a kernel that sums wider and rounds
+// once): each of the k−1 additions rounds a partial sum, the last one the
+// sum itself and the others partial sums no larger than Σ|terms|, so
+// (k−2)·Σ_t |terms[t]| + |sum| to first order (|sum| for two terms, 0 for
+// one). Terms must be non-empty and of equal length.
+func SumOrderBound(sum []float64, terms ...[]float64) []float64 {
+	out := make([]float64, len(sum))
+	k := len(terms)
+	if k < 2 {
+		return out
+	}
+	parallelFor(len(out), func(lo, hi int) {
+		if k > 2 {
+			for _, t := range terms {
+				for i, v := range t[lo:hi] {
+					out[lo+i] += math.Abs(v)
+				}
+			}
+		}
+		for i := lo; i < hi; i++ {
+			out[i] = float64(k-2)*out[i] + math.Abs(sum[i])
+		}
+	})
+	return out
+}

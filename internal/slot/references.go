@@ -252,6 +252,15 @@ func SensKey(output string) string { return output + "@sens" }
 // ScaleKey.
 func AwayKey(output string) string { return output + "@away" }
 
+// BoundKey names, in a reference's map, each element's honest error bound
+// in unit roundoffs of the output's format that holds whatever order the
+// kernel computes in (reference.SumOrderBound: a sum of k terms,
+// (k−2)·Σ|terms| + |sum|; the cross-rank sums of collective.all_reduce and of the
+// residual all-reduce norm's out_residual), which the systematic check's
+// bounded precision test judges errors against (metric.SysParams.Bound).
+// It leaves the metric's tolerances as they are.
+func BoundKey(output string) string { return output + "@bound" }
+
 // SpanKey names, in a float32 attention reference's map, how many times
 // its calibrated bound the systematic check's precision test allows each
 // element (metric.SysParams.Span): max(1, n/SensSpanKeys), n the keys the
@@ -352,9 +361,24 @@ func (c *Case) withSensitivity(out, sens []float64) (map[string][]float64, error
 	return map[string][]float64{"out": out, ScaleKey("out"): scale, SensKey("out"): raw}, err
 }
 
+// refAllReduce gives each sum its order-free rounding bound (BoundKey),
+// which is also the scale of its tolerance (ScaleKey, sumMatched): below
+// atol only that bound sees a sum moved off its value
+// (allreduce_subatol_dither), and an honest ring's partial sums, rounded
+// at every hop, may be off by more than atol and rtol allow where the
+// ranks' large values cancel (session 48).
 func refAllReduce(c *Case) (map[string][]float64, error) {
-	o, err := reference.SumRanks(c.perRank("x"))
-	return map[string][]float64{"out": o}, err
+	parts := c.perRank("x")
+	o, err := reference.SumRanks(parts)
+	if err != nil {
+		return nil, err
+	}
+	bound := reference.SumOrderBound(o, parts...)
+	scale, err := c.sensitivityScale(slices.Clone(bound))
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]float64{"out": o, BoundKey("out"): bound, ScaleKey("out"): scale}, nil
 }
 
 func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
@@ -363,7 +387,9 @@ func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.withResidualScales(map[string][]float64{"out_norm": n, "out_residual": r}, parts, weight, c.Dims["M"], c.Dims["H"], eps)
+	out := map[string][]float64{"out_norm": n, "out_residual": r,
+		BoundKey("out_residual"): reference.SumOrderBound(r, append(slices.Clone(parts), c.f64(0, "residual"))...)}
+	return c.withResidualScales(out, parts, weight, c.Dims["M"], c.Dims["H"], eps)
 }
 
 // withResidualScales adds the scales of a residual all-reduce norm's two

@@ -154,6 +154,21 @@ func TestEveryCaseResolves(t *testing.T) {
 						}
 					}
 				}
+				// The cross-rank sums give each element's order-free
+				// rounding bound, at least its own value's (one rounding
+				// of the sum) where more than one rank sums.
+				for _, o := range outs {
+					bound, ok := ref[BoundKey(o.Name)]
+					sum := s.Name == "collective.all_reduce" || s.Name == "collective.ar_residual_rmsnorm" && o.Name == "out_residual"
+					if ok != sum {
+						t.Fatalf("%s: output %s: reference gives a rounding bound: %v, want %v", s.Name, o.Name, ok, sum)
+					}
+					for j, x := range bound {
+						if v := ref[o.Name][j]; !(x >= 0) || math.IsInf(x, 1) || len(cs.reduceRanks()) > 1 && x < math.Abs(v)*(1-1e-12) {
+							t.Fatalf("%s/%s/%s: rounding bound of %s[%d] = %v, the output %v", s.Name, sh.Name, dist, o.Name, j, x, v)
+						}
+					}
+				}
 				if len(ref) != len(outs)+countScales(ref) {
 					t.Fatalf("%s: reference has %d entries for %d outputs", s.Name, len(ref), len(outs))
 				}
@@ -169,7 +184,7 @@ func TestEveryCaseResolves(t *testing.T) {
 func countScales(ref map[string][]float64) int {
 	n := 0
 	for k := range ref {
-		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) || strings.HasSuffix(k, SpanKey("")) {
+		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) || strings.HasSuffix(k, SpanKey("")) || strings.HasSuffix(k, BoundKey("")) {
 			n++
 		}
 	}

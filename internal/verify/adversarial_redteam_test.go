@@ -146,5 +146,11 @@ func redTeamCases() []adversarialCase {
 		{name: "import_unprintable_message", verify: `import error: _Boom: not ready|the worker failed after candidate code ran`},
 		{name: "lookup_unprintable_message", verify: `missing entry: looking up entry 'silu_and_mul': not ready|the worker failed after candidate code ran`},
 		{name: "variant_unprintable_half", verify: `silu_and_mul/large float32: FAIL .*(missing entry: looking up entry 'silu_and_mul_large': not ready|the worker failed after candidate code ran)`},
+		// rt47e (session 47, closed in session 48): sums below atol
+		// snapped onto {−0.9, 0, +0.9}·atol with an unbiased dither;
+		// every element inside its tolerance. Closed by the bounded
+		// precision test (metric/sumbound.go) against each sum's
+		// order-free rounding bound (slot.BoundKey).
+		{name: "allreduce_subatol_dither", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*any order of honest rounding`},
 	}
 }

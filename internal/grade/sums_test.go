@@ -1,0 +1,125 @@
+package grade
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"cacheon/internal/slot"
+	"cacheon/internal/tensor"
+)
+
+// TestOutputsCrossRankSums grades collective.all_reduce's own cases (every
+// distribution, heavy-tailed outliers up to 4096 included, at one, four
+// and eight ranks) as honest kernels sum them: a ring in the format in
+// rank order and in reverse (gloo's float16 sum over four ranks was off by
+// 20 and 30 tolerances where outliers cancelled, session 48) and a float32
+// sum rounded once. Every one passes; rt47e's dither of the sums below
+// atol fails the bounded precision test in some case of each format and
+// world size (one rank: a copy, which must be exact).
+func TestOutputsCrossRankSums(t *testing.T) {
+	cat, err := slot.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, ok := cat.Lookup("collective.all_reduce")
+	if !ok {
+		t.Fatal("no collective.all_reduce")
+	}
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		pol, tol, err := spec.Policy(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := func(x float64) float64 { return tensor.Round(dt, x) }
+		kernels := map[string]func(i int, terms []float64) float64{
+			"ring": func(_ int, terms []float64) float64 {
+				p := terms[0]
+				for _, v := range terms[1:] {
+					p = rd(p + v)
+				}
+				return p
+			},
+			"ring_reversed": func(_ int, terms []float64) float64 {
+				p := terms[len(terms)-1]
+				for k := len(terms) - 2; k >= 0; k-- {
+					p = rd(p + terms[k])
+				}
+				return p
+			},
+			"float32_once": func(_ int, terms []float64) float64 {
+				p := float32(0)
+				for _, v := range terms {
+					p += float32(v)
+				}
+				return rd(float64(p))
+			},
+			"dither": func(i int, terms []float64) float64 {
+				p := 0.0
+				for _, v := range terms {
+					p += v
+				}
+				if g := 0.9 * tol.Atol; math.Abs(p) < g {
+					return g * math.Floor(p/g+math.Mod(float64(i)*0.6180339887498949, 1))
+				}
+				return rd(p)
+			},
+		}
+		caught := map[int]int{}
+		for _, ws := range []int{1, 4, 8} {
+			for i, dist := range slot.Distributions() {
+				for _, sh := range spec.Shapes {
+					c, err := spec.NewCase(slot.CaseParams{Seed: 48, Shape: slot.JitterShape(spec.Name, sh, 48, i), DType: dt, Dist: dist, Index: i, WorldSize: ws})
+					if err != nil {
+						t.Fatal(err)
+					}
+					outs, err := c.Outputs()
+					if err != nil {
+						t.Fatal(err)
+					}
+					ref, err := c.Reference()
+					if err != nil {
+						t.Fatal(err)
+					}
+					parts := make([][]float64, ws)
+					for r := range parts {
+						parts[r] = c.Ranks[r]["x"].Float64s()
+					}
+					for name, sum := range kernels {
+						out := make([]float64, len(parts[0]))
+						terms := make([]float64, ws)
+						for j := range out {
+							for r := range terms {
+								terms[r] = parts[r][j]
+							}
+							out[j] = sum(j, terms)
+						}
+						got, err := tensor.FromFloat64(dt, outs[0].Spec.Shape, out)
+						if err != nil {
+							t.Fatal(err)
+						}
+						res, err := Outputs(pol, tol, outs, ref, map[string]*tensor.Tensor{"out": got})
+						if err != nil {
+							t.Fatal(err)
+						}
+						where := dt.String() + "/" + name + "/" + sh.Name + "/" + string(dist)
+						switch {
+						case name != "dither" && res.Failure != nil:
+							t.Errorf("%s, %d ranks: honest sum failed: %+v", where, ws, res.Failure.Metric.Explain)
+						case name == "dither" && res.Failure != nil:
+							if !strings.Contains(res.Failure.Metric.Explain, "any order of honest rounding") {
+								t.Errorf("%s, %d ranks: the dither failed another test: %s", where, ws, res.Failure.Metric.Explain)
+							}
+							caught[ws]++
+						}
+					}
+				}
+			}
+		}
+		for _, ws := range []int{1, 4, 8} {
+			if caught[ws] == 0 {
+				t.Errorf("%s, %d ranks: the dither passed every case", dt, ws)
+			}
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package metric_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"cacheon/internal/metric"
+	"cacheon/internal/reference"
+	"cacheon/internal/tensor"
+)
+
+// toySum is an all-reduce of ranks parts of rows×h elements, each row's
+// values drawn at a scale of its own (log-uniform in [2^-8, 6], as
+// verify's scaled distribution; shared by the ranks' rows when shared is
+// set, drawn per rank otherwise), held in dt.
+type toySum struct {
+	dt    tensor.DType
+	parts [][]float64
+	exp   []float64
+}
+
+func newToySum(seed uint64, dt tensor.DType, ranks, rows, h int, shared bool) *toySum {
+	r := rand.New(rand.NewPCG(seed, 48))
+	s := &toySum{dt: dt, parts: make([][]float64, ranks)}
+	scale := func() float64 { return math.Exp(math.Log(1.0/256) + r.Float64()*math.Log(6*256)) }
+	for k := range s.parts {
+		s.parts[k] = make([]float64, rows*h)
+	}
+	for i := range rows {
+		sc := scale()
+		for k := range s.parts {
+			if !shared {
+				sc = scale()
+			}
+			for j := range h {
+				s.parts[k][i*h+j] = tensor.Round(dt, sc*r.NormFloat64())
+			}
+		}
+	}
+	s.exp, _ = reference.SumRanks(s.parts)
+	return s
+}
+
+// run is each element's sum as a kernel computes it: sum gets the
+// element's terms in rank order.
+func (s *toySum) run(sum func(i int, terms []float64) float64) []float64 {
+	out := make([]float64, len(s.exp))
+	terms := make([]float64, len(s.parts))
+	for i := range out {
+		for k, p := range s.parts {
+			terms[k] = p[i]
+		}
+		out[i] = sum(i, terms)
+	}
+	return out
+}
+
+// TestSystematicSumBound: the bounded precision test passes every order of
+// honest rounding of a cross-rank sum (a ring in the format, either
+// direction, a pairwise tree, a float32 sum rounded once, a mean scaled
+// back) at world sizes 1 (a copy), 2, 3 and 8, in every format, whether the ranks'
+// rows share their scale or not; it fails rt47e's dither of the sums
+// below atol onto {−0.9, 0, +0.9}·atol where the terms are small (a sum
+// below atol whose terms are large is a cancellation, whose honest
+// rounding may reach the dither's grid).
+func TestSystematicSumBound(t *testing.T) {
+	formats := []struct {
+		dt  tensor.DType
+		tol metric.Tolerance
+	}{
+		{tensor.BF16, metric.Tolerance{Atol: 0.02, Rtol: 0.02}},
+		{tensor.F16, metric.Tolerance{Atol: 0.01, Rtol: 0.01}},
+		{tensor.F32, metric.Tolerance{Atol: 1e-4, Rtol: 1e-4}},
+	}
+	for _, f := range formats {
+		rd := func(x float64) float64 { return tensor.Round(f.dt, x) }
+		kernels := []struct {
+			name   string
+			honest bool
+			sum    func(i int, t []float64) float64
+		}{
+			{"ring", true, func(_ int, t []float64) float64 {
+				p := t[0]
+				for _, v := range t[1:] {
+					p = rd(p + v)
+				}
+				return p
+			}},
+			{"ring_reversed", true, func(_ int, t []float64) float64 {
+				p := t[len(t)-1]
+				for k := len(t) - 2; k >= 0; k-- {
+					p = rd(p + t[k])
+				}
+				return p
+			}},
+			{"tree", true, func(_ int, t []float64) float64 {
+				p := append([]float64(nil), t...)
+				for len(p) > 1 {
+					var next []float64
+					for k := 0; k+1 < len(p); k += 2 {
+						next = append(next, rd(p[k]+p[k+1]))
+					}
+					if len(p)%2 == 1 {
+						next = append(next, p[len(p)-1])
+					}
+					p = next
+				}
+				return p[0]
+			}},
+			{"float32_once", true, func(_ int, t []float64) float64 {
+				p := float32(0)
+				for _, v := range t {
+					p += float32(v)
+				}
+				return rd(float64(p))
+			}},
+			{"mean_scaled_back", true, func(_ int, t []float64) float64 {
+				p := float32(0)
+				for _, v := range t {
+					p += float32(v)
+				}
+				n := float64(len(t))
+				return rd(rd(float64(p)/n) * n)
+			}},
+			{"dither_below_atol", false, func(i int, t []float64) float64 {
+				p := 0.0
+				for _, v := range t {
+					p += v
+				}
+				if math.Abs(p) < 0.9*f.tol.Atol {
+					return dither(i, p, f.tol.Atol, 0.9*f.tol.Atol)
+				}
+				return rd(p)
+			}},
+		}
+		for _, ranks := range []int{1, 2, 3, 8} {
+			for _, shared := range []bool{true, false} {
+				s := newToySum(uint64(ranks), f.dt, ranks, 256, 256, shared)
+				bound := reference.SumOrderBound(s.exp, s.parts...)
+				p := metric.SysParams{Tol: f.tol, Sig: f.dt.Significand(), MinRatio: 0.99, Bound: bound}
+				for _, k := range kernels {
+					// where the ranks' scales are drawn apart, a sum whose terms
+					// are all small is rare: over eight bfloat16 ranks, and in
+					// float32 (whose atol is 1e-4), too few of them for a share
+					honest := k.honest || ranks > 1 && !shared && (f.dt == tensor.BF16 && ranks == 8 || f.dt == tensor.F32)
+					got := s.run(k.sum)
+					res := metric.Systematic(s.exp, got, []int{256, 256}, p)
+					name := f.dt.String() + "/" + k.name
+					if res.Pass != honest {
+						t.Errorf("%s, %d ranks, shared %v: pass %v (margin %.3g: %s), want %v", name, ranks, shared, res.Pass, res.Margin, res.Closest, honest)
+						continue
+					}
+					if !honest && !strings.Contains(res.Explain, "any order of honest rounding") {
+						t.Errorf("%s, %d ranks: failed by another test: %s", name, ranks, res.Explain)
+					}
+					// without the bound the test is not run, and the
+					// dither is inside every other test
+					if k.name == "dither_below_atol" && ranks == 2 {
+						q := p
+						q.Bound = nil
+						if res := metric.Systematic(s.exp, got, []int{256, 256}, q); !res.Pass {
+							t.Errorf("%s without a bound: %s (the dither should pass every other test)", name, res.Explain)
+						}
+					}
+				}
+			}
+		}
+	}
+}
