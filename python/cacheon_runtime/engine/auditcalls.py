@@ -11,7 +11,9 @@ dump's format is auditdump's.
 An auditing engine does the same work before every counted eager call,
 dumped or not (copies of its inputs and of the engine state), so that what
 runs before a call (its time on the stream and on the host, which CUDA
-events measure) tells no kernel whether the call is dumped.
+events measure) tells no kernel whether the call is dumped. The copies go
+into memory made once, apart from the calls' own (copyarena), so that
+the addresses around a call's tensors do not tell A from C.
 """
 
 import os
@@ -19,7 +21,7 @@ import random
 
 from .. import wire
 from ..wire import bad
-from . import auditdump, enginestate
+from . import auditdump, copyarena, enginestate
 
 
 class AuditCalls:
@@ -47,7 +49,11 @@ class AuditCalls:
         if self.auditing and not os.path.isabs(self.audit_dir):
             raise bad("audit.dir must be an absolute path when auditing")
         self.audit_dumps = 0
-        self.state_copies = enginestate.Copies()
+        # Both kinds of copies are carved from arenas made out of the
+        # calls' pools (copyarena: a kernel saw per-call copies in its
+        # addresses, rt47d).
+        self.state_copies = enginestate.Copies(self.ops)
+        self.input_copies = copyarena.Arena(self.ops)
         # Explicit positions (audit_calls): per slot, the selected-call
         # numbers to dump, beside the share and every rules and not bound
         # by their max_dumps.
@@ -61,7 +67,7 @@ class AuditCalls:
         """Copies of a counted eager call's inputs and of the engine state,
         taken before every such call of an auditing engine (see above); a
         dump reads the inputs as they were before the call from them."""
-        return ({n: self._site_copy(t) for n, t in inputs.items()},
+        return (dict(self.input_copies.copies(inputs.items())),
                 self.state_copies.take(self.engine_state))
 
     def set_audit_calls(self, calls):

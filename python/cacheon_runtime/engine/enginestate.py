@@ -13,25 +13,23 @@ the state after the replay, every other byte must be unchanged.
 
 import torch
 
+from . import copyarena
+
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 class Copies:
-    """Buffers kept for copies of the engine state, one per tensor (made at
-    the first copy), shared by an engine's eager calls and its replays,
-    which never overlap."""
+    """Buffers kept for copies of the engine state (a copyarena.Arena:
+    made at the first copy, out of the calls' pools), shared by an
+    engine's eager calls and its replays, which never overlap."""
 
-    def __init__(self):
-        self.bufs = None
+    def __init__(self, ops):
+        self.arena = copyarena.Arena(ops)
 
     def take(self, state):
         """The state's tensors copied into the buffers, in order."""
         with torch.no_grad():
-            if self.bufs is None or len(self.bufs) != len(state):
-                self.bufs = [torch.empty_like(t) for _name, t in state]
-            for b, (_name, t) in zip(self.bufs, state):
-                b.copy_(t)
-        return self.bufs
+            return [c for _name, c in self.arena.copies(state)]
 
 
 def snapshot(state):
