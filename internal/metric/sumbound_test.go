@@ -3,7 +3,7 @@ package metric_test
 import (
 	"math"
 	"math/rand/v2"
-	"strings"
+	"regexp"
 	"testing"
 
 	"cacheon/internal/metric"
@@ -42,6 +42,26 @@ func newToySum(seed uint64, dt tensor.DType, ranks, rows, h int, shared bool) *t
 	s.exp, _ = reference.SumRanks(s.parts)
 	return s
 }
+
+// exact is the sum of the terms (float64: exact for the formats here).
+func exact(t []float64) float64 {
+	p := 0.0
+	for _, v := range t {
+		p += v
+	}
+	return p
+}
+
+// hashSign is ±1 by the golden ratio's multiples of i.
+func hashSign(i int) float64 {
+	if math.Mod(float64(i)*0.6180339887498949, 1) < 0.5 {
+		return 1
+	}
+	return -1
+}
+
+// boundTest matches the bounded precision test's findings.
+var boundTest = regexp.MustCompile(`any order of honest rounding|their partial sums' rounding|every honest kernel gets exactly|a bias kept to some channels`)
 
 // run is each element's sum as a kernel computes it: sum gets the
 // element's terms in rank order.
@@ -134,25 +154,74 @@ func TestSystematicSumBound(t *testing.T) {
 				}
 				return rd(p)
 			}},
+			// rt48 (session 48): noise of ±0.9 atol on the sums below
+			// atol/64, which the test had left out
+			{"noise_below_atol64", false, func(i int, t []float64) float64 {
+				p := exact(t)
+				if p != 0 && math.Abs(p) < f.tol.Atol/64 {
+					return p + hashSign(i)*0.9*f.tol.Atol
+				}
+				return rd(p)
+			}},
+			// 4 % of the columns biased by 0.75 tolerances
+			{"channel_bias", false, func(i int, t []float64) float64 {
+				p := exact(t)
+				if i%256%25 == 3 {
+					return rd(p + hashSign(i/256%2)*0.75*(f.tol.Atol+f.tol.Rtol*math.Abs(p)))
+				}
+				return rd(p)
+			}},
+			// every sum moved by 1.4 times its bound (over two ranks by
+			// 0.9 u|sum| before the rounding)
+			{"bound_budget", false, func(i int, t []float64) float64 {
+				p, a := exact(t), 0.0
+				for _, v := range t {
+					a += math.Abs(v)
+				}
+				u := math.Ldexp(1, -f.dt.Significand())
+				switch {
+				case len(t) >= 3:
+					mv := min(1.4*u*(float64(len(t)-2)*a+math.Abs(p)), 0.75*(f.tol.Atol+f.tol.Rtol*math.Abs(p)))
+					return rd(p + hashSign(i)*mv)
+				case len(t) == 2:
+					return rd(p + hashSign(i)*0.9*u*math.Abs(p))
+				}
+				return p
+			}},
 		}
 		for _, ranks := range []int{1, 2, 3, 8} {
 			for _, shared := range []bool{true, false} {
 				s := newToySum(uint64(ranks), f.dt, ranks, 256, 256, shared)
-				bound := reference.SumOrderBound(s.exp, s.parts...)
-				p := metric.SysParams{Tol: f.tol, Sig: f.dt.Significand(), MinRatio: 0.99, Bound: bound}
+				bound, rms := reference.SumOrderBound(s.exp, s.parts...)
+				// the slot's subnormal floor (slot.Case.withBound)
+				floor := float64(ranks+1) * f.dt.SmallestSubnormal() / 2 / math.Ldexp(1, -f.dt.Significand())
+				for i := range bound {
+					if bound[i] > 0 {
+						bound[i] += floor
+						rms[i] = math.Hypot(rms[i], floor)
+					}
+				}
+				p := metric.SysParams{Tol: f.tol, Sig: f.dt.Significand(), MinRatio: 0.99, Bound: bound, BoundRMS: rms}
 				for _, k := range kernels {
-					// where the ranks' scales are drawn apart, a sum whose terms
-					// are all small is rare: over eight bfloat16 ranks, and in
-					// float32 (whose atol is 1e-4), too few of them for a share
-					honest := k.honest || ranks > 1 && !shared && (f.dt == tensor.BF16 && ranks == 8 || f.dt == tensor.F32)
+					// Where the toy holds too few of the sums a cheat moves
+					// (16 × 256 sums below atol/64 in few rows; in float32,
+					// whose atol is 1e-4, hardly any below atol where the
+					// ranks' scales are drawn apart), its outcome is not
+					// asserted: verify's calls hold many more.
+					few := !shared && f.dt == tensor.F32 && k.name == "dither_below_atol" ||
+						k.name == "noise_below_atol64" && (f.dt == tensor.F32 || ranks >= 3 && !shared || ranks == 8)
+					honest := k.honest || k.name == "bound_budget" && ranks == 1
 					got := s.run(k.sum)
 					res := metric.Systematic(s.exp, got, []int{256, 256}, p)
 					name := f.dt.String() + "/" + k.name
-					if res.Pass != honest {
+					if few && !res.Pass {
+						honest = false
+					}
+					if res.Pass != honest && !(few && res.Pass) {
 						t.Errorf("%s, %d ranks, shared %v: pass %v (margin %.3g: %s), want %v", name, ranks, shared, res.Pass, res.Margin, res.Closest, honest)
 						continue
 					}
-					if !honest && !strings.Contains(res.Explain, "any order of honest rounding") {
+					if !res.Pass && !boundTest.MatchString(res.Explain) {
 						t.Errorf("%s, %d ranks: failed by another test: %s", name, ranks, res.Explain)
 					}
 					// without the bound the test is not run, and the

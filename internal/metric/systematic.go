@@ -168,8 +168,10 @@ type SysParams struct {
 	// Bound is, per element, an honest error bound that holds for every
 	// order of evaluation, in unit roundoffs of the output's format
 	// (slot.BoundKey: a sum of k terms, (k−2)·Σ|terms| + |sum|), nil for none:
-	// the bounded precision test (sumbound.go).
-	Bound []float64
+	// the bounded precision test (sumbound.go), which runs only with
+	// BoundRMS: per element, the root sum of squares of the same partial
+	// sums' sizes, in the same units (slot.BoundRMSKey).
+	Bound, BoundRMS []float64
 }
 
 // SysResult is the systematic check of one output.
@@ -299,7 +301,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		p.Span = nil
 	}
 	boundU := 0.0
-	if len(p.Bound) == len(expected) && p.Sig > 0 {
+	if len(p.Bound) == len(expected) && len(p.BoundRMS) == len(expected) && p.Sig > 0 {
 		boundU = math.Ldexp(1, -p.Sig)
 	}
 	for i, x := range expected {
@@ -357,11 +359,11 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 		if p.Elementwise && ax >= tol.Atol*SysTinyLow && ax < edge[subFirst-1] { // [atol/1024, atol/16)
 			a.addTiny(e, ax)
 		}
+		if boundU > 0 {
+			a.bound.add(e, ax, tol.Atol, boundU*p.Bound[i], boundU*p.BoundRMS[i], i%max(rowLen, 1), rowLen)
+		}
 		if x == 0 || b == 0 {
 			continue
-		}
-		if boundU > 0 {
-			a.bound.add(e, ax, tol.Atol, boundU*p.Bound[i])
 		}
 		if sensU > 0 {
 			near := sensNear

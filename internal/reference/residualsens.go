@@ -72,24 +72,61 @@ func MoEFinalizePartials(gemmOuts [][]float64, rowMaps [][]int32, scales [][]flo
 // once): each of the k−1 additions rounds a partial sum, the last one the
 // sum itself and the others partial sums no larger than Σ|terms|, so
 // (k−2)·Σ_t |terms[t]| + |sum| to first order (|sum| for two terms, 0 for
-// one). Terms must be non-empty and of equal length.
-func SumOrderBound(sum []float64, terms ...[]float64) []float64 {
-	out := make([]float64, len(sum))
+// one). rms is the root sum of squares of the same k−1 partial sums'
+// sizes, sqrt((k−2)·(Σ|terms|)² + sum²): rounding errors of either sign,
+// uniform within their half-ulps, add up to at most u·rms/√3 in root mean
+// square. Terms must be non-empty and of equal length.
+func SumOrderBound(sum []float64, terms ...[]float64) (bound, rms []float64) {
+	bound, rms = make([]float64, len(sum)), make([]float64, len(sum))
 	k := len(terms)
 	if k < 2 {
-		return out
+		return bound, rms
 	}
-	parallelFor(len(out), func(lo, hi int) {
+	parallelFor(len(sum), func(lo, hi int) {
 		if k > 2 {
 			for _, t := range terms {
 				for i, v := range t[lo:hi] {
-					out[lo+i] += math.Abs(v)
+					bound[lo+i] += math.Abs(v)
 				}
 			}
 		}
 		for i := lo; i < hi; i++ {
-			out[i] = float64(k-2)*out[i] + math.Abs(sum[i])
+			a := bound[i]
+			bound[i] = float64(k-2)*a + math.Abs(sum[i])
+			rms[i] = math.Sqrt(float64(k-2)*a*a + sum[i]*sum[i])
 		}
 	})
-	return out
+	return bound, rms
+}
+
+// FinalizeOrderBound is SumOrderBound for collective.moe_finalize_ar_rmsnorm's
+// outResidual (sum): its terms are every rank's products scale·gemm_out
+// (K per token and rank, each rounded to the format once more) and the
+// residual, k = ranks·K + 1 of them, so (k−2)·Σ|terms| + |sum| +
+// Σ|products|, and in root sum of squares the same with the products'
+// roundings as one more partial. Arguments must be validated by the
+// caller's reference.
+func FinalizeOrderBound(gemmOuts [][]float64, rowMaps [][]int32, scales [][]float64, residual, sum []float64, dm FinalizeDims) (bound, rms []float64) {
+	prods := make([]float64, len(sum))
+	for r := range gemmOuts {
+		abs := make([]float64, len(gemmOuts[r]))
+		for i, v := range gemmOuts[r] {
+			abs[i] = math.Abs(v)
+		}
+		absScales := make([]float64, len(scales[r]))
+		for i, v := range scales[r] {
+			absScales[i] = math.Abs(v)
+		}
+		for i, v := range finalize(abs, rowMaps[r], absScales, dm) {
+			prods[i] += v
+		}
+	}
+	k := float64(len(gemmOuts)*dm.K + 1)
+	bound, rms = make([]float64, len(sum)), make([]float64, len(sum))
+	for i := range bound {
+		a := prods[i] + math.Abs(residual[i])
+		bound[i] = (k-2)*a + math.Abs(sum[i]) + prods[i]
+		rms[i] = math.Sqrt((k-2)*a*a + sum[i]*sum[i] + prods[i]*prods[i])
+	}
+	return bound, rms
 }

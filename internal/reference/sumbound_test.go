@@ -29,7 +29,7 @@ func TestSumOrderBoundValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := SumOrderBound(sum, tt.terms...)
+		got, _ := SumOrderBound(sum, tt.terms...)
 		for i := range got {
 			if math.Abs(got[i]-tt.want[i]) > 1e-12 {
 				t.Errorf("%s: element %d: %g, want %g", tt.name, i, got[i], tt.want[i])
@@ -41,11 +41,15 @@ func TestSumOrderBoundValues(t *testing.T) {
 // TestSumOrderBoundHolds: a sum of k bfloat16 or float16 terms, its partial
 // sums rounded in a random order (any two partials joined next, as a ring,
 // a tree or a reduce-scatter may), is off by at most its bound (first
-// order: the second is allowed as 2k unit roundoffs of it).
+// order: the second is allowed as 2k unit roundoffs of it), and its errors'
+// root mean square is under u·rms/√3.
 func TestSumOrderBoundHolds(t *testing.T) {
 	r := rand.New(rand.NewPCG(48, 2))
 	for _, sig := range []int{8, 11} {
 		u := math.Ldexp(1, -sig)
+		// the root mean square of the errors in units of u·rms, per k
+		var sq [9]float64
+		var n [9]int
 		for trial := range 20000 {
 			k := 1 + trial%8
 			terms := make([][]float64, k)
@@ -55,7 +59,8 @@ func TestSumOrderBoundHolds(t *testing.T) {
 				terms[i] = []float64{roundSig(v, sig)}
 			}
 			sum, _ := SumRanks(terms)
-			bound := SumOrderBound(sum, terms...)[0]
+			b, rms := SumOrderBound(sum, terms...)
+			bound := b[0]
 			pool := make([]float64, k)
 			for i := range terms {
 				pool[i] = terms[i][0]
@@ -73,6 +78,69 @@ func TestSumOrderBoundHolds(t *testing.T) {
 			if err := math.Abs(pool[0] - sum[0]); err > u*bound*(1+2*float64(k)*u) {
 				t.Fatalf("sig %d, %d terms %v: off by %g, bound %g unit roundoffs = %g", sig, k, terms, err, bound, u*bound)
 			}
+			if k > 1 && rms[0] > 0 {
+				q := (pool[0] - sum[0]) / (u * rms[0])
+				sq[k] += q * q
+				n[k]++
+			}
+		}
+		for k := 2; k < len(n); k++ {
+			if got := math.Sqrt(sq[k] / float64(n[k])); got > 1/math.Sqrt(3) {
+				t.Errorf("sig %d, %d terms: errors of root mean square %.3f u·rms, over 1/√3", sig, k, got)
+			} else {
+				t.Logf("sig %d, %d terms: root mean square %.3f u·rms", sig, k, got)
+			}
+		}
+	}
+}
+
+// TestFinalizeOrderBoundHolds: an unfused finalize in bfloat16 (each
+// product rounded, each rank's K products summed in the format, the ranks'
+// partials summed in the format in random order, the residual added last
+// or first) is off by at most the bound.
+func TestFinalizeOrderBoundHolds(t *testing.T) {
+	r := rand.New(rand.NewPCG(48, 3))
+	const sig = 8
+	u := math.Ldexp(1, -sig)
+	dm := FinalizeDims{T: 1, TExp: 1, K: 4, H: 1}
+	for trial := range 5000 {
+		ranks := 1 + trial%4
+		gemm, rowMaps, scales := make([][]float64, ranks), make([][]int32, ranks), make([][]float64, ranks)
+		for rk := range ranks {
+			gemm[rk] = make([]float64, dm.K)
+			rowMaps[rk] = make([]int32, dm.K)
+			scales[rk] = make([]float64, dm.K)
+			for k := range dm.K {
+				gemm[rk][k] = roundSig(r.NormFloat64()*math.Exp(6*r.Float64()-3), sig)
+				rowMaps[rk][k] = int32(k)
+				scales[rk][k] = r.Float64()
+			}
+		}
+		res := []float64{roundSig(r.NormFloat64()*math.Exp(6*r.Float64()-3), sig)}
+		var sum float64
+		partials := make([]float64, ranks)
+		for rk := range ranks {
+			for k := range dm.K {
+				sum += scales[rk][k] * gemm[rk][k]
+				partials[rk] = roundSig(partials[rk]+roundSig(scales[rk][k]*gemm[rk][k], sig), sig)
+			}
+		}
+		sum += res[0]
+		first := trial%2 == 0
+		acc := 0.0
+		if first {
+			acc = res[0]
+		}
+		for _, i := range r.Perm(ranks) {
+			acc = roundSig(acc+partials[i], sig)
+		}
+		if !first {
+			acc = roundSig(acc+res[0], sig)
+		}
+		b, _ := FinalizeOrderBound(gemm, rowMaps, scales, res, []float64{sum}, dm)
+		bound := b[0]
+		if err := math.Abs(acc - sum); err > u*bound*(1+4*float64(ranks*dm.K)*u) {
+			t.Fatalf("%d ranks: off by %g, bound %g", ranks, err, u*bound)
 		}
 	}
 }

@@ -255,11 +255,17 @@ func AwayKey(output string) string { return output + "@away" }
 // BoundKey names, in a reference's map, each element's honest error bound
 // in unit roundoffs of the output's format that holds whatever order the
 // kernel computes in (reference.SumOrderBound: a sum of k terms,
-// (k−2)·Σ|terms| + |sum|; the cross-rank sums of collective.all_reduce and of the
-// residual all-reduce norm's out_residual), which the systematic check's
+// (k−2)·Σ|terms| + |sum|; the cross-rank sums of collective.all_reduce and
+// the residual all-reduce norms' out_residual), which the systematic check's
 // bounded precision test judges errors against (metric.SysParams.Bound).
 // It leaves the metric's tolerances as they are.
 func BoundKey(output string) string { return output + "@bound" }
+
+// BoundRMSKey names, beside BoundKey, the root sum of squares of the same
+// rounded partial sums' sizes (reference.SumOrderBound), which the bounded
+// precision test measures its errors' root mean square against
+// (metric.SysParams.BoundRMS).
+func BoundRMSKey(output string) string { return output + "@boundrms" }
 
 // SpanKey names, in a float32 attention reference's map, how many times
 // its calibrated bound the systematic check's precision test allows each
@@ -373,12 +379,36 @@ func refAllReduce(c *Case) (map[string][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	bound := reference.SumOrderBound(o, parts...)
-	scale, err := c.sensitivityScale(slices.Clone(bound))
-	if err != nil {
+	ref := map[string][]float64{"out": o}
+	b, rms := reference.SumOrderBound(o, parts...)
+	bound := c.withBound(ref, "out", len(parts)-1, b, rms)
+	if ref[ScaleKey("out")], err = c.sensitivityScale(slices.Clone(bound)); err != nil {
 		return nil, err
 	}
-	return map[string][]float64{"out": o, BoundKey("out"): bound, ScaleKey("out"): scale}, nil
+	return ref, nil
+}
+
+// withBound puts an output's order-free rounding bound and its root sum
+// of squares (reference.SumOrderBound) into ref (BoundKey, BoundRMSKey),
+// each with the format's subnormal rounding added where the sum rounds
+// anything (a bound of 0, a copy or a sum of zeros, stays exact): half
+// its smallest spacing at each of the sum's roundings and two more (in
+// float16 a sum below 6.1e-5 is rounded to a multiple of 2^-24 whatever
+// its size, and an honest mean scaled back rounds it twice more). It
+// returns the bound.
+func (c *Case) withBound(ref map[string][]float64, output string, roundings int, bound, rms []float64) []float64 {
+	floor := 0.0
+	if sig := c.DType.Significand(); sig > 0 {
+		floor = float64(roundings+2) * c.DType.SmallestSubnormal() / 2 / math.Ldexp(1, -sig)
+	}
+	for i := range bound {
+		if bound[i] > 0 {
+			bound[i] += floor
+			rms[i] = math.Hypot(rms[i], floor)
+		}
+	}
+	ref[BoundKey(output)], ref[BoundRMSKey(output)] = bound, rms
+	return bound
 }
 
 func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
@@ -387,8 +417,9 @@ func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]float64{"out_norm": n, "out_residual": r,
-		BoundKey("out_residual"): reference.SumOrderBound(r, append(slices.Clone(parts), c.f64(0, "residual"))...)}
+	out := map[string][]float64{"out_norm": n, "out_residual": r}
+	bound, rms := reference.SumOrderBound(r, append(slices.Clone(parts), c.f64(0, "residual"))...)
+	c.withBound(out, "out_residual", len(parts), bound, rms)
 	return c.withResidualScales(out, parts, weight, c.Dims["M"], c.Dims["H"], eps)
 }
 
@@ -426,5 +457,8 @@ func refMoEFinalize(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	parts := reference.MoEFinalizePartials(gemm, rowMaps, scales, dm)
-	return c.withResidualScales(map[string][]float64{"out_norm": n, "out_residual": res}, parts, weight, dm.T, dm.H, eps)
+	out := map[string][]float64{"out_norm": n, "out_residual": res}
+	bound, rms := reference.FinalizeOrderBound(gemm, rowMaps, scales, c.f64(0, "residual"), res, dm)
+	c.withBound(out, "out_residual", 2*len(ranks)*dm.K, bound, rms)
+	return c.withResidualScales(out, parts, weight, dm.T, dm.H, eps)
 }

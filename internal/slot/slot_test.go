@@ -158,8 +158,11 @@ func TestEveryCaseResolves(t *testing.T) {
 				// rounding bound, at least its own value's (one rounding
 				// of the sum) where more than one rank sums.
 				for _, o := range outs {
+					if _, rms := ref[BoundRMSKey(o.Name)]; rms != (ref[BoundKey(o.Name)] != nil) {
+						t.Fatalf("%s: output %s: a rounding bound without its root sum of squares, or the other way", s.Name, o.Name)
+					}
 					bound, ok := ref[BoundKey(o.Name)]
-					sum := s.Name == "collective.all_reduce" || s.Name == "collective.ar_residual_rmsnorm" && o.Name == "out_residual"
+					sum := s.Name == "collective.all_reduce" || o.Name == "out_residual"
 					if ok != sum {
 						t.Fatalf("%s: output %s: reference gives a rounding bound: %v, want %v", s.Name, o.Name, ok, sum)
 					}
@@ -184,7 +187,7 @@ func TestEveryCaseResolves(t *testing.T) {
 func countScales(ref map[string][]float64) int {
 	n := 0
 	for k := range ref {
-		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) || strings.HasSuffix(k, SpanKey("")) || strings.HasSuffix(k, BoundKey("")) {
+		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) || strings.HasSuffix(k, SpanKey("")) || strings.HasSuffix(k, BoundKey("")) || strings.HasSuffix(k, BoundRMSKey("")) {
 			n++
 		}
 	}

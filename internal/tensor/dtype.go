@@ -11,6 +11,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -109,6 +110,24 @@ func (d DType) Significand() int {
 		return 24
 	case F64:
 		return 53
+	}
+	return 0
+}
+
+// SmallestSubnormal returns the smallest positive value of a
+// floating-point dtype, the spacing of its subnormals (bfloat16 2^-133,
+// float16 2^-24, float32 2^-149, float64 2^-1074), or 0 for any other
+// dtype.
+func (d DType) SmallestSubnormal() float64 {
+	switch d {
+	case BF16:
+		return math.Ldexp(1, -133)
+	case F16:
+		return math.Ldexp(1, -24)
+	case F32:
+		return math.Ldexp(1, -149)
+	case F64:
+		return math.SmallestNonzeroFloat64
 	}
 	return 0
 }

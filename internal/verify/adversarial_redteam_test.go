@@ -10,6 +10,10 @@ const stackFail = `stack step [0-9]+ of [0-9]+ after [0-9]+ other layers, rank 0
 // graded decoy calls (decoygrade.go).
 const stackOrDecoy = `stack step [0-9]+ of [0-9]+([a-z0-9 ]*|, graded decoy call at layer [0-9]+ of [0-9]+ \(another layer's state\)), rank 0, `
 
+// boundTest matches the bounded precision test's findings
+// (metric/sumbound.go).
+const boundTest = `any order of honest rounding|their partial sums' rounding|every honest kernel gets exactly|a bias kept to some channels`
+
 // redTeamCases are the suite's cases from rt37 on (docs/redteam.md,
 // sessions 38 to 40), each closed by a generator version.
 func redTeamCases() []adversarialCase {
@@ -151,6 +155,18 @@ func redTeamCases() []adversarialCase {
 		// every element inside its tolerance. Closed by the bounded
 		// precision test (metric/sumbound.go) against each sum's
 		// order-free rounding bound (slot.BoundKey).
-		{name: "allreduce_subatol_dither", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*any order of honest rounding`},
+		{name: "allreduce_subatol_dither", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		// rt48 (session 48, a red-team helper over the test's first
+		// form): noise on the sums below atol/64 (unjudged then), a bias
+		// on 4 % of the channels (5 % of a band could be far), and every
+		// sum moved by up to 1.4 times its bound (no root mean square
+		// judged); and three honest styles, one of them with two more
+		// roundings than a ring (judged at three ranks).
+		{name: "allreduce_noise_below_atol64", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		{name: "allreduce_channel_bias", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		{name: "allreduce_bound_budget", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		{name: "control_all_reduce_gather_fp32", control: true, allDTypes: true},
+		{name: "control_all_reduce_tree_native", control: true, allDTypes: true, worldSizes: []int{4}},
+		{name: "control_all_reduce_mean_scaled", control: true, allDTypes: true, worldSizes: []int{3}},
 	}
 }
