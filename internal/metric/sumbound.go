@@ -28,7 +28,8 @@ import (
 // is off by tens to hundreds of it wherever the terms are small.
 //
 // The test judges the elements whose bound is 0 (a sum of one term, or
-// of zeros: the result is exact) apart, and the others in three bands of
+// of zeros: the result is exact) apart, failing more than
+// SysBoundExactFar of them off at all, and the others in three bands of
 // |expected|: [0, atol/64), where a sum
 // that the format holds as a subnormal is rounded to its spacing (the
 // reference adds half of it per rounding to the bound: slot.BoundKey),
