@@ -360,7 +360,7 @@ func Systematic(expected, got []float64, shape []int, p SysParams) SysResult {
 			a.addTiny(e, ax)
 		}
 		if boundU > 0 {
-			a.bound.add(e, ax, tol.Atol, boundU*p.Bound[i], boundU*p.BoundRMS[i], i%max(rowLen, 1), rowLen)
+			a.bound.add(e, x, ulp, tol.Atol, boundU*p.Bound[i], boundU*p.BoundRMS[i], i%max(rowLen, 1), rowLen)
 		}
 		if x == 0 || b == 0 {
 			continue

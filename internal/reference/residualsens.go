@@ -72,15 +72,13 @@ func MoEFinalizePartials(gemmOuts [][]float64, rowMaps [][]int32, scales [][]flo
 // once): each of the k−1 additions rounds a partial sum, the last one the
 // sum itself and the others partial sums no larger than Σ|terms|, so
 // (k−2)·Σ_t |terms[t]| + |sum| to first order (|sum| for two terms, 0 for
-// one). rms is the root sum of squares of the same k−1 partial sums'
-// sizes, sqrt((k−2)·(Σ|terms|)² + sum²): rounding errors of either sign,
-// uniform within their half-ulps, add up to at most u·rms/√3 in root mean
-// square. Terms must be non-empty and of equal length.
-func SumOrderBound(sum []float64, terms ...[]float64) (bound, rms []float64) {
-	bound, rms = make([]float64, len(sum)), make([]float64, len(sum))
+// one). SumRoundingRMS gives the errors' typical size. Terms must be
+// non-empty and of equal length.
+func SumOrderBound(sum []float64, terms ...[]float64) []float64 {
+	bound := make([]float64, len(sum))
 	k := len(terms)
 	if k < 2 {
-		return bound, rms
+		return bound
 	}
 	parallelFor(len(sum), func(lo, hi int) {
 		if k > 2 {
@@ -91,22 +89,18 @@ func SumOrderBound(sum []float64, terms ...[]float64) (bound, rms []float64) {
 			}
 		}
 		for i := lo; i < hi; i++ {
-			a := bound[i]
-			bound[i] = float64(k-2)*a + math.Abs(sum[i])
-			rms[i] = math.Sqrt(float64(k-2)*a*a + sum[i]*sum[i])
+			bound[i] = float64(k-2)*bound[i] + math.Abs(sum[i])
 		}
 	})
-	return bound, rms
+	return bound
 }
 
 // FinalizeOrderBound is SumOrderBound for collective.moe_finalize_ar_rmsnorm's
 // outResidual (sum): its terms are every rank's products scale·gemm_out
 // (K per token and rank, each rounded to the format once more) and the
 // residual, k = ranks·K + 1 of them, so (k−2)·Σ|terms| + |sum| +
-// Σ|products|, and in root sum of squares the same with the products'
-// roundings as one more partial. Arguments must be validated by the
-// caller's reference.
-func FinalizeOrderBound(gemmOuts [][]float64, rowMaps [][]int32, scales [][]float64, residual, sum []float64, dm FinalizeDims) (bound, rms []float64) {
+// Σ|products|. Arguments must be validated by the caller's reference.
+func FinalizeOrderBound(gemmOuts [][]float64, rowMaps [][]int32, scales [][]float64, residual, sum []float64, dm FinalizeDims) []float64 {
 	prods := make([]float64, len(sum))
 	for r := range gemmOuts {
 		abs := make([]float64, len(gemmOuts[r]))
@@ -122,11 +116,10 @@ func FinalizeOrderBound(gemmOuts [][]float64, rowMaps [][]int32, scales [][]floa
 		}
 	}
 	k := float64(len(gemmOuts)*dm.K + 1)
-	bound, rms = make([]float64, len(sum)), make([]float64, len(sum))
+	bound := make([]float64, len(sum))
 	for i := range bound {
 		a := prods[i] + math.Abs(residual[i])
 		bound[i] = (k-2)*a + math.Abs(sum[i]) + prods[i]
-		rms[i] = math.Sqrt((k-2)*a*a + sum[i]*sum[i] + prods[i]*prods[i])
 	}
-	return bound, rms
+	return bound
 }

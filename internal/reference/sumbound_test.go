@@ -29,7 +29,7 @@ func TestSumOrderBoundValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := SumOrderBound(sum, tt.terms...)
+		got := SumOrderBound(sum, tt.terms...)
 		for i := range got {
 			if math.Abs(got[i]-tt.want[i]) > 1e-12 {
 				t.Errorf("%s: element %d: %g, want %g", tt.name, i, got[i], tt.want[i])
@@ -42,13 +42,16 @@ func TestSumOrderBoundValues(t *testing.T) {
 // sums rounded in a random order (any two partials joined next, as a ring,
 // a tree or a reduce-scatter may), is off by at most its bound (first
 // order: the second is allowed as 2k unit roundoffs of it), and its errors'
-// root mean square is under u·rms/√3.
+// root mean square is under 1/√3 of SumRoundingRMS, as is a mean scaled
+// back's.
 func TestSumOrderBoundHolds(t *testing.T) {
 	r := rand.New(rand.NewPCG(48, 2))
 	for _, sig := range []int{8, 11} {
 		u := math.Ldexp(1, -sig)
-		// the root mean square of the errors in units of u·rms, per k
-		var sq [9]float64
+		// the root mean square of the errors in units of u·rms, per k; of
+		// a mean scaled back (each term divided by k and rounded, summed
+		// in rank order, the sum times k rounded) apart
+		var sq, sqMean [9]float64
 		var n [9]int
 		for trial := range 20000 {
 			k := 1 + trial%8
@@ -59,7 +62,8 @@ func TestSumOrderBoundHolds(t *testing.T) {
 				terms[i] = []float64{roundSig(v, sig)}
 			}
 			sum, _ := SumRanks(terms)
-			b, rms := SumOrderBound(sum, terms...)
+			b := SumOrderBound(sum, terms...)
+			rms := SumRoundingRMS(Format{Sig: sig}, sum, terms, nil, nil)
 			bound := b[0]
 			pool := make([]float64, k)
 			for i := range terms {
@@ -82,13 +86,24 @@ func TestSumOrderBoundHolds(t *testing.T) {
 				q := (pool[0] - sum[0]) / (u * rms[0])
 				sq[k] += q * q
 				n[k]++
+				m := roundSig(terms[0][0]/float64(k), sig)
+				for _, tm := range terms[1:] {
+					m = roundSig(m+roundSig(tm[0]/float64(k), sig), sig)
+				}
+				q = (roundSig(m*float64(k), sig) - sum[0]) / (u * rms[0])
+				sqMean[k] += q * q
 			}
 		}
 		for k := 2; k < len(n); k++ {
-			if got := math.Sqrt(sq[k] / float64(n[k])); got > 1/math.Sqrt(3) {
-				t.Errorf("sig %d, %d terms: errors of root mean square %.3f u·rms, over 1/√3", sig, k, got)
-			} else {
-				t.Logf("sig %d, %d terms: root mean square %.3f u·rms", sig, k, got)
+			for _, c := range []struct {
+				name string
+				sq   float64
+			}{{"random order", sq[k]}, {"a mean scaled back", sqMean[k]}} {
+				if got := math.Sqrt(c.sq / float64(n[k])); got > 1/math.Sqrt(3) {
+					t.Errorf("sig %d, %d terms, %s: errors of root mean square %.3f u·rms, over 1/√3", sig, k, c.name, got)
+				} else {
+					t.Logf("sig %d, %d terms, %s: root mean square %.3f u·rms", sig, k, c.name, got)
+				}
 			}
 		}
 	}
@@ -97,12 +112,15 @@ func TestSumOrderBoundHolds(t *testing.T) {
 // TestFinalizeOrderBoundHolds: an unfused finalize in bfloat16 (each
 // product rounded, each rank's K products summed in the format, the ranks'
 // partials summed in the format in random order, the residual added last
-// or first) is off by at most the bound.
+// or first) is off by at most the bound, and its errors' root mean square
+// is under 1/√3 of FinalizeRoundingRMS.
 func TestFinalizeOrderBoundHolds(t *testing.T) {
 	r := rand.New(rand.NewPCG(48, 3))
 	const sig = 8
 	u := math.Ldexp(1, -sig)
 	dm := FinalizeDims{T: 1, TExp: 1, K: 4, H: 1}
+	var sq [5]float64
+	var n [5]int
 	for trial := range 5000 {
 		ranks := 1 + trial%4
 		gemm, rowMaps, scales := make([][]float64, ranks), make([][]int32, ranks), make([][]float64, ranks)
@@ -137,10 +155,23 @@ func TestFinalizeOrderBoundHolds(t *testing.T) {
 		if !first {
 			acc = roundSig(acc+res[0], sig)
 		}
-		b, _ := FinalizeOrderBound(gemm, rowMaps, scales, res, []float64{sum}, dm)
+		b := FinalizeOrderBound(gemm, rowMaps, scales, res, []float64{sum}, dm)
 		bound := b[0]
 		if err := math.Abs(acc - sum); err > u*bound*(1+4*float64(ranks*dm.K)*u) {
 			t.Fatalf("%d ranks: off by %g, bound %g", ranks, err, u*bound)
+		}
+		if rms := FinalizeRoundingRMS(Format{Sig: sig}, gemm, rowMaps, scales, res, []float64{sum}, dm)[0]; rms > 0 {
+			q := (acc - sum) / (u * rms)
+			sq[ranks] += q * q
+			n[ranks]++
+		}
+	}
+	// the structured yardstick: errors of root mean square under 1/√3 of it
+	for ranks := 1; ranks < len(n); ranks++ {
+		if got := math.Sqrt(sq[ranks] / float64(n[ranks])); got > 1/math.Sqrt(3) {
+			t.Errorf("%d ranks: errors of root mean square %.3f of the rounding scale, over 1/√3", ranks, got)
+		} else {
+			t.Logf("%d ranks: root mean square %.3f of the rounding scale", ranks, got)
 		}
 	}
 }

@@ -261,10 +261,11 @@ func AwayKey(output string) string { return output + "@away" }
 // It leaves the metric's tolerances as they are.
 func BoundKey(output string) string { return output + "@bound" }
 
-// BoundRMSKey names, beside BoundKey, the root sum of squares of the same
-// rounded partial sums' sizes (reference.SumOrderBound), which the bounded
-// precision test measures its errors' root mean square against
-// (metric.SysParams.BoundRMS).
+// BoundRMSKey names, beside BoundKey, the scale of the rounding error that
+// honest kernels make in the same sum, in the same units
+// (reference.SumRoundingRMS: the root sum of squares of the half-spacings
+// of the values they round), which the bounded precision test measures
+// its errors' root mean square and mean against (metric.SysParams.BoundRMS).
 func BoundRMSKey(output string) string { return output + "@boundrms" }
 
 // SpanKey names, in a float32 attention reference's map, how many times
@@ -380,22 +381,22 @@ func refAllReduce(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	ref := map[string][]float64{"out": o}
-	b, rms := reference.SumOrderBound(o, parts...)
-	bound := c.withBound(ref, "out", len(parts)-1, b, rms)
+	rms := reference.SumRoundingRMS(c.format(), o, parts, nil, nil)
+	bound := c.withBound(ref, "out", len(parts)-1, reference.SumOrderBound(o, parts...), rms)
 	if ref[ScaleKey("out")], err = c.sensitivityScale(slices.Clone(bound)); err != nil {
 		return nil, err
 	}
 	return ref, nil
 }
 
-// withBound puts an output's order-free rounding bound and its root sum
-// of squares (reference.SumOrderBound) into ref (BoundKey, BoundRMSKey),
-// each with the format's subnormal rounding added where the sum rounds
-// anything (a bound of 0, a copy or a sum of zeros, stays exact): half
-// its smallest spacing at each of the sum's roundings and two more (in
-// float16 a sum below 6.1e-5 is rounded to a multiple of 2^-24 whatever
-// its size, and an honest mean scaled back rounds it twice more). It
-// returns the bound.
+// withBound puts an output's order-free rounding bound (reference.SumOrderBound)
+// and the scale of honest kernels' rounding errors (reference.SumRoundingRMS)
+// into ref (BoundKey, BoundRMSKey), the bound with the format's subnormal
+// rounding added where the sum rounds anything (a bound of 0, a copy or a
+// sum of zeros, stays exact): half its smallest spacing at each of the
+// sum's roundings and two more (in float16 a sum below 6.1e-5 is rounded
+// to a multiple of 2^-24 whatever its size, and an honest mean scaled
+// back rounds it twice more). It returns the bound.
 func (c *Case) withBound(ref map[string][]float64, output string, roundings int, bound, rms []float64) []float64 {
 	floor := 0.0
 	if sig := c.DType.Significand(); sig > 0 {
@@ -404,11 +405,15 @@ func (c *Case) withBound(ref map[string][]float64, output string, roundings int,
 	for i := range bound {
 		if bound[i] > 0 {
 			bound[i] += floor
-			rms[i] = math.Hypot(rms[i], floor)
 		}
 	}
 	ref[BoundKey(output)], ref[BoundRMSKey(output)] = bound, rms
 	return bound
+}
+
+// format is the case's dtype as reference.SumRoundingRMS rounds to it.
+func (c *Case) format() reference.Format {
+	return reference.Format{Sig: c.DType.Significand(), Sub: c.DType.SmallestSubnormal()}
 }
 
 func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
@@ -418,8 +423,9 @@ func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
 		return nil, err
 	}
 	out := map[string][]float64{"out_norm": n, "out_residual": r}
-	bound, rms := reference.SumOrderBound(r, append(slices.Clone(parts), c.f64(0, "residual"))...)
-	c.withBound(out, "out_residual", len(parts), bound, rms)
+	residual := c.f64(0, "residual")
+	bound := reference.SumOrderBound(r, append(slices.Clone(parts), residual)...)
+	c.withBound(out, "out_residual", len(parts), bound, reference.SumRoundingRMS(c.format(), r, parts, residual, nil))
 	return c.withResidualScales(out, parts, weight, c.Dims["M"], c.Dims["H"], eps)
 }
 
@@ -458,7 +464,9 @@ func refMoEFinalize(c *Case) (map[string][]float64, error) {
 	}
 	parts := reference.MoEFinalizePartials(gemm, rowMaps, scales, dm)
 	out := map[string][]float64{"out_norm": n, "out_residual": res}
-	bound, rms := reference.FinalizeOrderBound(gemm, rowMaps, scales, c.f64(0, "residual"), res, dm)
+	residual := c.f64(0, "residual")
+	bound := reference.FinalizeOrderBound(gemm, rowMaps, scales, residual, res, dm)
+	rms := reference.FinalizeRoundingRMS(c.format(), gemm, rowMaps, scales, residual, res, dm)
 	c.withBound(out, "out_residual", 2*len(ranks)*dm.K, bound, rms)
 	return c.withResidualScales(out, parts, weight, dm.T, dm.H, eps)
 }

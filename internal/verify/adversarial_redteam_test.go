@@ -12,7 +12,7 @@ const stackOrDecoy = `stack step [0-9]+ of [0-9]+([a-z0-9 ]*|, graded decoy call
 
 // boundTest matches the bounded precision test's findings
 // (metric/sumbound.go).
-const boundTest = `any order of honest rounding|their partial sums' rounding|every honest kernel gets exactly|a bias kept to some channels`
+const boundTest = `any order of honest rounding|their honest rounding's scale|every honest kernel gets exactly|a bias kept to some channels`
 
 // redTeamCases are the suite's cases from rt37 on (docs/redteam.md,
 // sessions 38 to 40), each closed by a generator version.
@@ -168,5 +168,15 @@ func redTeamCases() []adversarialCase {
 		{name: "control_all_reduce_gather_fp32", control: true, allDTypes: true},
 		{name: "control_all_reduce_tree_native", control: true, allDTypes: true, worldSizes: []int{4}},
 		{name: "control_all_reduce_mean_scaled", control: true, allDTypes: true, worldSizes: []int{3}},
+		// session 49: the rounding scale (reference.SumRoundingRMS) and
+		// its tests of noise, leans toward zero and gains; rt48b's four
+		// kernels, accepted by session 48's yardstick, and two honest
+		// conversions to bfloat16 by bits
+		{name: "allreduce_rms_noise", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		{name: "allreduce_gain_bias", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		{name: "ar_rmsnorm_residual_noise", allDTypes: true, verify: `rank [0-9], output out_residual: matched_ratio .*(` + boundTest + `)`},
+		{name: "moe_finalize_residual_noise", allDTypes: true, verify: `rank [0-9], output out_residual: matched_ratio .*(` + boundTest + `)`},
+		{name: "control_all_reduce_bf16_truncate", control: true, allDTypes: true},
+		{name: "control_all_reduce_bf16_half_away", control: true, allDTypes: true},
 	}
 }
