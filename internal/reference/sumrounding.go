@@ -32,7 +32,9 @@ func (f Format) halfSpacing(x float64) float64 {
 //     that does not look at the values sums them in: the k ranks'
 //     terms from any rank on, going up or down (an NCCL ring starts each
 //     chunk at another rank; a gather sums in rank order or its reverse),
-//     with extra (a residual; nil for none) added first or last;
+//     with extra (a residual; nil for none) added first or last, or a tree
+//     pairing neighbours or halves (rt49's recursive halving), extra
+//     added last;
 //   - every term once;
 //   - the sum itself;
 //
@@ -110,7 +112,43 @@ func (f Format) sumSq(t []float64, ex float64, hasEx bool) float64 {
 			}
 		}
 	}
+	if len(t) >= 3 {
+		for _, halving := range [2]bool{false, true} {
+			worst = max(worst, f.treeSq(t, halving, hasEx))
+		}
+	}
 	return sq + worst
+}
+
+// treeSq is the sum of the squared half-spacings of the partial sums that
+// a tree over t rounds: neighbours paired at each level, or (halving) the
+// first half's i-th with the second half's, an odd one out carried up;
+// the tree's root is a partial sum too where an extra term is added last.
+func (f Format) treeSq(t []float64, halving, hasEx bool) float64 {
+	lv := append([]float64(nil), t...)
+	sq := 0.0
+	for len(lv) > 1 {
+		n, half := len(lv), len(lv)/2
+		next := make([]float64, 0, half+1)
+		for i := range half {
+			a, b := 2*i, 2*i+1
+			if halving {
+				a, b = i, i+half
+			}
+			next = append(next, lv[a]+lv[b])
+		}
+		if n%2 == 1 {
+			next = append(next, lv[n-1])
+		}
+		lv = next
+		if len(lv) > 1 || hasEx {
+			for _, p := range lv[:half] {
+				h := f.halfSpacing(p)
+				sq += h * h
+			}
+		}
+	}
+	return sq
 }
 
 // scaledSumSq is sumSq for a kernel that sums the terms divided by k (ts,

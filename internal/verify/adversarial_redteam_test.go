@@ -172,11 +172,12 @@ func redTeamCases() []adversarialCase {
 		// its tests of noise, leans toward zero and gains; rt48b's four
 		// kernels, accepted by session 48's yardstick, and two honest
 		// conversions to bfloat16 by bits
-		{name: "allreduce_rms_noise", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
+		{name: "allreduce_rms_noise", allDTypes: true, worldSizes: []int{4}, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
 		{name: "allreduce_gain_bias", allDTypes: true, verify: `rank [0-9], output out: matched_ratio .*(` + boundTest + `)`},
 		{name: "ar_rmsnorm_residual_noise", allDTypes: true, verify: `rank [0-9], output out_residual: matched_ratio .*(` + boundTest + `)`},
 		{name: "moe_finalize_residual_noise", allDTypes: true, verify: `rank [0-9], output out_residual: matched_ratio .*(` + boundTest + `)`},
 		{name: "control_all_reduce_bf16_truncate", control: true, allDTypes: true},
 		{name: "control_all_reduce_bf16_half_away", control: true, allDTypes: true},
+		{name: "control_all_reduce_tree_halving", control: true, allDTypes: true, worldSizes: []int{4}},
 	}
 }
