@@ -55,10 +55,10 @@ import (
 //     once 0.42–0.53 about the mean, a mean scaled back at three ranks
 //     0.54, a float32 sum cut toward zero 0.72 about zero; on values in
 //     one binade, where half the sums are ties, up to 1/√2 (0.675
-//     measured, SysBoundRMS). Session 48's
-//     yardstick (every partial sum as large as Σ|terms|) let rt48b add
-//     noise of 0.66 of it, 1.4 to 9 times an honest kernel's, and a gain
-//     of 0.08–0.37 % (allreduce_rms_noise, allreduce_gain_bias);
+//     measured, SysBoundRMS). Session 48's yardstick (every partial sum
+//     as large as Σ|terms|) let rt48b add noise of 0.66 of it, 1.4 to 9
+//     times an honest kernel's, and a gain of 0.08–0.37 %
+//     (allreduce_rms_noise, allreduce_gain_bias);
 //
 // and, over the whole output, a column (the last dimension) of at least
 // SysBoundColRows rows more than half of whose elements are far: a bias

@@ -169,8 +169,9 @@ type SysParams struct {
 	// order of evaluation, in unit roundoffs of the output's format
 	// (slot.BoundKey: a sum of k terms, (k−2)·Σ|terms| + |sum|), nil for none:
 	// the bounded precision test (sumbound.go), which runs only with
-	// BoundRMS: per element, the root sum of squares of the same partial
-	// sums' sizes, in the same units (slot.BoundRMSKey).
+	// BoundRMS: per element, the scale of the rounding honest kernels
+	// make in the same sum, in the same units (slot.BoundRMSKey,
+	// reference.SumRoundingRMS).
 	Bound, BoundRMS []float64
 }
 

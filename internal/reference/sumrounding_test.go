@@ -44,3 +44,47 @@ func TestSumRoundingRMSValues(t *testing.T) {
 		t.Errorf("a sum of zeros: %g, want 0 (nothing rounds)", got)
 	}
 }
+
+// TestHalfSpacing: the exponent-bit path agrees with math.Frexp's, down
+// to float64's subnormals, and the format's subnormal spacing floors it.
+func TestHalfSpacing(t *testing.T) {
+	for _, f := range []Format{{Sig: 8, Sub: math.Ldexp(1, -133)}, {Sig: 11, Sub: math.Ldexp(1, -24)}, {Sig: 24, Sub: math.Ldexp(1, -149)}} {
+		for _, x := range []float64{1, -1, 1.5, 3, 0.1, -1e-30, 6e-5, 1e300, math.SmallestNonzeroFloat64, 1e-310, 4096, -65504} {
+			_, fe := math.Frexp(x)
+			want := max(math.Ldexp(1, fe-1-f.Sig), f.Sub/2)
+			if got := f.halfSpacing(x); got != want {
+				t.Errorf("sig %d, %g: %g, want %g", f.Sig, x, got, want)
+			}
+		}
+		if got := f.halfSpacing(0); got != 0 {
+			t.Errorf("sig %d, 0: %g, want 0 (nothing to round)", f.Sig, got)
+		}
+	}
+}
+
+// BenchmarkSumRoundingRMS: the scale of an all-reduce of the largest
+// catalog shape (96 × 2048) over eight ranks, beside its bound.
+func BenchmarkSumRoundingRMS(b *testing.B) {
+	const n, k = 96 * 2048, 8
+	terms := make([][]float64, k)
+	sum := make([]float64, n)
+	for r := range terms {
+		terms[r] = make([]float64, n)
+		for i := range terms[r] {
+			v := math.Sin(float64(i*(r+3))) * float64(1+i%7)
+			terms[r][i] = v
+			sum[i] += v
+		}
+	}
+	f := Format{Sig: 8, Sub: math.Ldexp(1, -133)}
+	b.Run("rms", func(b *testing.B) {
+		for b.Loop() {
+			SumRoundingRMS(f, sum, terms, nil, nil)
+		}
+	})
+	b.Run("bound", func(b *testing.B) {
+		for b.Loop() {
+			SumOrderBound(sum, terms...)
+		}
+	})
+}
