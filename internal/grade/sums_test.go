@@ -15,9 +15,10 @@ import (
 // in rank order and in reverse (gloo's float16 sum over four ranks was off
 // by 20 and 30 tolerances where outliers cancelled, session 48), each term
 // scaled by 1/k and back (the suite's control), a float32 sum rounded
-// once and one cut toward zero (session 49). Every one passes; rt47e's dither of the sums below
-// atol fails the bounded precision test in some case of each format and
-// world size (one rank: a copy, which must be exact).
+// once and one cut toward zero (session 49). Every one passes; rt47e's
+// dither of the sums below atol fails the bounded precision test in some
+// case of each format and world size (one rank: a copy, which must be
+// exact).
 // boundTest matches the bounded precision test's findings.
 var boundTest = regexp.MustCompile(`any order of honest rounding|their honest rounding's scale|every honest kernel gets exactly|a bias kept to some channels`)
 
