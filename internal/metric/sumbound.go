@@ -54,8 +54,8 @@ import (
 //     session 49): rings and trees in the format and float32 sums rounded
 //     once 0.42–0.53 about the mean, a mean scaled back at three ranks
 //     0.54, a float32 sum cut toward zero 0.72 about zero; on values in
-//     one binade, where half the sums are ties, up to 1/√2 (0.675
-//     measured, SysBoundRMS). Session 48's yardstick (every partial sum
+//     one binade, where half the sums are ties, up to 1/√2 (verify
+//     measured 0.675, SysBoundRMS). Session 48's yardstick (every partial sum
 //     as large as Σ|terms|) let rt48b add noise of 0.66 of it, 1.4 to 9
 //     times an honest kernel's, and a gain of 0.08–0.37 %
 //     (allreduce_rms_noise, allreduce_gain_bias);

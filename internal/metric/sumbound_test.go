@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 
 	"cacheon/internal/metric"
@@ -314,6 +315,44 @@ func TestSystematicSumBound(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestSystematicSumBoundTies: the mean away from zero leaves out the sums
+// that sit exactly halfway between two of the format's values, which a
+// kernel rounding ties away from zero moves away by half a spacing, and
+// counts the same move on sums that are not ties (a gain).
+func TestSystematicSumBoundTies(t *testing.T) {
+	const n, h = 256, 1.0 / 256 // bfloat16's half spacing in [1, 2)
+	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
+	for _, c := range []struct {
+		name   string
+		offset float64 // where each sum sits above a value of the format, in half spacings
+		pass   bool
+	}{
+		{"ties moved away", 1, true},
+		{"sums off the ties moved away", 0.5, false},
+	} {
+		exp, got := make([]float64, n), make([]float64, n)
+		bound, rms := make([]float64, n), make([]float64, n)
+		for i := range exp {
+			y := 1 + float64(i/2)*2*h + c.offset*h
+			if i%2 == 1 {
+				y = -y
+			}
+			exp[i], got[i] = y, y+math.Copysign(h, y)
+			// two terms: the bound is one rounding of |y|, the scale
+			// twice the half spacing (z = 0.5 per element)
+			bound[i], rms[i] = math.Abs(y), 2
+		}
+		p := metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.99, Bound: bound, BoundRMS: rms}
+		res := metric.Systematic(exp, got, []int{16, 16}, p)
+		if res.Pass != c.pass {
+			t.Errorf("%s: pass %v (margin %.3g: %s), want %v", c.name, res.Pass, res.Margin, res.Closest, c.pass)
+		}
+		if !res.Pass && !strings.Contains(res.Explain, "lean away from zero") {
+			t.Errorf("%s: failed by another test: %s", c.name, res.Explain)
 		}
 	}
 }

@@ -59,6 +59,8 @@ func (f Format) halfSpacing(x float64) float64 {
 // of this scale in root mean square where their rounding errors spread
 // evenly (TestSumOrderBoundHolds), and at up to 1/√2 where the values
 // added sit in one binade and half the sums are ties (metric.SysBoundRMS).
+// terms, extra and inner must be as long as sum (the callers' references
+// validate them); no terms give zeros.
 func SumRoundingRMS(f Format, sum []float64, terms [][]float64, extra, inner []float64) []float64 {
 	rms := make([]float64, len(sum))
 	k := len(terms)
