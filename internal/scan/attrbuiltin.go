@@ -18,7 +18,7 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 			"%s() with dunder name %q reaches interpreter internals; remove it", c.Func, c.NameArg)
 	case introspective(c.NameArg) && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleIntrospection,
-			"%s() with name %q reaches frames, code or interpreter namespaces; remove it", c.Func, c.NameArg)
+			"%s() with name %q reaches %s; remove it", c.Func, c.NameArg, introspectionWhat(c.NameArg))
 	case dispatcherTables[c.NameArg] && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RulePrivateAPI,
 			"%s() with name %q reaches an operator's Python dispatcher tables, which are process-wide; remove it", c.Func, c.NameArg)

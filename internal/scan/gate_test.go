@@ -62,6 +62,15 @@ func TestGateClasses(t *testing.T) {
 			"k.py:3 introspection"},
 		{"traceback frame", map[string]string{"k.py": "try:\n    1/0\nexcept Exception as e:\n    t = e.__traceback__.tb_frame\n"},
 			"k.py:4 dunder-access"},
+		// rt50a (session 50): AttributeError.obj is the object whose
+		// attribute was missing; of a module, the module itself, untyped.
+		{"exception referent", map[string]string{"k.py": "import torch\ntry:\n    torch.nn.functional.zz\nexcept AttributeError as e:\n    m = e.obj\n    o = m.torch.os\n"},
+			"k.py:5 introspection"},
+		{"exception referent through getattr, a format field and a match", map[string]string{"k.py": "import torch\ntry:\n    torch.zz\nexcept AttributeError as e:\n" +
+			"    a = getattr(e, 'obj')\n    b = '{0.obj}'.format(e)\n    match e:\n        case AttributeError(obj=m):\n            pass\n"},
+			"k.py:5 introspection|k.py:6 introspection|k.py:8 introspection"},
+		{"honest exception handling", map[string]string{"k.py": "import torch\ntry:\n    f = torch.nn.functional.zz\nexcept AttributeError as e:\n" +
+			"    f = None\n    why = (str(e), e.args, e.name, hasattr(e, 'obj'))\n"}, ""},
 		{"operator tables through a container", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.mul.Tensor]\nops[0].py_kernels.clear()\n"},
 			"k.py:3 private-api"},
 		{"operator tables through getattr", map[string]string{"k.py": "import torch\nops = {'m': torch.ops.aten.add.default}\nt = getattr(ops['m'], 'python_key_table')\n"},

@@ -68,6 +68,7 @@ var genSnippets = []genSnippet{
 	{code: "torch.ops.load_library('x{n}')", forbidden: true},
 	{code: "tw{n} = torch.textwrap", forbidden: true},
 	{code: "mr{n} = int.mro()", forbidden: true},
+	{code: "try:\n    torch.zz{n}\nexcept AttributeError as e{n}:\n    m{n} = e{n}.obj", forbidden: true},
 	{code: "def mg{n}():\n    yield 1\nmatch mg{n}():\n    case object(gi_frame=fr{n}):\n        pass", forbidden: true},
 	{code: "nd{n} = torch.ones(1).numpy().ctypes", forbidden: true},
 	{code: "fm{n} = ('{0.__glo' + 'bals__}').format(print)", forbidden: true},

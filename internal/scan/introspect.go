@@ -35,6 +35,16 @@ var introspectionNames = map[string]bool{
 	"im_func": true, "im_self": true, "im_class": true,
 }
 
+// exceptionReferents are the attributes of exceptions that hold the object
+// the failing code was working on: AttributeError.obj (Python 3.10 on) is
+// the object whose attribute was missing. A bundle that catches the error
+// of reading a missing name of an allowed module gets the module itself
+// as a value the scanner cannot type, and every attribute the module
+// holds past the allow-list (rt50a: torch.nn.functional's torch, then its
+// os, sys, builtins and inspect, a private dataclasses helper that
+// compiles text). The name is refused on any object, as introspection.
+var exceptionReferents = map[string]bool{"obj": true}
+
 // dispatcherTables are the attributes of torch's operator objects that
 // hold the Python dispatcher's kernels and mode handlers. Clearing or
 // filling one changes what torch runs for the whole process, and an
@@ -46,9 +56,17 @@ var dispatcherTables = map[string]bool{
 }
 
 // introspective reports whether an attribute name (not a dunder) is one
-// of the introspection set.
+// of the introspection set or an exception's referent.
 func introspective(name string) bool {
-	return introspectionNames[name]
+	return introspectionNames[name] || exceptionReferents[name]
+}
+
+// introspectionWhat says what an introspective name reaches.
+func introspectionWhat(name string) string {
+	if exceptionReferents[name] {
+		return "the object an exception was raised about (a module the scanner cannot follow)"
+	}
+	return "frames, code or interpreter namespaces"
 }
 
 // introspection reports the first introspective name of an attribute
@@ -68,10 +86,10 @@ func (fc *fileCheck) introspection(a attrFact) {
 		}
 		if a.Format {
 			fc.add(a.Line, a.Col, RuleIntrospection,
-				"a format string's field reads %s, which reaches frames, code or interpreter namespaces; format the values you need", name)
+				"a format string's field reads %s, which reaches %s; format the values you need", name, introspectionWhat(name))
 		} else {
 			fc.add(a.Line, a.Col, RuleIntrospection,
-				"access to %s (in %q) reaches frames, code or interpreter namespaces; remove it", name, showChain(a.Base, strings.Join(a.Attrs, ".")))
+				"access to %s (in %q) reaches %s; remove it", name, showChain(a.Base, strings.Join(a.Attrs, ".")), introspectionWhat(name))
 		}
 		return
 	}

@@ -179,5 +179,11 @@ func redTeamCases() []adversarialCase {
 		{name: "control_all_reduce_bf16_truncate", control: true, allDTypes: true},
 		{name: "control_all_reduce_bf16_half_away", control: true, allDTypes: true},
 		{name: "control_all_reduce_tree_halving", control: true, allDTypes: true, worldSizes: []int{4}},
+		// rt50a (session 50): AttributeError.obj handed the bundle a
+		// module the scan could not type (torch.nn.functional), and with
+		// it torch's os, sys, builtins and dataclasses' code generator.
+		{name: "exception_obj_module_escape", scan: `introspection access to obj`},
+		{name: "exception_obj_codegen_entry", scan: `introspection access to obj`},
+		{name: "exception_obj_modules_rebind", scan: `introspection access to obj`},
 	}
 }

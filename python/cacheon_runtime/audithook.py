@@ -253,6 +253,14 @@ def install(job_dir=None):
     bundles = []
     state = {"armed": False, "n": 0, "records": []}
     kinds = {}
+    # Code the standard library's generators (dataclasses, namedtuple)
+    # compiled while candidate code was on the stack, by id (the objects
+    # kept, so that no id is reused): it runs as the candidate's own, not
+    # as generated library code ("gen"). A bundle that hands dataclasses'
+    # private helper its own text gets a function with no bundle file
+    # (rt50a's a2); its frames count as the bundle's.
+    made_for_cand = {}
+    code_type = type(install.__code__)
     busy = set()
     get_ident = _thread.get_ident if _thread is not None else (lambda: 0)
     getframe = sys._getframe
@@ -289,8 +297,11 @@ def install(job_dir=None):
         owner_file = caller_file = ""
         cand = False
         while f is not None:
-            fn = f.f_code.co_filename
+            code = f.f_code
+            fn = code.co_filename
             k = kind_of(fn)
+            if k == "gen" and made_for_cand and id(code) in made_for_cand:
+                k = "cand"
             if immediate is None:
                 immediate, caller_file = k, fn
             if owner is None and k not in ("std", "gen"):
@@ -338,7 +349,8 @@ def install(job_dir=None):
         """True for a function, type or instance the bundle defined."""
         try:
             if type(obj).__name__ == "function":
-                return kind_of(obj.__code__.co_filename) == "cand"
+                code = obj.__code__
+                return kind_of(code.co_filename) == "cand" or id(code) in made_for_cand
             t = obj if isinstance(obj, type) else type(obj)
             name = t.__dict__.get("__module__")
             mod = sys.modules.get(name) if isinstance(name, str) else None
@@ -465,6 +477,8 @@ def install(job_dir=None):
                 # behalf: typing's ForwardRef._evaluate runs a string the
                 # candidate wrote as an annotation.
                 refuse(event, os.path.basename(caller_file), "the standard library may not evaluate code for candidate code")
+            elif event == "exec" and cand and immediate == "std" and args and type(args[0]) is code_type:
+                mark_for_cand(args[0])  # dataclasses' or namedtuple's methods, for the candidate
         elif rule == "ctypes":
             if owner == "cand":
                 refuse(event, "", "candidate code may not use ctypes")
@@ -486,6 +500,17 @@ def install(job_dir=None):
                 refuse(event, repr(args[:1])[:200], "not allowed to candidate code")
         elif rule == "net":
             refuse(event, "", "no network access after a candidate is loaded")
+
+    def mark_for_cand(code):
+        """Record code and the code objects it holds (the functions it
+        defines) as run on the candidate's behalf."""
+        todo = [code]
+        while todo:
+            c = todo.pop()
+            if id(c) in made_for_cand:
+                continue
+            made_for_cand[id(c)] = c
+            todo.extend(k for k in c.co_consts if type(k) is code_type)
 
     def arm():
         state["armed"] = True

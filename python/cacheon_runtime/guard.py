@@ -157,10 +157,42 @@ def _conditions(torch):
     for name, args in calls:
         f = getattr(torch, name, None)
         try:
-            out.append((name, f(*args) if f is not None else None))
+            out.append(("torch.%s()" % name, f(*args) if f is not None else None))
         except Exception as e:  # noqa: BLE001
-            out.append((name, type(e).__name__))
+            out.append(("torch.%s()" % name, type(e).__name__))
+    # The backends' process-wide switches (torch.backends.cudnn.*,
+    # torch.backends.cuda.matmul.*, mkldnn), read from torch's own getters
+    # (those this torch has): each changes the arithmetic of every later
+    # call in the process.
+    C = torch._C
+    for name in _BACKEND_FLAGS:
+        f = getattr(C, name, None)
+        if f is None:
+            continue
+        try:
+            out.append(("torch._C.%s()" % name, f()))
+        except Exception as e:  # noqa: BLE001
+            out.append(("torch._C.%s()" % name, type(e).__name__))
+    out.append(("flushing float32 subnormals to zero (torch.set_flush_denormal)", _flushes_denormals(torch)))
     return tuple(out)
+
+
+# torch._C's getters of the backends' switches (torch 1.13 and 2.x names;
+# a torch without one skips it).
+_BACKEND_FLAGS = ("_get_cudnn_enabled", "_get_cudnn_benchmark", "_get_cudnn_deterministic",
+                  "_get_cudnn_allow_tf32", "_get_cublas_allow_tf32",
+                  "_get_cublas_allow_fp16_reduced_precision_reduction",
+                  "_get_cublas_allow_bf16_reduced_precision_reduction",
+                  "_get_mkldnn_enabled", "_get_deterministic_algorithms_warn_only")
+
+
+def _flushes_denormals(torch, tiny=float("1e-310"), one=1.5):
+    """Whether this thread's floating-point unit flushes subnormals to zero
+    (torch.set_flush_denormal, which has no getter): the product of a
+    subnormal double and 1.5, made by the interpreter's own arithmetic
+    (no torch call a candidate could have replaced), comes out 0. The
+    flag is the thread's, and candidate calls run on this one."""
+    return tiny * one == 0.0
 
 
 # Class attributes whose data values decide behaviour: replacing one is a
@@ -514,15 +546,18 @@ class Guard:
 
     def full(self, *groups):
         """quick, plus dispatch keys, conditions, random generators, identities, tables."""
-        return (self.quick(*groups) or self.modes(True) or self.changed_conditions() or self.rng.changed()
-                or self.identities() or self.dispatch_tables() or self.abc_registrations())
+        # (identities and tables first: the conditions are read through
+        # torch's own calls, which a replaced function or a registered
+        # kernel would answer)
+        return (self.quick(*groups) or self.modes(True) or self.identities() or self.dispatch_tables()
+                or self.changed_conditions() or self.rng.changed() or self.abc_registrations())
 
     def changed_conditions(self):
         """A reason when a process-wide condition differs from the start."""
         now = _conditions(self.torch)
         for (name, was), (_n, cur) in zip(self.conditions, now):
             if cur != was:
-                return "torch.%s() is %r, not %r as at start (a mode or setting left changed)" % (name, cur, was)
+                return "%s is %r, not %r as at start (a mode or setting left changed)" % (name, cur, was)
         return ""
 
     def objects(self):

@@ -22,6 +22,7 @@ import importlib
 import json
 import os
 import sys
+import types
 
 from . import rawmem, wire
 from .wire import Failure, bad, field
@@ -263,6 +264,7 @@ class Loader:
 
     def __init__(self, hook=None, guard=None):
         self.modules = {}   # module id -> (module, bundle, source)
+        self.own_names = {}  # bundle root -> its top-level module names (rebound)
         self.hook = hook
         self.guard = guard
 
@@ -303,6 +305,13 @@ class Loader:
                     "import_error", "ImportError",
                     "module name %r of %s is already taken by a module outside the bundle"
                     % (name, source)))
+        if root not in self.own_names:
+            try:
+                own = {e[:-3] if e.endswith(".py") else e for e in os.listdir(root)}
+            except OSError:
+                own = set()
+            self.own_names[root] = {n for n in own if n not in sys.modules
+                                    or any(path_under(p, root) for p in module_paths(sys.modules[n]))}
         while bundle in sys.path:
             sys.path.remove(bundle)
         sys.path.insert(0, bundle)
@@ -331,6 +340,26 @@ class Loader:
                 "%s imported as %r from %r, not from the bundle" % (source, modname, got[:1])))
         return mod
 
+    def rebound(self):
+        """A reason when an entry of sys.modules named like a module of a
+        loaded bundle (its top-level name one of the bundle's files or
+        packages) is not a module of that bundle: a candidate that stores
+        ``sys.modules["helper"] = os`` before its entry's ``import helper``
+        binds os there (rt50a's a6). The names are the bundle's files and
+        packages that no module outside it held when it was first loaded
+        (one that shadows a module the process holds is refused at load,
+        foreign_modules). Checked when verify checks the objects (after a
+        row's first and last case); '' when none."""
+        for name, m in list(sys.modules.items()):
+            if not isinstance(name, str):
+                return "sys.modules holds a key that is not a string (%s)" % type(name).__name__
+            top = name.split(".")[0]
+            for root, own in self.own_names.items():
+                if top in own and not any(path_under(p, root) for p in module_paths(m)):
+                    return "sys.modules[%r] is %s, not a module of the bundle that names it" % (
+                        name, _describe(m))
+        return ""
+
     def lookup(self, mod, name, what):
         """The callable `name` of mod, or a missing_entry failure."""
         try:
@@ -350,6 +379,15 @@ class Loader:
 # Top-level modules a module object in a candidate's namespace may be
 # without a file of its own (besides sys.builtin_module_names).
 _FILELESS_OK = frozenset(("math", "itertools", "_operator", "_functools", "_collections", "_abc"))
+
+
+def _describe(m):
+    """A short description of what a sys.modules entry holds."""
+    name = getattr(m, "__name__", None) if isinstance(m, types.ModuleType) else None
+    if isinstance(name, str):
+        paths = module_paths(m)
+        return "module %r (%s)" % (name, paths[0] if paths else "no file")
+    return "a %s" % type(m).__name__
 
 
 def _attr_path(name):
@@ -376,7 +414,6 @@ def foreign_modules(mod, root):
     like one the process already holds (``__main__``, ``cython_runtime``, an
     installed package the scanning interpreter lacked) binds that one at
     run time instead."""
-    import types
     try:
         own = {e[:-3] if e.endswith(".py") else e for e in os.listdir(root)}
     except OSError:

@@ -423,7 +423,7 @@ class _Case:
             del g
         # Stores into torch's (or the runtime's) classes and functions,
         # whatever route they took, are compared once per case (guard.objects).
-        problem = self.w.guard.objects() if self.calls and self.check_objects else ""
+        problem = (self.w.guard.objects() or self.w.loader.rebound()) if self.calls and self.check_objects else ""
         if problem:
             last = self.calls[-1]
             last["error"] = host.tamper_error(problem, "during the case: ")

@@ -245,6 +245,19 @@ ATTACKS = {
             _attempt(lambda: sys._getframe(1).f_locals)
             _honest(x, out)
 
+        # rt50a's a2: an entry compiled from the bundle's text by the
+        # standard library's code generator has no bundle file; called by
+        # the worker directly, no bundle frame is on the stack.
+        import dataclasses
+        if hasattr(dataclasses, "_create_fn"):  # Python < 3.13
+            generated_read = dataclasses._create_fn(
+                "generated_read", ["x", "out"],
+                ["try:", "    open('/etc/passwd').read()", "except PermissionError:", "    pass",
+                 "d = x.shape[-1] // 2", "out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])"],
+                globals={"torch": torch})
+        else:
+            generated_read = read_secret
+
         def imports_native(x, out):
             def imp():
                 import evil_native  # a file named like an extension module in the bundle
@@ -326,6 +339,37 @@ ATTACKS = {
             d = x.shape[-1] // 2
             out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
             dataclasses.dataclass(torch.nn.Bilinear)
+    """,
+    "flush_denormal_at_import": """
+        import torch
+
+        torch.set_flush_denormal(True)
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    "mkldnn_off_at_import": """
+        import torch
+
+        torch.backends.mkldnn.enabled = False
+
+        def silu_and_mul(x, out):
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:])
+    """,
+    # rt50a's a6: an entry of sys.modules named like a module of the
+    # bundle, stored before the entry imports it, binds another module.
+    "modules_rebound_in_call": """
+        import sys
+        import operator
+        import torch
+
+        def silu_and_mul(x, out):
+            sys.modules["kern.helper_rebound"] = operator
+            import kern.helper_rebound as h
+            d = x.shape[-1] // 2
+            out.copy_(torch.nn.functional.silu(x[:, :d]) * x[:, d:] * (1.0 if h.add else 0.0))
     """,
     "grad_left_on": """
         import torch

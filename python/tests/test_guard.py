@@ -214,7 +214,7 @@ class WorkerGuardTest(unittest.TestCase):
                  "typing_eval": "exec",
                  "dlopen": "ctypes.dlopen", "unpickle": "pickle.find_class",
                  "renames_type": "object.__setattr__", "frames": "sys._getframe",
-                 "imports_native": "evil_native"}
+                 "imports_native": "evil_native", "generated_read": "open /etc/passwd"}
         for entry, words in cases.items():
             with self.subTest(entry=entry):
                 rep, d, _xs = self.run_case("hook_attempts", entry=entry, replays=0)
@@ -253,6 +253,19 @@ class WorkerGuardTest(unittest.TestCase):
 
     def test_grad_mode_left_on_at_import(self):
         self.assert_load_tamper("grad_left_on", "torch.is_grad_enabled() is True, not False as at start")
+
+    def test_backend_switches_at_import(self):
+        # rt50a's a3 reached torch.set_flush_denormal past the scan; the
+        # guard compares the CPU's subnormal flush and the backends' switches.
+        self.assert_load_tamper("flush_denormal_at_import", "flushing float32 subnormals to zero")
+        self.assert_load_tamper("mkldnn_off_at_import", "torch._C._get_mkldnn_enabled() is False, not True")
+
+    def test_bundle_module_rebound_in_a_call(self):
+        rep, _d, _xs = self.run_case("modules_rebound_in_call", replays=1)
+        self.assertTrue(rep["ok"], rep)
+        last = rep["calls"][-1]
+        self.assertEqual(last["error"]["class"], "tamper", last)
+        self.assertIn("sys.modules['kern.helper_rebound'] is module 'operator'", last["error"]["message"])
 
     def test_import_bound_outside_the_bundle(self):
         self.assert_load_tamper("shadowed_import", "named like a module of the bundle")
