@@ -227,6 +227,17 @@ var flowPlaces = map[string]string{
 	"default":   "is a parameter default",
 	"stored":    "is stored in an attribute or item",
 	"match":     "is a match subject",
+	// stray places (astflow._stray_flows: any place but a call, a
+	// subscript, a test of truth or identity, a statement, an exception
+	// class, or one of the above)
+	"operand":    "is an operand of an operator or a comparison other than is",
+	"annotation": "is an annotation",
+	"slice":      "is a slice bound",
+	"message":    "is an assert message or a raised exception",
+	"format":     "is formatted into a string",
+	"pattern":    "is a match value or class pattern",
+	"base":       "has an attribute read past a conditional, a boolean operator or an assignment expression",
+	"expression": "is used where the scanner does not follow it",
 }
 
 // Bounds on what the script may claim.

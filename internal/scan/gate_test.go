@@ -71,6 +71,22 @@ func TestGateClasses(t *testing.T) {
 			"k.py:5 introspection|k.py:6 introspection|k.py:8 introspection"},
 		{"honest exception handling", map[string]string{"k.py": "import torch\ntry:\n    f = torch.nn.functional.zz\nexcept AttributeError as e:\n" +
 			"    f = None\n    why = (str(e), e.args, e.name, hasattr(e, 'obj'))\n"}, ""},
+		// rt50b (session 50): a module handed over where the flow facts
+		// did not look (the allow-list of places, astflow._stray_flows).
+		{"module in an annotation", map[string]string{"k.py": "import torch\nimport dataclasses\n@dataclasses.dataclass\nclass C:\n    m: torch.nn.functional = None\n"},
+			"k.py:5 module-alias"},
+		{"module as an operand, a slice bound, an assert message, a format field", map[string]string{"k.py": "import torch\n" +
+			"class L:\n    def __eq__(self, o):\n        return False\n" +
+			"a = L() == torch\nb = [1][torch:]\nc = f'{torch}'\nassert a, torch.nn.functional\n"},
+			"k.py:5 module-alias|k.py:6 module-alias|k.py:7 module-alias|k.py:8 module-alias"},
+		{"module through an augmented assignment, a match value and a boolean operator", map[string]string{"k.py": "import torch\n" +
+			"p = 0\np += torch\nmatch p:\n    case torch.nn.functional:\n        pass\nq = (torch.nn.functional or 0).torch\n"},
+			"k.py:3 module-alias|k.py:5 module-alias|k.py:7 module-alias"},
+		{"modules where nothing is handed over", map[string]string{"k.py": "import torch\nimport torch.nn.functional as F\n" +
+			"ok = F is not None and torch.cuda is not None\nif torch.cuda:\n    pass\nx = not torch\ntorch.nn\n" +
+			"def f(t: torch.Tensor) -> torch.Tensor:\n    return F.silu(t)\ntry:\n    pass\nexcept torch.cuda.OutOfMemoryError:\n    pass\n"}, ""},
+		{"a tensor's private pickling and view handles", map[string]string{"k.py": "def f(x):\n    a = x._reduce_ex_internal(2)\n    b = x._base\n    return x._is_view()\n"},
+			"k.py:2 tensor-internals|k.py:3 tensor-internals|k.py:4 tensor-internals"},
 		{"operator tables through a container", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.mul.Tensor]\nops[0].py_kernels.clear()\n"},
 			"k.py:3 private-api"},
 		{"operator tables through getattr", map[string]string{"k.py": "import torch\nops = {'m': torch.ops.aten.add.default}\nt = getattr(ops['m'], 'python_key_table')\n"},

@@ -218,6 +218,20 @@ func attributeRules() map[string]refRule {
 	} {
 		out[name] = refRule{prefix: name, rule: RuleTensorInternals, why: internals}
 	}
+	// A tensor's other private handles (rt50b, session 50: x._reduce_ex_internal(2)
+	// is the body of __reduce_ex__ and hands back the storage): its
+	// pickling, the base and view state of a view (the allocation around
+	// an output, how the validator laid out an input), subclass
+	// constructors (a tensor with its own dispatch) and autograd's hooks.
+	const private = "a tensor's pickling, view base, subclassing and autograd internals reach its storage, the allocation around it and torch's dispatch; a kernel computes on the tensor itself (an attribute of your own by that name needs another name)"
+	for _, name := range []string{
+		"_reduce_ex_internal", "_storage", "_base", "_is_view", "_view_func", "_view_func_unsafe",
+		"_make_subclass", "_make_wrapper_subclass", "_python_dispatch", "_fix_weakref", "_use_count",
+		"_backward_hooks", "_post_accumulate_grad_hooks",
+		"_rebuild_from_type", "_rebuild_from_type_v2", "_rebuild_tensor", "_rebuild_tensor_v2",
+	} {
+		out[name] = refRule{prefix: name, rule: RuleTensorInternals, why: private}
+	}
 	// typing's forward references evaluate their string as code in
 	// typing's own frame (typing.Optional["__import__('sys')"]).
 	for _, name := range []string{"_evaluate", "_eval_type", "evaluate_forward_ref"} {

@@ -185,5 +185,13 @@ func redTeamCases() []adversarialCase {
 		{name: "exception_obj_module_escape", scan: `introspection access to obj`},
 		{name: "exception_obj_codegen_entry", scan: `introspection access to obj`},
 		{name: "exception_obj_modules_rebind", scan: `introspection access to obj`},
+		// rt50b (session 50): a module handed to the bundle's own code
+		// through an annotation, an operand, an assert message or a slice
+		// bound, and a tensor's storage through its private pickling.
+		{name: "annotation_module_tell", scan: `module-alias .* is an annotation`},
+		{name: "operand_module_tell", scan: `module-alias .* is an operand`},
+		{name: "assert_message_hook_off", scan: `module-alias .* is an assert message`},
+		{name: "slice_module_rebind", scan: `module-alias .* is a slice bound`},
+		{name: "reduce_ex_storage_tell", scan: `tensor-internals use of "t\._reduce_ex_internal"`},
 	}
 }

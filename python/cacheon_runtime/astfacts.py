@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(globals().get("__file__") or 
 import astenv  # noqa: E402
 from astflow import (  # noqa: E402
     _DEF_NODES, _DEFINING, _MATCH, _Collector, _captures_all, _chain, _ctx,
-    _pos, _reachable, _roots, _target, _unchain,
+    _pos, _reachable, _roots, _stray_flows, _target, _unchain,
 )
 from astscope import Scopes, _decorator  # noqa: E402
 import asttyping  # noqa: E402
@@ -398,7 +398,7 @@ def _facts(tree):
         value = values.get(nid)
         if names[i]["name"] in roots and value is not None and value["kind"] != "other":
             names[i]["value"] = value
-    aliases, flows = _reachable(imports, extra.aliases, extra.flows)
+    aliases, flows = _reachable(imports, extra.aliases, extra.flows + _stray_flows(tree))
     return {
         "imports": imports, "calls": calls, "attributes": attributes,
         "stores": stores, "names": names, "aliases": aliases,

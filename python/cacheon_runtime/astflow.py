@@ -379,6 +379,107 @@ if _MATCH is not None:
     _VISIT[_MATCH] = _Collector._match
 
 
+# Where the object of a name chain may go without a flow fact: the chain
+# is called, subscripted, tested for truth or identity, evaluated as a
+# statement or names an exception class to catch; or the place is one the
+# collector reports itself (an alias or one of its flows). Every other
+# place is a stray flow (_stray_flows): an allow-list, so that an operand,
+# an annotation, a slice bound or an assert message (rt50b: each handed a
+# module to code the bundle wrote, or kept it where a library returns it)
+# is reported, as is any syntax a later Python adds.
+_ALLOWED = {
+    (ast.Call, "func"), (ast.Expr, "value"), (ast.If, "test"), (ast.While, "test"),
+    (ast.IfExp, "test"), (ast.Assert, "test"), (ast.comprehension, "ifs"),
+    (ast.Subscript, "value"), (ast.ExceptHandler, "type"),
+    (ast.FunctionDef, "decorator_list"), (ast.AsyncFunctionDef, "decorator_list"),
+    (ast.ClassDef, "decorator_list"),
+}
+_HANDLED = {
+    (ast.Call, "args"), (ast.keyword, "value"), (ast.ClassDef, "bases"),
+    (ast.List, "elts"), (ast.Tuple, "elts"), (ast.Set, "elts"), (ast.Dict, "keys"), (ast.Dict, "values"),
+    (ast.ListComp, "elt"), (ast.SetComp, "elt"), (ast.GeneratorExp, "elt"),
+    (ast.DictComp, "key"), (ast.DictComp, "value"),
+    (ast.Return, "value"), (ast.Yield, "value"), (ast.YieldFrom, "value"), (ast.Lambda, "body"),
+    (ast.arguments, "defaults"), (ast.arguments, "kw_defaults"), (ast.Subscript, "slice"),
+    (ast.Assign, "value"), (ast.AnnAssign, "value"), (ast.NamedExpr, "value"),
+    (ast.For, "iter"), (ast.AsyncFor, "iter"), (ast.comprehension, "iter"),
+}
+if _MATCH is not None:
+    _HANDLED.add((_MATCH, "subject"))
+# What a stray place is called (flowPlaces in internal/scan/facts.go).
+_STRAY = {
+    (ast.Compare, "left"): "operand", (ast.Compare, "comparators"): "operand",
+    (ast.BinOp, "left"): "operand", (ast.BinOp, "right"): "operand",
+    (ast.UnaryOp, "operand"): "operand", (ast.AugAssign, "value"): "operand",
+    (ast.Await, "value"): "operand",
+    (ast.arg, "annotation"): "annotation", (ast.AnnAssign, "annotation"): "annotation",
+    (ast.FunctionDef, "returns"): "annotation", (ast.AsyncFunctionDef, "returns"): "annotation",
+    (ast.Slice, "lower"): "slice", (ast.Slice, "upper"): "slice", (ast.Slice, "step"): "slice",
+    (ast.Assert, "msg"): "message", (ast.Raise, "exc"): "message", (ast.Raise, "cause"): "message",
+    (ast.FormattedValue, "value"): "format",
+    # (torch.nn.functional or 0).torch.load: a chain read past a
+    # conditional, a boolean operator or an assignment expression
+    (ast.Attribute, "value"): "base",
+}
+for _n in ("MatchValue", "MatchClass"):
+    if hasattr(ast, _n):
+        _STRAY[(getattr(ast, _n), "value" if _n == "MatchValue" else "cls")] = "pattern"
+
+
+def _parents(tree):
+    """id(child) -> (parent, field) of every node of tree."""
+    out = {}
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            for child in (value if isinstance(value, list) else (value,)):
+                if isinstance(child, ast.AST):
+                    out[id(child)] = (node, field)
+    return out
+
+
+def _stray_flows(tree):
+    """Flow facts of the name chains whose object goes to a place neither
+    allowed nor reported by the collector (_ALLOWED, _HANDLED): each
+    chain read whole (not the base of a longer one), its place found
+    through the conditional and boolean operators, assignment expressions
+    and stars it passes (their value is the chain's object)."""
+    parents = _parents(tree)
+    flows = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Name, ast.Attribute, ast.Call)) or _ctx(node) != "load":
+            continue
+        chain = _chain(node)
+        if not chain or (isinstance(node, ast.Call) and _getattr_literal(node) is None):
+            continue
+        at = parents.get(id(node))
+        if at is None:
+            continue
+        parent, field = at
+        if isinstance(parent, ast.Attribute) or (_getattr_literal(parent) is not None and field == "args"
+                                                 and parent.args[0] is node):
+            continue  # the base of a longer chain
+        n = node
+        while (isinstance(parent, (ast.BoolOp, ast.NamedExpr, ast.Starred))
+               or (isinstance(parent, ast.IfExp) and field != "test")):
+            n = parent
+            at = parents.get(id(n))
+            if at is None:
+                break
+            parent, field = at
+        key = (type(parent), field)
+        if key in _ALLOWED or key in _HANDLED:
+            continue
+        if key == (ast.Compare, "comparators") or key == (ast.Compare, "left"):
+            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops):
+                continue  # identity: nothing of the object is handed over
+        if key == (ast.UnaryOp, "operand") and isinstance(parent.op, ast.Not):
+            continue
+        line, col = _pos(node)
+        flows.append({"chain": chain, "where": _STRAY.get(key, "expression"), "callee": "",
+                      "line": line, "col": col})
+    return flows
+
+
 def _captures(pattern):
     """(name, node) of every name a match pattern binds."""
     out = []
