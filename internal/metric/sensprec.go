@@ -59,9 +59,17 @@ const (
 	SysSensNear     = 2.0
 	SysSensFarShare = 0.1
 	// SysSensNearWide and SysSensFarShareWide: the same in formats of
-	// SysWideSig significand bits or more (float32).
+	// SysWideSig significand bits or more (float32). The share was 0.5
+	// until session 50: hs50 found an honest float32 attention (scores by
+	// one matmul, softmax, its product with V; the suite's
+	// control_sdpa_f32_scores) with 59 % of a long call's 281 judged
+	// elements beyond 128 u·sens at seed 16 (margin 1.003; 0.4–0.92 at
+	// seeds 2–20). At 0.65 it is 0.77; the 14-bit outputs of
+	// sdpa_short_output_bits and decode_short_output_bits, 65–88 % per
+	// call, still fail at seeds 1–3 (the first failing call's margin
+	// 1.04–1.2).
 	SysSensNearWide     = 128.0
-	SysSensFarShareWide = 0.5
+	SysSensFarShareWide = 0.65
 	// SysSensNearCancel is SysSensNear for the elements whose values
 	// cancel (sensPrec.cancelling), where an honest kernel's few u·sens are not
 	// reduced by the output's own size: four times the bound. Half

@@ -254,8 +254,9 @@ func TestSystematicCancelAllowance(t *testing.T) {
 // TestSystematicSensitivitySpan: a float32 row over more keys than the
 // precision test was measured at (SysParams.Span) widens its bound: an
 // error of 300 u·sens on every element fails at one span (128 u·sens)
-// and passes at four (512), and an output rounded to 14 bits still fails
-// at two.
+// and passes at four (512), and an output rounded to 14 bits fails at
+// one (at two, 61 % of its elements are beyond 256 u·sens: under the
+// share honest float32 attention needs since session 50, 0.65).
 func TestSystematicSensitivitySpan(t *testing.T) {
 	a := newToyAttention(3, 96, 200, 64, 0)
 	u := math.Ldexp(1, -24)
@@ -277,7 +278,7 @@ func TestSystematicSensitivitySpan(t *testing.T) {
 	}{
 		{"300 u·sens, span 1", off, nil, true},
 		{"300 u·sens, span 4", off, spans(4), false},
-		{"14 bits, span 2", short, spans(2), true},
+		{"14 bits, span 1", short, nil, true},
 	} {
 		p := metric.SysParams{Tol: tol, Sig: 24, MinRatio: 0.99, Sens: a.sens, Span: c.span}
 		res := metric.Systematic(a.exp, c.got, []int{a.rows, a.d}, p)
