@@ -160,13 +160,17 @@ func Outputs(pol metric.Policy, tol metric.Tolerance, outputs []slot.Output, exp
 			if span != nil && len(span) != len(vals) {
 				return r, fmt.Errorf("grading %s: the reference's precision span has %d values for %d elements", o.Name, len(span), len(vals))
 			}
+			rowScale := expected[slot.RowScaleKey(o.Name)]
+			if rowScale != nil && len(rowScale) != len(vals) {
+				return r, fmt.Errorf("grading %s: the reference's row scales have %d values for %d elements", o.Name, len(rowScale), len(vals))
+			}
 			bound, boundRMS := expected[slot.BoundKey(o.Name)], expected[slot.BoundRMSKey(o.Name)]
 			if bound != nil && (len(bound) != len(vals) || len(boundRMS) != len(vals)) {
 				return r, fmt.Errorf("grading %s: the reference's rounding bound has %d values and its root sum of squares %d for %d elements", o.Name, len(bound), len(boundRMS), len(vals))
 			}
 			sys = metric.Systematic(expected[o.Name], vals, o.Spec.Shape, metric.SysParams{
 				Tol: tol, Sig: o.Spec.DType.Significand(), Elementwise: pol.Kind == metric.AllClose, MinRatio: pol.MinRatio,
-				Scale: scale, Sens: sens, Away: away, Span: span, Bound: bound, BoundRMS: boundRMS})
+				Scale: scale, Sens: sens, Away: away, Span: span, Bound: bound, BoundRMS: boundRMS, RowScale: rowScale})
 			g.SysMargin, g.SysClosest = sys.Margin, sys.Closest
 		}
 		r.Outputs = append(r.Outputs, g)

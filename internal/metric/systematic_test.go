@@ -425,3 +425,57 @@ func TestSystematicAway(t *testing.T) {
 		})
 	}
 }
+
+// TestSystematicRowScale: a residual norm's row whose residual cancels the
+// all-reduced sum has its scale moved by the sum's honest rounding, every
+// element of the row at once (hs50: vLLM's fused add-and-norm, 1.8 %
+// over one row of a decoy call). Without the reference's row scale the
+// multiplicative lean takes the row for a gain; with it the row passes,
+// and a gain of 3 % over rows of ordinary scale still fails.
+func TestSystematicRowScale(t *testing.T) {
+	tol := metric.Tolerance{Atol: 0.02, Rtol: 0.02}
+	const rows, h = 2, 746
+	r := rand.New(rand.NewPCG(50, 1))
+	exp := make([]float64, rows*h)
+	for i := range exp {
+		exp[i] = r.NormFloat64() * 4
+		if i >= h {
+			exp[i] /= 40 // under atol/rtol: not in the multiplicative lean
+		}
+	}
+	rowScale := func(cancelling float64) []float64 {
+		s := make([]float64, len(exp))
+		for i := range s {
+			s[i] = math.Sqrt(6.0 / h) // an ordinary row's R
+			if i < h {
+				s[i] = cancelling
+			}
+		}
+		return s
+	}
+	honest := mapped(exp, func(i int, x float64) float64 {
+		if i < h {
+			return roundBF16(x * 1.018)
+		}
+		return roundBF16(x)
+	})
+	gain := mapped(exp, func(_ int, x float64) float64 { return roundBF16(x * 1.03) })
+	gainRows := rowScale(math.Sqrt(6.0 / h))
+	for _, c := range []struct {
+		name     string
+		got      []float64
+		rowScale []float64
+		fail     bool
+	}{
+		{"one row 1.8 % large, no row scale", honest, nil, true},
+		{"one row 1.8 % large, its R·u 0.012", honest, rowScale(3), false},
+		{"a gain of 3 %, ordinary rows", gain, gainRows, true},
+	} {
+		p := metric.SysParams{Tol: tol, Sig: 8, MinRatio: 0.99, RowScale: c.rowScale}
+		res := metric.Systematic(exp, c.got, []int{rows, h}, p)
+		if res.Pass == c.fail {
+			t.Errorf("%s: want fail %v; margin %.3f: %q (closest %q)", c.name, c.fail, res.Margin, res.Explain, res.Closest)
+		}
+		t.Logf("%s: margin %.3f: %s", c.name, res.Margin, res.Closest)
+	}
+}

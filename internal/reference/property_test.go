@@ -422,7 +422,7 @@ func TestResidualNormSensitivity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn, sr := ResidualNormSensitivity(parts, res, weight, n, h, eps)
+	sn, sr, _ := ResidualNormSensitivity(parts, res, weight, n, h, eps)
 	for i := range n {
 		var ms float64
 		for j := range h {

@@ -24,10 +24,14 @@ import "math"
 // values, where sensRes ≈ √2·|x_k|), and dominant where a massive element of the sum nearly
 // cancels the residual's (session 39: a sink token's 289.5 against the
 // residual's −284, its bfloat16 rounding 0.54 moved the row's RMS by 5 %:
-// a partial alone in its subgroup met its residual so). Arguments must be
-// validated by the caller's reference.
-func ResidualNormSensitivity(parts [][]float64, outResidual, weight []float64, n, h int, eps float64) (sensNorm, sensRes []float64) {
-	sensNorm, sensRes = make([]float64, n*h), make([]float64, n*h)
+// a partial alone in its subgroup met its residual so). rowScale is, per
+// element, R itself: how far its row's scale (1/rms) may move, relative,
+// per unit roundoff of the roundings, which every element of the row
+// shares (the systematic check's multiplicative lean counts it:
+// metric.SysParams.RowScale). Arguments must be validated by the
+// caller's reference.
+func ResidualNormSensitivity(parts [][]float64, outResidual, weight []float64, n, h int, eps float64) (sensNorm, sensRes, rowScale []float64) {
+	sensNorm, sensRes, rowScale = make([]float64, n*h), make([]float64, n*h), make([]float64, n*h)
 	parallelFor(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := outResidual[i*h : (i+1)*h]
@@ -48,10 +52,11 @@ func ResidualNormSensitivity(parts [][]float64, outResidual, weight []float64, n
 			for j := range row {
 				k := i*h + j
 				sensNorm[k] = math.Abs(weight[j]) * math.Hypot(sensRes[k], row[j]*r) * inv
+				rowScale[k] = r
 			}
 		}
 	})
-	return sensNorm, sensRes
+	return sensNorm, sensRes, rowScale
 }
 
 // MoEFinalizePartials returns every rank's finalize (the partial the

@@ -268,6 +268,12 @@ func BoundKey(output string) string { return output + "@bound" }
 // its errors' root mean square and mean against (metric.SysParams.BoundRMS).
 func BoundRMSKey(output string) string { return output + "@boundrms" }
 
+// RowScaleKey names, in a residual norm's reference map, how far each
+// element's row scale may move per unit roundoff of the honest roundings
+// of the sum (reference.ResidualNormSensitivity's R), which every element
+// of the row shares (metric.SysParams.RowScale).
+func RowScaleKey(output string) string { return output + "@rowscale" }
+
 // SpanKey names, in a float32 attention reference's map, how many times
 // its calibrated bound the systematic check's precision test allows each
 // element (metric.SysParams.Span): max(1, n/SensSpanKeys), n the keys the
@@ -432,7 +438,8 @@ func refARResidualRMSNorm(c *Case) (map[string][]float64, error) {
 // withResidualScales adds the scales of a residual all-reduce norm's two
 // outputs (reference.ResidualNormSensitivity) to its reference map.
 func (c *Case) withResidualScales(out map[string][]float64, parts [][]float64, weight []float64, n, h int, eps float64) (map[string][]float64, error) {
-	sn, sr := reference.ResidualNormSensitivity(parts, out["out_residual"], weight, n, h, eps)
+	sn, sr, rows := reference.ResidualNormSensitivity(parts, out["out_residual"], weight, n, h, eps)
+	out[RowScaleKey("out_norm")] = rows
 	var err error
 	if out[ScaleKey("out_norm")], err = c.sensitivityScale(sn); err != nil {
 		return nil, err

@@ -193,5 +193,9 @@ func redTeamCases() []adversarialCase {
 		{name: "assert_message_hook_off", scan: `module-alias .* is an assert message`},
 		{name: "slice_module_rebind", scan: `module-alias .* is a slice bound`},
 		{name: "reduce_ex_storage_tell", scan: `tensor-internals use of "t\._reduce_ex_internal"`},
+		// hs50 (session 50): two honest styles the gate failed, at the
+		// seed and world size where they did.
+		{name: "control_ar_rmsnorm_vllm_rounded", control: true, dtype: tensor.BF16, worldSizes: []int{8}, seed: 2},
+		{name: "control_sdpa_f32_probs_rounded", control: true, seed: 16},
 	}
 }
