@@ -254,7 +254,7 @@ def install(job_dir=None):
     state = {"armed": False, "n": 0, "records": []}
     kinds = {}
     # Code the standard library's generators (dataclasses, namedtuple)
-    # compiled while candidate code was on the stack, by id (the objects
+    # compiled for candidate code (the owner of the exec), by id (the objects
     # kept, so that no id is reused): it runs as the candidate's own, not
     # as generated library code ("gen"). A bundle that hands dataclasses'
     # private helper its own text gets a function with no bundle file
@@ -477,8 +477,12 @@ def install(job_dir=None):
                 # behalf: typing's ForwardRef._evaluate runs a string the
                 # candidate wrote as an annotation.
                 refuse(event, os.path.basename(caller_file), "the standard library may not evaluate code for candidate code")
-            elif event == "exec" and cand and immediate == "std" and args and type(args[0]) is code_type:
-                mark_for_cand(args[0])  # dataclasses' or namedtuple's methods, for the candidate
+            elif event == "exec" and owner == "cand" and immediate == "std" and args and type(args[0]) is code_type:
+                # dataclasses' or namedtuple's methods made for the
+                # candidate (owner: no torch, Triton or runtime frame
+                # between; a library module torch imports lazily during a
+                # call makes its own dataclasses, which stay library code)
+                mark_for_cand(args[0])
         elif rule == "ctypes":
             if owner == "cand":
                 refuse(event, "", "candidate code may not use ctypes")
