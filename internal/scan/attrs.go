@@ -58,6 +58,7 @@ const (
 	whyFiles     = "it reads or writes files"
 	whyProcesses = "it starts processes or threads"
 	whySetter    = "process-wide settings belong to the validator"
+	whyAlias     = "it is a module re-exported under another name; import the module by its own name"
 	whyRNG       = "the global random generators are the validator's; create a torch.Generator of your own"
 	whyDevice    = "device, allocator, stream and graph management is the engine's"
 	whyHooks     = "it installs process-wide hooks, dispatch modes or operator registrations"
@@ -216,6 +217,13 @@ func torchTable() []attrEntry {
 			"_nested_*", "ops.aten.sparse_*", "ops.aten._sparse_*", "ops.aten._to_sparse*", "ops.aten.to_sparse*",
 			"ops.aten._reshape_alias*", "ops.aten._nested_*", "ops.aten._coalesce*", "ops.aten._indices*",
 			"ops.aten._values*", "ops.aten.sparse_mask*", "ops.aten._unsafe_*", "_unsafe_*"}},
+		// Modules the allowed trees re-export under another name (torch
+		// 1.13 and 2.x; rt50c: passed as an argument, torch.functional.F
+		// reached torch.sys.modules past the scanner): use them by their
+		// own names (X.torch, a re-export of an allowed module, is judged
+		// by the components after it).
+		{whyAlias, []string{"functional.F", "functional.opt_einsum", "nn.functional.utils", "nn.functional.grad",
+			"return_types.return_types"}},
 		{whyState, []string{"cuda.memory_*", "cuda.max_memory_*", "cuda.mem_get_info", "cuda.list_gpu_processes",
 			"cuda.utilization", "cuda.temperature", "cuda.power_draw", "cuda.clock_rate", "cuda.reset_*"}},
 	}

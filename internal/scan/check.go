@@ -248,7 +248,14 @@ func (fc *fileCheck) isModule(b binding) bool {
 		_, ok := fc.ix.modules[b.name]
 		return ok && b.name != ""
 	}
-	return !strings.Contains(b.name, ".") || fc.modules[b.name]
+	if !strings.Contains(b.name, ".") || fc.modules[b.name] {
+		return true
+	}
+	// A chain ending in the name of an allowed or standard-library module
+	// (torch.nn.functional.torch, torch.linalg.sys) is that module
+	// re-exported (rt50c: passed as an argument it was an untyped torch).
+	_, last, _ := strings.Cut(b.name[strings.LastIndexByte(b.name, '.'):], ".")
+	return (fc.allowed[last] || fc.stdlib[last]) && !escapeExempt[last]
 }
 
 // first returns what a bound name refers to, for messages: the first in

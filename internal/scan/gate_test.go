@@ -1,7 +1,10 @@
 package scan
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -85,6 +88,15 @@ func TestGateClasses(t *testing.T) {
 		{"modules where nothing is handed over", map[string]string{"k.py": "import torch\nimport torch.nn.functional as F\n" +
 			"ok = F is not None and torch.cuda is not None\nif torch.cuda:\n    pass\nx = not torch\ntorch.nn\n" +
 			"def f(t: torch.Tensor) -> torch.Tensor:\n    return F.silu(t)\ntry:\n    pass\nexcept torch.cuda.OutOfMemoryError:\n    pass\n"}, ""},
+		// rt50c (session 50): real submodules the hand-written list
+		// lacked, a re-exported allowed module and modules under another
+		// name, handed over as untyped values.
+		{"an allowed module re-exported, handed over", map[string]string{"k.py": "import torch\ndef f(m=torch.nn.functional.torch):\n    return m\n"},
+			"k.py:2 module-alias"},
+		{"modules under another name", map[string]string{"k.py": "import torch\na = torch.functional.F\nb = torch.functional.opt_einsum.set_flags\nc = torch.nn.functional.utils\n"},
+			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:4 module-attribute-not-allowed"},
+		{"functions of the submodules handed over", map[string]string{"k.py": "import torch, functools\nimport torch.nn.functional as F\n" +
+			"g = functools.partial(F.silu)\nh = [torch.functional.einsum, torch.select, torch.chunk]\n"}, ""},
 		{"a tensor's private pickling and view handles", map[string]string{"k.py": "def f(x):\n    a = x._reduce_ex_internal(2)\n    b = x._base\n    return x._is_view()\n"},
 			"k.py:2 tensor-internals|k.py:3 tensor-internals|k.py:4 tensor-internals"},
 		{"operator tables through a container", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.mul.Tensor]\nops[0].py_kernels.clear()\n"},
@@ -396,5 +408,30 @@ func TestShadowInstalledModule(t *testing.T) {
 	got := scanFiles(t, map[string]string{name + ".py": "", "k.py": "import torch\n"})
 	if want := name + ".py:0 module-shadowing"; strings.Join(got, "|") != want {
 		t.Errorf("shadowing installed %q: findings %q, want %q", name, got, want)
+	}
+}
+
+// TestSubmodulesHandedOver: the installed torch's real submodules are
+// modules wherever a bundle puts them, the hand-written list's or not
+// (rt50c: torch.functional in a list, torch.return_types in a dict, a
+// from-import passed as an argument). The parse script lists them from
+// the interpreter that has torch.
+func TestSubmodulesHandedOver(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-I", "-c", "import torch").Run(); err != nil {
+		t.Skip("no /usr/bin/python3 with torch")
+	}
+	root := t.TempDir()
+	src := "import torch\nfrom torch import functional as TF\na = [torch.functional][0]\nb = {'k': torch.return_types}\n" +
+		"def f(m):\n    return m\nf(TF)\n"
+	if err := os.WriteFile(filepath.Join(root, "k.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := scanOrFatal(t, Input{Root: root, Python: "/usr/bin/python3"})
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.Path+":"+strconv.Itoa(f.Line)+" "+f.Rule)
+	}
+	if want := "k.py:3 module-alias|k.py:4 module-alias|k.py:7 module-alias"; strings.Join(got, "|") != want {
+		t.Errorf("findings %q, want %q", strings.Join(got, "|"), want)
 	}
 }

@@ -54,7 +54,8 @@ type checker struct {
 	attrRules map[string]refRule
 	escapes   map[string]bool
 	// modules holds non-local dotted names known to be modules: the
-	// knownModules list and every module a plain import names.
+	// knownModules list, the allowed packages' real submodules (the parse
+	// script's list) and every module a plain import names.
 	modules map[string]bool
 	// imports maps a file to its import bindings: local name → absolute
 	// names (relative imports resolved, re-exports not yet followed).
@@ -122,8 +123,10 @@ func newChecker(ix *modIndex, pol Policy, facts map[string]*fileFacts, env *fact
 		c.allowed[topLevel(m)] = true
 	}
 	c.allow = strings.Join(pol.AllowedImports, ", ")
-	for _, m := range knownModules() {
-		c.modules[m] = true
+	for _, list := range [][]string{knownModules(), env.Submodules} {
+		for _, m := range list {
+			c.modules[m] = true // rt50c: torch.functional, torch.return_types
+		}
 	}
 	for m := range ix.modules {
 		c.modDepth = max(c.modDepth, strings.Count(m, ".")+1)

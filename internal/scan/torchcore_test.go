@@ -88,3 +88,60 @@ func exitStderr(err error) []byte {
 	}
 	return nil
 }
+
+// TestModuleReexportsCovered asks the installed torch which attributes of
+// the modules torch's table allows whole (its tree entries) are modules
+// under another name than their own (rt50c: torch.functional.F is
+// torch.nn.functional; passed as an argument it was a module the scanner
+// could not type). Each must be private (refused), named like an allowed
+// or standard-library module (module-escape, or module-alias where it
+// goes: fileCheck.isModule), or refused by the table.
+func TestModuleReexportsCovered(t *testing.T) {
+	var trees []string
+	for _, e := range attrTables()["torch"] {
+		if e.kind == attrTree && !strings.ContainsAny(e.pattern, "*?[") {
+			trees = append(trees, e.pattern)
+		}
+	}
+	const probe = `import importlib, sys, types
+std = set(sys.stdlib_module_names)
+for t in sys.argv[1:]:
+    try:
+        m = importlib.import_module(t)
+    except Exception:
+        continue
+    for n in dir(m):
+        try:
+            v = getattr(m, n)
+        except Exception:
+            continue
+        real = getattr(v, "__name__", None) if isinstance(v, types.ModuleType) or type(v).__name__ == "PropModule" else None
+        if isinstance(real, str) and real != t + "." + n:
+            print(t + "." + n, real.split(".")[0] in std or real.split(".")[0] in ("torch", "triton", "numpy") and real.count(".") == 0)`
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-I", "-c", probe}, trees...)...).Output()
+	if err != nil {
+		if _, e := exec.LookPath("/usr/bin/python3"); e != nil {
+			t.Skip("no /usr/bin/python3")
+		}
+		if strings.Contains(string(exitStderr(err)), "No module named 'torch'") {
+			t.Skip("no torch installed")
+		}
+		t.Fatalf("asking torch for its module re-exports: %v: %s", err, exitStderr(err))
+	}
+	p := newAttrPolicy(attrTables(), nil)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("torch's allowed trees re-export only %d modules: %q", len(lines), lines)
+	}
+	for _, l := range lines {
+		path, named, _ := strings.Cut(l, " ")
+		last := path[strings.LastIndexByte(path, '.')+1:]
+		switch {
+		case strings.HasPrefix(last, "_"), named == "True":
+			continue
+		}
+		if v := p.check(path); v.ok {
+			t.Errorf("%s is a module under another name, and torch's table allows it", path)
+		}
+	}
+}

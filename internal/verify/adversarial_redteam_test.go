@@ -193,6 +193,11 @@ func redTeamCases() []adversarialCase {
 		{name: "assert_message_hook_off", scan: `module-alias .* is an assert message`},
 		{name: "slice_module_rebind", scan: `module-alias .* is a slice bound`},
 		{name: "reduce_ex_storage_tell", scan: `tensor-internals use of "t\._reduce_ex_internal"`},
+		// rt50c (session 50): real submodules the scanner's list lacked,
+		// and a module re-exported under another name.
+		{name: "functional_submodule_tell", scan: `module-alias module "torch.functional"`},
+		{name: "fromimport_module_argument", scan: `module-alias module "torch.functional"`},
+		{name: "opt_einsum_alias_setter", scan: `module-attribute-not-allowed use of "torch.functional.opt_einsum`},
 		// hs50 (session 50): two honest styles the gate failed, at the
 		// seed and world size where they did.
 		{name: "control_ar_rmsnorm_vllm_rounded", control: true, dtype: tensor.BF16, worldSizes: []int{8}, seed: 2},

@@ -173,6 +173,12 @@ def _conditions(torch):
             out.append(("torch._C.%s()" % name, f()))
         except Exception as e:  # noqa: BLE001
             out.append(("torch._C.%s()" % name, type(e).__name__))
+    oe = getattr(getattr(torch, "backends", None), "opt_einsum", None)  # rt50c: its set_flags
+    for name in ("enabled", "strategy"):
+        try:
+            out.append(("torch.backends.opt_einsum." + name, getattr(oe, name, None)))
+        except Exception as e:  # noqa: BLE001
+            out.append(("torch.backends.opt_einsum." + name, type(e).__name__))
     out.append(("flushing float32 subnormals to zero (torch.set_flush_denormal)", _flushes_denormals(torch)))
     return tuple(out)
 
