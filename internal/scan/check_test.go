@@ -14,6 +14,13 @@ import (
 func scanFiles(t *testing.T, files map[string]string) []string {
 	t.Helper()
 	requirePython(t)
+	return scanFilesWith(t, files, "")
+}
+
+// scanFilesWith is scanFiles with the parser run by python ("": python3
+// from PATH).
+func scanFilesWith(t *testing.T, files map[string]string, python string) []string {
+	t.Helper()
 	root := t.TempDir()
 	for rel, body := range files {
 		p := filepath.Join(root, filepath.FromSlash(rel))
@@ -24,7 +31,7 @@ func scanFiles(t *testing.T, files map[string]string) []string {
 			t.Fatal(err)
 		}
 	}
-	rep := scanOrFatal(t, Input{Root: root})
+	rep := scanOrFatal(t, Input{Root: root, Python: python})
 	var got []string
 	for _, f := range rep.Findings {
 		got = append(got, f.Path+":"+strconv.Itoa(f.Line)+" "+f.Rule)

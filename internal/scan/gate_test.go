@@ -1,10 +1,7 @@
 package scan
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -420,17 +417,8 @@ func TestSubmodulesHandedOver(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-I", "-c", "import torch").Run(); err != nil {
 		t.Skip("no /usr/bin/python3 with torch")
 	}
-	root := t.TempDir()
-	src := "import torch\nfrom torch import functional as TF\na = [torch.functional][0]\nb = {'k': torch.return_types}\n" +
-		"def f(m):\n    return m\nf(TF)\n"
-	if err := os.WriteFile(filepath.Join(root, "k.py"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rep := scanOrFatal(t, Input{Root: root, Python: "/usr/bin/python3"})
-	var got []string
-	for _, f := range rep.Findings {
-		got = append(got, f.Path+":"+strconv.Itoa(f.Line)+" "+f.Rule)
-	}
+	got := scanFilesWith(t, map[string]string{"k.py": "import torch\nfrom torch import functional as TF\n" +
+		"a = [torch.functional][0]\nb = {'k': torch.return_types}\ndef f(m):\n    return m\nf(TF)\n"}, "/usr/bin/python3")
 	if want := "k.py:3 module-alias|k.py:4 module-alias|k.py:7 module-alias"; strings.Join(got, "|") != want {
 		t.Errorf("findings %q, want %q", strings.Join(got, "|"), want)
 	}
