@@ -84,6 +84,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 		for _, name := range a.Attrs {
 			fc.attributeRule(name, mark, a.Line, a.Col, "use of %q", showChain(a.Base, chain))
 		}
+		fc.foreignPrivate(a, chain, mark)
 	}
 }
 

@@ -94,6 +94,15 @@ func TestGateClasses(t *testing.T) {
 			"k.py:2 module-attribute-not-allowed|k.py:3 module-attribute-not-allowed|k.py:4 module-attribute-not-allowed"},
 		{"functions of the submodules handed over", map[string]string{"k.py": "import torch, functools\nimport torch.nn.functional as F\n" +
 			"g = functools.partial(F.silu)\nh = [torch.functional.einsum, torch.select, torch.chunk]\n"}, ""},
+		// session 50: a private attribute of an object the scanner
+		// cannot type, unless the bundle binds the name itself.
+		{"private attributes of library objects", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.add]\n" +
+			"op = ops[0]._op\ndef f(m):\n    return m._modules\n"},
+			"k.py:3 private-api|k.py:5 private-api"},
+		{"private attributes the bundle binds, namedtuple's API", map[string]string{"k.py": "import collections\nimport helpers\n" +
+			"P = collections.namedtuple('P', 'a b')\nclass K:\n    def __init__(self):\n        self._cache = {}\n    def _key(self, x):\n        return x\n" +
+			"    def run(self, x):\n        return self._cache.get(self._key(x))\np = P(1, 2)._replace(a=3)\nq = p._asdict(), P._fields\nt = helpers._TABLE\n",
+			"helpers.py": "_TABLE = {}\n"}, ""},
 		{"a tensor's private pickling and view handles", map[string]string{"k.py": "def f(x):\n    a = x._reduce_ex_internal(2)\n    b = x._base\n    return x._is_view()\n"},
 			"k.py:2 tensor-internals|k.py:3 tensor-internals|k.py:4 tensor-internals"},
 		{"operator tables through a container", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.mul.Tensor]\nops[0].py_kernels.clear()\n"},

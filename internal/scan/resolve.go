@@ -85,6 +85,9 @@ type checker struct {
 	facts     map[string]*fileFacts
 	reboundBy map[string]map[string]bool
 	owners    ownerIndex
+	// ownPrivate holds the private names the bundle binds itself
+	// (foreignPrivate).
+	ownPrivate map[string]bool
 }
 
 // newChecker resolves the names of every parsed file. env is the parse
@@ -102,22 +105,23 @@ func newChecker(ix *modIndex, pol Policy, facts map[string]*fileFacts, env *fact
 		}
 	}
 	c := &checker{
-		attrs:     newAttrPolicy(attrTables(), submodules),
-		stdlib:    make(map[string]bool),
-		facts:     facts,
-		reboundBy: make(map[string]map[string]bool),
-		ix:        ix,
-		allowed:   make(map[string]bool),
-		refs:      referenceRules(),
-		attrRules: attributeRules(),
-		escapes:   escapeModules(),
-		modules:   make(map[string]bool),
-		imports:   make(map[string]map[string][]string),
-		aliases:   make(map[string]map[string][]string),
-		order:     make(map[string][]string),
-		binds:     make(map[string]map[string][]binding),
-		overflow:  make(map[string]map[string]bool),
-		unsettled: make(map[string]bool),
+		attrs:      newAttrPolicy(attrTables(), submodules),
+		stdlib:     make(map[string]bool),
+		facts:      facts,
+		ownPrivate: ownPrivateNames(facts),
+		reboundBy:  make(map[string]map[string]bool),
+		ix:         ix,
+		allowed:    make(map[string]bool),
+		refs:       referenceRules(),
+		attrRules:  attributeRules(),
+		escapes:    escapeModules(),
+		modules:    make(map[string]bool),
+		imports:    make(map[string]map[string][]string),
+		aliases:    make(map[string]map[string][]string),
+		order:      make(map[string][]string),
+		binds:      make(map[string]map[string][]binding),
+		overflow:   make(map[string]map[string]bool),
+		unsettled:  make(map[string]bool),
 	}
 	for _, m := range pol.AllowedImports {
 		c.allowed[topLevel(m)] = true

@@ -43,6 +43,12 @@ func TestTypingIdioms(t *testing.T) {
 			"    a = type(x) is torch.Tensor or type(x) is not int\n" +
 			"    b = isinstance(y, type(x)) or isinstance(y, (int, type(None)))\n" +
 			"    return a, b, type(x).__name__\n"}, ""},
+		// hs50b (session 50): formatted into a message, only its str()
+		// or repr() is taken; an exception's argument is kept (e.args).
+		{"type(x) formatted", map[string]string{"k.py": "def f(x):\n" +
+			"    a = f'got {type(x)} {type(x)!r}'\n    b = 'got %s' % type(x)\n    c = 'got %s %s' % (type(x), 1)\n" +
+			"    return a, b, c, 'got {}'.format(type(x))\n"}, ""},
+		{"type(x) as an exception's argument", map[string]string{"k.py": "def f(x):\n    raise TypeError('got', type(x))\n"}, "k.py:2 dunder-access"},
 		{"type(x) in a tuple", map[string]string{"k.py": "T = (type(int),)[0]\n"}, "k.py:1 dunder-access"},
 		{"type(x) returned", map[string]string{"k.py": "def tt():\n    return type(int)\n"}, "k.py:2 dunder-access"},
 		{"type(x) in a dict", map[string]string{"k.py": "d = {'t': type(int)}\n"}, "k.py:1 dunder-access"},

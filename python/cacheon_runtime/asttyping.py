@@ -154,6 +154,12 @@ def _type_calls(tree):
             if p.attr in _NAME_ATTRS:
                 out.append({"line": line, "col": col, "where": "identity"})
             continue
+        if _formatted(node, p, parents):
+            # formatted into a message (hs50b: f"expected a tensor, got
+            # {type(x)}"): only its str() or repr() is taken, and a format
+            # field's attribute reads have their own rules
+            out.append({"line": line, "col": col, "where": "identity"})
+            continue
         arg = node
         if isinstance(p, ast.Tuple):
             arg, p = p, parents.get(p)
@@ -163,6 +169,25 @@ def _type_calls(tree):
             out.append({"line": line, "col": col, "where": "classinfo", "callee": p.func.id,
                         "call_line": cline, "call_col": ccol})
     return out
+
+
+def _formatted(node, p, parents):
+    """Whether the type(x) call node is only formatted into a string: an
+    f-string's field, the right operand of % on a string literal (alone or
+    in a tuple display), or an argument of a string literal's .format."""
+    if isinstance(p, ast.FormattedValue) and p.value is node:
+        return True
+    arg = node
+    if isinstance(p, ast.Tuple):
+        arg, p = p, parents.get(p)
+    if (isinstance(p, ast.BinOp) and isinstance(p.op, ast.Mod) and p.right is arg
+            and isinstance(p.left, (ast.Constant, ast.JoinedStr)) and not isinstance(getattr(p.left, "value", ""), bytes)
+            and (not isinstance(p.left, ast.Constant) or isinstance(p.left.value, str))):
+        return True
+    p = parents.get(node)
+    return (isinstance(p, ast.Call) and node in p.args and isinstance(p.func, ast.Attribute)
+            and p.func.attr == "format" and isinstance(p.func.value, ast.Constant)
+            and isinstance(p.func.value.value, str))
 
 
 def facts(tree):

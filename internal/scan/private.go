@@ -1,0 +1,81 @@
+package scan
+
+import "strings"
+
+// Private attributes of objects the scanner cannot type (session 50).
+//
+// The attribute allow-list judges the private components of chains rooted
+// at allowed modules ("torch._C" is refused unless an entry names it), and
+// tensor-internals refuses a tensor's known private handles on any
+// object. An object the scanner cannot type (a call's result, an item, a
+// parameter) has private attributes the scanner knows nothing of: a
+// tensor's pickling body handed back its storage (rt50b's
+// x._reduce_ex_internal), and library objects keep modules, raw operators
+// and caches behind such names. So a private attribute (_x: one leading
+// underscore, not a dunder or an enum's _x_) read from such an object is
+// refused unless the bundle binds an attribute or a name of that name
+// itself — its own classes' and modules' privates — or it is namedtuple's
+// public API.
+
+// namedTupleAPI is the part of a namedtuple's API that starts with an
+// underscore (so that it cannot clash with field names).
+var namedTupleAPI = map[string]bool{
+	"_replace": true, "_asdict": true, "_fields": true, "_field_defaults": true, "_make": true,
+}
+
+// isPrivate reports a name of the form _x that is not a dunder (__x__) or
+// an enum-style _x_ (attributeRule's).
+func isPrivate(name string) bool {
+	return len(name) > 1 && name[0] == '_' && !isDunder(name) && !isSunder(name) && !strings.HasPrefix(name, "__")
+}
+
+// ownPrivateNames is every private name the bundle binds, in any file: the
+// last link of an attribute store (self._cache = ...), a def, class,
+// parameter or assigned name (a method _helper, a module's _table).
+func ownPrivateNames(facts map[string]*fileFacts) map[string]bool {
+	own := make(map[string]bool)
+	for _, ff := range facts {
+		for _, s := range ff.Stores {
+			if n := len(s.Links); n > 0 && isPrivate(s.Links[n-1]) {
+				own[s.Links[n-1]] = true
+			}
+		}
+		for _, n := range ff.Names {
+			if n.Ctx != "load" && isPrivate(n.Name) {
+				own[n.Name] = true
+			}
+		}
+	}
+	return own
+}
+
+// foreignPrivate refuses the first private attribute of chain a that the
+// bundle does not bind itself, where a's root is not a module (the
+// allow-list judges chains rooted at modules) and no finding was made at
+// its place since mark.
+func (fc *fileCheck) foreignPrivate(a attrFact, chain string, mark int) {
+	if a.Base != "" {
+		for _, b := range fc.binds[a.Base] {
+			if fc.isModule(b) {
+				return
+			}
+		}
+	}
+	for _, name := range a.Attrs {
+		if isDunder(name) {
+			return // dunder-access judges the chain from here
+		}
+		if !isPrivate(name) || fc.ownPrivate[name] || namedTupleAPI[name] {
+			continue
+		}
+		for _, f := range fc.findings[mark:] {
+			if f.Line == a.Line && f.Col == a.Col {
+				return
+			}
+		}
+		fc.add(a.Line, a.Col, RulePrivateAPI,
+			"use of %q reads %s, a private attribute of an object the bundle did not define (a library's internals: tensors' pickling and storage, operators' raw handles, modules kept in caches); use the public API, or give an attribute of your own another name",
+			showChain(a.Base, chain), name)
+		return
+	}
+}
