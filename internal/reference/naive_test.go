@@ -174,7 +174,8 @@ func naiveFusedExperts(x, w13, w2 []float64, ids []int32, tw []float64, dm MoEDi
 }
 
 // naiveFusedExpertsSens is naiveFusedExperts plus the sensitivity of
-// FusedExpertsSensitivity, written from its formula.
+// FusedExpertsSensitivity, written from its formula (the running sum of
+// the weighted expert outputs counted from the second on).
 func naiveFusedExpertsSens(x, w13, w2 []float64, ids []int32, tw []float64, dm MoEDims) (out, sens []float64) {
 	M, H, I, K := dm.M, dm.H, dm.I, dm.K
 	out, sens = make([]float64, M*H), make([]float64, M*H)
@@ -199,6 +200,9 @@ func naiveFusedExpertsSens(x, w13, w2 []float64, ids []int32, tw []float64, dm M
 				}
 				out[m*H+j] += tw[m*K+k] * acc
 				sens[m*H+j] += tw[m*K+k] * tw[m*K+k] * (terms + acc*acc)
+				if k > 0 { // the running sum's rounding, from the second expert on
+					sens[m*H+j] += out[m*H+j] * out[m*H+j]
+				}
 			}
 		}
 	}

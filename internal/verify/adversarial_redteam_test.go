@@ -202,5 +202,7 @@ func redTeamCases() []adversarialCase {
 		// seed and world size where they did.
 		{name: "control_ar_rmsnorm_vllm_rounded", control: true, dtype: tensor.BF16, worldSizes: []int{8}, seed: 2},
 		{name: "control_sdpa_f32_probs_rounded", control: true, seed: 16},
+		// hs50b (session 50): eight expert outputs added in float16.
+		{name: "control_moe_f16_running_sum", control: true, dtype: tensor.F16, seed: 2},
 	}
 }
