@@ -81,7 +81,10 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 			}
 			fc.chain(a.Base+"."+chain, a.Line, a.Col, a.ModuleLevel)
 		}
-		for _, name := range a.Attrs {
+		for i, name := range a.Attrs {
+			if i == 0 && tensorPrivate[name] && fc.plainReceiver(a.Receiver) {
+				continue // self._storage of a plain class of the bundle's
+			}
 			fc.attributeRule(name, mark, a.Line, a.Col, "use of %q", showChain(a.Base, chain))
 		}
 		fc.foreignPrivate(a, chain, mark)

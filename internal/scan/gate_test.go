@@ -103,6 +103,18 @@ func TestGateClasses(t *testing.T) {
 			"P = collections.namedtuple('P', 'a b')\nclass K:\n    def __init__(self):\n        self._cache = {}\n    def _key(self, x):\n        return x\n" +
 			"    def run(self, x):\n        return self._cache.get(self._key(x))\np = P(1, 2)._replace(a=3)\nq = p._asdict(), P._fields\nt = helpers._TABLE\n",
 			"helpers.py": "_TABLE = {}\n"}, ""},
+		// hs50c (session 50): honest privates on self, a plain class's
+		// own attribute named like a tensor's handle, a module tested by
+		// `and`; the same reads on a method called with another object.
+		{"privates of self and an optional module's probe", map[string]string{"k.py": "import torch\ntry:\n    import triton\nexcept ImportError:\n    triton = None\n" +
+			"class Rope(torch.nn.Module):\n    def __init__(self, base):\n        super().__init__()\n        self._base = base\n" +
+			"        self.register_buffer('_inv_freq', torch.ones(4), persistent=False)\n" +
+			"    def forward(self, x):\n        return x * self._inv_freq * self._base, list(self._parameters)\n" +
+			"def has_triton():\n    return triton and triton.__version__ >= '3'\n"}, ""},
+		{"a method reading self's privates called with another object", map[string]string{"k.py": "import torch\nclass A:\n    def f(self):\n        return self._op\n" +
+			"op = A.f(torch.ops.aten.add)\n"}, "k.py:5 unbound-method"},
+		{"a tensor subclass's own view base", map[string]string{"k.py": "import torch\nclass T(torch.Tensor):\n    def f(self):\n        return self._base\n"},
+			"k.py:4 tensor-internals"},
 		{"a tensor's private pickling and view handles", map[string]string{"k.py": "def f(x):\n    a = x._reduce_ex_internal(2)\n    b = x._base\n    return x._is_view()\n"},
 			"k.py:2 tensor-internals|k.py:3 tensor-internals|k.py:4 tensor-internals"},
 		{"operator tables through a container", map[string]string{"k.py": "import torch\nops = [torch.ops.aten.mul.Tensor]\nops[0].py_kernels.clear()\n"},

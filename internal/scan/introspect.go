@@ -72,7 +72,10 @@ func introspectionWhat(name string) string {
 // introspection reports the first introspective name of an attribute
 // chain, once per chain.
 func (fc *fileCheck) introspection(a attrFact) {
-	for _, name := range a.Attrs {
+	for i, name := range a.Attrs {
+		if i == 0 && exceptionReferents[name] && fc.ownedReceiver(a.Receiver) {
+			continue // self.obj: the bundle's own attribute (hs50c)
+		}
 		if isDunder(name) && !harmlessDunder(name) {
 			return // dunder-access reports the chain
 		}

@@ -111,6 +111,14 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 		for _, st := range ff.Stores {
 			mutator(st.Receiver) // self.x = v, self.cache[k] = v, self[k] = v
 		}
+		// self._x, self._storage, self.obj: reads the rules admit on
+		// self as the bundle's own (private.go, introspect.go); called
+		// with another object as self, they would read its internals
+		for _, a := range ff.Attributes {
+			if len(a.Attrs) > 0 && (isPrivate(a.Attrs[0]) || exceptionReferents[a.Attrs[0]]) {
+				mutator(a.Receiver)
+			}
+		}
 		for _, call := range ff.Calls {
 			if (call.Func == "setattr" || call.Func == "delattr") && call.Target != "" && !strings.Contains(call.Target, ".") {
 				mutator(call.TargetReceiver)

@@ -61,12 +61,12 @@ func (fc *fileCheck) foreignPrivate(a attrFact, chain string, mark int) {
 			}
 		}
 	}
-	for _, name := range a.Attrs {
+	for i, name := range a.Attrs {
 		if isDunder(name) {
 			return // dunder-access judges the chain from here
 		}
-		if !isPrivate(name) || fc.ownPrivate[name] || namedTupleAPI[name] {
-			continue
+		if !isPrivate(name) || fc.ownPrivate[name] || namedTupleAPI[name] || (i == 0 && fc.ownedReceiver(a.Receiver)) {
+			continue // (self._x: the bundle's own object, or what its class inherits: hs50c's self._parameters)
 		}
 		for _, f := range fc.findings[mark:] {
 			if f.Line == a.Line && f.Col == a.Col {
@@ -78,4 +78,46 @@ func (fc *fileCheck) foreignPrivate(a attrFact, chain string, mark int) {
 			showChain(a.Base, chain), name)
 		return
 	}
+}
+
+// plainReceiver reports a receiver (self or cls) of a method of a bundle
+// class whose bases are only object, torch.nn.Module or such classes of
+// the bundle's own: its self is no tensor.
+func (fc *fileCheck) plainReceiver(idx int) bool {
+	if !fc.ownedReceiver(idx) {
+		return false
+	}
+	methods := fc.ff.Methods
+	if idx < 1 || idx > len(methods) {
+		return false
+	}
+	return fc.noTensorBases(classRef{fc.rel, methods[idx-1].Class - 1}, 0)
+}
+
+// noTensorBases reports whether class ref derives only from object,
+// torch.nn.Module and bundle classes that do.
+func (fc *fileCheck) noTensorBases(ref classRef, depth int) bool {
+	ff := fc.facts[ref.file]
+	if ff == nil || ref.idx < 0 || ref.idx >= len(ff.Classes) || depth > 16 {
+		return false
+	}
+	for _, base := range ff.Classes[ref.idx].Bases {
+		refs, foreign := fc.baseClasses(ref.file, base)
+		if foreign {
+			names := fc.resolvedNames(ref.file, base)
+			if base == "object" || (len(names) == 1 && names[0] == "torch.nn.Module") {
+				continue
+			}
+			return false
+		}
+		if len(refs) == 0 {
+			return false
+		}
+		for _, r := range refs {
+			if !fc.noTensorBases(r, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -223,13 +223,8 @@ func attributeRules() map[string]refRule {
 	// pickling, the base and view state of a view (the allocation around
 	// an output, how the validator laid out an input), subclass
 	// constructors (a tensor with its own dispatch) and autograd's hooks.
-	const private = "a tensor's pickling, view base, subclassing and autograd internals reach its storage, the allocation around it and torch's dispatch; a kernel computes on the tensor itself (an attribute of your own by that name needs another name)"
-	for _, name := range []string{
-		"_reduce_ex_internal", "_storage", "_base", "_is_view", "_view_func", "_view_func_unsafe",
-		"_make_subclass", "_make_wrapper_subclass", "_python_dispatch", "_fix_weakref", "_use_count",
-		"_backward_hooks", "_post_accumulate_grad_hooks",
-		"_rebuild_from_type", "_rebuild_from_type_v2", "_rebuild_tensor", "_rebuild_tensor_v2",
-	} {
+	const private = "a tensor's pickling, view base, subclassing and autograd internals reach its storage, the allocation around it and torch's dispatch; a kernel computes on the tensor itself (an attribute of your own by that name on anything but self of a plain class needs another name)"
+	for name := range tensorPrivate {
 		out[name] = refRule{prefix: name, rule: RuleTensorInternals, why: private}
 	}
 	// typing's forward references evaluate their string as code in
@@ -253,4 +248,17 @@ func attributeRules() map[string]refRule {
 	out["import_module"] = refRule{prefix: "import_module", rule: RuleSysModules, why: imp}
 	out["change_current_allocator"] = refRule{prefix: "change_current_allocator", rule: RuleGlobalMutation, why: setter}
 	return out
+}
+
+// tensorPrivate are a tensor's private handles refused on any object since
+// session 50 (attributeRules), but as an attribute of self in a method of
+// a bundle class that derives from nothing but object, torch.nn.Module or
+// such classes of its own (hs50c: a KV pool's self._storage, a RoPE
+// class's self._base are honest names there; a torch.Tensor subclass's
+// self is a tensor).
+var tensorPrivate = map[string]bool{
+	"_reduce_ex_internal": true, "_storage": true, "_base": true, "_is_view": true, "_view_func": true,
+	"_view_func_unsafe": true, "_make_subclass": true, "_make_wrapper_subclass": true, "_python_dispatch": true,
+	"_fix_weakref": true, "_use_count": true, "_backward_hooks": true, "_post_accumulate_grad_hooks": true,
+	"_rebuild_from_type": true, "_rebuild_from_type_v2": true, "_rebuild_tensor": true, "_rebuild_tensor_v2": true,
 }

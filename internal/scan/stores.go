@@ -91,8 +91,8 @@ func (fc *fileCheck) knownInstance(a attrFact) bool {
 
 func (fc *fileCheck) unboundMethod(line, col int, shown string) {
 	fc.add(line, col, RuleUnboundMethod,
-		"%q may be the plain function of a method that stores into self (read from a class, cls, type(x), a parameter, an item, "+
-			"an attribute or a call result), callable with any object as self, which it would patch; call such methods on self, "+
+		"%q may be the plain function of a method that stores into self or reads its private attributes (read from a class, cls, type(x), a parameter, an item, "+
+			"an attribute or a call result), callable with any object as self, which it would patch or read; call such methods on self, "+
 			"on a name bound to a new instance, or on a new instance", shown)
 }
 

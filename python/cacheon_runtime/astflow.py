@@ -98,7 +98,9 @@ def _leaves(node):
             stack.append(n.orelse)
             stack.append(n.body)
         elif isinstance(n, ast.BoolOp):
-            stack.extend(reversed(n.values))
+            # a and b is a when a is false, never a module (always true):
+            # of an and, only the last operand may be the value
+            stack.extend(reversed(n.values) if isinstance(n.op, ast.Or) else n.values[-1:])
         elif isinstance(n, (ast.NamedExpr, ast.Starred)):
             stack.append(n.value)
         else:
@@ -459,6 +461,8 @@ def _stray_flows(tree):
                                                  and parent.args[0] is node):
             continue  # the base of a longer chain
         n = node
+        if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and parent.values[-1] is not node:
+            continue  # tested for truth only (_leaves)
         while (isinstance(parent, (ast.BoolOp, ast.NamedExpr, ast.Starred))
                or (isinstance(parent, ast.IfExp) and field != "test")):
             n = parent
