@@ -103,6 +103,10 @@ func TestGateClasses(t *testing.T) {
 			"P = collections.namedtuple('P', 'a b')\nclass K:\n    def __init__(self):\n        self._cache = {}\n    def _key(self, x):\n        return x\n" +
 			"    def run(self, x):\n        return self._cache.get(self._key(x))\np = P(1, 2)._replace(a=3)\nq = p._asdict(), P._fields\nt = helpers._TABLE\n",
 			"helpers.py": "_TABLE = {}\n"}, ""},
+		// rt50d (session 50): modules bound in a class's scope.
+		{"modules bound in a class's scope", map[string]string{"k.py": "import torch\nclass C:\n    from torch.nn import functional as TF\n" +
+			"    import torch\n    if True:\n        F = torch.nn.functional\n    (G := torch.nn.functional)\n    ok = 1\n"},
+			"k.py:3 module-alias|k.py:4 module-alias|k.py:6 module-alias|k.py:7 module-alias"},
 		// hs50c (session 50): honest privates on self, a plain class's
 		// own attribute named like a tensor's handle, a module tested by
 		// `and`; the same reads on a method called with another object.

@@ -198,6 +198,11 @@ func redTeamCases() []adversarialCase {
 		{name: "functional_submodule_tell", scan: `module-alias module "torch.functional"`},
 		{name: "fromimport_module_argument", scan: `module-alias module "torch.functional"`},
 		{name: "opt_einsum_alias_setter", scan: `module-attribute-not-allowed use of "torch.functional.opt_einsum`},
+		// rt50d (session 50): modules bound in a class's scope other
+		// than by a direct assignment.
+		{name: "class_import_module_tell", scan: `module-alias module "torch.functional" .* stored in an attribute`},
+		{name: "class_walrus_module_environ", scan: `module-alias module "torch.functional" .* stored in an attribute`},
+		{name: "class_import_file_read", scan: `module-alias module "torch" .* stored in an attribute`},
 		// hs50 (session 50): two honest styles the gate failed, at the
 		// seed and world size where they did.
 		{name: "control_ar_rmsnorm_vllm_rounded", control: true, dtype: tensor.BF16, worldSizes: []int{8}, seed: 2},

@@ -312,6 +312,25 @@ class _Collector:
             # A class attribute (class C: m = torch) is an attribute.
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 self.flow(stmt.value, "stored")
+        # Every other binding in the class's scope makes one too (rt50d:
+        # an import in the class body, an assignment expression, an
+        # assignment nested in if/try/with/for): C.torch.sys then was a
+        # chain the scanner could not root.
+        for n in _class_scope(node):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    if a.name != "*":
+                        line, col = _pos(n)
+                        bound = a.asname or (a.name.split(".", 1)[0] if isinstance(n, ast.Import) else a.name)
+                        self.flows.append({"chain": bound, "where": "stored", "callee": "", "line": line, "col": col})
+            elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                self.flow(n.value, "stored")
+            elif isinstance(n, ast.NamedExpr):
+                self.flow(n.value, "stored")
+            elif isinstance(n, (ast.For, ast.AsyncFor)):
+                self.flow(n.iter, "stored")
+            elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+                self.flow(n.context_expr, "stored")
 
     def _comprehension(self, node):
         self.flow(node.elt, "container")
@@ -482,6 +501,27 @@ def _stray_flows(tree):
         flows.append({"chain": chain, "where": _STRAY.get(key, "expression"), "callee": "",
                       "line": line, "col": col})
     return flows
+
+
+def _class_scope(cls):
+    """The nodes in a class body's own scope but its direct assignments
+    (which _Collector._class reports): nested statements, expressions,
+    comprehensions (whose assignment expressions bind in the class), not
+    the bodies of defs, lambdas or nested classes."""
+    out = []
+    stack = []
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            stack.extend(ast.iter_child_nodes(stmt))
+        else:
+            stack.append(stmt)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        out.append(n)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _captures(pattern):
