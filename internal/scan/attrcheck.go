@@ -88,6 +88,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 			fc.attributeRule(name, mark, a.Line, a.Col, "use of %q", showChain(a.Base, chain))
 		}
 		fc.foreignPrivate(a, chain, mark)
+		fc.rootedAgain(a)
 	}
 }
 

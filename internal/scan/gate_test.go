@@ -65,7 +65,11 @@ func TestGateClasses(t *testing.T) {
 		// rt50a (session 50): AttributeError.obj is the object whose
 		// attribute was missing; of a module, the module itself, untyped.
 		{"exception referent", map[string]string{"k.py": "import torch\ntry:\n    torch.nn.functional.zz\nexcept AttributeError as e:\n    m = e.obj\n    o = m.torch.os\n"},
-			"k.py:5 introspection"},
+			"k.py:5 introspection|k.py:6 module-escape"},
+		// rt50d's second line: a chain on a base the scanner cannot type
+		// is judged again from a component named torch or triton.
+		{"torch reached through an untyped value", map[string]string{"k.py": "def f(x):\n    a = x.torch.load\n    b = x.m.torch.os\n    return x.torch.nn.functional.silu(a), b\n"},
+			"k.py:2 unsafe-loader|k.py:3 module-escape"},
 		{"exception referent through getattr, a format field and a match", map[string]string{"k.py": "import torch\ntry:\n    torch.zz\nexcept AttributeError as e:\n" +
 			"    a = getattr(e, 'obj')\n    b = '{0.obj}'.format(e)\n    match e:\n        case AttributeError(obj=m):\n            pass\n"},
 			"k.py:5 introspection|k.py:6 introspection|k.py:8 introspection"},

@@ -111,12 +111,17 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 		for _, st := range ff.Stores {
 			mutator(st.Receiver) // self.x = v, self.cache[k] = v, self[k] = v
 		}
-		// self._x, self._storage, self.obj: reads the rules admit on
-		// self as the bundle's own (private.go, introspect.go); called
-		// with another object as self, they would read its internals
+		// self._parameters, self._storage, self.obj: reads the rules
+		// admit only on self, as the bundle's own (private.go,
+		// introspect.go); called with another object as self, they would
+		// read its internals
 		for _, a := range ff.Attributes {
-			if len(a.Attrs) > 0 && (isPrivate(a.Attrs[0]) || exceptionReferents[a.Attrs[0]]) {
-				mutator(a.Receiver)
+			if len(a.Attrs) == 0 {
+				continue
+			}
+			if n := a.Attrs[0]; tensorPrivate[n] || exceptionReferents[n] ||
+				(isPrivate(n) && !c.ownPrivate[n] && !namedTupleAPI[n]) {
+				mutator(a.Receiver) // admitted only as self's own
 			}
 		}
 		for _, call := range ff.Calls {

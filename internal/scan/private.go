@@ -121,3 +121,31 @@ func (fc *fileCheck) noTensorBases(ref classRef, depth int) bool {
 	}
 	return true
 }
+
+// rootedAgain judges the rest of a chain on a base the scanner cannot type
+// from its first component named torch or triton as the chain rooted
+// there (rt50d's second line: however a module came to be an attribute
+// of the bundle's own class or of a parameter, C.torch.load is judged as
+// torch.load and C.torch.os as a module escape). An attribute of the
+// bundle's own by one of those names needs another name.
+func (fc *fileCheck) rootedAgain(a attrFact) {
+	if a.Base != "" {
+		for _, b := range fc.binds[a.Base] {
+			if fc.isModule(b) {
+				return
+			}
+		}
+	}
+	for i, name := range a.Attrs {
+		if name != "torch" && name != "triton" {
+			continue
+		}
+		rest := strings.Join(a.Attrs[i:], ".")
+		mark := len(fc.findings)
+		fc.reference(binding{name: rest, written: true}, a.Line, a.Col, "use of", false, a.ModuleLevel)
+		fc.stdlibEscape(rest, a.Line, a.Col, "use of")
+		if len(fc.findings) > mark {
+			return
+		}
+	}
+}
