@@ -223,7 +223,7 @@ func torchTable() []attrEntry {
 		// own names (X.torch, a re-export of an allowed module, is judged
 		// by the components after it).
 		{whyAlias, []string{"functional.F", "functional.opt_einsum", "nn.functional.utils", "nn.functional.grad",
-			"return_types.return_types"}},
+			"return_types.return_types", "nn.functional.np", "nested.F", "windows"}},
 		{whyState, []string{"cuda.memory_*", "cuda.max_memory_*", "cuda.mem_get_info", "cuda.list_gpu_processes",
 			"cuda.utilization", "cuda.temperature", "cuda.power_draw", "cuda.clock_rate", "cuda.reset_*"}},
 	}

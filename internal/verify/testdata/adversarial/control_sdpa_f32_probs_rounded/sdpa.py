@@ -26,7 +26,7 @@ def attention(q, k, v, out, sm_scale, causal):
     scores = torch.einsum("thd,shd->hts", q.float(), kq) * sm_scale
     vis = _visible(t, s, causal, q.device)
     if vis is not None:
-        scores = torch.where(vis, scores, scores.new_tensor(float("-inf")))
+        scores = scores.masked_fill(~vis, float("-inf"))
     p = F.softmax(scores, dim=-1, dtype=torch.float32)
     p = p.to(q.dtype).float()
     o = torch.einsum("hts,shd->thd", p, vq.float())
