@@ -172,6 +172,23 @@ func TestEveryCaseResolves(t *testing.T) {
 						}
 					}
 				}
+				// The residual norms give out_norm's elements their row's
+				// scale sensitivity, one value per row.
+				for _, o := range outs {
+					rows, ok := ref[RowScaleKey(o.Name)]
+					if want := o.Name == "out_norm"; ok != want {
+						t.Fatalf("%s: output %s: reference gives a row scale: %v, want %v", s.Name, o.Name, ok, want)
+					}
+					h := o.Spec.Shape[len(o.Spec.Shape)-1]
+					if ok && len(rows) != len(ref[o.Name]) {
+						t.Fatalf("%s: output %s: %d row scales for %d elements", s.Name, o.Name, len(rows), len(ref[o.Name]))
+					}
+					for j, r := range rows {
+						if !(r >= 0) || math.IsInf(r, 1) || r != rows[j-j%h] {
+							t.Fatalf("%s/%s/%s: row scale of %s[%d] = %v, its row's first %v", s.Name, sh.Name, dist, o.Name, j, r, rows[j-j%h])
+						}
+					}
+				}
 				if len(ref) != len(outs)+countScales(ref) {
 					t.Fatalf("%s: reference has %d entries for %d outputs", s.Name, len(ref), len(outs))
 				}
@@ -187,7 +204,7 @@ func TestEveryCaseResolves(t *testing.T) {
 func countScales(ref map[string][]float64) int {
 	n := 0
 	for k := range ref {
-		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) || strings.HasSuffix(k, SpanKey("")) || strings.HasSuffix(k, BoundKey("")) || strings.HasSuffix(k, BoundRMSKey("")) {
+		if strings.HasSuffix(k, ScaleKey("")) || strings.HasSuffix(k, SensKey("")) || strings.HasSuffix(k, AwayKey("")) || strings.HasSuffix(k, SpanKey("")) || strings.HasSuffix(k, BoundKey("")) || strings.HasSuffix(k, BoundRMSKey("")) || strings.HasSuffix(k, RowScaleKey("")) {
 			n++
 		}
 	}
