@@ -42,7 +42,8 @@ var introspectionNames = map[string]bool{
 // as a value the scanner cannot type, and every attribute the module
 // holds past the allow-list (rt50a: torch.nn.functional's torch, then its
 // os, sys, builtins and inspect, a private dataclasses helper that
-// compiles text). The name is refused on any object, as introspection.
+// compiles text). The name is refused on any object but self of a bundle
+// method (introspection), as the frame and code attributes are.
 var exceptionReferents = map[string]bool{"obj": true}
 
 // dispatcherTables are the attributes of torch's operator objects that
