@@ -454,8 +454,8 @@ func printTiming(w io.Writer, prefix string, t verify.Timing) {
 		warm = fmt.Sprintf(", the job warmed %.2fs before", t.Warm)
 	}
 	fmt.Fprintf(w, "%stiming: total %.2fs = prepare %.2fs (stage, scan, python%s); workers: start %.2fs, torch import %.2fs, device init %.2fs, group %.2fs, load %.2fs; "+
-		"first case %.2fs, other cases %.2fs, close %.2fs; Go: inputs+references %.2fs, grading %.2fs (phases overlap; lanes add up)\n",
-		prefix, t.Total+t.Prepare, t.Prepare, warm, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Close, t.Reference, t.Grading)
+		"first case %.2fs, other cases %.2fs, close %.2fs; Go: inputs+references %.2fs, grading %.2fs (phases overlap; lanes add up); workers idle waiting for Go's plans %.2fs, for its grading %.2fs\n",
+		prefix, t.Total+t.Prepare, t.Prepare, warm, t.WorkerStart, t.TorchImport, t.DeviceInit, t.Group, t.Load, t.FirstCall, t.Calls, t.Close, t.Reference, t.Grading, t.PlanWait, t.GradeWait)
 }
 
 func lastLines(s string, n int) string {

@@ -71,6 +71,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 		}
 		// A case is sent once Go has planned it (planCases fills them in
 		// the background, in order).
+		tw := time.Now()
 		for _, pc := range batch {
 			select {
 			case <-pc.ready:
@@ -82,6 +83,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 				return
 			}
 		}
+		clk.add(phasePlanWait, tw)
 		o.progress("  %s/%s %s: %s", op.Slot, op.Variant, batch[0].params.DType, batch[0].label)
 		phase := phaseCalls
 		if set.calls == 0 {
@@ -139,6 +141,7 @@ type grader struct {
 	items   chan gradeItem
 	done    chan struct{}
 	failedF atomic.Bool
+	clk     *clock
 }
 
 // gradeItem is a case's replies to grade, or (pc nil) a failure found
@@ -154,7 +157,7 @@ type gradeItem struct {
 }
 
 func startGrader(spec *slot.Spec, o Options, st *rowState, clients []*worker.Client, clk *clock) *grader {
-	g := &grader{items: make(chan gradeItem, 4), done: make(chan struct{})}
+	g := &grader{items: make(chan gradeItem, 4), done: make(chan struct{}), clk: clk}
 	go func() {
 		defer close(g.done)
 		for it := range g.items {
@@ -190,7 +193,14 @@ func startGrader(spec *slot.Spec, o Options, st *rowState, clients []*worker.Cli
 }
 
 func (g *grader) grade(pc *plannedCase, replies []*worker.RunReply) {
+	select {
+	case g.items <- gradeItem{pc: pc, replies: replies}:
+		return
+	default:
+	}
+	t0 := time.Now()
 	g.items <- gradeItem{pc: pc, replies: replies}
+	g.clk.add(phaseGradeWait, t0)
 }
 
 func (g *grader) fail(reason string, infra bool, rank int) {

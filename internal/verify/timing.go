@@ -44,6 +44,13 @@ type Timing struct {
 	Reference float64 `json:"reference_s"`
 	// Grading: Go reading the call dumps and grading them.
 	Grading float64 `json:"grading_s"`
+	// PlanWait: the part of the wall time a lane's workers stood idle
+	// because Go had not yet planned their next case (inputs, files,
+	// references): the Go side on the critical path. Lanes add up.
+	PlanWait float64 `json:"plan_wait_s"`
+	// GradeWait: the part a lane stood idle because its grader was behind
+	// (its queue full). Lanes add up.
+	GradeWait float64 `json:"grade_wait_s"`
 	// Close: ending the workers at the end of the run (all at once).
 	Close float64 `json:"close_s"`
 	// Total: the whole run.
@@ -90,4 +97,6 @@ func phaseFirstCall(t *Timing) *float64   { return &t.FirstCall }
 func phaseCalls(t *Timing) *float64       { return &t.Calls }
 func phaseReference(t *Timing) *float64   { return &t.Reference }
 func phaseGrading(t *Timing) *float64     { return &t.Grading }
+func phasePlanWait(t *Timing) *float64    { return &t.PlanWait }
+func phaseGradeWait(t *Timing) *float64   { return &t.GradeWait }
 func phaseClose(t *Timing) *float64       { return &t.Close }
