@@ -3,6 +3,7 @@ package slot
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"cacheon/internal/tensor"
 )
@@ -51,47 +52,68 @@ func (c *Case) moeFitHalf16() error {
 		}
 		ws = append(ws, weights{w13: a.Float64s(), w2: b.Float64s(), e: a.Shape[0], i: a.Shape[1] / 2})
 	}
-	peak := func(row []float64) float64 {
-		most := 0.0
+	// past reports whether a token's largest magnitude passes the bound,
+	// stopping at the first that does; g is its scratch. The sums run in
+	// the order they always have, so the inputs are the same (the values
+	// are finite: float16 inputs and weights, sums far below float64's
+	// range).
+	past := func(row, g []float64) bool {
 		for _, w := range ws {
-			g := make([]float64, 2*w.i)
+			g = g[:2*w.i]
 			for e := range w.e {
 				w13 := w.w13[e*2*w.i*h : (e+1)*2*w.i*h]
 				for j := range g {
+					wr := w13[j*h : (j+1)*h]
+					wr = wr[:len(row)]
 					s := 0.0
 					for k, xv := range row {
-						s += xv * w13[j*h+k]
+						s += xv * wr[k]
 					}
 					g[j] = s
-					most = max(most, math.Abs(s))
+					if math.Abs(s) > moeHeadroom {
+						return true
+					}
 				}
 				act := g[:w.i]
 				for j := range act {
 					act[j] = g[j] / (1 + math.Exp(-g[j])) * g[w.i+j]
-					most = max(most, math.Abs(act[j]))
+					if math.Abs(act[j]) > moeHeadroom {
+						return true
+					}
 				}
 				w2 := w.w2[e*h*w.i : (e+1)*h*w.i]
 				for k := range h {
+					wr := w2[k*w.i : (k+1)*w.i]
+					wr = wr[:len(act)]
 					s := 0.0
 					for j, a := range act {
-						s += a * w2[k*w.i+j]
+						s += a * wr[j]
 					}
-					most = max(most, math.Abs(s))
+					if math.Abs(s) > moeHeadroom {
+						return true
+					}
 				}
 			}
 		}
-		return most
+		return false
 	}
-	changed := false
-	for r := range m {
+	widest := 0
+	for _, w := range ws {
+		widest = max(widest, 2*w.i)
+	}
+	// Tokens are independent: side by side (sidebyside.go).
+	halved := make([]bool, m)
+	sideBySide(m, func(r int) {
 		row := x[r*h : (r+1)*h]
-		for halvings := 0; halvings < 64 && peak(row) > moeHeadroom; halvings++ {
+		g := make([]float64, widest)
+		for halvings := 0; halvings < 64 && past(row, g); halvings++ {
 			for k := range row {
 				row[k] /= 2
 			}
-			changed = true
+			halved[r] = true
 		}
-	}
+	})
+	changed := slices.Contains(halved, true)
 	if !changed {
 		return nil
 	}

@@ -4,9 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"cacheon/internal/splitmix"
 )
@@ -399,24 +396,7 @@ func (r *rng) fill(dist Distribution, n, rowLen int, outlierMax float64, lay cha
 		b := &rng{src: splitmix.New(splitmix.New(base + uint64(j)).Uint64())}
 		b.shape(z, dist, shift, scattered, v[j*fillBlock:min(n, (j+1)*fillBlock)])
 	}
-	if workers := min(blocks, runtime.GOMAXPROCS(0)); workers <= 1 {
-		for j := range blocks {
-			draw(j)
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := int(next.Add(1)) - 1; j < blocks; j = int(next.Add(1)) - 1 {
-					draw(j)
-				}
-			}()
-		}
-		wg.Wait()
-	}
+	sideBySide(blocks, draw)
 	if dist == Scaled {
 		// One scale per innermost row, in row order, from the argument's
 		// stream (after the blocks' seed).

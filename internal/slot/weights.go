@@ -105,9 +105,14 @@ func columnScales(g *rng, fanIn int) []float64 {
 // iid N(0, 1/fanIn).
 func seededWeights(g *rng, v []float64, fanIn int) {
 	scale := 1 / math.Sqrt(float64(max(1, fanIn)))
-	for i := range v {
-		v[i] = g.normal() * scale
-	}
+	// normal i is element i's: blocks side by side (sidebyside.go)
+	sideBySide((len(v)+normalBlock-1)/normalBlock, func(j int) {
+		b := g.normalsAt(j * normalBlock)
+		for i := j * normalBlock; i < min(len(v), (j+1)*normalBlock); i++ {
+			v[i] = b.normal() * scale
+		}
+	})
+	g.skipNormals(len(v))
 }
 
 // checkpointWeights fills v (rows of fanIn elements) with the checkpoint
@@ -121,14 +126,22 @@ func checkpointWeights(g *rng, v []float64, fanIn int) {
 	overall := math.Exp((2*g.uniform()-1)*math.Log(ckptScaleSpan)) / math.Sqrt(float64(fanIn))
 	cols := columnScales(g, fanIn)
 	norm := math.Exp(-ckptMix * ckptMix) // 1/sqrt(E[exp(2·ckptMix·w)])
-	for r := 0; r*fanIn < len(v); r++ {
-		row := v[r*fanIn : min(len(v), (r+1)*fanIn)]
-		s := overall * math.Exp(ckptRowSigma*g.normal()) * norm
-		for i := range row {
-			z := g.normal()
-			row[i] = s * cols[i] * z * math.Exp(ckptMix*g.normal())
+	// Row r starts at normal r·(1+2·fanIn); blocks of rows side by side
+	// (sidebyside.go).
+	rows := (len(v) + fanIn - 1) / fanIn
+	per := max(1, normalBlock/(1+2*fanIn))
+	sideBySide((rows+per-1)/per, func(j int) {
+		b := g.normalsAt(j * per * (1 + 2*fanIn))
+		for r := j * per; r < min(rows, (j+1)*per); r++ {
+			row := v[r*fanIn : min(len(v), (r+1)*fanIn)]
+			s := overall * math.Exp(ckptRowSigma*b.normal()) * norm
+			for i := range row {
+				z := b.normal()
+				row[i] = s * cols[i] * z * math.Exp(ckptMix*b.normal())
+			}
 		}
-	}
+	})
+	g.skipNormals(rows + 2*len(v))
 }
 
 // Upcycled experts (v18, session 38). A sparse-upcycled checkpoint's

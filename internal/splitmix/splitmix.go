@@ -29,9 +29,12 @@ func Mixed(parts ...uint64) *Source {
 	return s
 }
 
+// gamma is the step the state takes at every output.
+const gamma = 0x9e3779b97f4a7c15
+
 // Uint64 returns the next 64-bit output.
 func (s *Source) Uint64() uint64 {
-	s.state += 0x9e3779b97f4a7c15
+	s.state += gamma
 	z := s.state
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
@@ -67,3 +70,10 @@ func (s *Source) IntnUnbiased(n int) int {
 		}
 	}
 }
+
+// Ahead returns a generator n outputs ahead of s (s itself is unchanged):
+// its next output is the one s would give after n others. SplitMix64's
+// state advances by a constant step, so the jump costs one multiplication,
+// and a stream can be drawn in pieces side by side, each from its own
+// offset, with the values of drawing it in order.
+func (s *Source) Ahead(n uint64) *Source { return &Source{state: s.state + n*gamma} }

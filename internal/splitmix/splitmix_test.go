@@ -87,3 +87,25 @@ func TestRanges(t *testing.T) {
 		}
 	}
 }
+
+func TestAhead(t *testing.T) {
+	for _, n := range []uint64{0, 1, 2, 7, 1000} {
+		s := New(12345)
+		s.Uint64() // not at the start
+		a := s.Ahead(n)
+		for range n {
+			s.Uint64()
+		}
+		for i := range 3 {
+			if got, want := a.Uint64(), s.Uint64(); got != want {
+				t.Fatalf("Ahead(%d): output %d is %#x, want %#x", n, i, got, want)
+			}
+		}
+	}
+	s := New(9)
+	before := *s
+	s.Ahead(5)
+	if *s != before {
+		t.Fatal("Ahead moved its receiver")
+	}
+}
