@@ -42,6 +42,7 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.attributes(ff.Attributes)
 	fc.stores(ff.Stores)
 	fc.names(ff.Names)
+	fc.unbound(ff.Free)
 	fc.finalizers(ff)
 	fc.flows(ff.Flows)
 	fc.classRefs(ff)
@@ -214,6 +215,20 @@ func (fc *fileCheck) names(names []nameFact) {
 			// partial, a list, another function
 			fc.wrapsArgs(n.Line, n.Col)
 		}
+	}
+}
+
+// unbound refuses the names the file reads and binds nowhere, but a
+// package's submodules its __init__.py has without binding them
+// (implicitSubmodules): any other such name the interpreter finds only
+// where the scanner does not look, or not at all (a NameError).
+func (fc *fileCheck) unbound(free []freeFact) {
+	for _, n := range free {
+		if len(fc.checker.imports[fc.rel][n.Name]) > 0 {
+			continue
+		}
+		fc.add(n.Line, n.Col, RuleUnboundName,
+			"name %q is read here but bound nowhere in this file (no import, assignment, def, parameter or builtin of that name): import or assign what you use", n.Name)
 	}
 }
 

@@ -45,6 +45,16 @@ type fileFacts struct {
 	// TypeCalls are the calls type(x) whose result is used for its
 	// identity alone (typefacts.go).
 	TypeCalls []typeNameFact `json:"type_calls"`
+	// Free are the names the file reads that no statement of it binds
+	// (astscope.free_names), the first read of each.
+	Free []freeFact `json:"free"`
+}
+
+// freeFact is a name read and bound nowhere in its file.
+type freeFact struct {
+	Name string `json:"name"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
 }
 
 // parseError is a source that ast.parse rejected.
@@ -410,6 +420,11 @@ func checkFile(f *fileFacts) error {
 		}
 		if err := firstErr(checkNames(s.Roots), checkLinks(s.Links), checkMethodRef(f, s.Receiver)); err != nil {
 			return fmt.Errorf("store: %w", err)
+		}
+	}
+	for _, n := range f.Free {
+		if err := firstErr(checkIdent(n.Name, false), checkPos(n.Line, n.Col)); err != nil {
+			return fmt.Errorf("free name: %w", err)
 		}
 	}
 	for _, n := range f.Names {

@@ -58,6 +58,7 @@ const (
 	RuleForeignStore    = "foreign-store"
 	RuleUnboundMethod   = "unbound-method"
 	RuleTensorInternals = "tensor-internals"
+	RuleUnboundName     = "unbound-name"
 )
 
 // RuleInfo describes one rule for help output.
@@ -85,6 +86,7 @@ func Rules() []RuleInfo {
 		{RuleForeignStore, "an attribute store (=, +=, del, setattr) into an object the bundle did not create: only self, the bundle's own classes and functions and instances it constructs may be changed; also a library callable that stores into what it is applied to (typing.final, no_type_check, runtime_checkable, overload, abc.abstractmethod, functools.total_ordering, functools.wraps(f), dataclasses.dataclass, ...) other than on the bundle's own def or class"},
 		{RuleUnboundMethod, "a bundle method that stores into self, read from something not known to be an instance (its class, cls, type(x), a parameter, an item, an attribute, a call result) or used as a plain function in its class body, so that self could be any object"},
 		{RulePrivateAPI, "torch._C, triton._C, the private compiler configuration modules, an operator's Python dispatcher tables (py_kernels, py_impl, ...) on any object, and a private attribute (_x) of an object the bundle did not define"},
+		{RuleUnboundName, "a name the file reads but binds nowhere (no import, assignment, def, parameter or builtin): the interpreter would find it where the scanner cannot look"},
 		{RuleTensorInternals, "a tensor's storage object, version counter and C handle (storage(), untyped_storage(), _version, _cdata, ...) on any object: raw file-descriptor I/O, and facts about how the validator allocated and wrote its inputs"},
 		{RuleModuleShadowing, "a bundle module (file or package) named like any module the interpreter can import (standard library, installed packages), an allowed or a policed module"},
 		{RuleModuleEscape, "a module outside the allow-list reached through an allowed one: torch.os, typing.sys, from torch import os, getattr(torch, \"os\")"},

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -153,9 +154,58 @@ func newChecker(ix *modIndex, pol Policy, facts map[string]*fileFacts, env *fact
 		}
 		c.reboundBy[rel] = rebound
 	}
+	c.implicitSubmodules(files)
 	c.solve(files)
 	c.indexOwners(files, facts)
 	return c
+}
+
+// implicitSubmodules binds, in a package's __init__.py, the name of every
+// submodule of it that a file of the bundle imports, in any form: the
+// import system sets a submodule as its package's attribute, which is a
+// global of __init__.py that no statement there binds (rt51a: after
+// `from .helper import SCALE`, `helper` in kern/__init__.py is the module
+// kern.helper, and `helper.T.sys` was a chain on a name the scanner could
+// not type).
+func (c *checker) implicitSubmodules(files []string) {
+	for _, rel := range files {
+		pkg, _ := packageOf(rel)
+		for _, im := range c.facts[rel].Imports {
+			abs, climbs := resolve(pkg, im)
+			if climbs || !c.ix.isLocal(abs) {
+				continue
+			}
+			mods := []string{abs}
+			if im.From {
+				for _, n := range im.Names {
+					if n.Name != "*" {
+						mods = append(mods, joinName(abs, n.Name))
+					}
+				}
+			}
+			for _, m := range mods {
+				if _, ok := c.ix.modules[m]; !ok || m == "" {
+					continue
+				}
+				// a.b.c sets c on a.b and b on a (and a on the root
+				// package, where the bundle root has an __init__.py)
+				for end := len(m); end > 0; {
+					i := strings.LastIndexByte(m[:end], '.')
+					parent, sub := "", m[i+1:end]
+					if i >= 0 {
+						parent = m[:i]
+					}
+					if init := c.ix.modules[parent]; init != "" && c.imports[init] != nil {
+						c.imports[init][sub] = appendNew(c.imports[init][sub], joinName(parent, sub))
+						if !slices.Contains(c.order[init], sub) {
+							c.order[init] = append(c.order[init], sub)
+						}
+					}
+					end = max(i, 0)
+				}
+			}
+		}
+	}
 }
 
 // collect records one file's import bindings, aliases and plainly

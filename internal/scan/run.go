@@ -18,7 +18,7 @@ const maxStdout = 8 << 20
 // are the modules it imports, written next to it.
 const scriptName = "cacheon_runtime/astfacts.py"
 
-var helperNames = []string{"cacheon_runtime/astflow.py", "cacheon_runtime/astscope.py", "cacheon_runtime/astenv.py", "cacheon_runtime/asttyping.py"}
+var helperNames = []string{"cacheon_runtime/astflow.py", "cacheon_runtime/astscope.py", "cacheon_runtime/astenv.py", "cacheon_runtime/asttyping.py", "cacheon_runtime/astmangle.py"}
 
 // source is one Python file to parse: its bundle-relative slash path and
 // its bytes.

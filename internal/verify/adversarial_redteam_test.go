@@ -209,5 +209,14 @@ func redTeamCases() []adversarialCase {
 		{name: "control_sdpa_f32_probs_rounded", control: true, seed: 16},
 		// hs50b (session 50): eight expert outputs added in float16.
 		{name: "control_moe_f16_running_sum", control: true, dtype: tensor.F16, seed: 2},
+		// rt51a (session 51): names the interpreter binds where the
+		// scanner did not look: class-private names (mangled) and a
+		// package's submodules in its __init__.py.
+		{name: "mangle_tell", scan: `sys-modules use of "torch.sys.modules"`},
+		{name: "mangle_attr_tell", scan: `sys-modules use of "torch.sys.modules"`},
+		{name: "mangle_hook_off", scan: `module-escape use of "torch.inspect.stack"`},
+		{name: "sub_tell", scan: `sys-modules use of "torch.sys.modules"`},
+		{name: "sub_cross_tell", scan: `sys-modules use of "torch.sys.modules"`},
+		{name: "sub_exec_spawn", scan: `module-escape use of "torch.inspect.stack"`},
 	}
 }

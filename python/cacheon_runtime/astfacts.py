@@ -38,17 +38,19 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(globals().get("__file__") or sys.argv[0])))
 
 import astenv  # noqa: E402
+import astmangle  # noqa: E402
 from astflow import (  # noqa: E402
     _DEF_NODES, _DEFINING, _MATCH, _Collector, _captures_all, _chain, _ctx,
     _pos, _reachable, _roots, _stray_flows, _target, _unchain,
 )
-from astscope import Scopes, _decorator  # noqa: E402
+from astscope import Scopes, _decorator, free_names  # noqa: E402
 import asttyping  # noqa: E402
 
 _MATCH_CLASS = getattr(ast, "MatchClass", None)
 # Builtin names whose uses the policy judges; for these a bare name says
 # whether an enclosing function binds it ("local": def f(input): ...).
 _BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+_ALL_BUILTINS = frozenset(dir(builtins))
 # A string constant or keyword argument that is exactly a dunder name.
 _DUNDER = re.compile(r"\A__[A-Za-z0-9_]+__\Z")
 _ATTR_BUILTINS = frozenset(("getattr", "setattr", "delattr", "hasattr"))
@@ -403,18 +405,26 @@ def _facts(tree):
         "imports": imports, "calls": calls, "attributes": attributes,
         "stores": stores, "names": names, "aliases": aliases,
         "flows": flows, "classes": scopes.classes, "methods": scopes.methods,
+        "free": [_free(n, node) for n, node in free_names(tree, _ALL_BUILTINS)],
         **asttyping.facts(tree),
     }
+
+
+def _free(name, node):
+    line, col = _pos(node)
+    return {"name": name, "line": line, "col": col}
 
 
 def _one(entry):
     path = entry.get("path", "")
     out = {"path": path, "error": None, "imports": [], "calls": [],
            "attributes": [], "stores": [], "names": [], "aliases": [], "flows": [],
-           "classes": [], "methods": []}
+           "classes": [], "methods": [], "free": []}
     try:
         data = entry.get("source", "").encode("latin-1")
         tree = ast.parse(data, filename=path, mode="exec")
+        # names as the compiler spells them inside classes (astmangle)
+        astmangle.mangle(tree)
     except SyntaxError as exc:
         out["error"] = {"line": max(exc.lineno or 0, 0), "col": max(exc.offset or 0, 0),
                         "msg": str(exc.msg or exc.__class__.__name__)}

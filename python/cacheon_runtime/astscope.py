@@ -278,3 +278,46 @@ def _class_refs(cls, methods):
             out.add(node.id)
         stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+# Names every module has without a statement binding them, those a
+# class body and its methods have (the implicit __class__ cell), and the
+# builtins the site module adds (the parser runs without it; the forbidden
+# ones have their own rule).
+_IMPLICIT = frozenset(("help", "license", "credits", "copyright", "exit", "quit", "__name__", "__file__", "__doc__", "__package__", "__spec__", "__loader__",
+                       "__path__", "__builtins__", "__annotations__", "__cached__", "__module__",
+                       "__qualname__", "__class__", "__dict__", "__debug__"))
+
+
+def free_names(tree, builtin_names):
+    """Names the file reads that no statement of it binds, in any scope,
+    and that are no builtin or implicit module name: [(name, node)], the
+    first read of each. The interpreter finds such a name only through
+    what the scanner does not see (a package's submodule set as an
+    attribute of its __init__, rt51a). Names read only inside annotations
+    are left out: an annotation is inert (its value lands in
+    __annotations__, which bundles cannot read), and under
+    ``from __future__ import annotations`` it is never evaluated."""
+    bound = set()
+    annotation_nodes = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(_bound_names(node))
+        notes = []
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            notes.append(node.annotation)
+        if isinstance(node, _FUNCS) and node.returns is not None:
+            notes.append(node.returns)
+        if isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+        for n in notes:
+            annotation_nodes.update(id(x) for x in ast.walk(n))
+    out, seen = [], set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound
+                and node.id not in builtin_names and node.id not in _IMPLICIT and node.id not in seen
+                and id(node) not in annotation_nodes):
+            seen.add(node.id)
+            out.append((node.id, node))
+    out.sort(key=lambda p: (p[1].lineno, p[1].col_offset))
+    return out

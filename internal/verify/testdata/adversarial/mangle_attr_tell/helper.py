@@ -1,0 +1,3 @@
+import torch
+
+_Q__t = torch

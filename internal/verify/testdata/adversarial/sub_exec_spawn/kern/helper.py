@@ -1,0 +1,5 @@
+"""Shared constants."""
+import torch
+
+T = torch
+SCALE = 1.0
