@@ -38,9 +38,13 @@ type fsGrant struct {
 // across execve) and none of its siblings. The CUDA driver writes under
 // /proc/self (found by bisecting the rights on an H200 host), which only
 // affects the process itself.
-func baselineGrants(cuda, collective, privateProc bool) []fsGrant {
+func baselineGrants(cuda, collective, privateProc, execOnly bool) []fsGrant {
+	system := accessExec
+	if execOnly {
+		system = accessRead
+	}
 	g := []fsGrant{
-		{"/usr", accessExec}, {"/bin", accessExec}, {"/lib", accessExec}, {"/lib64", accessExec},
+		{"/usr", system}, {"/bin", system}, {"/lib", system}, {"/lib64", system},
 		{"/dev/null", accessDevice}, {"/dev/zero", accessRead}, {"/dev/full", accessRead},
 		{"/dev/random", accessRead}, {"/dev/urandom", accessRead},
 		{"/sys/devices/system/cpu", accessRead},
@@ -82,11 +86,19 @@ func baselineGrants(cuda, collective, privateProc bool) []fsGrant {
 // directories, which Triton's cache does) is added to read-write paths when
 // the ABI has it, since asking for it below ABI 2 would disable Landlock.
 func landlockGrants(p Policy, abi int, privateProc bool) []fsGrant {
-	g := baselineGrants(p.CUDA, p.Network == NetLoopback, privateProc)
+	execOnly := len(p.ExecOnly) > 0
+	g := baselineGrants(p.CUDA, p.Network == NetLoopback, privateProc, execOnly)
 	for _, path := range p.ReadOnly {
 		g = append(g, fsGrant{path, accessRead})
 	}
 	for _, path := range p.Exec {
+		if execOnly {
+			g = append(g, fsGrant{path, accessRead})
+		} else {
+			g = append(g, fsGrant{path, accessExec})
+		}
+	}
+	for _, path := range p.ExecOnly {
 		g = append(g, fsGrant{path, accessExec})
 	}
 	rw := accessRW
@@ -167,6 +179,9 @@ func applyLandlock(p Policy, privateProc bool) (string, error) {
 		scopes = "unsupported"
 	}
 	detail := fmt.Sprintf("ABI v%d enforced (kernel v%d); %d path rules; scopes: %s; %s", abi, kernelABI, granted, scopes, netDesc)
+	if len(p.ExecOnly) > 0 {
+		detail += fmt.Sprintf("; execute: only %s", strings.Join(p.ExecOnly, ", "))
+	}
 	if len(missing) > 0 {
 		detail += "; rights unavailable at this ABI: " + strings.Join(missing, ", ")
 	}

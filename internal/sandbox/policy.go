@@ -101,6 +101,12 @@ type Policy struct {
 	// Exec paths may be read and executed: the interpreter and its
 	// installation (see PythonPaths).
 	Exec []string `json:"exec,omitempty"`
+	// ExecOnly, when set, are the only files the target may execute (the
+	// interpreter and its ELF loader, ElfInterpreter): /usr, /bin, /lib,
+	// /lib64 and the Exec paths are then readable and not executable, so a
+	// process that starts no other program cannot start one (rt51a: /bin/sh
+	// from a CPU worker whose audit hook was switched off).
+	ExecOnly []string `json:"exec_only,omitempty"`
 
 	// MemoryBytes limits memory: RLIMIT_AS on CPU, RLIMIT_DATA with CUDA, plus
 	// a cgroup limit where available. 0 means DefaultMemoryBytes, or
@@ -139,7 +145,7 @@ func (p Policy) withDefaults() (Policy, error) {
 	if p.Dir == "" {
 		return p, errors.New("policy: Dir (the job directory) is required")
 	}
-	for _, group := range [][]string{{p.Dir}, p.ReadOnly, p.ReadWrite, p.Exec, {p.NetNSPath}} {
+	for _, group := range [][]string{{p.Dir}, p.ReadOnly, p.ReadWrite, p.Exec, p.ExecOnly, {p.NetNSPath}} {
 		for _, path := range group {
 			if path != "" && !filepath.IsAbs(path) {
 				return p, fmt.Errorf("policy: path %q is not absolute", path)

@@ -53,7 +53,27 @@ func NewSandboxLauncherFor(install sandbox.PythonInstall, bundleDir, runtimePare
 		CUDA:     device == "cuda",
 		Require:  []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
 	}
+	if device != "cuda" {
+		// A CPU worker starts no program (Triton's compilers and ptxas
+		// run only on CUDA): it may execute its interpreter alone.
+		p.ExecOnly = interpreterFiles(install.Executable)
+	}
 	return &SandboxLauncher{base: p, cuda: device == "cuda"}
+}
+
+// interpreterFiles are the files exec'ing the interpreter executes: the
+// binary and its ELF loader; nil when the loader cannot be read (the
+// policy then keeps the installation executable).
+func interpreterFiles(executable string) []string {
+	loader, err := sandbox.ElfInterpreter(executable)
+	if err != nil {
+		return nil
+	}
+	files := []string{executable}
+	if loader != "" {
+		files = append(files, loader)
+	}
+	return files
 }
 
 func (l *SandboxLauncher) starter(p sandbox.Policy) *SandboxStarter {

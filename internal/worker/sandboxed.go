@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"cacheon/internal/sandbox"
@@ -34,6 +35,13 @@ func (s *SandboxStarter) Start(ctx context.Context, argv, env []string, dir stri
 	p.Dir = dir
 	p.ReadWrite = append(append([]string(nil), s.Base.ReadWrite...), dir)
 	p.Env = workerEnv(env)
+	if len(p.ExecOnly) > 0 {
+		// argv[0] must be the interpreter itself (a symlink to it, as a
+		// virtual environment's, is): a launcher script would need more.
+		if real, err := filepath.EvalSymlinks(argv[0]); err != nil || real != p.ExecOnly[0] {
+			p.ExecOnly = nil
+		}
+	}
 	if s.Bytecode != "" && !writable(p, s.Bytecode) {
 		argv = withBytecode(argv, s.Bytecode)
 		p.ReadOnly = append(append([]string(nil), p.ReadOnly...), s.Bytecode)
