@@ -229,16 +229,53 @@ def loads(data):
 
 
 def load(path):
-    """Read the safetensors file at path; see loads."""
+    """Read the safetensors file at path; see loads. The header is read
+    and checked first, then each tensor's bytes straight into its own
+    fresh memory, in file order: one copy from the page cache, where
+    reading the whole file into a buffer and copying out of it took two
+    and a zeroed buffer the file's size (the decode rows read gigabytes)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_BYTES:
             raise FormatError("file of %d bytes is too large" % size)
-        buf = bytearray(size)
-        got = f.readinto(buf)
-        if got != size or f.read(1):
+        if size < 8:
+            raise FormatError("file of %d bytes is shorter than the 8-byte length prefix" % size)
+        n = int.from_bytes(_read_exact(f, 8), "little")
+        if n < 2 or n > MAX_HEADER_BYTES:
+            raise FormatError("header length %d out of range" % n)
+        if n > size - 8:
+            raise FormatError("header length %d exceeds the %d bytes after the prefix" % (n, size - 8))
+        entries, metadata = parse_header(_read_exact(f, n))
+        _check_layout(entries, size - 8 - n)
+        tensors = {}
+        for name, dt, shape, begin, end in sorted(entries, key=lambda e: (e[3], e[4], e[0])):
+            tdt = _DTYPES[dt][0]
+            t = _empty(shape, dtype=tdt)
+            if end > begin:
+                if tdt is torch.bool:
+                    # Normalize bytes to 0/1: torch assumes bool storage holds only those.
+                    b = _read_exact(f, end - begin).translate(_BOOL01)
+                    ctypes.memmove(_data_ptr(t), b, end - begin)
+                else:
+                    view = (ctypes.c_char * (end - begin)).from_address(_data_ptr(t))
+                    mv = memoryview(view).cast("B")
+                    got = 0
+                    while got < end - begin:
+                        k = f.readinto(mv[got:])
+                        if not k:
+                            raise FormatError("file changed size while being read")
+                        got += k
+            tensors[name] = t
+        if f.read(1):
             raise FormatError("file changed size while being read")
-    return loads(buf)
+    return {name: tensors[name] for name, _dt, _shape, _b, _e in entries}, metadata
+
+
+def _read_exact(f, n):
+    b = f.read(n)
+    if len(b) != n:
+        raise FormatError("file changed size while being read")
+    return b
 
 
 # ---------------------------------------------------------------------------

@@ -56,6 +56,17 @@ class RoundTrip(unittest.TestCase):
             self.assertTrue(torch.equal(back[name], t), name)
             self.assertTrue(back[name].is_contiguous())
 
+    def test_load_reads_what_loads_reads(self):
+        ts = self.tensors()
+        raw = stio.dumps(ts, {"k": "v"})
+        a, b = stio.loads(raw), load_file(raw)
+        self.assertEqual(a[1], b[1])
+        self.assertEqual(list(a[0]), list(b[0]))  # header order
+        for name in a[0]:
+            self.assertTrue(torch.equal(a[0][name], b[0][name]), name)
+        bools = raw_file({"b": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}}, b"\x00\x07\x01" + b"\x00" * 5)
+        self.assertTrue(torch.equal(load_file(bools[:-5])[0]["b"], torch.tensor([False, True, True])))
+
     def test_save_load_file_matches_dumps(self):
         ts = self.tensors()
         with tempfile.TemporaryDirectory() as d:
@@ -145,12 +156,23 @@ class RoundTrip(unittest.TestCase):
             stio.later(view)
 
 
+def load_file(raw):
+    """stio.load of raw written to a file (it reads tensor by tensor)."""
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "f.safetensors")
+        with open(p, "wb") as f:
+            f.write(raw)
+        return stio.load(p)
+
+
 class Rejects(unittest.TestCase):
     ENT = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 
     def bad(self, raw):
         with self.assertRaises(stio.FormatError):
             stio.loads(raw)
+        with self.assertRaises(stio.FormatError):
+            load_file(raw)
 
     def test_ok_baseline(self):
         stio.loads(raw_file({"x": self.ENT}, b"\x00" * 8))
@@ -243,12 +265,23 @@ class Mutations(unittest.TestCase):
                 raw = raw[:rnd.randrange(len(raw) + 1)]
             if rnd.random() < 0.1 and raw:
                 raw[rnd.randrange(len(raw))] = rnd.randrange(256)
-            try:
-                stio.loads(bytes(raw))
-            except stio.FormatError:
-                pass
-            except Exception as e:  # noqa: BLE001 - the point of the test
-                self.fail("mutation %d: %r raised %s: %s" % (i, bytes(raw)[:200], type(e).__name__, e))
+            outcomes = []
+            for read in (stio.loads, load_file):
+                try:
+                    outcomes.append(read(bytes(raw)))
+                except stio.FormatError:
+                    outcomes.append(None)
+                except Exception as e:  # noqa: BLE001 - the point of the test
+                    self.fail("mutation %d: %r raised %s: %s" % (i, bytes(raw)[:200], type(e).__name__, e))
+            if i % 10 == 0 or outcomes[0] is not None or outcomes[1] is not None:
+                # the file reader agrees with the buffer reader
+                a, b = outcomes
+                self.assertEqual(a is None, b is None, "mutation %d" % i)
+                if a is not None:
+                    self.assertEqual(a[1], b[1])
+                    self.assertEqual(list(a[0]), list(b[0]))
+                    for name in a[0]:
+                        self.assertTrue(torch.equal(a[0][name], b[0][name]), name)
 
     def test_deeply_nested_header(self):
         with self.assertRaises(stio.FormatError):
