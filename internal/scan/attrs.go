@@ -156,7 +156,7 @@ func torchTable() []attrEntry {
 	t = append(t, attrEntry{pattern: "torch.signal", kind: attrModules})
 	for _, m := range []string{"cuda", "backends", "backends.cuda", "backends.cudnn", "backends.mps",
 		"backends.mkldnn", "backends.openmp", "backends.cpu", "distributed", "autograd",
-		"autograd.function", "ops", "jit", "compiler"} {
+		"autograd.function", "ops", "jit", "compiler", "profiler", "autograd.profiler"} {
 		t = append(t, attrEntry{pattern: "torch." + m, kind: attrExact})
 	}
 	listed := map[string][]string{
@@ -175,6 +175,10 @@ func torchTable() []attrEntry {
 		"autograd":          {"Function", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled"},
 		"autograd.function": {"Function", "FunctionCtx", "once_differentiable"},
 		"jit":               {"is_scripting", "is_tracing"},
+		// A named range for a profiler someone else runs (hs51): no
+		// I/O of its own; the rest of both profiler modules writes traces.
+		"profiler":          {"record_function"},
+		"autograd.profiler": {"record_function"},
 		// Read-only queries (torch 2.x; honest code guards them with
 		// hasattr): the rest of torch.compiler compiles (compiler.*).
 		"compiler": {"is_compiling", "is_dynamo_compiling"},

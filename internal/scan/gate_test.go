@@ -47,6 +47,10 @@ func TestGateClasses(t *testing.T) {
 		{"operator setitem", map[string]string{"k.py": "import operator, torch\noperator.setitem(torch.ops.__dict__, 'x', 1)\n"},
 			"k.py:2 module-attribute-not-allowed|k.py:2 dunder-access"},
 		{"help imports by name", map[string]string{"k.py": "help('os')\n"}, "k.py:1 forbidden-builtin"},
+		{"a profiler's named range, not the profiler (hs51)", map[string]string{"k.py": "import torch\nfrom torch.profiler import record_function\n" +
+			"with record_function('k'):\n    pass\nwith torch.autograd.profiler.record_function('k'):\n    pass\n" +
+			"p = torch.profiler.profile\nq = torch.autograd.profiler.emit_nvtx\n"},
+			"k.py:7 module-attribute-not-allowed|k.py:8 module-attribute-not-allowed"},
 		{"allowed uses", map[string]string{"k.py": "import torch, math, functools, itertools\nfrom typing import Optional\n" +
 			"import torch.nn.functional as F\nimport torch.distributed as dist\n" +
 			"y = F.silu(torch.ones(1)) * math.pi\nz = functools.partial(F.gelu, approximate='tanh')\n" +
