@@ -218,5 +218,9 @@ func redTeamCases() []adversarialCase {
 		{name: "sub_tell", scan: `sys-modules use of "torch.sys.modules"`},
 		{name: "sub_cross_tell", scan: `sys-modules use of "torch.sys.modules"`},
 		{name: "sub_exec_spawn", scan: `module-escape use of "torch.inspect.stack"`},
+		// rt51b (session 51): the fused norms' out_norm a few bits short,
+		// which no precision test measured.
+		{name: "arnorm_short_bits", allDTypes: true, verify: `output out_norm: matched_ratio systematic error: [0-9]+ % of the [0-9]+ elements .* rounding sensitivity`},
+		{name: "finalize_short_bits", allDTypes: true, verify: `output out_norm: matched_ratio systematic error: [0-9]+ % of the [0-9]+ elements .* rounding sensitivity`},
 	}
 }
