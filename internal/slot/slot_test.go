@@ -124,13 +124,16 @@ func TestEveryCaseResolves(t *testing.T) {
 							t.Fatalf("%s/%s/%s: scale of %s[%d] = %v", s.Name, sh.Name, dist, o.Name, j, x)
 						}
 					}
-					// The attention and MoE expert slots give each
-					// element's rounding sensitivity (the systematic
-					// check's precision test): attention's Σ p·|v| is at
-					// least |expected|; the MoE slots' is the one their
-					// scale is made of (a fixed multiple of it).
+					// The attention and MoE expert slots and the residual
+					// norms' out_norm give each element's rounding
+					// sensitivity (the systematic check's precision
+					// test): attention's Σ p·|v| and out_norm's (its own
+					// magnitude in quadrature) are at least |expected|;
+					// the MoE slots' is the one their scale is made of (a
+					// fixed multiple of it).
 					sens, ok := ref[SensKey(o.Name)]
-					isAttn := s.Name == "attention.sdpa" || s.Name == "attention.decode"
+					isNorm := o.Name == "out_norm" && (s.Name == "collective.ar_residual_rmsnorm" || s.Name == "collective.moe_finalize_ar_rmsnorm")
+					isAttn := s.Name == "attention.sdpa" || s.Name == "attention.decode" || isNorm
 					isMoE := s.Name == "moe.fused_experts" || s.Name == "moe.fused_experts_reduce"
 					if want := isAttn || isMoE; ok != want {
 						t.Fatalf("%s: output %s: reference gives a sensitivity: %v, want %v", s.Name, o.Name, ok, want)
