@@ -16,8 +16,8 @@ the tree in place, as the compiler would, before any fact is taken:
 - imports: the bound name, and the module name when it has no dot
   (``import __m`` imports ``_C__m``; ``import __m.x`` imports ``__m.x``
   and binds ``_C__m``, kept as written here: such a module is refused
-  whatever its name); ``from __m import __x`` imports ``__x`` as
-  ``_C__x`` from ``_C__m``;
+  whatever its name); ``from __m import __x`` (or ``from .__m``)
+  imports ``__x`` as ``_C__x`` from ``_C__m``;
 - not rewritten, as the compiler does not: keyword-argument names of a
   call and a class pattern's attribute names.
 
@@ -86,7 +86,7 @@ def _rename(node, private):
                 a.asname = mangled(a.asname, private)
             a.name = mangled(a.name, private)  # a dotted name stays
     elif isinstance(node, ast.ImportFrom):
-        if node.module and not node.level:
+        if node.module:  # relative or not: `from .__m import y` imports ._C__m
             node.module = mangled(node.module, private)
         for a in node.names:
             if a.name != "*":
