@@ -284,9 +284,11 @@ def _class_refs(cls, methods):
 # class body and its methods have (the implicit __class__ cell), and the
 # builtins the site module adds (the parser runs without it; the forbidden
 # ones have their own rule).
-_IMPLICIT = frozenset(("help", "license", "credits", "copyright", "exit", "quit", "__name__", "__file__", "__doc__", "__package__", "__spec__", "__loader__",
-                       "__path__", "__builtins__", "__annotations__", "__cached__", "__module__",
-                       "__qualname__", "__class__", "__dict__", "__debug__"))
+_IMPLICIT = frozenset((
+    "help", "license", "credits", "copyright", "exit", "quit",
+    "__name__", "__file__", "__doc__", "__package__", "__spec__", "__loader__", "__path__",
+    "__builtins__", "__annotations__", "__cached__", "__module__", "__qualname__", "__class__",
+    "__dict__", "__debug__"))
 
 
 def free_names(tree, builtin_names):
