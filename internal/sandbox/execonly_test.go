@@ -7,9 +7,9 @@ import (
 )
 
 // TestExecOnly: with ExecOnly the target runs (its interpreter and loader
-// are executable) and starts no other program, by a shell, an exec of a
-// system binary or a copy of the interpreter's path under another name;
-// without it the same script may (the baseline executes /usr and /bin).
+// are executable) and starts no other program, by a shell or an exec of
+// a system binary; without it the same script may (the baseline executes
+// /usr and /bin).
 func TestExecOnly(t *testing.T) {
 	if !landlockAvailable() {
 		t.Skip("kernel lacks Landlock")

@@ -116,7 +116,8 @@ func seededWeights(g *rng, v []float64, fanIn int) {
 }
 
 // checkpointWeights fills v (rows of fanIn elements) with the checkpoint
-// law, all from g in order: the overall factor (one uniform), the column
+// law, all from g as if drawn in order (the rows' normals are drawn side
+// by side from jumps ahead, sidebyside.go): the overall factor (one uniform), the column
 // scales (columnScales), then per row its scale (one normal) and its
 // elements (two normals each: the value, then its mixing draw). The
 // mixture is normalized to unit variance before the column, row and

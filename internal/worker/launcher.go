@@ -53,7 +53,7 @@ func NewSandboxLauncherFor(install sandbox.PythonInstall, bundleDir, runtimePare
 		CUDA:     device == "cuda",
 		Require:  []string{sandbox.LayerProcessGroup, sandbox.LayerNoNewPrivs},
 	}
-	if device != "cuda" {
+	if device == "cpu" {
 		// A CPU worker starts no program (Triton's compilers and ptxas
 		// run only on CUDA): it may execute its interpreter alone.
 		p.ExecOnly = interpreterFiles(install.Executable)
