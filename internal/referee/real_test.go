@@ -82,10 +82,7 @@ func TestRealFlow(t *testing.T) {
 	}
 	t.Run("slower candidate", func(t *testing.T) {
 		r, _, req := realReferee(t, lenient())
-		res, err := r.Run(ctx, req(slow))
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runTimed(t, r, req(slow), false)
 		if res.Verdict.Outcome != Fail || res.Verdict.Reason != ReasonNotFaster {
 			t.Fatalf("verdict %v", res.Verdict)
 		}
@@ -114,6 +111,9 @@ func TestRealFlow(t *testing.T) {
 		}
 		r, _, req := realReferee(t, lenient())
 		r.Waves = 3
+		// A runs whatever the speed rule said, so that what A found is
+		// judged even where a loaded machine read the candidate as slower.
+		r.Measure = true
 		q := req(late)
 		q.Incumbent = []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: slow}}
 		res, err := r.Run(ctx, q)
@@ -121,8 +121,23 @@ func TestRealFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := res.Qualification.Attempts[0].Record
-		if res.Verdict.Outcome != Fail || res.Verdict.Reason != ReasonAudit || at.Audit == nil {
-			t.Fatalf("verdict %v (audit %v)", res.Verdict, at.Audit)
+		if at.Audit == nil {
+			t.Fatalf("verdict %v without an audit", res.Verdict)
+		}
+		audit, err := evidence.Load[AuditRecord](r.Store, *at.Audit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := auditVerdict(audit, []string{"activation.silu_and_mul"}, r.MinAudited); v.Reason != ReasonAudit {
+			t.Fatalf("the audit passed the late-wrong kernel: %v (dumps %+v)", v, audit.Dumps)
+		}
+		want := ReasonAudit
+		if res.Verdict.Reason == ReasonNotFaster {
+			t.Logf("the speed rule decided first on this machine: %v (speed %+v)", res.Verdict, at.Speed)
+			want = ReasonNotFaster
+		}
+		if res.Verdict.Outcome != Fail || res.Verdict.Reason != want {
+			t.Fatalf("verdict %v, want FAIL %s", res.Verdict, want)
 		}
 		check(t, r, res)
 	})
@@ -130,10 +145,7 @@ func TestRealFlow(t *testing.T) {
 		r, _, req := realReferee(t, lenient())
 		q := req(fast)
 		q.Incumbent = []engine.StackSpec{{Slot: "activation.silu_and_mul", Bundle: slow}}
-		res, err := r.Run(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runTimed(t, r, q, true)
 		if res.Verdict.Outcome != Pass {
 			t.Fatalf("verdict %v", res.Verdict)
 		}
@@ -202,10 +214,7 @@ func passOnArena(t *testing.T, name, slow, fast string, slots []string) *Result 
 	for _, s := range slots {
 		q.Incumbent = append(q.Incumbent, engine.StackSpec{Slot: s, Bundle: slow})
 	}
-	res, err := r.Run(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runTimed(t, r, q, true)
 	if res.Verdict.Outcome != Pass {
 		t.Fatalf("verdict %v", res.Verdict)
 	}
@@ -226,4 +235,29 @@ func passOnArena(t *testing.T, name, slow, fast string, slots []string) *Result 
 		t.Fatalf("evidence check: %v", err)
 	}
 	return res
+}
+
+// runTimed runs q on r; where the speed rule alone went against what the
+// test expects (faster: the candidate is several times faster than the
+// incumbent; otherwise several times slower), it runs q once more. These
+// are one-wave reads on a CPU that other test packages share: with the
+// candidate 3.5× faster in a quiet run, a loaded CI machine once read it
+// at 0.90× its incumbent. Any other verdict is returned as it came.
+func runTimed(t *testing.T, r *Referee, q Request, faster bool) *Result {
+	t.Helper()
+	for try := 1; ; try++ {
+		res, err := r.Run(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		speedPassed := res.Verdict.Reason != ReasonNotFaster
+		if speedPassed == faster || try == 2 {
+			return res
+		}
+		var speed *SpeedSummary
+		if a := res.Qualification; a != nil && len(a.Attempts) > 0 {
+			speed = a.Attempts[0].Record.Speed
+		}
+		t.Logf("try %d: %v against a %s candidate (speed %+v); once more", try, res.Verdict, map[bool]string{true: "faster", false: "slower"}[faster], speed)
+	}
 }
