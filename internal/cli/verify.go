@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,7 +103,7 @@ show; a kernel honest in the rows and wrong in serving FAILs here.
 --no-served skips it (the report then says so; a validator's referee
 audits serving itself). --fail-fast starts no row after one has failed:
 the verdict is the same for less work, and the report lists the rows it
-did not run.
+did not run; Go then plans a row's cases only a few ahead of its worker.
 
 Collective slots run --world-size ranks in one loopback-only network
 namespace (gloo on cpu, NCCL on cuda, one GPU per rank). Ranks inherit the
@@ -139,7 +140,8 @@ applicable ("no variant applicable": nothing was verified) or scan findings,
 	f.StringVar(&python, "python", "", "interpreter with torch (default: $CACHEON_PYTHON, the first python3 on PATH that imports torch, /usr/bin/python3)")
 	f.DurationVar(&timeout, "timeout", 120*time.Second, "wall-clock limit for one case on the worker (a served wave gets this and a minute)")
 	f.BoolVar(&noServed, "no-served", false, "skip the served stage (the kernel inside the arena's serving engine)")
-	f.BoolVar(&failFast, "fail-fast", false, "start no row after one has failed (the verdict is the same; the rows not run are listed)")
+	f.BoolVar(&failFast, "fail-fast", false, "start no row after one has failed (the verdict is the same; the rows not run are listed), "+
+		"and plan a row's cases at most "+strconv.Itoa(verify.FailFastPlanAhead)+" ahead of its worker")
 	return cmd
 }
 
@@ -218,7 +220,7 @@ func (v *verifyRun) setup(path string) verify.Setup {
 	fl := v.fl
 	return verify.Setup{
 		Bundle: path, Device: fl.device, DTypes: v.dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
-		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, FailFast: fl.failFast, Python: fl.python, CallTimeout: fl.timeout,
+		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, FailFast: fl.failFast, PlanAhead: planAhead(fl.failFast), Python: fl.python, CallTimeout: fl.timeout,
 		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(), Arenas: v.arenas,
 		KernelRoot: v.kernelRoot,
 	}
@@ -464,4 +466,13 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// planAhead is the verify.Options.PlanAhead of a run: bounded where the
+// run stops at its first failure, so that it plans little it never runs.
+func planAhead(failFast bool) int {
+	if failFast {
+		return verify.FailFastPlanAhead
+	}
+	return 0
 }

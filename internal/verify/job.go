@@ -31,10 +31,11 @@ type Setup struct {
 	// drawn.
 	Seed    uint64
 	SeedSet bool
-	// Replays, Lanes and FailFast are as in Options.
-	Replays  int
-	Lanes    int
-	FailFast bool
+	// Replays, Lanes, FailFast and PlanAhead are as in Options.
+	Replays   int
+	Lanes     int
+	FailFast  bool
+	PlanAhead int
 	// Python is the interpreter with torch ("" = worker.FindPython's search).
 	Python string
 	// CallTimeout bounds one run request on a worker.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"cacheon/internal/bundle"
 	"cacheon/internal/safetensors"
@@ -25,9 +26,11 @@ import (
 // independent and their plans do not depend on the order they are
 // computed in (slot.TestReplaysIndependent). Each case's ready channel
 // closes when all its calls are planned (its err set if one failed, or if
-// ctx ended first); done runs once every case is planned, and the
-// returned channel closes after it.
-func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string, done func()) <-chan struct{} {
+// ctx ended first); the returned channel closes once every case is. A
+// case waits for the row's worker to come within ahead's reach of it
+// (lookahead) before it is planned. charge is given the start of every
+// stretch of time in which some case was being planned, at its end.
+func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bundle.Op, o Options, rowDir string, ahead *lookahead, charge func(since time.Time)) <-chan struct{} {
 	for _, pc := range cases {
 		pc.ready = make(chan struct{})
 	}
@@ -35,6 +38,9 @@ func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bu
 	if pl == nil {
 		pl = newPlanner(planSlots(1))
 	}
+	var mu sync.Mutex
+	active := 0
+	var since time.Time
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -42,14 +48,25 @@ func planCases(ctx context.Context, cases []*plannedCase, spec *slot.Spec, op bu
 		for ci, pc := range cases {
 			all.Go(func() {
 				defer close(pc.ready)
-				pc.err = planCase(ctx, pl, ci, pc, spec, op, o, rowDir)
+				if pc.err = ahead.wait(ctx, ci); pc.err == nil {
+					mu.Lock()
+					if active++; active == 1 {
+						since = time.Now()
+					}
+					mu.Unlock()
+					pc.err = planCase(ctx, pl, ci, pc, spec, op, o, rowDir)
+					mu.Lock()
+					if active--; active == 0 {
+						charge(since)
+					}
+					mu.Unlock()
+				}
 				if pc.err != nil {
 					pc.err = fmt.Errorf("prepare %s: %w", pc.label, pc.err)
 				}
 			})
 		}
 		all.Wait()
-		done()
 	}()
 	return finished
 }
@@ -346,7 +363,7 @@ func prepareCase(pc *plannedCase, spec *slot.Spec, op bundle.Op, o Options, jobR
 	}
 	for r := range c.Ranks {
 		req := worker.RunRequest{
-			Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
+			Slot: op.Slot, Module: "m0", Device: o.Device, Entry: op.Entry, Prepare: op.Prepare, Args: args,
 			PrepareArgs: prepArgs, Outputs: specs, Inputs: "in.safetensors", Replays: replayFiles,
 			Graph: graph, GraphReplays: graphFiles, Decoys: decoys, DecoyCalls: decoyCalls, DecoyDumps: pc.decoyDumps(), LayerArgs: layerArgs, DecoyFeeds: feeds, Chain: pc.chain, Dir: pc.dirs[r],
 			Place: placeSeed(o.Seed, spec.Name, op.Variant, c.DType.String(), c.Shape, c.Index, r),

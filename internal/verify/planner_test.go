@@ -102,3 +102,50 @@ func TestPlannerCancel(t *testing.T) {
 		t.Fatalf("free %d, waiting %d; want 0, 0", p.free, p.waiting.Len())
 	}
 }
+
+// TestLookahead: a row plans case ci only once its worker has asked for a
+// case at most ahead before it; a cancelled row lets go of every waiting
+// case with ctx's error.
+func TestLookahead(t *testing.T) {
+	l := newLookahead(2)
+	ctx := context.Background()
+	planned := func(ci int) bool {
+		c, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		return l.wait(c, ci) == nil
+	}
+	for ci, want := range []bool{true, true, true, false, false} {
+		if got := planned(ci); got != want {
+			t.Errorf("before any reach: case %d may be planned %v, want %v", ci, got, want)
+		}
+	}
+	// A case waiting when the worker comes within reach goes ahead.
+	got := make(chan error, 1)
+	go func() { got <- l.wait(ctx, 4) }()
+	l.reach(1)
+	select {
+	case err := <-got:
+		t.Fatalf("case 4 went ahead at reach 1: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.reach(2)
+	if err := <-got; err != nil {
+		t.Fatalf("case 4 at reach 2: %v", err)
+	}
+	if planned(5) {
+		t.Error("case 5 planned at reach 2")
+	}
+	l.reach(0) // never backwards
+	if !planned(4) {
+		t.Error("reach went back")
+	}
+	if u := newLookahead(0); u.wait(ctx, 1<<40) != nil {
+		t.Error("an unbounded lookahead held a case back")
+	}
+	c, cancel := context.WithCancel(ctx)
+	go func() { got <- l.wait(c, 9) }()
+	cancel()
+	if err := <-got; err != context.Canceled {
+		t.Fatalf("a cancelled row's waiting case: %v", err)
+	}
+}

@@ -347,12 +347,15 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 	for _, pc := range cases {
 		row.Shapes = append(row.Shapes, pc.params.Shape.Name)
 	}
-	// The cases are planned in the background, in order, and each runs as
-	// soon as it is planned; planning stops with the row.
+	// The cases are planned in the background, in order (at most
+	// o.PlanAhead beyond the one the worker waits for), and each
+	// runs as soon as it is planned; planning stops with the row.
 	// Planning ends before a failed row's set (and its job directory,
 	// rowDir's parent) is discarded.
 	pctx, stop := context.WithCancel(ctx)
-	planned := planCases(pctx, cases, spec, op, o, rowDir, func() { clk.add(phaseReference, t0) })
+	clk.add(phaseReference, t0) // choosing the cases; their planning below
+	ahead := newLookahead(o.PlanAhead)
+	planned := planCases(pctx, cases, spec, op, o, rowDir, ahead, func(since time.Time) { clk.add(phaseReference, since) })
 	endPlanning := func() {
 		stop()
 		<-planned
@@ -380,7 +383,7 @@ func verifyRow(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.S
 		}
 	}
 
-	runCases(ctx, b, op, spec, o, set, cases, st, clk)
+	runCases(ctx, b, op, spec, o, set, cases, ahead, st, clk)
 	endPlanning()
 	switch {
 	case st.failed:

@@ -24,7 +24,7 @@ type workerFacts struct {
 // runCases runs every planned case of a row on a started set of workers
 // (one, or one per rank): it loads the candidate and runs the cases,
 // grading as replies arrive.
-func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, set *workerSet, cases []*plannedCase, st *rowState, clk *clock) {
+func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Spec, o Options, set *workerSet, cases []*plannedCase, ahead *lookahead, st *rowState, clk *clock) {
 	clients := set.clients
 	mid, ok := set.modules[op.Source]
 	if !ok {
@@ -65,10 +65,13 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 	// the cases is the one reported.
 	g := startGrader(spec, o, st, clients, clk)
 	defer g.close()
+	sent := 0 // cases in the batches before this one
 	for bi, batch := range batches {
 		if g.failed() || ctx.Err() != nil {
 			break
 		}
+		sent += len(batch)
+		ahead.reach(sent - 1)
 		// A case is sent once Go has planned it (planCases fills them in
 		// the background, in order).
 		tw := time.Now()

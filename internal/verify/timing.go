@@ -39,8 +39,9 @@ type Timing struct {
 	FirstCall float64 `json:"first_call_s"`
 	// Calls: every other case's run requests, send to reply.
 	Calls float64 `json:"calls_s"`
-	// Reference: Go generating inputs, computing the references and
-	// writing the input files.
+	// Reference: the wall time in which Go was choosing a row's cases or
+	// planning some of them (generating inputs, computing the references,
+	// writing the input files; planCases). Rows add up.
 	Reference float64 `json:"reference_s"`
 	// Grading: Go reading the call dumps and grading them.
 	Grading float64 `json:"grading_s"`

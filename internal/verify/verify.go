@@ -99,6 +99,13 @@ type Options struct {
 	// and the rows not started are left out of the report
 	// (Report.RowsNotRun). The verdict is the same, for less work.
 	FailFast bool
+	// PlanAhead bounds how many cases of a row Go plans beyond the one its
+	// worker waits for (0: every case, as soon as a core is free). A run
+	// expected to fail early (the adversarial suite's attacks on a
+	// saturated CPU) spends its Go time only on the cases it reaches; a
+	// bound costs a passing row time where planning then falls behind its
+	// worker (lookahead.go).
+	PlanAhead int
 	// Progress receives one short line per step; may be nil.
 	Progress func(line string)
 

@@ -276,7 +276,7 @@ func (w *Warm) options(s Setup) Options {
 	return Options{
 		Device: w.device, Architecture: w.arch, DTypes: s.DTypes, WorldSizes: s.WorldSizes, Replays: s.Replays, Lanes: s.Lanes,
 		Python: w.python, RuntimeParent: w.runtime, WorkDir: w.scratch, CallTimeout: s.CallTimeout,
-		Launcher: w.launcher, Environ: w.environ, TritonHelpers: w.helpers, FailFast: s.FailFast,
+		Launcher: w.launcher, Environ: w.environ, TritonHelpers: w.helpers, FailFast: s.FailFast, PlanAhead: s.PlanAhead,
 	}
 }
 

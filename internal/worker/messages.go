@@ -166,6 +166,9 @@ type OutputSpec struct {
 
 // RunRequest is one case.
 type RunRequest struct {
+	// Slot names the slot the entry serves: the worker hands each slot its
+	// own scalar objects, as the engine does (argplan.Scalars).
+	Slot         string       `json:"slot,omitempty"`
 	Module       string       `json:"module"`
 	Device       string       `json:"device"`
 	Entry        string       `json:"entry"`

@@ -3,13 +3,53 @@
 plan lists, in order, what each positional argument is: an input or an
 output by name, a scalar's Python value, the prepared state, or the
 process group the request names. scalar turns Go's JSON value into the
-scalar's Python type. Anything malformed is a bad_request.
+scalar's Python type. Anything malformed is a bad_request. Scalars hands
+every scalar value to candidate code as one object per process.
 """
 
 from .wire import bad, field
 
 
-def plan(worker, args, host_in, out_names, has_prepare, process_group="world"):
+class Scalars:
+    """One object per scalar value and slot for the life of the process, in
+    the verify worker and in the engine alike (rt52). The engine hands its
+    model's own float (model.eps, the softmax scale) to every call of
+    every slot, and a worker decoded a new one for every case, so that
+    `eps is last_eps` with another shape, or the same object in two slots,
+    happened only in serving. Through one table an object's identity says
+    no more than its value (a float by its bits: -0.0 apart from 0.0) and
+    its slot, and its address stays fixed (the table keeps it alive)
+    wherever it is handed; two slots never share one."""
+
+    def __init__(self):
+        self._objs = {}
+
+    def get(self, slot, v):
+        t = type(v)
+        if t is float:
+            key = (slot, t, v.hex())
+        elif t is int or t is str:
+            key = (slot, t, v)
+        else:
+            return v  # bool and None are singletons already
+        o = self._objs.get(key)
+        if o is None:
+            # The table's own copy, never the caller's object (the
+            # engine's model.eps; the worker's request value).
+            o = self._objs[key] = _copy(v)
+        return o
+
+
+def _copy(v):
+    """A new object equal to the scalar v (a float bit for bit)."""
+    if type(v) is float:
+        return float.fromhex(v.hex())
+    if type(v) is int:
+        return int(str(v)) if not -5 <= v <= 256 else v
+    return "".join(list(v))
+
+
+def plan(worker, args, host_in, out_names, has_prepare, process_group="world", slot=""):
     out = []
     for a in args:
         if not isinstance(a, dict):
@@ -25,7 +65,7 @@ def plan(worker, args, host_in, out_names, has_prepare, process_group="world"):
                 raise bad("output arg %r has no output spec" % name)
             out.append(("output", name))
         elif kind == "scalar":
-            out.append(("scalar", scalar(a, name)))
+            out.append(("scalar", worker.scalars.get(slot, scalar(a, name))))
         elif kind == "prepared":
             if not has_prepare:
                 raise bad("arg %r is prepared state but no prepare is named" % name)

@@ -28,7 +28,7 @@ captures what torch looks like (``guard.Guard``); docs/worker-protocol.md,
 import os
 import sys
 
-from . import host, runcase, signature, wire
+from . import argplan, host, runcase, signature, wire
 from .wire import Failure, bad, field
 
 MAX_REQUEST_BYTES = 16 << 20
@@ -51,6 +51,8 @@ class Worker:
         self.loader = host.Loader(hook=hook, guard=self.guard)
         self.group = None
         self.group_key = None
+        # The scalars candidate calls are handed (argplan.Scalars).
+        self.scalars = argplan.Scalars()
         # The subgroups made after the group (a partition of the ranks, as
         # tuples) and this rank's own; None until a group request names them.
         self.subgroups = None

@@ -43,6 +43,14 @@ SOURCES = {
                 w.mul_(1.5)
             KEPT.append(weight)
     """,
+    "rms_epsids": """
+        import torch
+        SEEN = []
+        def rmsnorm(x, weight, out, eps):
+            xf = x.float()
+            out.copy_(xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float())
+            SEEN.append(eps)
+    """,
     "rms_broken": """
         import torch
         def rmsnorm(x, weight, out, eps):
@@ -214,6 +222,18 @@ class DispatchTests(unittest.TestCase):
         got = eng.generate({"requests": self.reqs})
         self.assertEqual(tokens(got), tokens(self.stock["llama"]))
         self.assertGreater(eng.stats()["slots"]["norm.rmsnorm"]["selected"], 2)
+
+    def test_scalars_one_object_per_value(self):
+        # Every call is handed one object for its eps, as the verify worker
+        # hands one per value and slot (argplan.Scalars): the model's own
+        # float, passed to every call before, told serving from verify.
+        eng = self.engine("llama", self.b.stack("rms_epsids"))
+        eng.generate({"requests": self.reqs})
+        var = eng.d.variants["norm.rmsnorm"][0]
+        seen = var.entry.__globals__["SEEN"]
+        self.assertGreater(len(seen), 2)
+        self.assertTrue(all(e is seen[0] for e in seen))
+        self.assertIs(eng.d.scalars.get("norm.rmsnorm", float(seen[0])), seen[0])
 
     def test_kept_copies_are_placed(self):
         # The per-call copies are placed as verify's inputs are: at even

@@ -52,7 +52,7 @@ import random
 
 import torch
 
-from .. import guard as guard_mod, host, identity, wire
+from .. import argplan, guard as guard_mod, host, identity, wire
 from ..wire import Failure, bad
 from . import auditcalls, auditdump, auditsites, bundlens, collectives, enginestate, harness, msacalls, stock
 from .capability import Domain
@@ -201,6 +201,9 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
         self.receipts = {}
         self.loader = host.Loader(hook=self.safety.hook, guard=self.safety.guard)
         self.ops = identity.Ops(torch)
+        # The scalars candidate calls are handed: one object per value, as
+        # the verify worker hands them (argplan.Scalars).
+        self.scalars = argplan.Scalars()
         self.variants = {s: [] for s in self.served}
         # The engine state no candidate call may change, compared around
         # every audited call (_state_changed): (name, tensor) pairs, set by
@@ -502,7 +505,7 @@ class Dispatch(collectives.CollectiveCalls, msacalls.MSACalls, auditcalls.AuditC
             elif name == "group":
                 argv.append(self.group)
             else:
-                argv.append(scalars[name])
+                argv.append(self.scalars.get(slot, scalars[name]))
         before = {n: ops.fact(o.visible) for n, o in outs.items()}
         bases = {n: ops.data_ptr(o.contract) for n, o in outs.items()}
         self._guarded(slot, var, vis_in, outs, "before the call")
