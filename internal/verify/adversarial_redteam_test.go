@@ -232,5 +232,12 @@ func redTeamCases() []adversarialCase {
 		{name: "scalar_msa_prefill_tell", verify: `output out: `},
 		{name: "scalar_arnorm_tell", verify: `output out_norm: `},
 		{name: "scalar_cross_slot_tell", verify: `output out_norm: `},
+		// hs52: a kept exception's traceback held the case's tensors (an
+		// honest fallback memo was refused as retention); the retention
+		// check now clears the finished frames a kept traceback holds,
+		// never a generator's, and a closure's cells stay.
+		{name: "control_fallback_error_memo", control: true, allDTypes: true},
+		{name: "retained_in_generator", verify: `the candidate kept a reference to input weight`},
+		{name: "retained_beside_traceback", verify: `the candidate kept a reference to input weight`},
 	}
 }

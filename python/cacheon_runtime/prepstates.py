@@ -53,6 +53,7 @@ back after many others, fails the graded calls.
 """
 
 import ctypes
+import functools
 
 from . import guard, host, rawmem, wire
 from .wire import Failure, bad
@@ -110,7 +111,7 @@ def prepare_all(case, pfn, prepare_args, placed, before):
 
 
 def _prepare(case, pfn, argv):
-    return _guarded(case, lambda: pfn(*argv), "prepare: ", "prepare_error", "")
+    return _guarded(case, functools.partial(pfn, *argv), "prepare: ", "prepare_error", "")
 
 
 def check_feed(rel, data, host_in, layer_args, prepared=False, chained=()):
@@ -319,7 +320,7 @@ def decoy_call(case, fn, arguments):
     case.poison()
     case.sync()
     argv = arguments()
-    _guarded(case, lambda: fn(*argv), what, "exception", what)
+    _guarded(case, functools.partial(fn, *argv), what, "exception", what)
 
 
 def _guarded(case, invoke, where, kind, prefix):

@@ -31,10 +31,12 @@ are not watched: the engine hands prepare copies, which the prepared state
 may keep.
 """
 
+import functools
 import gc
 import os
 import random
 import time
+import types
 
 from . import argplan, guard, host, layout, prepstates, rawmem, wire
 from .wire import Failure, bad, field
@@ -141,7 +143,8 @@ def run(worker, req):
             raise bad("output %r has the name of an input" % name)
         if name.startswith("in."):
             raise bad("output name %r uses the reserved prefix in." % name)
-    plan = argplan.plan(worker, args, host_in, out_names, bool(prepare), process_group)
+    plan = argplan.plan(worker, args, host_in, out_names, bool(prepare), process_group,
+                        field(req, "slot", str, "", required=False))
     for n in prepare_args + layer_args:
         if n not in host_in:
             raise bad("%s input %r is not in %s" % ("prepare" if n in prepare_args else "layer", n, inputs_file))
@@ -202,6 +205,9 @@ def _retained(watch, grace=RETAIN_GRACE_S):
     if not alive:
         return []
     gc.collect()
+    if any(not w.expired() for _, w in alive):
+        _clear_finished_frames()
+        gc.collect()
     deadline = time.monotonic() + grace
     sleep = 0.001
     while True:
@@ -211,6 +217,53 @@ def _retained(watch, grace=RETAIN_GRACE_S):
         time.sleep(sleep)
         sleep = min(sleep * 2, 0.05)
         gc.collect()
+
+
+def _entry_call(torch, fn, arguments):
+    """Call the entry with the arguments of this call. A module function,
+    not a closure: a frame keeps its function, and a closure of the case
+    kept the case, so that a traceback the kernel kept (its f_back
+    chain runs through here) kept every tensor of the case alive."""
+    argv = arguments()
+    with guard.no_grad(torch):
+        fn(*argv)
+
+
+# CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
+_SUSPENDABLE = 0x20 | 0x80 | 0x200
+
+
+def _clear_finished_frames():
+    """Drop the locals of the finished frames that tracebacks keep: a
+    kernel that keeps a caught exception (to say why it fell back) keeps
+    its traceback, the frames it passed through and their callers, and
+    every tensor they held (hs52). No candidate code can read them (the scan refuses
+    tb_frame, f_locals, __traceback__ and the like). A frame still running
+    is left as it is, and so is a generator's or coroutine's, which
+    clearing would finalize: what those hold stays retained."""
+    for o in gc.get_objects():
+        if type(o) is not types.TracebackType:
+            continue
+        frames = []
+        tb = o
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        # The frame that caught it keeps its callers (f_back) once it ends.
+        f = frames[0].f_back if frames else None
+        while f is not None:
+            frames.append(f)
+            f = f.f_back
+        for f in frames:
+            if not f.f_code.co_flags & _SUSPENDABLE:
+                try:
+                    f.clear()
+                except RuntimeError:  # still running
+                    continue
+                # A snapshot of the locals taken before (f_locals: the
+                # audit hook's stack walks) keeps its values until read
+                # again (Python before 3.13).
+                f.f_locals
 
 
 # ---------------------------------------------------------------------------
@@ -393,11 +446,8 @@ class _Case:
 
         torch = self.torch
 
-        def entry_call():
-            # this call's own tensor objects (renew, in call)
-            argv = arguments()
-            with guard.no_grad(torch):
-                fn(*argv)
+        # this call's own tensor objects (renew, in call)
+        entry_call = functools.partial(_entry_call, torch, fn, arguments)
 
         # Other layers' calls between the graded ones (prepstates).
         # A graded call finds its own values in what decoy calls' feeds
