@@ -220,7 +220,7 @@ func (v *verifyRun) setup(path string) verify.Setup {
 	fl := v.fl
 	return verify.Setup{
 		Bundle: path, Device: fl.device, DTypes: v.dtypes, Seed: fl.seed, SeedSet: fl.seedSet,
-		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, FailFast: fl.failFast, PlanAhead: planAhead(fl.failFast), Python: fl.python, CallTimeout: fl.timeout,
+		WorldSizes: v.worldSizes, Replays: fl.replays, Lanes: fl.lanes, FailFast: fl.failFast, PlanAhead: verify.PlanAheadFor(fl.failFast), Python: fl.python, CallTimeout: fl.timeout,
 		Environ: os.Environ(), Slots: v.slots, ScratchRoot: worker.ScratchRoot(), Arenas: v.arenas,
 		KernelRoot: v.kernelRoot,
 	}
@@ -466,13 +466,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// planAhead is the verify.Options.PlanAhead of a run: bounded where the
-// run stops at its first failure, so that it plans little it never runs.
-func planAhead(failFast bool) int {
-	if failFast {
-		return verify.FailFastPlanAhead
-	}
-	return 0
 }

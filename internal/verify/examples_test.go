@@ -122,15 +122,6 @@ func (e *testEnv) acquire(t *testing.T) {
 	t.Cleanup(func() { <-e.sem })
 }
 
-// planAhead bounds the planning of a run that stops at its first
-// failure, as the CLI's --fail-fast does.
-func planAhead(failFast bool) int {
-	if failFast {
-		return verify.FailFastPlanAhead
-	}
-	return 0
-}
-
 // result is how one bundle run ended.
 type result struct {
 	stage    string
@@ -211,7 +202,7 @@ func (e *testEnv) runBundle(t *testing.T, dir string, o runOptions) result {
 		Device: "cpu", DTypes: dtypes, Seed: cmp.Or(o.seed, e.seed), WorldSizes: sizes, Replays: 3,
 		Python: e.python, RuntimeParent: e.runtimeParent, WorkDir: job,
 		CallTimeout: timeout, Launcher: launcher, Lanes: max(1, o.lanes), FailFast: o.failFast,
-		PlanAhead: planAhead(o.failFast),
+		PlanAhead: verify.PlanAheadFor(o.failFast),
 	})
 	if err != nil {
 		t.Fatalf("verify %s: %v", dir, err)

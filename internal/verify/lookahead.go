@@ -11,6 +11,16 @@ import (
 // attacks.
 const FailFastPlanAhead = 3
 
+// PlanAheadFor is the Options.PlanAhead of a run: FailFastPlanAhead where
+// it stops at its first failure, so that it plans little it never runs;
+// 0 (every case) otherwise.
+func PlanAheadFor(failFast bool) int {
+	if failFast {
+		return FailFastPlanAhead
+	}
+	return 0
+}
+
 // lookahead holds a row's planning back to Options.PlanAhead cases past
 // the last case its worker has asked for (reach). Unbounded, a CPU run of
 // an attack that failed at its first served call spent most of its Go

@@ -65,7 +65,7 @@ func runCases(ctx context.Context, b *bundle.Bundle, op bundle.Op, spec *slot.Sp
 	// the cases is the one reported.
 	g := startGrader(spec, o, st, clients, clk)
 	defer g.close()
-	sent := 0 // cases in the batches before this one
+	sent := 0 // cases up to this batch, this one's included
 	for bi, batch := range batches {
 		if g.failed() || ctx.Err() != nil {
 			break
