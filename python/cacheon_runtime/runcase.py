@@ -237,10 +237,11 @@ def _clear_finished_frames():
     """Drop the locals of the finished frames that tracebacks keep: a
     kernel that keeps a caught exception (to say why it fell back) keeps
     its traceback, the frames it passed through and their callers, and
-    every tensor they held (hs52). No candidate code can read them (the scan refuses
-    tb_frame, f_locals, __traceback__ and the like). A frame still running
-    is left as it is, and so is a generator's or coroutine's, which
-    clearing would finalize: what those hold stays retained."""
+    every tensor they held (hs52). No candidate code can read them (the
+    scan refuses tb_frame, f_locals, __traceback__ and the like). A frame
+    still running is left as it is, and so is a generator's or
+    coroutine's, which clearing would finalize: what those hold stays
+    retained."""
     for o in gc.get_objects():
         if type(o) is not types.TracebackType:
             continue
@@ -263,7 +264,7 @@ def _clear_finished_frames():
                 # A snapshot of the locals taken before (f_locals: the
                 # audit hook's stack walks) keeps its values until read
                 # again (Python before 3.13).
-                f.f_locals
+                _ = f.f_locals
 
 
 # ---------------------------------------------------------------------------
