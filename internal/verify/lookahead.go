@@ -25,9 +25,9 @@ func PlanAheadFor(failFast bool) int {
 // the last case its worker has asked for (reach). Unbounded, a CPU run of
 // an attack that failed at its first served call spent most of its Go
 // time planning cases it never ran (6.6 s of the run's 9.8 s of CPU,
-// session 52); at 3 ahead, the worker still finds its next case planned
-// where Go keeps up with it, since a case's calls fill the planner's
-// slots side by side (callUnit.plan).
+// session 52). A bound costs a run that passes: where Go falls behind,
+// its worker waits (a draft that bounded every run raised the examples'
+// plan_wait_s on a loaded CPU), so only fail-fast runs take one.
 type lookahead struct {
 	ahead   int
 	mu      sync.Mutex

@@ -32,13 +32,10 @@ may keep.
 """
 
 import functools
-import gc
 import os
 import random
-import time
-import types
 
-from . import argplan, guard, host, layout, prepstates, rawmem, wire
+from . import argplan, guard, host, layout, prepstates, rawmem, retention, wire
 from .wire import Failure, bad, field
 
 PHASE_EAGER = "eager"
@@ -180,43 +177,12 @@ def run(worker, req):
                              replay_data, graph, graph_data, decoy_data)
     watch = case.watch(plan)
     del case, host_in, replay_data, graph_data, decoy_data, feed_data
-    kept = _retained(watch)
+    kept = retention.retained(watch)
     if kept and calls and calls[-1].get("error") is None:
         calls[-1]["error"] = host.tamper_error(
             "the candidate kept a reference to %s after its calls returned (a kernel may not retain what it "
             "is handed: it could write to it later)" % ", ".join(kept), "after the case: ")
     return {"calls": calls}
-
-
-# How long a storage may stay alive after the case before it counts as
-# kept. torch's own threads can hold one briefly: gloo's worker drops a
-# finished collective's tensors just after the caller's wait returns.
-# Candidate code cannot run in the meantime (the scan refuses threads), so
-# the grace gives nothing to a kernel that keeps a reference: that one
-# stays alive past it.
-RETAIN_GRACE_S = 2.0
-
-
-def _retained(watch, grace=RETAIN_GRACE_S):
-    """Names whose storage is still alive (watch: (name, StorageWeakRef))
-    once cycles are collected and torch's own threads have had ``grace``
-    seconds to let go."""
-    alive = [(n, w) for n, w in watch if not w.expired()]
-    if not alive:
-        return []
-    gc.collect()
-    if any(not w.expired() for _, w in alive):
-        _clear_finished_frames()
-        gc.collect()
-    deadline = time.monotonic() + grace
-    sleep = 0.001
-    while True:
-        alive = [(n, w) for n, w in alive if not w.expired()]
-        if not alive or time.monotonic() >= deadline:
-            return [n for n, _ in alive]
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 0.05)
-        gc.collect()
 
 
 def _entry_call(torch, fn, arguments):
@@ -227,44 +193,6 @@ def _entry_call(torch, fn, arguments):
     argv = arguments()
     with guard.no_grad(torch):
         fn(*argv)
-
-
-# CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
-_SUSPENDABLE = 0x20 | 0x80 | 0x200
-
-
-def _clear_finished_frames():
-    """Drop the locals of the finished frames that tracebacks keep: a
-    kernel that keeps a caught exception (to say why it fell back) keeps
-    its traceback, the frames it passed through and their callers, and
-    every tensor they held (hs52). No candidate code can read them (the
-    scan refuses tb_frame, f_locals, __traceback__ and the like). A frame
-    still running is left as it is, and so is a generator's or
-    coroutine's, which clearing would finalize: what those hold stays
-    retained."""
-    for o in gc.get_objects():
-        if type(o) is not types.TracebackType:
-            continue
-        frames = []
-        tb = o
-        while tb is not None:
-            frames.append(tb.tb_frame)
-            tb = tb.tb_next
-        # The frame that caught it keeps its callers (f_back) once it ends.
-        f = frames[0].f_back if frames else None
-        while f is not None:
-            frames.append(f)
-            f = f.f_back
-        for f in frames:
-            if not f.f_code.co_flags & _SUSPENDABLE:
-                try:
-                    f.clear()
-                except RuntimeError:  # still running
-                    continue
-                # A snapshot of the locals taken before (f_locals: the
-                # audit hook's stack walks) keeps its values until read
-                # again (Python before 3.13).
-                _ = f.f_locals
 
 
 # ---------------------------------------------------------------------------

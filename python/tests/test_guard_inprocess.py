@@ -482,7 +482,7 @@ if __name__ == "__main__":
 
 
 class RetainedTest(unittest.TestCase):
-    """runcase._retained: a storage kept past the grace is named; one that
+    """retention.retained: a storage kept past the grace is named; one that
     torch's own thread drops a little after the case (gloo's worker after
     a collective) is not."""
 
@@ -493,26 +493,26 @@ class RetainedTest(unittest.TestCase):
         return [("output out", StorageWeakRef(t.storage()))]
 
     def test_kept_reference_is_named(self):
-        from cacheon_runtime import runcase
+        from cacheon_runtime import retention
         holder = []
         w = self.watch(holder)
-        self.assertEqual(runcase._retained(w, grace=0.05), ["output out"])
+        self.assertEqual(retention.retained(w, grace=0.05), ["output out"])
 
     def test_freed_reference_is_not(self):
-        from cacheon_runtime import runcase
+        from cacheon_runtime import retention
         holder = []
         w = self.watch(holder)
         holder.clear()
-        self.assertEqual(runcase._retained(w, grace=0.05), [])
+        self.assertEqual(retention.retained(w, grace=0.05), [])
 
     def test_late_release_within_grace_is_not_kept(self):
         import threading
-        from cacheon_runtime import runcase
+        from cacheon_runtime import retention
         holder = []
         w = self.watch(holder)
         th = threading.Timer(0.05, holder.clear)
         th.start()
         try:
-            self.assertEqual(runcase._retained(w, grace=5.0), [])
+            self.assertEqual(retention.retained(w, grace=5.0), [])
         finally:
             th.join()

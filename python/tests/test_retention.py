@@ -1,4 +1,4 @@
-"""Tests of the worker's retention check (runcase._retained): a kernel
+"""Tests of the worker's retention check (retention.retained): a kernel
 that keeps a caught exception keeps no tensor through its traceback's
 frames; one that keeps a suspended generator or a closure over a tensor
 still does.
@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 
-from cacheon_runtime import runcase  # noqa: E402
+from cacheon_runtime import retention, runcase  # noqa: E402
 
 KEPT = []
 
@@ -79,7 +79,7 @@ class RetentionTest(unittest.TestCase):
                              (keeps_generator, ["output out"]),
                              (keeps_closure, ["output out"])):
             KEPT.clear()
-            got = runcase._retained(_case(kernel), grace=0.05)
+            got = retention.retained(_case(kernel), grace=0.05)
             self.assertEqual(got, want, kernel.__name__)
             self.assertTrue(KEPT, kernel.__name__)
 
