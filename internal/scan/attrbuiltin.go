@@ -19,6 +19,12 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 	case introspective(c.NameArg) && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleIntrospection,
 			"%s() with name %q reaches %s; remove it", c.Func, c.NameArg, introspectionWhat(c.NameArg))
+	case clockNames[c.NameArg] != "" && c.Func != "hasattr":
+		fc.add(c.Line, c.Col, RuleClock,
+			"%s() with name %q reads %s, which tells verify's calls from served ones by when they come; remove it", c.Func, c.NameArg, clockNames[c.NameArg])
+	case asmNames[c.NameArg] && c.Func != "hasattr":
+		fc.add(c.Line, c.Col, RuleClock,
+			"%s() with name %q hides a call of inline assembly; call it directly with its assembly as a string literal", c.Func, c.NameArg)
 	case dispatcherTables[c.NameArg] && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RulePrivateAPI,
 			"%s() with name %q reaches an operator's Python dispatcher tables, which are process-wide; remove it", c.Func, c.NameArg)

@@ -65,6 +65,7 @@ func (fc *fileCheck) attributes(attrs []attrFact) {
 			}
 		}
 		fc.introspection(a)
+		fc.clockAttr(a)
 		fc.unboundAttr(a)
 		if a.Base != "" && (!a.Called || a.NArgs != 1 || a.NKeywords != 0 || a.Starred || !a.Decorator) && fc.resolvesTo(a.Base+"."+chain, "functools.wraps") {
 			fc.wrapsArgs(a.Line, a.Col)

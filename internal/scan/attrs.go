@@ -71,6 +71,7 @@ const (
 	whyGlobal    = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
 	whyRawMemory = "sparse tensors, unchecked views and buffer views address memory through indices nothing checks against their storage (any address of the worker); compute on dense tensors and their checked views"
 	whyStorage   = "a storage is a tensor's raw memory with descriptor I/O and sharing; a kernel computes on tensors"
+	whyClock     = "it reads a clock, which tells verify's calls from served ones by when they come"
 	whyState     = "it reads the state of the process or the device (memory in use, other processes, clocks), which differs between grading and serving: a kernel could tell the two apart"
 )
 
@@ -247,6 +248,10 @@ func tritonTable() []attrEntry {
 	t := names("triton", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2",
 		"constexpr", "OutOfResources", "reinterpret", "TensorWrapper")
 	t = append(t, attrEntry{pattern: "triton.language", kind: attrModules})
+	// The global timer, wherever triton's extras export it (clock.go).
+	for _, p := range []string{"extra.globaltimer", "extra.*.globaltimer", "extra.*.*.globaltimer"} {
+		t = append(t, attrEntry{pattern: "triton.language." + p, kind: attrDeny, why: whyClock})
+	}
 	for _, m := range []string{"runtime", "runtime.driver", "runtime.driver.active", "runtime.driver.active.utils", "runtime.jit"} {
 		t = append(t, attrEntry{pattern: "triton." + m, kind: attrExact})
 	}

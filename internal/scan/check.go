@@ -44,6 +44,7 @@ func (c *checker) check(rel string, ff *fileFacts) []Finding {
 	fc.names(ff.Names)
 	fc.unbound(ff.Free)
 	fc.finalizers(ff)
+	fc.clocks(ff)
 	fc.flows(ff.Flows)
 	fc.classRefs(ff)
 	fc.classBases(ff)

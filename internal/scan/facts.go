@@ -48,6 +48,7 @@ type fileFacts struct {
 	// Free are the names the file reads that no statement of it binds
 	// (astscope.free_names), the first read of each.
 	Free []freeFact `json:"free"`
+	Asm  []asmFact  `json:"asm"` // inline assembly (clock.go)
 }
 
 // freeFact is a name read and bound nowhere in its file.
@@ -346,7 +347,7 @@ func checkHeader(h *factsHeader) error {
 func checkFile(f *fileFacts) error {
 	if f.Error != nil {
 		if len(f.Imports)+len(f.Calls)+len(f.Attributes)+len(f.Stores)+len(f.Names)+len(f.Aliases)+len(f.Flows)+len(f.Classes)+len(f.Methods)+
-			len(f.TypeNames)+len(f.TypeChecking)+len(f.Annotations)+len(f.TypeCalls) != 0 {
+			len(f.TypeNames)+len(f.TypeChecking)+len(f.Annotations)+len(f.TypeCalls)+len(f.Asm) != 0 {
 			return errors.New("facts next to a parse error")
 		}
 		if len(f.Error.Msg) > maxMessage {
@@ -358,6 +359,9 @@ func checkFile(f *fileFacts) error {
 		if err := checkImport(im); err != nil {
 			return err
 		}
+	}
+	if err := checkAsms(f.Asm); err != nil {
+		return err
 	}
 	for _, c := range f.Calls {
 		if err := firstErr(checkIdent(c.Func, false), checkPos(c.Line, c.Col), checkCount(c.NArgs), checkCount(c.NKeywords)); err != nil {

@@ -261,6 +261,23 @@ func TestGateClasses(t *testing.T) {
 		{"finalizer", map[string]string{"k.py": "class P:\n    def __del__(self):\n        pass\n" +
 			"def fin(self):\n    pass\nclass Q:\n    __del__ = fin\n"},
 			"k.py:2 introspection|k.py:7 dunder-access"},
+		// Clocks (rt52's lead, session 53): how long since a kernel's last
+		// call tells verify's calls from an engine's; inline assembly
+		// stays legal when the scanner can read its text.
+		{"clocks", map[string]string{"k.py": "import torch\nimport triton.language as tl\n" +
+			"from triton.language.extra.cuda import globaltimer\n" +
+			"e = torch.cuda.Event(enable_timing=True)\nms = e.elapsed_time(e)\nf = getattr(e, 'elapsed_time')\n" +
+			"t = tl.extra.cuda.globaltimer\nA = '%glob' + 'altimer'\n" +
+			"r = tl.inline_asm_elementwise(A, '=l', [], dtype=tl.int64, is_pure=False, pack=1)\n" +
+			"c = tl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=tl.int64, is_pure=False, pack=1)\n" +
+			"p = tl.inline_asm_elementwise(asm='mov.u32 $0, %pm3;', constraints='=r', args=[], dtype=tl.int32, is_pure=False, pack=1)\n" +
+			"asm = tl.inline_asm_elementwise\nfrom triton.language import inline_asm_elementwise as ia\n"},
+			"k.py:3 module-attribute-not-allowed|k.py:5 clock|k.py:6 clock|k.py:7 clock|k.py:7 module-attribute-not-allowed|k.py:9 clock|k.py:10 clock|k.py:11 clock|k.py:12 clock|k.py:13 clock"},
+		{"honest inline assembly and events", map[string]string{"k.py": "import torch\nimport triton.language as tl\n" +
+			"from triton.language import inline_asm_elementwise\n" +
+			"y = tl.inline_asm_elementwise('{ .reg .b16 %lo, %hi; mov.b32 {%lo, %hi}, $1; cvt.f32.bf16 $0, %hi; }', '=r,r', [1], dtype=tl.float32, is_pure=True, pack=1)\n" +
+			"z = inline_asm_elementwise(asm='tanh.approx.f32 $0, $1;', constraints='=f,f', args=[1], dtype=tl.float32, is_pure=True, pack=1)\n" +
+			"e = torch.cuda.Event()\ne.record()\ne.synchronize()\n"}, ""},
 		{"slots other dunder", map[string]string{"k.py": "class A:\n    __slots__ = ('__globals__',)\n"},
 			"k.py:2 dunder-access"},
 		{"weakref string outside slots", map[string]string{"k.py": "class A:\n    names = ('__weakref__',)\n" +

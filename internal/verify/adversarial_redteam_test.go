@@ -239,5 +239,14 @@ func redTeamCases() []adversarialCase {
 		{name: "control_fallback_error_memo", control: true, allDTypes: true},
 		{name: "retained_in_generator", verify: `the candidate kept a reference to input weight`},
 		{name: "retained_beside_traceback", verify: `the candidate kept a reference to input weight`},
+		// rt52's lead, session 53: a clock tells verify's calls, one at a
+		// time, from an engine's layers, microseconds apart. Inline
+		// assembly stays legal when its text is one literal with no clock
+		// or counter register.
+		{name: "clock_event_elapsed", scan: `clock access to elapsed_time`},
+		{name: "clock_triton_globaltimer", scan: `clock access to globaltimer`},
+		{name: "clock_asm_built_text", scan: `clock inline assembly whose text is not one string literal`},
+		{name: "clock_asm_literal_register", scan: `clock inline assembly reads %clock64`},
+		{name: "control_triton_inline_asm", control: true, allDTypes: true},
 	}
 }

@@ -56,6 +56,9 @@ _DUNDER = re.compile(r"\A__[A-Za-z0-9_]+__\Z")
 _ATTR_BUILTINS = frozenset(("getattr", "setattr", "delattr", "hasattr"))
 # String constants longer than this are not searched for format fields.
 _MAX_FORMAT = 1 << 16
+# Triton's inline assembly builders, and the longest assembly text reported.
+_ASM_NAMES = frozenset(("inline_asm_elementwise", "inline_asm"))
+_MAX_ASM = 1 << 16
 _LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Set, ast.Tuple, ast.ListComp,
              ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.Lambda)
 _KINDS = {ast.FunctionDef: "function", ast.AsyncFunctionDef: "function",
@@ -238,6 +241,26 @@ def _attribute(node, scopes, consumed, module_level):
     return fact
 
 
+def _asm(node):
+    """The fact of a call of an inline assembly builder (a callee named as
+    one, bare or as an attribute), or None: whether its assembly text
+    (the first positional argument, or asm=) is one string literal, and
+    that text."""
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name not in _ASM_NAMES:
+        return None
+    arg = None
+    if node.args:
+        if not isinstance(node.args[0], ast.Starred):
+            arg = node.args[0]
+    else:
+        arg = next((k.value for k in node.keywords if k.arg == "asm"), None)
+    literal = isinstance(arg, ast.Constant) and isinstance(arg.value, str) and len(arg.value) <= _MAX_ASM
+    line, col = _pos(node)
+    return {"literal": literal, "text": arg.value if literal else "", "line": line, "col": col}
+
+
 def _set(fact, key, value):
     """Set an optional fact field; zero values are left out (the Go side
     reads a missing field as zero), which keeps the output small."""
@@ -246,7 +269,7 @@ def _set(fact, key, value):
 
 
 def _facts(tree):
-    imports, calls, attributes, stores, names = [], [], [], [], []
+    imports, calls, attributes, stores, names, asms = [], [], [], [], [], []
     scopes = Scopes(tree)
     docs = _docstrings(tree)
     slots = _slot_names(tree)
@@ -275,6 +298,9 @@ def _facts(tree):
                 "line": line, "col": col,
             })
         elif isinstance(node, ast.Call):
+            asm = _asm(node)
+            if asm is not None:
+                asms.append(asm)
             inner = node.func
             if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name):
                 # f(a)(b, c, d): the result of a call called at once
@@ -405,7 +431,7 @@ def _facts(tree):
         "imports": imports, "calls": calls, "attributes": attributes,
         "stores": stores, "names": names, "aliases": aliases,
         "flows": flows, "classes": scopes.classes, "methods": scopes.methods,
-        "free": [_free(n, node) for n, node in free_names(tree, _ALL_BUILTINS)],
+        "free": [_free(n, node) for n, node in free_names(tree, _ALL_BUILTINS)], "asm": asms,
         **asttyping.facts(tree),
     }
 
@@ -419,7 +445,7 @@ def _one(entry):
     path = entry.get("path", "")
     out = {"path": path, "error": None, "imports": [], "calls": [],
            "attributes": [], "stores": [], "names": [], "aliases": [], "flows": [],
-           "classes": [], "methods": [], "free": []}
+           "classes": [], "methods": [], "free": [], "asm": []}
     try:
         data = entry.get("source", "").encode("latin-1")
         tree = ast.parse(data, filename=path, mode="exec")

@@ -1,0 +1,106 @@
+package scan
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Clocks: what reads the time. Verify's calls come at other moments than
+// served ones: one at a time with the worker's reads, checks and dumps
+// between them, where an engine's layers call each other microseconds
+// apart. A kernel that reads a clock can tell the two apart (how long
+// since its last call) and be honest only while graded. The time module
+// is not importable; what is refused here reaches a clock through what
+// is: a CUDA event's timer, Triton's global timer and the clock and
+// performance-counter registers of inline assembly. Inline assembly stays
+// legal (honest kernels use it for conversions and fast math) when its
+// text is one string literal the scanner can read.
+
+// clockNames are attributes that read a clock, refused on any object
+// (also through getattr with a literal name).
+var clockNames = map[string]string{
+	"elapsed_time": "a CUDA event's timer",
+	"globaltimer":  "the GPU's global timer",
+}
+
+// asmNames are Triton's inline assembly builders: their assembly text must
+// be a string literal, and they must be called where they are named.
+var asmNames = map[string]bool{"inline_asm_elementwise": true, "inline_asm": true}
+
+// asmClockRegister matches PTX's clock and counter registers: %clock,
+// %clock_hi, %clock64, %globaltimer(_lo, _hi), %pm0-%pm7 (and _64).
+var asmClockRegister = regexp.MustCompile(`%(clock|globaltimer|pm[0-9])\w*`)
+
+// maxAsm bounds an assembly text in the facts.
+const maxAsm = 1 << 16
+
+// asmFact is a call of an inline assembly builder: whether its assembly
+// text (the first argument, or asm=) is one string literal, and the text.
+type asmFact struct {
+	Literal bool   `json:"literal"`
+	Text    string `json:"text"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+}
+
+// checkAsms validates the asm facts of one file line.
+func checkAsms(asms []asmFact) error {
+	for _, a := range asms {
+		if len(a.Text) > maxAsm || (!a.Literal && a.Text != "") {
+			return errors.New("asm: text too long or given without a literal")
+		}
+		if err := checkPos(a.Line, a.Col); err != nil {
+			return fmt.Errorf("asm: %w", err)
+		}
+	}
+	return nil
+}
+
+// clockAttr refuses a clock name anywhere in an attribute chain, and an
+// inline assembly builder that the chain does not call.
+func (fc *fileCheck) clockAttr(a attrFact) {
+	for i, name := range a.Attrs {
+		if what, ok := clockNames[name]; ok {
+			fc.add(a.Line, a.Col, RuleClock,
+				"access to %s reads %s, which tells verify's calls from served ones by when they come; remove it", name, what)
+			return
+		}
+		if asmNames[name] && (i != len(a.Attrs)-1 || !a.Called) {
+			fc.add(a.Line, a.Col, RuleClock,
+				"%s is used without being called where it is named; call it directly with its assembly as a string literal", name)
+			return
+		}
+	}
+}
+
+// clocks refuses what reads a clock outside attribute chains: inline
+// assembly whose text is not a literal or names a clock or counter
+// register, a builder named as a bare value or imported under another name.
+func (fc *fileCheck) clocks(ff *fileFacts) {
+	for _, a := range ff.Asm {
+		switch {
+		case !a.Literal:
+			fc.add(a.Line, a.Col, RuleClock,
+				"inline assembly whose text is not one string literal: the scanner cannot read what it executes; write the text as a literal")
+		case asmClockRegister.MatchString(a.Text):
+			fc.add(a.Line, a.Col, RuleClock,
+				"inline assembly reads %s, a clock or counter register, which tells verify's calls from served ones by when they come; remove it",
+				asmClockRegister.FindString(a.Text))
+		}
+	}
+	for _, n := range ff.Names {
+		if asmNames[n.Name] && n.Ctx == "load" {
+			fc.add(n.Line, n.Col, RuleClock,
+				"%s is used without being called where it is named; call it directly with its assembly as a string literal", n.Name)
+		}
+	}
+	for _, im := range ff.Imports {
+		for _, n := range im.Names {
+			if asmNames[n.Name] && n.AsName != "" && n.AsName != n.Name {
+				fc.add(im.Line, im.Col, RuleClock,
+					"%s is imported as %s: call it by its own name, so that the scanner sees its assembly", n.Name, n.AsName)
+			}
+		}
+	}
+}
