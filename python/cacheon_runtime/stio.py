@@ -15,23 +15,27 @@ byte-identical files on both sides:
 
 The reader is defensive although Go wrote the file: bounds, exact spans, no
 overlap or hole, no trailing bytes, no duplicate keys, no unknown fields.
-Every tensor it returns owns fresh, suitably aligned CPU memory.
+Every tensor ``loads`` returns owns fresh, suitably aligned CPU memory;
+``load`` returns views of a private mapping of the file, aligned as the
+layout aligns each tensor (``torch.frombuffer``).
 
 Works with torch 1.13 and torch 2.x. Tensor bytes move with ctypes.memmove
 and ctypes arrays over ``data_ptr()``, so no dtype reinterpretation API
-(``Tensor.view(dtype)``, ``torch.frombuffer``) is needed.
+(``Tensor.view(dtype)``) is needed.
 
 No torch operator touches the data: the writer reads every tensor's
 logical view as raw bytes from its memory (``rawmem.RawMem.read``: CPU
 memory through ctypes, CUDA memory through the driver's device-to-host
 copy), so a torch function or dispatch mode, a Tensor subclass or a kernel
 registered over ``clone``/``copy_``/``_to_copy`` cannot change what a dump
-says; the reader fills fresh ``torch.empty`` tensors with memmove.
+says; ``loads`` fills fresh ``torch.empty`` tensors with memmove and
+``load`` maps the file.
 """
 
 import ctypes
 import io
 import json
+import mmap
 import os
 import sys
 
@@ -60,6 +64,7 @@ MAX_BYTES = 1 << 40
 # Bound early, so that a candidate that later patches torch.Tensor methods
 # cannot change how the worker reads and writes tensor memory.
 _empty = torch.empty
+_frombuffer = torch.frombuffer
 _data_ptr = torch.Tensor.data_ptr
 _RAW = rawmem.RawMem(torch)
 _BOOL01 = bytes([0] + [1] * 255)  # bool bytes normalized to 0/1
@@ -230,10 +235,13 @@ def loads(data):
 
 def load(path):
     """Read the safetensors file at path; see loads. The header is read
-    and checked first, then each tensor's bytes straight into its own
-    fresh memory, in file order: one copy from the page cache, where
-    reading the whole file into a buffer and copying out of it took two
-    and a zeroed buffer the file's size (the decode rows read gigabytes)."""
+    and checked first; the tensors are then views of a private mapping of
+    the file (copy on write: what a reader writes stays its own), so their
+    bytes are not copied here at all. The worker's input files live in
+    memory (/dev/shm), where a copy into fresh memory cost more than the
+    use that follows (the decode rows read gigabytes). Bool tensors are
+    copied, normalized to 0/1. The file must not shrink while a tensor of
+    it lives (Go writes each file once and never changes it)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_BYTES:
@@ -247,28 +255,26 @@ def load(path):
             raise FormatError("header length %d exceeds the %d bytes after the prefix" % (n, size - 8))
         entries, metadata = parse_header(_read_exact(f, n))
         _check_layout(entries, size - 8 - n)
-        tensors = {}
-        for name, dt, shape, begin, end in sorted(entries, key=lambda e: (e[3], e[4], e[0])):
-            tdt = _DTYPES[dt][0]
+        base = 8 + n
+        mm = None
+        if size > base:
+            # (no MAP_POPULATE: on a writable private mapping it copies
+            # every page at once)
+            mm = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    tensors = {}
+    for name, dt, shape, begin, end in entries:
+        tdt, es = _DTYPES[dt]
+        if end == begin:
             t = _empty(shape, dtype=tdt)
-            if end > begin:
-                if tdt is torch.bool:
-                    # Normalize bytes to 0/1: torch assumes bool storage holds only those.
-                    b = _read_exact(f, end - begin).translate(_BOOL01)
-                    ctypes.memmove(_data_ptr(t), b, end - begin)
-                else:
-                    view = (ctypes.c_char * (end - begin)).from_address(_data_ptr(t))
-                    mv = memoryview(view).cast("B")
-                    got = 0
-                    while got < end - begin:
-                        k = f.readinto(mv[got:])
-                        if not k:
-                            raise FormatError("file changed size while being read")
-                        got += k
-            tensors[name] = t
-        if f.read(1):
-            raise FormatError("file changed size while being read")
-    return {name: tensors[name] for name, _dt, _shape, _b, _e in entries}, metadata
+        elif tdt is torch.bool:
+            # Normalize bytes to 0/1: torch assumes bool storage holds only those.
+            t = _empty(shape, dtype=tdt)
+            b = mm[base + begin:base + end].translate(_BOOL01)
+            ctypes.memmove(_data_ptr(t), b, end - begin)
+        else:
+            t = _frombuffer(mm, dtype=tdt, count=(end - begin) // es, offset=base + begin).view(shape)
+        tensors[name] = t
+    return tensors, metadata
 
 
 def _read_exact(f, n):

@@ -131,6 +131,23 @@ class RoundTrip(unittest.TestCase):
         back2, _ = stio.loads(bytes(stio.dumps({"x": torch.ones(4)})))
         self.assertEqual(back2["x"].tolist(), [1.0] * 4)
 
+    def test_load_maps_privately(self):
+        # load's tensors are views of a private mapping: a write to one
+        # stays in the process (the file keeps Go's bytes), and the file
+        # may be removed while they live.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.safetensors")
+            stio.save(path, {"x": torch.arange(6, dtype=torch.float32), "e": torch.zeros(0, 3)})
+            back, _ = stio.load(path)
+            os.remove(path)
+            back["x"][0] = 42.0
+            self.assertEqual(back["x"].tolist(), [42.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+            self.assertEqual(list(back["e"].shape), [0, 3])
+            stio.save(path, {"x": torch.arange(6, dtype=torch.float32)})
+            again, _ = stio.load(path)
+            again["x"][1] = -1.0
+            self.assertEqual(stio.load(path)[0]["x"].tolist(), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+
     def test_later_tensors_write_the_same_bytes(self):
         # A dump that reads while it writes (stio.later) is byte for byte
         # what reading first gives: contiguous, strided, empty, every
@@ -157,7 +174,7 @@ class RoundTrip(unittest.TestCase):
 
 
 def load_file(raw):
-    """stio.load of raw written to a file (it reads tensor by tensor)."""
+    """stio.load of raw written to a file (it maps the file)."""
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "f.safetensors")
         with open(p, "wb") as f:
