@@ -21,7 +21,7 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 			"%s() with name %q reaches %s; remove it", c.Func, c.NameArg, introspectionWhat(c.NameArg))
 	case clockNames[c.NameArg] != "" && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleClock,
-			"%s() with name %q reads %s, which tells verify's calls from served ones by when they come; remove it", c.Func, c.NameArg, clockNames[c.NameArg])
+			"%s() with name %q reads %s, which tells verify's calls from served ones; remove it", c.Func, c.NameArg, clockNames[c.NameArg])
 	case asmNames[c.NameArg] && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleClock,
 			"%s() with name %q hides a call of inline assembly; call it directly with its assembly as a string literal", c.Func, c.NameArg)

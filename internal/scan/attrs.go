@@ -52,27 +52,28 @@ type attrEntry struct {
 
 // Reasons of the deny entries.
 const (
-	whyCodegen   = "it compiles and loads generated code (inductor writes files and starts compile workers; TorchScript and FX load programs); write the kernel in torch or triton"
-	whyUtils     = "torch.utils holds data loaders and pipes (processes), benchmark timers (which exec their statements), environment collectors (which start shells), cpp_extension, model_zoo and tensorboard; a kernel needs none of it (activation checkpointing included: kernels run without autograd)"
-	whyLoader    = "it loads programs, weights or native code from files or the network"
-	whyFiles     = "it reads or writes files"
-	whyProcesses = "it starts processes or threads"
-	whySetter    = "process-wide settings belong to the validator"
-	whyAlias     = "it is a module re-exported under another name; import the module by its own name"
-	whyRNG       = "the global random generators are the validator's; create a torch.Generator of your own"
-	whyDevice    = "device, allocator, stream and graph management is the engine's"
-	whyHooks     = "it installs process-wide hooks, dispatch modes or operator registrations"
-	whyEval      = "it evaluates strings (annotations) as code"
-	whyMutate    = "it stores into its argument like an assignment, which the scanner cannot attribute"
-	whyDynamic   = "reflective attribute access hides what is touched; use plain attribute access"
-	whyCopyAttrs = "it copies attributes named by strings from one object onto another (assigned=(\"__code__\",) rewrites a torch function); use @functools.wraps(f) as a decorator"
-	whyRegister  = "it registers a virtual subclass process-wide (numbers.Real.register(torch.Tensor) makes every tensor a number to every isinstance check)"
-	whyContainer = "it mutates a container the module owns, which the engine shares"
-	whyGlobal    = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
-	whyRawMemory = "sparse tensors, unchecked views and buffer views address memory through indices nothing checks against their storage (any address of the worker); compute on dense tensors and their checked views"
-	whyStorage   = "a storage is a tensor's raw memory with descriptor I/O and sharing; a kernel computes on tensors"
-	whyClock     = "it reads a clock, which tells verify's calls from served ones by when they come"
-	whyState     = "it reads the state of the process or the device (memory in use, other processes, clocks), which differs between grading and serving: a kernel could tell the two apart"
+	whyCodegen    = "it compiles and loads generated code (inductor writes files and starts compile workers; TorchScript and FX load programs); write the kernel in torch or triton"
+	whyUtils      = "torch.utils holds data loaders and pipes (processes), benchmark timers (which exec their statements), environment collectors (which start shells), cpp_extension, model_zoo and tensorboard; a kernel needs none of it (activation checkpointing included: kernels run without autograd)"
+	whyLoader     = "it loads programs, weights or native code from files or the network"
+	whyFiles      = "it reads or writes files"
+	whyProcesses  = "it starts processes or threads"
+	whySetter     = "process-wide settings belong to the validator"
+	whyAlias      = "it is a module re-exported under another name; import the module by its own name"
+	whyRNG        = "the global random generators are the validator's; create a torch.Generator of your own"
+	whyDevice     = "device, allocator, stream and graph management is the engine's"
+	whyHooks      = "it installs process-wide hooks, dispatch modes or operator registrations"
+	whyEval       = "it evaluates strings (annotations) as code"
+	whyMutate     = "it stores into its argument like an assignment, which the scanner cannot attribute"
+	whyDynamic    = "reflective attribute access hides what is touched; use plain attribute access"
+	whyCopyAttrs  = "it copies attributes named by strings from one object onto another (assigned=(\"__code__\",) rewrites a torch function); use @functools.wraps(f) as a decorator"
+	whyRegister   = "it registers a virtual subclass process-wide (numbers.Real.register(torch.Tensor) makes every tensor a number to every isinstance check)"
+	whyContainer  = "it mutates a container the module owns, which the engine shares"
+	whyGlobal     = "it switches SDPA backends process-wide for the duration; call torch.nn.functional.scaled_dot_product_attention and let it choose"
+	whyRawMemory  = "sparse tensors, unchecked views and buffer views address memory through indices nothing checks against their storage (any address of the worker); compute on dense tensors and their checked views"
+	whyStorage    = "a storage is a tensor's raw memory with descriptor I/O and sharing; a kernel computes on tensors"
+	whyDeviceCode = "it builds device code from text the scanner cannot read (inline assembly, intrinsics by name); use triton.language and its libdevice"
+	whyClock      = "it reads a clock or where a block runs, which tells verify's calls from served ones"
+	whyState      = "it reads the state of the process or the device (memory in use, other processes, clocks), which differs between grading and serving: a kernel could tell the two apart"
 )
 
 // attrTables returns the attribute allow-list of every module of the
@@ -249,8 +250,15 @@ func tritonTable() []attrEntry {
 		"constexpr", "OutOfResources", "reinterpret", "TensorWrapper")
 	t = append(t, attrEntry{pattern: "triton.language", kind: attrModules})
 	// The global timer, wherever triton's extras export it (clock.go).
-	for _, p := range []string{"extra.globaltimer", "extra.*.globaltimer", "extra.*.*.globaltimer"} {
+	for _, p := range []string{"extra.globaltimer", "extra.*.globaltimer", "extra.*.*.globaltimer",
+		"extra.smid", "extra.*.smid", "extra.*.*.smid"} {
 		t = append(t, attrEntry{pattern: "triton.language." + p, kind: attrDeny, why: whyClock})
+	}
+	// The decorators that hand a bundle function Triton's semantic and IR
+	// builder (inline assembly and intrinsics from text built at run time).
+	for _, p := range []string{"builtin", "core.builtin", "extern", "core.extern", "extern_elementwise",
+		"core.extern_elementwise", "semantic", "core.semantic"} {
+		t = append(t, attrEntry{pattern: "triton.language." + p, kind: attrDeny, why: whyDeviceCode})
 	}
 	for _, m := range []string{"runtime", "runtime.driver", "runtime.driver.active", "runtime.driver.active.utils", "runtime.jit"} {
 		t = append(t, attrEntry{pattern: "triton." + m, kind: attrExact})

@@ -20,17 +20,40 @@ import (
 // clockNames are attributes that read a clock, refused on any object
 // (also through getattr with a literal name).
 var clockNames = map[string]string{
-	"elapsed_time": "a CUDA event's timer",
-	"globaltimer":  "the GPU's global timer",
+	"elapsed_time":    "a CUDA event's timer",
+	"globaltimer":     "the GPU's global timer",
+	"configs_timings": "the autotuner's timings of its configs",
+	"bench_time":      "the autotuner's wall clock",
+	"smid":            "the multiprocessor a block runs on (another on a busy device)",
+}
+
+// deviceCodeNames build device code the scanner cannot read, refused on
+// any object: Triton's external-function call (any LLVM or NVVM
+// intrinsic by name, llvm.nvvm.read.ptx.sreg.globaltimer among them) and
+// its IR builder's inline assembly and external calls. Their route in
+// (the builtin and extern decorators, which hand a function Triton's
+// semantic and builder) is refused by the attribute allow-list.
+var deviceCodeNames = map[string]bool{
+	"extern_elementwise": true, "create_inline_asm": true, "create_extern_elementwise": true,
 }
 
 // asmNames are Triton's inline assembly builders: their assembly text must
 // be a string literal, and they must be called where they are named.
 var asmNames = map[string]bool{"inline_asm_elementwise": true, "inline_asm": true}
 
-// asmClockRegister matches PTX's clock and counter registers: %clock,
-// %clock_hi, %clock64, %globaltimer(_lo, _hi), %pm0-%pm7 (and _64).
-var asmClockRegister = regexp.MustCompile(`%(clock|globaltimer|pm[0-9])\w*`)
+// asmClockRegister matches PTX's special registers that read a clock, a
+// counter or the launch's place among others, by their exact names (a
+// kernel's own register, %clocked or %pm0a, is not one): %clock,
+// %clock_hi, %clock64, %globaltimer(_lo, _hi), %pm0-%pm7 (and _64),
+// %gridid (the launch's number in its context), %current_graph_exec,
+// %envreg0-31, %smid and %nsmid (where a block landed: elsewhere on a
+// busy device).
+var asmClockRegister = regexp.MustCompile(`%(clock|clock_hi|clock64|globaltimer|globaltimer_lo|globaltimer_hi|pm[0-7]|pm[0-7]_64|gridid|current_graph_exec|envreg[0-9]+|smid|nsmid)\b`)
+
+// asmVariant matches LLVM's alternative syntax in inline assembly text,
+// $( A $| B $): LLVM prints one alternative, so the text PTX receives is
+// not the text written ("%glo$(baltimer$)" reads %globaltimer).
+var asmVariant = regexp.MustCompile(`\$[(|)]`)
 
 // maxAsm bounds an assembly text in the facts.
 const maxAsm = 1 << 16
@@ -63,7 +86,12 @@ func (fc *fileCheck) clockAttr(a attrFact) {
 	for i, name := range a.Attrs {
 		if what, ok := clockNames[name]; ok {
 			fc.add(a.Line, a.Col, RuleClock,
-				"access to %s reads %s, which tells verify's calls from served ones by when they come; remove it", name, what)
+				"access to %s reads %s, which tells verify's calls from served ones; remove it", name, what)
+			return
+		}
+		if deviceCodeNames[name] {
+			fc.add(a.Line, a.Col, RuleClock,
+				"access to %s builds device code the scanner cannot read (any intrinsic by name, a clock among them); use triton.language and its libdevice", name)
 			return
 		}
 		if asmNames[name] && (i != len(a.Attrs)-1 || !a.Called) {
@@ -83,9 +111,12 @@ func (fc *fileCheck) clocks(ff *fileFacts) {
 		case !a.Literal:
 			fc.add(a.Line, a.Col, RuleClock,
 				"inline assembly whose text is not one string literal: the scanner cannot read what it executes; write the text as a literal")
+		case asmVariant.MatchString(a.Text):
+			fc.add(a.Line, a.Col, RuleClock,
+				"inline assembly uses LLVM's alternative syntax ($( $| $)), so the text the GPU receives is not the text written; write it out")
 		case asmClockRegister.MatchString(a.Text):
 			fc.add(a.Line, a.Col, RuleClock,
-				"inline assembly reads %s, a clock or counter register, which tells verify's calls from served ones by when they come; remove it",
+				"inline assembly reads %s, a clock, counter or placement register, which tells verify's calls from served ones; remove it",
 				asmClockRegister.FindString(a.Text))
 		}
 	}

@@ -273,6 +273,21 @@ func TestGateClasses(t *testing.T) {
 			"p = tl.inline_asm_elementwise(asm='mov.u32 $0, %pm3;', constraints='=r', args=[], dtype=tl.int32, is_pure=False, pack=1)\n" +
 			"asm = tl.inline_asm_elementwise\nfrom triton.language import inline_asm_elementwise as ia\n"},
 			"k.py:3 module-attribute-not-allowed|k.py:5 clock|k.py:6 clock|k.py:7 clock|k.py:7 module-attribute-not-allowed|k.py:9 clock|k.py:10 clock|k.py:11 clock|k.py:12 clock|k.py:13 clock"},
+		// rt53: past the first rule.
+		{"clocks past the literal", map[string]string{"k.py": "import triton\nimport triton.language as tl\n" +
+			"a = tl.inline_asm_elementwise('mov.u64 $0, %glo$(baltimer$);', '=l', [], dtype=tl.int64, is_pure=False, pack=1)\n" +
+			"@tl.core.builtin\ndef f(_semantic=None):\n    return _semantic.builder.create_inline_asm('x', '=l', [], [], False, 1)\n" +
+			"e = tl.core.extern_elementwise('', '', [], {(): ('llvm.readcyclecounter', tl.int64)}, is_pure=False)\n" +
+			"@triton.jit\ndef k(x):\n    pass\nk._src = 'y'\n" +
+			"g = tl.inline_asm_elementwise('mov.u64 $0, %gridid;', '=l', [], dtype=tl.int64, is_pure=False, pack=1)\n" +
+			"s = tl.extra.cuda.smid()\nt = k.configs_timings\n" +
+			"C = 'mov.u64 $0, %globaltimer;'\nc = tl.inline_asm_elementwise(C, '=l', [], dtype=tl.int64, is_pure=False, pack=1)\n"},
+			"k.py:3 clock|k.py:4 module-attribute-not-allowed|k.py:6 clock|k.py:7 clock|k.py:7 module-attribute-not-allowed|" +
+				"k.py:11 foreign-store|k.py:12 clock|k.py:13 clock|k.py:13 module-attribute-not-allowed|k.py:14 clock|k.py:16 clock"},
+		{"honest assembly texts the scanner reads", map[string]string{"k.py": "import triton.language as tl\n" +
+			"CVT = '{ .reg .b32 %clocked, %pm0a; mov.b32 %clocked, $1; mov.b32 $0, %clocked; }'\n" +
+			"def f(x, FAST):\n    return tl.inline_asm_elementwise(CVT if FAST else 'mov.b32 $0, $1;', '=r,r', [x], dtype=tl.int32, is_pure=True, pack=1)\n"},
+			""},
 		{"honest inline assembly and events", map[string]string{"k.py": "import torch\nimport triton.language as tl\n" +
 			"from triton.language import inline_asm_elementwise\n" +
 			"y = tl.inline_asm_elementwise('{ .reg .b16 %lo, %hi; mov.b32 {%lo, %hi}, $1; cvt.f32.bf16 $0, %hi; }', '=r,r', [1], dtype=tl.float32, is_pure=True, pack=1)\n" +

@@ -261,14 +261,18 @@ func (c *checker) baseClasses(rel, base string) (refs []classRef, foreign bool) 
 	return refs, false
 }
 
-// overloaded reports a decorator that is typing.overload, which returns
-// typing's shared _overload_dummy: the statement's name is then bound to
-// that function, not to the bundle's (safe for a method's receiver, not
-// for stores through the name).
+// overloaded reports a decorator that binds the statement's name to an
+// object that is not the bundle's: typing.overload returns typing's shared
+// _overload_dummy; triton.jit, autotune and heuristics return the
+// compiler's objects, whose attributes (the source text, the configs, the
+// timings) Triton compiles and tunes from (rt53: a store into a kernel's
+// _src ran code the scanner never read). Safe for a method's receiver,
+// not for stores through the name.
 func (c *checker) overloaded(rel string, ds []decoratorFact) bool {
 	for _, d := range ds {
 		for _, n := range c.resolvedNames(rel, d.Chain) {
-			if n == "typing.overload" {
+			switch n {
+			case "typing.overload", "triton.jit", "triton.autotune", "triton.heuristics":
 				return true
 			}
 		}

@@ -248,5 +248,15 @@ func redTeamCases() []adversarialCase {
 		{name: "clock_asm_built_text", scan: `clock inline assembly whose text is not one string literal`},
 		{name: "clock_asm_literal_register", scan: `clock inline assembly reads %clock64`},
 		{name: "control_triton_inline_asm", control: true, allDTypes: true},
+		// rt53: clocks past the first rule (LLVM's alternative syntax,
+		// Triton's builtin and extern routes, a store into the JIT's
+		// source, the autotuner's timings, launch and placement registers).
+		{name: "clock_asm_llvm_variant", scan: `clock inline assembly uses LLVM's alternative syntax`},
+		{name: "clock_triton_builtin_asm", scan: `triton\.language\.core\.builtin`},
+		{name: "clock_triton_extern_intrinsic", scan: `triton\.language\.core\.extern`},
+		{name: "clock_jit_src_store", scan: `foreign-store assignment to "_k\._src"`},
+		{name: "clock_autotune_timings", scan: `clock access to configs_timings`},
+		{name: "clock_asm_gridid", scan: `clock inline assembly reads %gridid`},
+		{name: "clock_triton_smid", scan: `clock access to smid`},
 	}
 }

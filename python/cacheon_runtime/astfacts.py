@@ -241,11 +241,12 @@ def _attribute(node, scopes, consumed, module_level):
     return fact
 
 
-def _asm(node):
+def _asm(node, consts):
     """The fact of a call of an inline assembly builder (a callee named as
     one, bare or as an attribute), or None: whether its assembly text
-    (the first positional argument, or asm=) is one string literal, and
-    that text."""
+    (the first positional argument, or asm=) can be read here, and every
+    text it can be: a string literal, a conditional expression of such,
+    or a name the module binds once, to a literal (consts)."""
     f = node.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
     if name not in _ASM_NAMES:
@@ -256,9 +257,54 @@ def _asm(node):
             arg = node.args[0]
     else:
         arg = next((k.value for k in node.keywords if k.arg == "asm"), None)
-    literal = isinstance(arg, ast.Constant) and isinstance(arg.value, str) and len(arg.value) <= _MAX_ASM
+    texts = _asm_texts(arg, consts)
+    literal = texts is not None and sum(map(len, texts)) <= _MAX_ASM
     line, col = _pos(node)
-    return {"literal": literal, "text": arg.value if literal else "", "line": line, "col": col}
+    return {"literal": literal, "text": "\n".join(texts) if literal else "", "line": line, "col": col}
+
+
+def _asm_texts(node, consts):
+    """The strings an assembly text argument can be, or None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        a, b = _asm_texts(node.body, consts), _asm_texts(node.orelse, consts)
+        return a + b if a is not None and b is not None else None
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    return None
+
+
+def _literal_consts(tree):
+    """Names the module binds exactly once, at its top level, to a string
+    literal (NAME = "..."), and nowhere else stores, deletes or declares
+    global or nonlocal: name -> [the string]."""
+    found = {}
+    for st in tree.body:
+        if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and isinstance(st.value, ast.Constant) and isinstance(st.value.value, str)):
+            found.setdefault(st.targets[0].id, []).append(st.value.value)
+    stores = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            for g in n.names:
+                stores[g] = stores.get(g, 0) + 2
+        elif isinstance(n, ast.arg):
+            stores[n.arg] = stores.get(n.arg, 0) + 2
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)):
+            if n.name:
+                stores[n.name] = stores.get(n.name, 0) + 2
+        elif _MATCH is not None and type(n).__name__ in ("MatchAs", "MatchStar", "MatchMapping"):
+            bound = getattr(n, "name", None) or getattr(n, "rest", None)
+            if bound:
+                stores[bound] = stores.get(bound, 0) + 2
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                local = a.asname or a.name.split(".")[0]
+                stores[local] = stores.get(local, 0) + 2
+    return {k: v for k, v in found.items() if len(v) == 1 and stores.get(k) == 1}
 
 
 def _set(fact, key, value):
@@ -270,6 +316,7 @@ def _set(fact, key, value):
 
 def _facts(tree):
     imports, calls, attributes, stores, names, asms = [], [], [], [], [], []
+    consts = _literal_consts(tree)
     scopes = Scopes(tree)
     docs = _docstrings(tree)
     slots = _slot_names(tree)
@@ -298,7 +345,7 @@ def _facts(tree):
                 "line": line, "col": col,
             })
         elif isinstance(node, ast.Call):
-            asm = _asm(node)
+            asm = _asm(node, consts)
             if asm is not None:
                 asms.append(asm)
             inner = node.func
