@@ -320,6 +320,7 @@ def decoy_call(case, fn, arguments):
     case.poison()
     case.sync()
     argv = arguments()
+    case.busy()
     _guarded(case, functools.partial(fn, *argv), what, "exception", what)
 
 

@@ -51,6 +51,11 @@ PROCESS_GROUPS = ("world", "sub")
 # reproducible on purpose, it changes no value Go grades.
 _PLACE = random.SystemRandom()
 
+# What a busy call queues on the current stream ahead of the candidate's
+# work (_Case.busy): a fill of this many bytes of scratch memory, tens of
+# microseconds on an H100 or H200.
+_BUSY_BYTES = 256 << 20
+
 
 def run(worker, req):
     """Handle one run request; returns the reply fields ({"calls": [...]})."""
@@ -304,6 +309,22 @@ class _Case:
             self.own_in[in_name] = self.outs[out_name].contract
             self.outs[out_name] = host.alloc_output(self.ops, self.specs[out_name], self.dev)
 
+    def busy(self):
+        """On CUDA, for about half the calls (the case's draw), work queued
+        on the current stream right before the candidate's call, as an
+        engine's CPU runs ahead of its GPU: the worker synchronizes around
+        every call, so the stream was always idle when a graded call began
+        and a kernel asking (current_stream().query()) could tell verify
+        from serving (rt53). The work is a raw fill of the worker's own
+        scratch memory, which no input or output shares."""
+        if not self.cuda or self.rng.random() >= 0.5:
+            return
+        mem = self.w.busy_memory.get(self.dev)
+        if mem is None:
+            mem = self.torch.empty(_BUSY_BYTES, dtype=self.torch.uint8, device=self.dev)
+            self.w.busy_memory[self.dev] = mem
+        self.raw.fill(mem, b"\0")
+
     def poison(self):
         for o in self.outs.values():
             self.raw.fill(o.base, o.pattern)
@@ -436,6 +457,8 @@ class _Case:
             return False
         before = self.ops.facts(self.vis_in, self.vis_out)
         err = None
+        if phase != PHASE_GRAPH:
+            self.busy()
         try:
             invoke()
             self.sync()

@@ -53,6 +53,9 @@ class Worker:
         self.group_key = None
         # The scalars candidate calls are handed (argplan.Scalars).
         self.scalars = argplan.Scalars()
+        # device -> the scratch memory a busy call's queued work covers
+        # (runcase._Case.busy); allocated on a device's first busy call.
+        self.busy_memory = {}
         # The subgroups made after the group (a partition of the ranks, as
         # tuples) and this rank's own; None until a group request names them.
         self.subgroups = None

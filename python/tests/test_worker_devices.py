@@ -189,6 +189,17 @@ class CudaWorkerTest(test_worker.CpuWorkerTest):
         self.assertTrue(rep["ok"], rep)
         self.assertIsNone(rep["calls"][0]["error"])
 
+    def test_some_calls_begin_on_a_busy_stream(self):
+        # The worker synchronizes around every call; it queues work ahead
+        # of about half of them, so that a kernel asking whether the
+        # stream is idle gets both answers in verify, as in serving.
+        xs = [self.x(i) for i in range(24)]
+        rep, d = self.run_case("stream_busy", {"x": xs[0]}, [self.out_spec()],
+                               replays=[{"x": x} for x in xs[1:]])
+        self.assertTrue(rep["ok"], rep)
+        seen = {float(self.call_file(d, c)["out"].flatten()[0]) for c in rep["calls"]}
+        self.assertEqual(seen, {0.0, 1.0})
+
     def test_eager_exception_on_cuda(self):
         rep, _d = self.run_case("raises", {"x": self.bf(0)}, [self.out_spec(dtype="bfloat16")],
                                 graph=True, graph_replays=[{"x": self.bf(1)}])

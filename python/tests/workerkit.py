@@ -141,6 +141,10 @@ BUNDLE_FILES = {
         def syncs(x, out):
             out.fill_(float(x.float().sum().item()))   # host sync: not capturable
 
+        def stream_busy(x, out):
+            # 1 where the current stream still had work queued at entry
+            out.fill_(0.0 if torch.cuda.current_stream().query() else 1.0)
+
         def ints_nothing(x, idx):
             pass
 
