@@ -320,10 +320,15 @@ class _Case:
         if not self.cuda or self.rng.random() >= 0.5:
             return
         mem = self.w.busy_memory.get(self.dev)
-        if mem is None:
-            mem = self.torch.empty(_BUSY_BYTES, dtype=self.torch.uint8, device=self.dev)
-            self.w.busy_memory[self.dev] = mem
-        self.raw.fill(mem, b"\0")
+        try:
+            if mem is None:
+                mem = self.torch.empty(_BUSY_BYTES, dtype=self.torch.uint8, device=self.dev)
+                self.w.busy_memory[self.dev] = mem
+            self.raw.fill(mem, b"\0")
+        except (RuntimeError, ValueError, rawmem.RawError):
+            # the worker's own work, not the candidate's: a device short
+            # of memory gets no queued work (the call runs as before)
+            pass
 
     def poison(self):
         for o in self.outs.values():
