@@ -118,8 +118,9 @@ capability domain; on cpu also a collective call gloo cannot run here, a
 bfloat16 reduction or a collective it does not implement, as verify's own
 probe of gloo finds), INFRA (the run could not be established).
 Exit status: 0 every applicable row passed, 2 a row failed, no row was
-applicable ("no variant applicable": nothing was verified) or scan findings,
-3 infrastructure failure, 1 usage error.`,
+applicable ("no variant applicable": nothing was verified; with --json the
+report, every row N/A, is on stdout and the refusal on stderr) or scan
+findings, 3 infrastructure failure, 1 usage error.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seedSet = cmd.Flags().Changed("seed")
@@ -371,6 +372,12 @@ func (v *verifyRun) one(i int, warm *verify.Warm, started func()) (printed bool,
 		return true, withCode(ExitInfra, ctx.Err())
 	}
 	if err := rep.NoneApplicableErr(); err != nil {
+		if fl.json && !multi {
+			// the report on stdout is the one JSON document (every row
+			// N/A); the refusal goes to stderr, as with several bundles
+			fmt.Fprintf(a.stderr, "cacheon: %v\n", err)
+			return true, silentExit{ExitFindings}
+		}
 		return true, err // a candidate failure: exit 2, "no variant applicable"
 	}
 	return true, nil

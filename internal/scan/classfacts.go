@@ -35,8 +35,12 @@ type methodFact struct {
 	Class      int             `json:"class"`
 	Name       string          `json:"name"`
 	Decorators []decoratorFact `json:"decorators"`
-	Line       int             `json:"line"`
-	Col        int             `json:"col"`
+	// Required is how many arguments a call must pass for the body to
+	// run (positional and keyword-only parameters without a default,
+	// self included).
+	Required int `json:"required"`
+	Line     int `json:"line"`
+	Col      int `json:"col"`
 }
 
 // decoratorFact is one decorator: the name chain it is (or calls, when
@@ -76,7 +80,7 @@ func checkClasses(f *fileFacts) error {
 		if m.Class < 1 || m.Class > len(f.Classes) {
 			return fmt.Errorf("method: class %d out of range", m.Class)
 		}
-		if err := firstErr(checkIdent(m.Name, false), checkPos(m.Line, m.Col)); err != nil {
+		if err := firstErr(checkIdent(m.Name, false), checkPos(m.Line, m.Col), checkCount(m.Required)); err != nil {
 			return fmt.Errorf("method: %w", err)
 		}
 		if err := checkDecorators(m.Decorators); err != nil {

@@ -196,6 +196,14 @@ func TestGateClasses(t *testing.T) {
 		{"unbound method through an item, a call, an attribute", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\n" +
 			"def get():\n    return P\n[P][0].m(torch.Tensor)\nget().m(torch.Tensor)\nclass H:\n    def __init__(self):\n        self.c = P\n    def go(self):\n        self.c.m(torch.Tensor)\n"},
 			"k.py:7 unbound-method|k.py:8 unbound-method|k.py:13 unbound-method"},
+		// hs53: a call with fewer arguments than such a method needs
+		// cannot run it with another object as self (q.to(dtype) beside
+		// a bundle's to(self, device)); with enough, or a star, it can.
+		{"unbound method by arity", map[string]string{"k.py": "import torch\nclass T:\n    def to(self, device):\n        self.d = device\n" +
+			"    def copy_(self, v, *, w):\n        self.v = v\n" +
+			"def f(q, out, k):\n    a = q.to(torch.float32)\n    out.copy_(a, w=1)\n    k.to(torch.Tensor, 1)\n" +
+			"    k.to(*[torch.Tensor])\n    k.copy_(torch.Tensor, 1, w=2)\n    return a\n"},
+			"k.py:10 unbound-method|k.py:11 unbound-method|k.py:12 unbound-method"},
 		{"methods on instances and read-only methods anywhere", map[string]string{"k.py": "import torch\nclass P:\n    def m(self, v):\n        self.v = v\n    def r(self):\n        return self.v\n" +
 			"    def both(self):\n        self.m(1)\n        return self.r()\ni = P()\ni.m(2)\nP().m(3)\nP.r(torch.Tensor)\n[i][0].r()\n"}, ""},
 		{"method used in its class body", map[string]string{"k.py": "import torch\nclass P:\n    def m(self):\n        self.add = 1\n    m(torch.Tensor)\n"},

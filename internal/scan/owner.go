@@ -78,13 +78,27 @@ type ownerIndex struct {
 	// bundle, whose receiver is the instance and which store into it:
 	// called with another object as self, they would patch that object.
 	mutators map[string]bool
-	kinds    map[string][]string // per file, per method
+	// mutatorArgs is, per mutator name, the fewest arguments a call must
+	// pass for any such method's body to run (methodFact.Required; 0
+	// where not known): a call with fewer cannot run one with another
+	// object as self.
+	mutatorArgs map[string]int
+	kinds       map[string][]string // per file, per method
+}
+
+// addMutator records a mutator method by name and the arguments a call
+// of it must pass (the fewest over the methods of that name).
+func (o *ownerIndex) addMutator(name string, required int) {
+	if was, ok := o.mutatorArgs[name]; !ok || required < was {
+		o.mutatorArgs[name] = max(required, 0)
+	}
+	o.mutators[name] = true
 }
 
 // indexOwners builds the ownership index after name resolution.
 func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 	c.owners = ownerIndex{classes: make(map[string]classRef), mutators: make(map[string]bool),
-		kinds: make(map[string][]string)}
+		mutatorArgs: make(map[string]int), kinds: make(map[string][]string)}
 	for _, rel := range files {
 		mod, _, ok := moduleOf(rel)
 		for i, cl := range facts[rel].Classes {
@@ -105,7 +119,7 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 		c.owners.kinds[rel] = kinds
 		mutator := func(idx int) {
 			if idx >= 1 && idx <= len(kinds) && kinds[idx-1] == kindInstance {
-				c.owners.mutators[ff.Methods[idx-1].Name] = true
+				c.owners.addMutator(ff.Methods[idx-1].Name, ff.Methods[idx-1].Required)
 			}
 		}
 		for _, st := range ff.Stores {
@@ -136,7 +150,7 @@ func (c *checker) indexOwners(files []string, facts map[string]*fileFacts) {
 			for _, d := range cl.Decorators {
 				for _, n := range c.resolvedNames(rel, d.Chain) {
 					if n == "dataclasses.dataclass" {
-						c.owners.mutators["__init__"] = true
+						c.owners.addMutator("__init__", 0)
 					}
 				}
 			}

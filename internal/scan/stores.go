@@ -65,6 +65,12 @@ func (fc *fileCheck) unboundAttr(a attrFact) {
 		if i == len(a.Attrs)-1 && a.Called && fc.methodKind(a.Arg0) == kindInstance {
 			continue
 		}
+		if i == len(a.Attrs)-1 && a.Called && !a.Starred && a.NArgs+a.NKeywords < fc.owners.mutatorArgs[name] {
+			// too few arguments for any such method to run with another
+			// object as self (hs53: q.to(dtype) beside a bundle class's
+			// to(self, device), out.copy_(v) beside copy_(self, v))
+			continue
+		}
 		shown := showChain(a.Base, strings.Join(a.Attrs[:i+1], "."))
 		if a.RootCall != "" {
 			shown = a.RootCall + "(...)." + strings.Join(a.Attrs[:i+1], ".")

@@ -89,6 +89,7 @@ class Scopes:
                 self.methods.append({
                     "class": class_index[id(parent)], "name": node.name,
                     "decorators": [_decorator(d) for d in node.decorator_list],
+                    "required": _required(node.args),
                     "line": node.lineno, "col": node.col_offset + 1,
                 })
             inner = funcs + (node,) if isinstance(node, _SCOPES) else funcs
@@ -216,6 +217,14 @@ def _base(node):
     if isinstance(node, ast.Subscript):
         node = node.value
     return _chain(node)
+
+
+def _required(args):
+    """How many arguments a call must pass for a def's body to run: its
+    positional parameters without a default (self included) and its
+    keyword-only ones without one."""
+    positional = len(args.posonlyargs) + len(args.args) if hasattr(args, "posonlyargs") else len(args.args)
+    return (positional - len(args.defaults)) + sum(1 for d in args.kw_defaults if d is None)
 
 
 def _class(node, top):
