@@ -12,10 +12,12 @@ import (
 // apart. A kernel that reads a clock can tell the two apart (how long
 // since its last call) and be honest only while graded. The time module
 // is not importable; what is refused here reaches a clock through what
-// is: a CUDA event's timer, Triton's global timer and the clock and
-// performance-counter registers of inline assembly. Inline assembly stays
-// legal (honest kernels use it for conversions and fast math) when its
-// text is one string literal the scanner can read.
+// is: a CUDA event's timer, the autotuner's timings, Triton's global
+// timer, the clock, counter and placement registers of inline assembly
+// and device code built from text. Inline assembly stays legal (honest
+// kernels use it for conversions and fast math) where the scanner can
+// read its text: a string literal, a choice between literals or a module
+// constant bound once to one (astfacts._asm).
 
 // clockNames are attributes that read a clock, refused on any object
 // (also through getattr with a literal name).
@@ -58,8 +60,9 @@ var asmVariant = regexp.MustCompile(`\$[(|)]`)
 // maxAsm bounds an assembly text in the facts.
 const maxAsm = 1 << 16
 
-// asmFact is a call of an inline assembly builder: whether its assembly
-// text (the first argument, or asm=) is one string literal, and the text.
+// asmFact is a call of an inline assembly builder: whether the scanner
+// can read its assembly text (the first argument, or asm=), and every
+// text it can be, one per line.
 type asmFact struct {
 	Literal bool   `json:"literal"`
 	Text    string `json:"text"`
@@ -103,14 +106,15 @@ func (fc *fileCheck) clockAttr(a attrFact) {
 }
 
 // clocks refuses what reads a clock outside attribute chains: inline
-// assembly whose text is not a literal or names a clock or counter
-// register, a builder named as a bare value or imported under another name.
+// assembly whose text the scanner cannot read, or that names a clock,
+// counter or placement register or uses LLVM's alternative syntax, and a
+// builder named as a bare value or imported under another name.
 func (fc *fileCheck) clocks(ff *fileFacts) {
 	for _, a := range ff.Asm {
 		switch {
 		case !a.Literal:
 			fc.add(a.Line, a.Col, RuleClock,
-				"inline assembly whose text is not one string literal: the scanner cannot read what it executes; write the text as a literal")
+				"inline assembly whose text the scanner cannot read (not a string literal, a choice between literals or a module constant bound once to one): write the text out")
 		case asmVariant.MatchString(a.Text):
 			fc.add(a.Line, a.Col, RuleClock,
 				"inline assembly uses LLVM's alternative syntax ($( $| $)), so the text the GPU receives is not the text written; write it out")

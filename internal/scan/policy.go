@@ -79,7 +79,7 @@ func Rules() []RuleInfo {
 		{RuleModuleAttribute, "a name of an allowed module that is not on its attribute allow-list (torch.utils, torch.jit.load, torch.compile, typing.get_type_hints, torch.distributed beyond the collectives, private names, ...)"},
 		{RuleDunderAccess, "access to a dunder name outside the harmless list (__name__, __doc__, __init__, ...)"},
 		{RuleIntrospection, "frame, generator, coroutine, code, traceback and cell attributes (gi_frame, f_globals, f_back, co_code, tb_frame, mro, ...) on any object, also through getattr or a format string; a finalizer (__del__)"},
-		{RuleClock, "a clock: a CUDA event's elapsed_time, Triton's globaltimer, inline assembly whose text is not one string literal or reads a clock or counter register (%clock, %globaltimer, %pm0-7); verify's and served calls come at different moments"},
+		{RuleClock, "a clock or where a block runs: elapsed_time, the autotuner's configs_timings and bench_time, Triton's globaltimer and smid, extern_elementwise and the IR builder's inline assembly, inline assembly whose text the scanner cannot read (not a literal, a choice between literals or a module constant) or that names a clock, counter or placement register (%clock, %globaltimer, %pm0-7, %gridid, %smid, ...) or uses LLVM's $( $| $) syntax; verify's and served calls come at different moments"},
 		{RuleSysModules, "use of the import system: sys.modules, sys.path, sys.meta_path, importlib, imp, pkgutil, runpy, zipimport"},
 		{RuleUnsafeLoader, "deserializers and native loaders: torch.load, pickle, marshal, cpp_extension, load_library, torch.hub, model_zoo, triton.runtime.build"},
 		{RuleNativeFFI, "foreign-function interfaces: ctypes, cffi"},

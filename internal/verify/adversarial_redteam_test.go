@@ -245,7 +245,7 @@ func redTeamCases() []adversarialCase {
 		// or counter register.
 		{name: "clock_event_elapsed", scan: `clock access to elapsed_time`},
 		{name: "clock_triton_globaltimer", scan: `clock access to globaltimer`},
-		{name: "clock_asm_built_text", scan: `clock inline assembly whose text is not one string literal`},
+		{name: "clock_asm_built_text", scan: `clock inline assembly whose text the scanner cannot read`},
 		{name: "clock_asm_literal_register", scan: `clock inline assembly reads %clock64`},
 		{name: "control_triton_inline_asm", control: true, allDTypes: true},
 		// rt53: clocks past the first rule (LLVM's alternative syntax,

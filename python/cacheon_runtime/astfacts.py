@@ -258,9 +258,10 @@ def _asm(node, consts):
     else:
         arg = next((k.value for k in node.keywords if k.arg == "asm"), None)
     texts = _asm_texts(arg, consts)
-    literal = texts is not None and sum(map(len, texts)) <= _MAX_ASM
+    text = "\n".join(texts) if texts is not None else ""
+    literal = texts is not None and len(text) <= _MAX_ASM
     line, col = _pos(node)
-    return {"literal": literal, "text": "\n".join(texts) if literal else "", "line": line, "col": col}
+    return {"literal": literal, "text": text if literal else "", "line": line, "col": col}
 
 
 def _asm_texts(node, consts):
