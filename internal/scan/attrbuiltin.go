@@ -22,6 +22,9 @@ func (fc *fileCheck) attrBuiltinCall(c callFact) {
 	case clockNames[c.NameArg] != "" && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleClock,
 			"%s() with name %q reads %s, which tells verify's calls from served ones; remove it", c.Func, c.NameArg, clockNames[c.NameArg])
+	case deviceCodeNames[c.NameArg] && c.Func != "hasattr":
+		fc.add(c.Line, c.Col, RuleClock,
+			"%s() with name %q builds device code the scanner cannot read; use triton.language and its libdevice", c.Func, c.NameArg)
 	case asmNames[c.NameArg] && c.Func != "hasattr":
 		fc.add(c.Line, c.Col, RuleClock,
 			"%s() with name %q hides a call of inline assembly; call it directly with its assembly as a string literal", c.Func, c.NameArg)

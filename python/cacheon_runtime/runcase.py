@@ -6,8 +6,10 @@ before and after it, see prepstates) -> eager call -> eager replays
 graph replays.
 
 Before every call every output's whole allocation is poisoned (NaN, or the
-integer dtype's minimum); identity facts are recorded for every input and
-output before and after; after every call the device is synchronized and
+integer dtype's minimum); on CUDA, before about half the eager calls and
+decoy calls, work of the worker's own is queued on the current stream
+(_Case.busy: an engine's stream is seldom idle when a kernel is called);
+identity facts are recorded for every input and output before and after; after every call the device is synchronized and
 ``call-<n>.safetensors`` is written with every output (a contiguous copy of
 the validator-owned view) and every input as it is after the call
 (``in.<name>``). Replays copy new values in place into the same input
